@@ -1,0 +1,3 @@
+// Entry point of the kernels module: re-exports every kernel and layout constant.
+// Compiled by scripts/build-asm.js with --runtime stub over an imported shared memory (see STYLE.md §2).
+export * from './layout';
