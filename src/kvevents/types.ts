@@ -2,10 +2,14 @@
 // version or engine that produced them. Engine hashes are normalised to an unsigned 64-bit BigInt:
 // ints as they are (a negative int64 as its two's complement), bytes as their last 8 bytes big-endian.
 
-export interface BlockStored {
+/**
+ * H is the hash type: bigint after decoding; the encoder also takes raw digests (Uint8Array), sent whole in
+ * bytes mode and as their last 8 bytes big-endian in int mode, as vLLM does.
+ */
+export interface BlockStored<H = bigint> {
   type: 'BlockStored';
-  blockHashes: bigint[];
-  parentBlockHash: bigint | null;
+  blockHashes: H[];
+  parentBlockHash: H | null;
   /** Concatenated token ids of every block in blockHashes (may be empty: a tier-only store, e.g. CPU offload). */
   tokenIds: number[];
   blockSize: number;
@@ -18,9 +22,9 @@ export interface BlockStored {
   groupIdx: number | null;
 }
 
-export interface BlockRemoved {
+export interface BlockRemoved<H = bigint> {
   type: 'BlockRemoved';
-  blockHashes: bigint[];
+  blockHashes: H[];
   medium: string | null;
   groupIdx: number | null;
 }
@@ -29,12 +33,15 @@ export interface AllBlocksCleared {
   type: 'AllBlocksCleared';
 }
 
-export type KvEvent = BlockStored | BlockRemoved | AllBlocksCleared;
+export type KvEvent<H = bigint> = BlockStored<H> | BlockRemoved<H> | AllBlocksCleared;
 
-export interface KvEventBatch {
+/** What the encoder accepts as a hash. */
+export type WireHash = bigint | Uint8Array;
+
+export interface KvEventBatch<H = bigint> {
   /** Epoch seconds (float) when the engine step that produced the events ended. */
   ts: number;
-  events: KvEvent[];
+  events: Array<KvEvent<H>>;
   /** vLLM's data_parallel_rank, SGLang's attn_dp_rank; null when absent. */
   dataParallelRank: number | null;
 }
