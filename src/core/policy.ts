@@ -1,0 +1,102 @@
+// The routing core's contract. A policy is a pure function of (request features, a read-only view of the
+// cluster, the time) to a decision: no I/O, no clock, no state of its own. What it must remember between
+// calls (a session's host, a round-robin position) it reads back from the tables the host keeps, so the
+// gateway's threads and the discrete-event driver all see the same thing.
+
+export type PodState = 'ready' | 'draining' | 'down';
+export type PodRole = 'both' | 'prefill' | 'decode';
+
+/** One engine as a policy sees it. `index` is its row in the shared pod and load tables. */
+export interface PodView {
+  readonly index: number;
+  readonly id: string;
+  readonly role: PodRole;
+  readonly blockSize: number;
+  /** KV capacity in blocks (0 when unknown). */
+  readonly kvCapacityBlocks: number;
+}
+
+/** Fresh load of a pod, by pod index. Gateway counters and engine-reported figures. */
+export interface LoadView {
+  /** Requests the gateway has sent to the pod and not yet finished. */
+  inFlight (pod: number): number;
+  /** Prompt tokens sent to the pod and not yet computed (prompt minus expected cached, until the first token). */
+  pendingPrefill (pod: number): number;
+  /** Requests the engine reports running / waiting (from its /metrics); 0 when never scraped. */
+  running (pod: number): number;
+  waiting (pod: number): number;
+  /** KV cache usage 0..1 reported by the engine. */
+  kvUsage (pod: number): number;
+}
+
+/** What the session table says about one session. */
+export interface SessionInfo {
+  /** Pod index the session is bound to, −1 for none. */
+  readonly host: number;
+  readonly attainedService: number;
+  readonly contextTokens: number;
+  /** Host time of the session's last migration, −Infinity if never. */
+  readonly lastMigration: number;
+  readonly inFlight: number;
+}
+
+export interface SessionView {
+  get (sessionKey: bigint): SessionInfo | null;
+}
+
+/** The cluster at the moment of a decision. `pods` holds only the candidates: healthy, serving the model, in a usable role. */
+export interface ClusterView {
+  readonly pods: readonly PodView[];
+  readonly load: LoadView;
+  readonly sessions: SessionView;
+  /** Decisions the host has recorded so far (a shared counter); round-robin reads its position from it. */
+  readonly decisions: number;
+}
+
+/** How much of the prompt each pod holds, from the prefix index, computed by the host before route(). */
+export interface PrefixMatch {
+  /** Full blocks in the prompt. */
+  readonly totalBlocks: number;
+  readonly blockSize: number;
+  /** Consecutive blocks from block 0 that each pod holds, indexed by pod index. */
+  matched (pod: number): number;
+}
+
+export interface RequestFeatures {
+  readonly model: string;
+  /** 64-bit hash of the session id, or null for a request with no session. */
+  readonly sessionKey: bigint | null;
+  /** The parent session of a sub-agent, if known. */
+  readonly parentSessionKey: bigint | null;
+  readonly promptTokens: number;
+  readonly prefix: PrefixMatch;
+  /** Output tokens the client said to expect (max_tokens), if it did. */
+  readonly expectedOutputTokens: number | null;
+  /** A uniform number in [0, 1) drawn by the host (seeded in the simulator), for policies that randomise. */
+  readonly random: number;
+}
+
+export interface Decision {
+  /** Index of the chosen pod (one of cluster.pods). */
+  readonly pod: number;
+  /** Set when the policy moves the session: its KV should come from this pod. */
+  readonly migrateFrom?: number;
+  /** A short reason for logs and metrics, from a small fixed set per policy. */
+  readonly reason: string;
+}
+
+export interface Policy {
+  readonly name: string;
+  route (req: RequestFeatures, cluster: ClusterView, now: number): Decision;
+}
+
+export type PolicyFactory = (config: Readonly<Record<string, unknown>>) => Policy;
+
+/** A request that no policy can place (no candidate pod); the host answers 503. */
+export class NoCandidateError extends Error {
+  readonly code = 'EAR_ERR_NO_BACKEND';
+  constructor (message = 'no healthy backend serves this model') {
+    super(message);
+    this.name = 'NoCandidateError';
+  }
+}
