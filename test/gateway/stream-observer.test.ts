@@ -1,0 +1,61 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { StreamObserver } from '../../src/gateway/stream-observer.js';
+
+const events = [
+  'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n',
+  'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\n',
+  'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]}\n\n',
+  'data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":40,"total_tokens":42,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":32}}}\n\n',
+  'data: [DONE]\n\n'
+];
+
+test('the role chunk is not a token; the first content chunk is; usage and cached tokens are read', () => {
+  const o = new StreamObserver('text/event-stream');
+  assert.equal(o.push(Buffer.from(events[0])), false);
+  assert.equal(o.firstTokenSeen, false);
+  assert.equal(o.push(Buffer.from(events[1])), true);
+  for (const e of events.slice(2)) assert.equal(o.push(Buffer.from(e)), false);
+  o.end();
+  assert.deepEqual(o.usage, { promptTokens: 40, completionTokens: 2, cachedTokens: 32 });
+  assert.equal(o.streamError, null);
+});
+
+test('any split of the byte stream gives the same observation (property)', () => {
+  const all = Buffer.from(events.join(''));
+  fc.assert(fc.property(fc.uniqueArray(fc.integer({ min: 1, max: all.length - 1 }), { maxLength: 20 }), (cuts) => {
+    const o = new StreamObserver('text/event-stream; charset=utf-8');
+    let prev = 0;
+    let firsts = 0;
+    for (const c of [...cuts.sort((a, b) => a - b), all.length]) {
+      if (o.push(all.subarray(prev, c))) firsts++;
+      prev = c;
+    }
+    o.end();
+    assert.equal(firsts, 1);
+    assert.deepEqual(o.usage, { promptTokens: 40, completionTokens: 2, cachedTokens: 32 });
+  }));
+});
+
+test('a non-streaming response is read at the end; completions text counts as content', () => {
+  const o = new StreamObserver('application/json');
+  const body = JSON.stringify({ object: 'text_completion', choices: [{ index: 0, text: 'hi' }], usage: { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6, prompt_tokens_details: null } });
+  o.push(Buffer.from(body.slice(0, 10)));
+  o.push(Buffer.from(body.slice(10)));
+  assert.equal(o.firstTokenSeen, false);
+  o.end();
+  assert.equal(o.firstTokenSeen, true);
+  assert.deepEqual(o.usage, { promptTokens: 5, completionTokens: 1, cachedTokens: null });
+});
+
+test('in-band errors are noticed, garbage is ignored, and a huge body is not buffered', () => {
+  const o = new StreamObserver('text/event-stream');
+  o.push(Buffer.from('data: {not json\n\n: comment\n\ndata: {"error":{"message":"boom","type":"x","code":500}}\n\ndata: [DONE]\n\n'));
+  o.end();
+  assert.equal(o.streamError, 'boom');
+  const big = new StreamObserver('application/json', 16);
+  big.push(Buffer.from('{"usage":{"prompt_tokens":1,"completion_tokens":1}, "pad":"xxxxxxxxxxxxxxxxxxxxxxxxx"}'));
+  big.end();
+  assert.equal(big.usage, null);
+});
