@@ -1,0 +1,81 @@
+// The backends the gateway proxies to: one undici Pool each (keep-alive), their health, the models they serve
+// and the load their engines report. Health checks eject a backend after `unhealthyAfter` failures in a row and
+// re-admit it on the first success; the model list comes from each engine's /v1/models.
+import { Pool, request as undiciRequest } from 'undici';
+import type { BackendConfig, GatewayConfig } from './config.js';
+import { parseEngineMetrics, type EngineLoad } from './engine-metrics.js';
+
+export type BackendHealth = 'unknown' | 'healthy' | 'unhealthy';
+
+export class Backend {
+  readonly pool: Pool;
+  health: BackendHealth = 'unknown';
+  /** Set by a config reload that removed it: serves nothing new, closes once idle. */
+  draining = false;
+  failures = 0;
+  models = new Set<string>();
+  engineLoad: EngineLoad | null = null;
+  lastScrape = 0;
+
+  constructor (readonly index: number, readonly config: BackendConfig, gw: Readonly<GatewayConfig>) {
+    this.pool = new Pool(config.url, {
+      connections: gw.connectionsPerBackend,
+      pipelining: 1,
+      keepAliveTimeout: 60_000,
+      headersTimeout: gw.upstreamHeadersTimeoutMs,
+      bodyTimeout: gw.upstreamBodyTimeoutMs
+    });
+  }
+
+  get id (): string {
+    return this.config.id;
+  }
+
+  /** Usable for new requests of `model`. */
+  serves (model: string): boolean {
+    return this.health === 'healthy' && !this.draining && this.models.has(model);
+  }
+}
+
+const PROBE_TIMEOUT_MS = 2000;
+
+async function getText (url: string): Promise<{ status: number; text: string }> {
+  const r = await undiciRequest(url, { method: 'GET', headersTimeout: PROBE_TIMEOUT_MS, bodyTimeout: PROBE_TIMEOUT_MS });
+  return { status: r.statusCode, text: await r.body.text() };
+}
+
+/** One health probe: /health, then /v1/models for the model list. Updates the backend; returns whether it is up. */
+export async function probe (b: Backend, unhealthyAfter: number): Promise<boolean> {
+  try {
+    const h = await getText(`${b.config.url}/health`);
+    if (h.status !== 200) throw new Error(`/health answered ${h.status}`);
+    const m = await getText(`${b.config.url}/v1/models`);
+    if (m.status === 200) {
+      const doc = JSON.parse(m.text) as { data?: Array<{ id?: unknown }> };
+      const ids = (doc.data ?? []).map((x) => x.id).filter((x): x is string => typeof x === 'string');
+      if (ids.length > 0) b.models = new Set(ids);
+    }
+    b.failures = 0;
+    b.health = 'healthy';
+    return true;
+  } catch {
+    b.failures++;
+    if (b.failures >= unhealthyAfter || b.health === 'unknown') b.health = 'unhealthy';
+    return false;
+  }
+}
+
+/** Polls the engine's /metrics into engineLoad; a failure leaves the last reading (its age is lastScrape). */
+export async function scrape (b: Backend, now: number): Promise<void> {
+  try {
+    const r = await getText(`${b.config.url}/metrics`);
+    if (r.status !== 200) return;
+    const load = parseEngineMetrics(r.text);
+    if (load) {
+      b.engineLoad = load;
+      b.lastScrape = now;
+    }
+  } catch {
+    // an engine that cannot answer /metrics is judged by the health check, not here
+  }
+}

@@ -1,0 +1,69 @@
+// Reads an OpenAI request body into what routing needs, and the body to forward. Runs in the route pool.
+// The body forwarded upstream is the client's own bytes unless something must change: a client's
+// kv_transfer_params are never forwarded (they would let a client steer an engine's KV transfers).
+import { GatewayError } from './errors.js';
+import type { ChatMessage } from '../tokenize/types.js';
+
+export type Endpoint = 'chat' | 'completions';
+
+export interface ParsedRequest {
+  endpoint: Endpoint;
+  model: string;
+  stream: boolean;
+  /** Chat messages (chat) — as sent. */
+  messages: ChatMessage[] | null;
+  /** Completions prompt: text, or token ids (a list of ints). Batched prompts (lists of prompts) are not routed by content. */
+  prompt: string | number[] | null;
+  /** max_tokens / max_completion_tokens, if given. */
+  maxTokens: number | null;
+  /** The body to send upstream (the client's bytes when nothing had to change). */
+  forward: Buffer;
+}
+
+function bad (message: string): GatewayError {
+  return new GatewayError('EAR_ERR_BAD_REQUEST', message);
+}
+
+function isTokenIds (v: unknown): v is number[] {
+  if (!Array.isArray(v) || v.length === 0) return false;
+  for (const x of v) if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > 0xffffffff) return false;
+  return true;
+}
+
+export function parseRequestBody (endpoint: Endpoint, raw: Buffer): ParsedRequest {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(raw.toString('utf8'));
+  } catch (err) {
+    throw new GatewayError('EAR_ERR_BAD_JSON', `request body is not valid JSON: ${(err as Error).message}`);
+  }
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw bad('request body must be a JSON object');
+  const b = doc as Record<string, unknown>;
+  if (typeof b.model !== 'string' || b.model === '') throw bad('"model" is required and must be a non-empty string');
+  if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean') throw bad('"stream" must be a boolean');
+  const max = b.max_completion_tokens ?? b.max_tokens;
+  if (max !== undefined && max !== null && (typeof max !== 'number' || !Number.isInteger(max) || max < 0)) {
+    throw bad('"max_tokens" must be a non-negative integer');
+  }
+  let messages: ChatMessage[] | null = null;
+  let prompt: string | number[] | null = null;
+  if (endpoint === 'chat') {
+    if (!Array.isArray(b.messages) || b.messages.length === 0) throw bad('"messages" must be a non-empty array');
+    for (const [i, m] of b.messages.entries()) {
+      if (typeof m !== 'object' || m === null || typeof (m as ChatMessage).role !== 'string') throw bad(`messages[${i}] must be an object with a string "role"`);
+    }
+    messages = b.messages as ChatMessage[];
+  } else {
+    const p = b.prompt;
+    if (typeof p === 'string') prompt = p;
+    else if (isTokenIds(p)) prompt = p;
+    else if (Array.isArray(p) && p.length > 0 && p.every((x) => typeof x === 'string' || isTokenIds(x))) prompt = null; // a batch
+    else throw bad('"prompt" must be a string, a list of token ids, or a non-empty list of those');
+  }
+  let forward = raw;
+  if ('kv_transfer_params' in b) {
+    delete b.kv_transfer_params;
+    forward = Buffer.from(JSON.stringify(b));
+  }
+  return { endpoint, model: b.model, stream: b.stream === true, messages, prompt, maxTokens: typeof max === 'number' ? max : null, forward };
+}

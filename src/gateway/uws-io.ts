@@ -1,0 +1,119 @@
+// uWebSockets.js response plumbing. The rules (STYLE.md §3): an HttpRequest is only valid inside its handler
+// (read every header first); a response needs an abort handler before any async step and is dead once aborted
+// or ended; writes from outside a uWS callback are corked; write() keeps the whole chunk and returns false
+// under backpressure (wait for onWritable, never resend).
+import type { HttpResponse } from 'uWebSockets.js';
+import { errorBody, GatewayError } from './errors.js';
+
+/** Per-response state that outlives the handler. */
+export class ResponseState {
+  aborted = false;
+  ended = false;
+  /** Status line and headers are out: from here on an error can only end the stream. */
+  headersSent = false;
+  readonly abort = new AbortController();
+  #writable: (() => void) | null = null;
+
+  constructor (readonly res: HttpResponse) {
+    res.onAborted(() => {
+      this.aborted = true;
+      this.abort.abort();
+      const w = this.#writable;
+      this.#writable = null;
+      w?.();
+    });
+  }
+
+  get live (): boolean {
+    return !this.aborted && !this.ended;
+  }
+
+  /** Writes the status and headers (once). */
+  head (status: number, headers: Iterable<[string, string]>): void {
+    if (!this.live || this.headersSent) return;
+    this.res.cork(() => {
+      this.res.writeStatus(statusLine(status));
+      for (const [k, v] of headers) this.res.writeHeader(k, v);
+    });
+    this.headersSent = true;
+  }
+
+  /** Writes a chunk; resolves when the socket can take more (immediately unless under backpressure). */
+  write (chunk: Uint8Array): Promise<void> | undefined {
+    if (!this.live) return undefined;
+    let ok = true;
+    this.res.cork(() => { ok = this.res.write(chunk); });
+    if (ok) return undefined;
+    return new Promise((resolve) => {
+      // One onWritable per response at a time (uWebSockets.js#961): this one resolves and unregisters itself.
+      this.#writable = resolve;
+      this.res.onWritable(() => {
+        const w = this.#writable;
+        this.#writable = null;
+        w?.();
+        return true;
+      });
+    });
+  }
+
+  end (body?: string | Uint8Array): void {
+    if (!this.live) return;
+    this.ended = true;
+    this.res.cork(() => { this.res.end(body); });
+  }
+
+  /** A complete response with a body. */
+  send (status: number, body: string | Uint8Array, headers: Iterable<[string, string]> = []): void {
+    if (!this.live) return;
+    this.ended = true;
+    this.res.cork(() => {
+      this.res.writeStatus(statusLine(status));
+      for (const [k, v] of headers) this.res.writeHeader(k, v);
+      this.res.end(body);
+    });
+    this.headersSent = true;
+  }
+
+  /** Answers with an OpenAI-style error if nothing was sent yet; otherwise ends the stream with an error event. */
+  fail (err: unknown, headers: Iterable<[string, string]> = []): void {
+    if (!this.live) return;
+    const { status, body } = errorBody(err);
+    if (!this.headersSent) {
+      this.send(status, body, [['content-type', 'application/json'], ...headers]);
+      return;
+    }
+    // Mid-stream: engines send errors in-band as an SSE data line, then [DONE]; do the same.
+    this.end(`data: ${body}\n\ndata: [DONE]\n\n`);
+  }
+}
+
+const REASONS: Record<number, string> = {
+  200: 'OK', 201: 'Created', 204: 'No Content', 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found',
+  405: 'Method Not Allowed', 408: 'Request Timeout', 409: 'Conflict', 413: 'Payload Too Large', 422: 'Unprocessable Entity',
+  429: 'Too Many Requests', 500: 'Internal Server Error', 502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout'
+};
+
+export function statusLine (status: number): string {
+  return `${status} ${REASONS[status] ?? 'Status'}`;
+}
+
+/**
+ * Reads the request body up to `maxBytes`. uWS neuters each chunk when the callback returns, so chunks are
+ * copied. Over the limit, the request is answered 413 at once and the rest is ignored.
+ */
+export function readBody (state: ResponseState, maxBytes: number, done: (body: Buffer) => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let over = false;
+  state.res.onData((ab, isLast) => {
+    if (over) return;
+    size += ab.byteLength;
+    if (size > maxBytes) {
+      over = true;
+      state.fail(new GatewayError('EAR_ERR_BODY_TOO_LARGE', `request body exceeds ${maxBytes} bytes`), [['connection', 'close']]);
+      return;
+    }
+    chunks.push(Buffer.from(ab.slice(0)));
+    if (isLast) done(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+  });
+}
