@@ -84,7 +84,10 @@ export async function attempt (state: ResponseState, pool: Dispatcher, opts: Att
     body.destroy();
     return { result: { kind: 'aborted' }, observer };
   }
+  const sawFirst = observer.firstTokenSeen;
   observer.end();
+  // A buffered (non-streaming) response reveals its first token only now, with the whole body.
+  if (!sawFirst && observer.firstTokenSeen) opts.onFirstToken?.();
   if (streaming) {
     if (!state.headersSent) state.head(statusCode, head);
     state.end();

@@ -1,0 +1,39 @@
+// What the request path needs from the routing core and its tables: a decision for a request, and the
+// bookkeeping that keeps load and sessions fresh as the request moves along. The gateway's request lifecycle
+// talks only to this interface.
+import type { Backend } from './backends.js';
+import type { Usage } from './stream-observer.js';
+
+export interface RoutingInput {
+  model: string;
+  sessionId: string | null;
+  promptTokens: number;
+  /** Chained block keys of the prompt (empty when the prompt was not hashed, e.g. a batch). */
+  blockKeys: BigUint64Array;
+  blockSize: number;
+  maxTokens: number | null;
+}
+
+/** A request placed on a backend; handed back to the bookkeeping calls. */
+export interface Placement {
+  readonly backend: Backend;
+  readonly reason: string;
+  /** Prompt tokens expected to be computed (not cached) on that backend: counted as its pending prefill until the first token. */
+  readonly expectedPrefill: number;
+  readonly decidedAt: number;
+}
+
+export interface RoutingState {
+  /** Chooses a backend among those serving the model, excluding `exclude` (backends that already failed this request). */
+  route (input: RoutingInput, exclude: ReadonlySet<number>, now: number): Placement;
+  /** The request was sent. */
+  started (p: Placement, input: RoutingInput, now: number): void;
+  /** The first content token passed. */
+  firstToken (p: Placement, now: number): void;
+  /** The request ended (any outcome). `usage` is what the engine reported, if it did. */
+  finished (p: Placement, input: RoutingInput, usage: Usage | null, ok: boolean, now: number): void;
+  /** Session facts for the admin endpoint; null if unknown. */
+  session (sessionId: string): Record<string, unknown> | null;
+  /** Table sizes and what their bounds dropped, for /metrics. */
+  tableStats (): Array<{ table: string; entries: number; dropped: number }>;
+}

@@ -1,0 +1,275 @@
+// `ear serve`: the gateway's data plane. uWebSockets.js terminates client traffic; per-request work that grows
+// with the prompt (parse, render, tokenize, hash) runs in a piscina pool; routing runs inline against the
+// shared tables; undici proxies to the engines. See ARCHITECTURE.md "Request lifecycle".
+import uWS from 'uWebSockets.js';
+import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import { performance } from 'node:perf_hooks';
+import { NoCandidateError } from '../core/policy.js';
+import { Backend, probe, scrape } from './backends.js';
+import type { GatewayConfig } from './config.js';
+import { GatewayError } from './errors.js';
+import { GatewayMetrics } from './metrics.js';
+import { attempt, type AttemptResult } from './proxy.js';
+import { requestId } from './request-id.js';
+import type { Endpoint } from './request-body.js';
+import type { Placement, RoutingInput, RoutingState } from './routing-state.js';
+import { sessionIdFrom, SESSION_HEADERS } from './session-id.js';
+import { StreamObserver } from './stream-observer.js';
+import { readBody, ResponseState } from './uws-io.js';
+
+/** What the route pool computes for one request body. */
+export interface Features {
+  model: string;
+  stream: boolean;
+  promptTokens: number;
+  blockKeys: BigUint64Array;
+  maxTokens: number | null;
+  /** The body to forward when it differs from the client's (client kv_transfer_params stripped); null = forward as received. */
+  forward: Uint8Array | null;
+}
+
+export type FeatureFn = (endpoint: Endpoint, body: Buffer) => Promise<Features>;
+
+export interface GatewayDeps {
+  config: Readonly<GatewayConfig>;
+  state: (backends: readonly Backend[]) => RoutingState;
+  features: FeatureFn;
+  /** Time source in ms (performance.now by default). */
+  now?: () => number;
+}
+
+export interface Gateway {
+  readonly port: number;
+  readonly backends: readonly Backend[];
+  readonly metrics: GatewayMetrics;
+  /** Runs one round of health probes now (also runs on a timer). */
+  checkHealth (): Promise<void>;
+  /** Stops accepting, lets in-flight requests finish (up to drainTimeoutMs), then closes everything. */
+  close (): Promise<void>;
+}
+
+const UPSTREAM_PATH: Record<Endpoint, string> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
+
+function assertNativeUws (): void {
+  // The pinned build ships binaries for these ABIs only; anything else silently falls back to a slow shim.
+  if (!['93', '108', '115'].includes(process.versions.modules)) {
+    throw new Error(`uWebSockets.js has no native build for Node ABI ${process.versions.modules}: run EAR on Node 20`);
+  }
+}
+
+function hasCtl (v: string): boolean {
+  for (let i = 0; i < v.length; i++) {
+    const c = v.charCodeAt(i);
+    if (c === 13 || c === 10 || c === 0) return true;
+  }
+  return false;
+}
+
+export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
+  assertNativeUws();
+  const { config } = deps;
+  const now = deps.now ?? (() => performance.now());
+  const metrics = new GatewayMetrics();
+  const backends = config.backends.map((b, i) => new Backend(i, b, config));
+  const state = deps.state(backends);
+  let draining = false;
+  let inFlight = 0;
+  let idle: (() => void) | null = null;
+  const apiKeys = new Set(config.apiKeys);
+
+  const app: TemplatedApp = uWS.App();
+
+  const authorized = (auth: string): boolean => apiKeys.size === 0 || (auth.startsWith('Bearer ') && apiKeys.has(auth.slice(7).trim()));
+
+  function completion (endpoint: Endpoint) {
+    return (res: HttpResponse, req: HttpRequest) => {
+      // Everything from req is read now: it is gone after this handler returns.
+      const t0 = now();
+      const auth = req.getHeader('authorization');
+      const rid = requestId(req.getHeader('x-request-id'));
+      const headerValues = SESSION_HEADERS.map((h) => req.getHeader(h));
+      const sessionId = sessionIdFrom((h) => headerValues[SESSION_HEADERS.indexOf(h)] ?? '');
+      const rs = new ResponseState(res);
+      const ridHeader: [string, string] = ['x-request-id', rid];
+      if (draining) return rs.fail(new GatewayError('EAR_ERR_DRAINING', 'the gateway is shutting down'), [ridHeader]);
+      if (!authorized(auth)) return rs.fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'missing or invalid API key'), [ridHeader]);
+      if (headerValues.some(hasCtl) || (sessionId !== null && hasCtl(sessionId))) {
+        return rs.fail(new GatewayError('EAR_ERR_BAD_HEADER', 'header values must not contain CR, LF or NUL'), [ridHeader]);
+      }
+      readBody(rs, config.maxBodyBytes, (body) => {
+        inFlight++;
+        handle(endpoint, rs, body, rid, sessionId, t0)
+          .catch((err) => rs.fail(err, [ridHeader]))
+          .finally(() => {
+            if (!rs.ended && !rs.aborted) rs.fail(new GatewayError('EAR_ERR_INTERNAL', 'internal error'), [ridHeader]);
+            if (rs.aborted) metrics.clientAborts.inc();
+            if (--inFlight === 0 && idle) idle();
+          });
+      });
+    };
+  }
+
+  async function handle (endpoint: Endpoint, rs: ResponseState, body: Buffer, rid: string, sessionId: string | null, t0: number): Promise<void> {
+    const route = UPSTREAM_PATH[endpoint];
+    const f0 = now();
+    const f = await deps.features(endpoint, body);
+    metrics.featureSeconds.observe((now() - f0) / 1000);
+    if (rs.aborted) return;
+    if (!backends.some((b) => b.models.has(f.model))) {
+      metrics.requests.inc({ route, status: '404', backend: '' });
+      throw new GatewayError('EAR_ERR_MODEL_NOT_FOUND', `The model \`${f.model}\` does not exist.`);
+    }
+    const input: RoutingInput = { model: f.model, sessionId, promptTokens: f.promptTokens, blockKeys: f.blockKeys, blockSize: config.blockSize, maxTokens: f.maxTokens };
+    const forward = f.forward ? Buffer.from(f.forward.buffer, f.forward.byteOffset, f.forward.byteLength) : body;
+    const exclude = new Set<number>();
+    let last: AttemptResult | null = null;
+    for (let n = 0; n < config.maxAttempts; n++) {
+      let placement: Placement;
+      const d0 = now();
+      try {
+        placement = state.route(input, exclude, d0);
+      } catch (err) {
+        if (!(err instanceof NoCandidateError)) throw err;
+        break;
+      }
+      metrics.decisionSeconds.observe({ policy: config.policy }, (now() - d0) / 1000);
+      metrics.decisions.inc({ policy: config.policy, backend: placement.backend.id, reason: placement.reason });
+      if (n > 0) metrics.retries.inc();
+      const b = placement.backend;
+      state.started(placement, input, now());
+      metrics.inFlight.inc({ backend: b.id });
+      let firstAt = 0;
+      let result: AttemptResult;
+      let observer: StreamObserver | null = null;
+      try {
+        ({ result, observer } = await attempt(rs, b.pool, {
+          path: route,
+          body: forward,
+          headers: { 'content-type': 'application/json', 'x-request-id': rid },
+          responseHeaders: [['x-ear-backend', b.id], ['x-request-id', rid]],
+          // With no attempt or no other backend left, an engine's 5xx goes to the client as it is.
+          final: n === config.maxAttempts - 1 || !backends.some((x) => x !== b && x.serves(f.model) && !exclude.has(x.index)),
+          observer: (ct) => new StreamObserver(ct),
+          onFirstToken: () => {
+            firstAt = now();
+            state.firstToken(placement, firstAt);
+            metrics.ttftSeconds.observe({ backend: b.id }, (firstAt - t0) / 1000);
+          }
+        }));
+      } finally {
+        metrics.inFlight.dec({ backend: b.id });
+      }
+      const tEnd = now();
+      const usage = observer?.usage ?? null;
+      state.finished(placement, input, usage, result.kind === 'done', tEnd);
+      last = result;
+      if (result.kind === 'retryable') {
+        metrics.upstreamErrors.inc({ backend: b.id, kind: result.status === null ? 'connect' : 'status' });
+        exclude.add(b.index);
+        continue;
+      }
+      if (result.kind === 'broken') metrics.upstreamErrors.inc({ backend: b.id, kind: 'midstream' });
+      if (result.kind === 'done') {
+        metrics.requests.inc({ route, status: String(result.status), backend: b.id });
+        metrics.e2eSeconds.observe({ backend: b.id }, (tEnd - t0) / 1000);
+        const out = usage?.completionTokens ?? observer?.contentEvents ?? 0;
+        if (firstAt > 0 && out > 1) metrics.tpotSeconds.observe({ backend: b.id }, (tEnd - firstAt) / 1000 / (out - 1));
+      }
+      return;
+    }
+    if (last && last.kind === 'retryable') {
+      metrics.requests.inc({ route, status: '502', backend: '' });
+      throw new GatewayError('EAR_ERR_UPSTREAM', `no backend could serve the request (last: ${last.status === null ? 'connection failed' : `status ${last.status}`})`);
+    }
+    metrics.requests.inc({ route, status: '503', backend: '' });
+    throw new GatewayError('EAR_ERR_NO_BACKEND', `no healthy backend serves the model \`${f.model}\``);
+  }
+
+  app.post('/v1/chat/completions', completion('chat'));
+  app.post('/v1/completions', completion('completions'));
+
+  app.get('/v1/models', (res) => {
+    const ids = new Set<string>();
+    for (const b of backends) if (b.health === 'healthy' && !b.draining) for (const m of b.models) ids.add(m);
+    const created = Math.floor(Date.now() / 1000);
+    const data = [...ids].sort().map((id) => ({ id, object: 'model', created, owned_by: 'ear' }));
+    res.cork(() => res.writeStatus('200 OK').writeHeader('content-type', 'application/json').end(JSON.stringify({ object: 'list', data })));
+  });
+  app.get('/health', (res) => { res.cork(() => res.writeStatus('200 OK').end()); });
+  app.get('/ready', (res) => {
+    const ready = !draining && backends.some((b) => b.health === 'healthy');
+    res.cork(() => res.writeStatus(ready ? '200 OK' : '503 Service Unavailable').writeHeader('content-type', 'application/json').end(JSON.stringify({ ready })));
+  });
+  app.get('/metrics', (res) => {
+    const rs = new ResponseState(res);
+    for (const b of backends) metrics.backendUp.set({ backend: b.id }, b.health === 'healthy' ? 1 : 0);
+    for (const t of state.tableStats()) {
+      metrics.tableSize.set({ table: t.table }, t.entries);
+      metrics.tableDropped.set({ table: t.table }, t.dropped);
+    }
+    metrics.text().then((text) => rs.send(200, text, [['content-type', metrics.registry.contentType]]), (err) => rs.fail(err));
+  });
+
+  const adminAuthorized = (auth: string): boolean => config.adminToken !== null && auth === `Bearer ${config.adminToken}`;
+  app.get('/admin/backends', (res, req) => {
+    const rs = new ResponseState(res);
+    if (!adminAuthorized(req.getHeader('authorization'))) return rs.fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'admin token required'));
+    const list = backends.map((b) => ({ id: b.id, url: b.config.url, role: b.config.role, health: b.health, draining: b.draining, models: [...b.models], engineLoad: b.engineLoad }));
+    rs.send(200, JSON.stringify({ backends: list }), [['content-type', 'application/json']]);
+  });
+  app.get('/admin/sessions/:id', (res, req) => {
+    const rs = new ResponseState(res);
+    if (!adminAuthorized(req.getHeader('authorization'))) return rs.fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'admin token required'));
+    const id = decodeURIComponent(req.getParameter(0) ?? '');
+    const s = state.session(id);
+    if (!s) return rs.fail(new GatewayError('EAR_ERR_NOT_FOUND', `no session "${id}"`));
+    rs.send(200, JSON.stringify({ id, ...s }), [['content-type', 'application/json']]);
+  });
+  app.any('/*', (res, req) => {
+    const rs = new ResponseState(res);
+    const url = req.getUrl();
+    const known = ['/v1/chat/completions', '/v1/completions', '/v1/models', '/health', '/ready', '/metrics'].includes(url);
+    rs.fail(known ? new GatewayError('EAR_ERR_METHOD', `method ${req.getMethod().toUpperCase()} is not allowed on ${url}`) : new GatewayError('EAR_ERR_NOT_FOUND', `no route ${url}`));
+  });
+
+  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
+    app.listen(config.host, config.port, (token) => (token ? resolve(token) : reject(new Error(`cannot listen on ${config.host}:${config.port}`))));
+  });
+  const port = uWS.us_socket_local_port(listenSocket);
+
+  async function checkHealth (): Promise<void> {
+    await Promise.all(backends.map((b) => probe(b, config.unhealthyAfter)));
+  }
+  async function scrapeAll (): Promise<void> {
+    await Promise.all(backends.map((b) => (b.health === 'healthy' ? scrape(b, now()) : undefined)));
+  }
+  await checkHealth();
+  const healthTimer = setInterval(() => { void checkHealth(); }, config.healthIntervalMs);
+  const metricsTimer = config.metricsIntervalMs > 0 ? setInterval(() => { void scrapeAll(); }, config.metricsIntervalMs) : null;
+  healthTimer.unref();
+  metricsTimer?.unref();
+
+  let closing: Promise<void> | null = null;
+  return {
+    port,
+    backends,
+    metrics,
+    checkHealth,
+    close () {
+      closing ??= (async () => {
+        draining = true;
+        uWS.us_listen_socket_close(listenSocket);
+        clearInterval(healthTimer);
+        if (metricsTimer) clearInterval(metricsTimer);
+        if (inFlight > 0) {
+          await new Promise<void>((resolve) => {
+            idle = resolve;
+            setTimeout(resolve, config.drainTimeoutMs).unref();
+          });
+        }
+        await Promise.all(backends.map((b) => b.pool.close().catch(() => {})));
+      })();
+      return closing;
+    }
+  };
+}

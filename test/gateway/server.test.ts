@@ -1,0 +1,150 @@
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { request, getGlobalDispatcher } from 'undici';
+import { connect } from 'node:net';
+import { buildConfig } from '../../src/gateway/config.js';
+import { startGateway, type Features } from '../../src/gateway/server.js';
+import { parseRequestBody, type Endpoint } from '../../src/gateway/request-body.js';
+import { fakeEngine, type FakeEngine } from '../fixtures/fake-engine.js';
+import { FirstServingRouting } from '../fixtures/simple-routing.js';
+
+async function features (endpoint: Endpoint, body: Buffer): Promise<Features> {
+  const p = parseRequestBody(endpoint, body);
+  return { model: p.model, stream: p.stream, promptTokens: body.length, blockKeys: new BigUint64Array(0), maxTokens: p.maxTokens, forward: p.forward === body ? null : p.forward };
+}
+
+async function gateway (engines: FakeEngine[], over: Record<string, unknown> = {}) {
+  let routing!: FirstServingRouting;
+  const gw = await startGateway({
+    config: buildConfig({ host: '127.0.0.1', port: 0, healthIntervalMs: 60000, metricsIntervalMs: 0, adminToken: 'admintok', ...over }, { backend: engines.map((e, i) => `${e.url},id=e${i}`) }),
+    state: (bs) => (routing = new FirstServingRouting(bs)),
+    features
+  });
+  after(() => gw.close());
+  return { gw, routing, url: `http://127.0.0.1:${gw.port}` };
+}
+
+after(() => getGlobalDispatcher().close());
+
+const chat = (stream = false, extra: Record<string, unknown> = {}) => JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stream, ...extra });
+
+test('non-streaming and streaming completions pass through with x-ear-backend and x-request-id', async () => {
+  const e = await fakeEngine();
+  after(() => e.close());
+  const { url, routing } = await gateway([e]);
+  const r = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat(), headers: { 'x-request-id': 'abc-1' } });
+  assert.equal(r.statusCode, 200);
+  assert.equal(r.headers['x-ear-backend'], 'e0');
+  assert.equal(r.headers['x-request-id'], 'abc-1');
+  assert.equal(((await r.body.json()) as any).choices[0].message.content, 'hello');
+  const s = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat(true) });
+  assert.match(String(s.headers['content-type']), /text\/event-stream/);
+  const text = await s.body.text();
+  assert.ok(text.endsWith('data: [DONE]\n\n'));
+  assert.equal(text.split('data: ').length - 1, 5);
+  assert.equal(routing.firstTokens, 2);
+  assert.equal(routing.inFlight.get(0), 0);
+});
+
+test('bad requests get OpenAI-style errors with the right status', async () => {
+  const e = await fakeEngine();
+  after(() => e.close());
+  const { url } = await gateway([e], { maxBodyBytes: 2048 });
+  const cases: Array<[string, string, string, number, string]> = [
+    ['POST', '/v1/chat/completions', '{"model":', 400, 'EAR_ERR_BAD_JSON'],
+    ['POST', '/v1/chat/completions', chat(false, { model: 'nope' }), 404, 'EAR_ERR_MODEL_NOT_FOUND'],
+    ['POST', '/v1/chat/completions', chat(false, { pad: 'x'.repeat(4096) }), 413, 'EAR_ERR_BODY_TOO_LARGE'],
+    ['GET', '/v1/chat/completions', '', 405, 'EAR_ERR_METHOD'],
+    ['GET', '/nowhere', '', 404, 'EAR_ERR_NOT_FOUND'],
+    ['GET', '/admin/backends', '', 401, 'EAR_ERR_UNAUTHORIZED']
+  ];
+  for (const [method, path, body, status, code] of cases) {
+    const r = await request(`${url}${path}`, { method: method as 'GET', body: method === 'GET' ? undefined : body });
+    assert.equal(r.statusCode, status, `${method} ${path}`);
+    const doc = (await r.body.json()) as { error: { message: string; type: string; code: string } };
+    assert.equal(doc.error.code, code);
+    assert.equal(typeof doc.error.message, 'string');
+  }
+  const admin = await request(`${url}/admin/backends`, { headers: { authorization: 'Bearer admintok' } });
+  assert.equal(((await admin.body.json()) as any).backends[0].id, 'e0');
+});
+
+test('a header value with a bare CR is refused and the gateway keeps serving', async () => {
+  const e = await fakeEngine();
+  after(() => e.close());
+  const { gw, url } = await gateway([e]);
+  const reply = await new Promise<string>((resolve) => {
+    const s = connect(gw.port, '127.0.0.1', () => {
+      s.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nx-session-id: a\rb\r\ncontent-length: 2\r\n\r\n{}');
+    });
+    let out = '';
+    s.on('data', (d) => { out += d; });
+    s.on('close', () => resolve(out));
+    s.on('error', () => resolve(out));
+    setTimeout(() => s.destroy(), 500);
+  });
+  assert.doesNotMatch(reply, /^HTTP\/1\.1 200/);
+  const ok = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat() });
+  assert.equal(ok.statusCode, 200);
+  await ok.body.dump();
+});
+
+test('a backend that fails before the first byte is retried on the next; after the first byte the stream ends with an error event', async () => {
+  const dead = await fakeEngine('m', 'die-before');
+  const bad = await fakeEngine('m', 'status500');
+  const good = await fakeEngine();
+  after(() => Promise.all([dead.close(), bad.close(), good.close()]));
+  const { url, gw } = await gateway([dead, bad, good]);
+  const r = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat(true) });
+  assert.equal(r.statusCode, 200);
+  assert.equal(r.headers['x-ear-backend'], 'e2');
+  await r.body.dump();
+  assert.match(await gw.metrics.text(), /ear_upstream_retries_total 2/);
+
+  const mid = await fakeEngine('m', 'die-after-first');
+  after(() => mid.close());
+  const g2 = await gateway([mid]);
+  const s = await request(`${g2.url}/v1/chat/completions`, { method: 'POST', body: chat(true) });
+  const text = await s.body.text();
+  assert.match(text, /"content":"hel"/);
+  assert.match(text, /data: \{"error":\{"message":"upstream connection failed mid-response","type":"upstream_error","code":"EAR_ERR_UPSTREAM"\}\}\n\ndata: \[DONE\]\n\n$/);
+  mid.mode = 'ok';
+  const again = await request(`${g2.url}/v1/chat/completions`, { method: 'POST', body: chat() });
+  assert.equal(again.statusCode, 200);
+  await again.body.dump();
+});
+
+test('a lone failing backend\'s 5xx is passed on, a dead one is a 502, none healthy a 503', async () => {
+  const bad = await fakeEngine('m', 'status500');
+  after(() => bad.close());
+  const { url } = await gateway([bad], { maxAttempts: 2 });
+  const r = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat() });
+  // the last attempt forwards the engine's own 5xx rather than hiding it
+  assert.equal(r.statusCode, 500);
+  await r.body.dump();
+  const dead = await fakeEngine('m', 'die-before');
+  after(() => dead.close());
+  const g = await gateway([dead], { maxAttempts: 1 });
+  const d = await request(`${g.url}/v1/chat/completions`, { method: 'POST', body: chat() });
+  assert.equal(d.statusCode, 502);
+  assert.equal(((await d.body.json()) as any).error.code, 'EAR_ERR_UPSTREAM');
+  await dead.close();
+  await g.gw.checkHealth();
+  await g.gw.checkHealth();
+  const n = await request(`${g.url}/v1/chat/completions`, { method: 'POST', body: chat() });
+  assert.equal(n.statusCode, 503);
+  assert.equal(((await n.body.json()) as any).error.code, 'EAR_ERR_NO_BACKEND');
+});
+
+test('a client abort mid-stream aborts the upstream request', async () => {
+  const e = await fakeEngine('m', 'hang-stream');
+  after(() => e.close());
+  const { url, routing } = await gateway([e]);
+  const ac = new AbortController();
+  const r = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat(true), signal: ac.signal });
+  for await (const _ of r.body) { ac.abort(); break; }
+  for (let i = 0; i < 100 && e.closedEarly === 0; i++) await new Promise((res) => setTimeout(res, 10));
+  assert.equal(e.closedEarly, 1);
+  for (let i = 0; i < 100 && routing.inFlight.get(0) !== 0; i++) await new Promise((res) => setTimeout(res, 10));
+  assert.equal(routing.inFlight.get(0), 0);
+});
