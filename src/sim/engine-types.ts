@@ -33,6 +33,26 @@ export interface SimRequest {
   kvImport?: KvImport | null;
   /** Host time at which the request arrived (seconds, host clock). */
   arrivalTime: number;
+  /**
+   * Optional: sha256_cbor digests of the prompt's first full blocks, computed by the host (e.g. reused from the
+   * previous turn that this prompt extends). The engine trusts them and hashes only the blocks after them.
+   */
+  blockHashes?: Uint8Array[];
+}
+
+/** Per-request timings (host clock, seconds) and counts, on a finished output: what vllm:* histograms need. */
+export interface RequestMetrics {
+  arrivalTime: number;
+  /** First time the request was scheduled (end of queueing). */
+  firstScheduledTime: number;
+  /** End of the step that produced the first token. */
+  firstTokenTime: number;
+  /** End of the step that finished it. */
+  finishTime: number;
+  numPromptTokens: number;
+  numCachedTokens: number;
+  numGenerationTokens: number;
+  numPreemptions: number;
 }
 
 export interface RequestOutput {
@@ -46,6 +66,8 @@ export interface RequestOutput {
   stopReason: number | null;
   /** On an export request's finish: the ids of the blocks held for the importer. */
   heldBlockIds?: number[];
+  /** On finish (not on abort): timings and counts. */
+  metrics?: RequestMetrics;
 }
 
 export interface StepResult {

@@ -1,0 +1,559 @@
+// The prefix index: 64-bit block key -> which pods hold the block, in three kinds.
+//
+// Layout (at the table base, which createRegion aligns to 64 bytes):
+//   header, IX_HEADER_BYTES: line 0 holds what readers read (geometry, move epoch); line 1 the writer's
+//   counters and cursors (size, CLOCK hand, expiry cursor, inserts/removes/evictions/expirations as u64).
+//   slots[IX_H_SLOTS], IX_ENTRY_BYTES each (two cache lines), a power of two with load <= 0.75:
+//     +0  key u64 (0 = empty slot)      +8  seq u32 (odd while the writer changes the slot)
+//     +12 flags u32 (CLOCK reference)   +16 last access u32 ms   +20 assumed-at u32 ms
+//     +32 presence bits: IX_KINDS kinds x 256 pods (4 x u64 per kind), kind k at +32 + 32k.
+//   An empty slot is all zero (key, presence, times), so probing stops at the first key 0.
+//
+// Concurrency: ONE writer thread (the kv-events thread) calls the mutating kernels; any thread may call
+// ixLookup / ixLongestPrefix at any time, lock-free.
+//   - Every slot write that readers can see (key, presence words) is an atomic store between the slot's seq
+//     going odd and going even again. A reader loads seq (retries while odd), checks the key, loads the
+//     presence words, reloads seq and retries the slot if it changed: no torn read.
+//   - Deletion is backward-shift (Knuth's algorithm R for linear probing): later entries of the cluster move
+//     back into the hole, so there are never tombstones and probe lengths depend only on the live keys, not
+//     on history. A move can carry a key past a reader that is still probing (the reader sees the slot before
+//     and after the move at two places it already passed / not yet reached), so the writer makes the table's
+//     move epoch odd for the duration of a delete that moves anything; a reader that misses re-probes unless
+//     the epoch was even and unchanged across its probe. A hit needs no epoch check: a moved entry is copied
+//     before its old slot is overwritten, so a key is always somewhere.
+//   - Writer-private fields (flags, times, counters, cursors) use plain stores; size uses an atomic store
+//     since readers may report it. Counters are read by the host for metrics only.
+//
+// Time is u32 milliseconds, passed in by the caller (no clock here): ages are computed as (now - t) in
+// wrapping u32 arithmetic, correct while an age is below 2^31 ms (24.8 days); the expiry sweep visits every
+// slot far more often than that, so a stored time is never older. u32 keeps an entry in two cache lines.
+//
+// Bounds:
+//   - capacity (keys): an insert of a new key into a full index first evicts one entry by CLOCK (a reference
+//     bit set on every insert/touch, cleared by the hand as it passes; the first unreferenced entry is the
+//     victim), counted in IX_H_EVICTIONS; size never exceeds capacity.
+//   - assumed presence expires: one assumed-at time per entry (the last ASSUMED insert on that block by any
+//     pod: 256 per-pod times would triple the entry); ixExpireAssumed clears every pod's ASSUMED bit once
+//     that time is ttl old, scanning `budget` slots per call from a cursor kept in the header.
+//   - a key left with no pod in any kind is deleted (remove, clearPod, expiry).
+//   Counters are per key: size == inserts - removes - evictions - expirations.
+
+export const IX_MAX_PODS: u32 = 256;
+export const IX_KINDS: u32 = 3;
+/** Engine KV events, GPU (or no medium given). */
+export const IX_KIND_CONFIRMED: u32 = 0;
+/** Learnt from EAR's own routing decisions; expires (ixExpireAssumed). */
+export const IX_KIND_ASSUMED: u32 = 1;
+/** Engine KV events with a CPU (offload) medium. */
+export const IX_KIND_OFFLOADED: u32 = 2;
+// Kind masks: bit (1 << kind). Removal and lookups take a mask; insertion takes one kind.
+export const IX_MASK_CONFIRMED: u32 = 1;
+export const IX_MASK_ASSUMED: u32 = 2;
+export const IX_MASK_OFFLOADED: u32 = 4;
+export const IX_MASK_ALL: u32 = 7;
+
+// Header fields (byte offsets from the table base).
+export const IX_H_SLOTS: u32 = 0;        // u32 slot count (power of two)
+export const IX_H_MASK: u32 = 4;         // u32 slots - 1
+export const IX_H_SHIFT: u32 = 8;        // u32 64 - log2(slots): home slot = (key * golden) >> shift
+export const IX_H_CAPACITY: u32 = 12;    // u32 max keys
+export const IX_H_MOVE_EPOCH: u32 = 16;  // u32 odd while a delete moves entries
+export const IX_H_WRITER: u32 = 20;      // u32 writer claim (host: thread id + 1), 0 = unclaimed
+export const IX_H_SIZE: u32 = 64;        // u32 live keys
+export const IX_H_CLOCK_HAND: u32 = 68;  // u32 next slot the CLOCK hand examines
+export const IX_H_EXPIRE_CURSOR: u32 = 72; // u32 next slot the expiry sweep examines
+export const IX_H_INSERTS: u32 = 80;     // u64 keys added
+export const IX_H_REMOVES: u32 = 88;     // u64 keys deleted by remove / clearPod
+export const IX_H_EVICTIONS: u32 = 96;   // u64 keys deleted by CLOCK at the capacity bound
+export const IX_H_EXPIRATIONS: u32 = 104; // u64 keys deleted because their assumed presence expired
+export const IX_HEADER_BYTES: u32 = 128;
+
+// Entry fields (byte offsets from a slot).
+export const IX_E_KEY: u32 = 0;
+export const IX_E_SEQ: u32 = 8;
+export const IX_E_FLAGS: u32 = 12;
+export const IX_E_ACCESS: u32 = 16;
+export const IX_E_ASSUMED_AT: u32 = 20;
+export const IX_E_BITS: u32 = 32;
+export const IX_KIND_BYTES: u32 = 32;
+export const IX_ENTRY_BYTES: u32 = 128;
+
+/** ixLongestPrefix writes one u32 matched-block count per pod. */
+export const IX_COUNTS_BYTES: u32 = IX_MAX_PODS * 4;
+/** ixLookup writes the pods present (OR over the kinds in the mask) as 4 u64 words, pod p at bit p. */
+export const IX_PRESENCE_BYTES: u32 = 32;
+
+// ixProbeStats output (diagnostic, writer thread or quiescent table).
+export const IX_PS_OCCUPIED: u32 = 0;    // u32 slots holding a key
+export const IX_PS_MAX_PROBE: u32 = 4;   // u32 longest distance of a key from its home slot
+export const IX_PS_SUM_PROBE: u32 = 8;   // u64 total distance (linear probing: independent of insert order)
+export const IX_PS_JUNK: u32 = 16;       // u32 slots that are not clean: key 0 with presence left, or odd seq
+export const IX_PS_BYTES: u32 = 24;
+
+const FLAG_REF: u32 = 1;
+const GOLDEN: u64 = 0x9E3779B97F4A7C15;
+const MIN_SLOTS: u32 = 16;
+
+// @ts-ignore: decorator
+@inline function slotAt (base: usize, slot: u32): usize {
+  return base + IX_HEADER_BYTES + <usize>slot * IX_ENTRY_BYTES;
+}
+
+// @ts-ignore: decorator
+@inline function homeOf (base: usize, key: u64): u32 {
+  return <u32>((key * GOLDEN) >> <u64>load<u32>(base + IX_H_SHIFT));
+}
+
+// @ts-ignore: decorator
+@inline function normKey (key: u64): u64 {
+  return key == 0 ? 1 : key;
+}
+
+function slotsFor (capacity: u32): u64 {
+  let slots: u64 = MIN_SLOTS;
+  while (slots * 3 < <u64>capacity * 4) slots <<= 1;
+  return slots;
+}
+
+/** Bytes the index needs for `capacity` keys (0xFFFFFFFF if it cannot fit a 32-bit address space). */
+export function ixBytes (capacity: u32): u32 {
+  const bytes = <u64>IX_HEADER_BYTES + slotsFor(capacity) * IX_ENTRY_BYTES;
+  return bytes > 0xFFFFFFFF ? 0xFFFFFFFF : <u32>bytes;
+}
+
+/** Initialises the header. The slots must already be zero (a fresh memory is; touching them would cost RSS). */
+export function ixInit (base: usize, capacity: u32): void {
+  const slots = <u32>slotsFor(capacity);
+  store<u32>(base + IX_H_SLOTS, slots);
+  store<u32>(base + IX_H_MASK, slots - 1);
+  store<u32>(base + IX_H_SHIFT, 64 - ctz<u32>(slots));
+  store<u32>(base + IX_H_CAPACITY, capacity > 0 ? capacity : 1);
+  atomic.store<u32>(base + IX_H_MOVE_EPOCH, 0);
+  atomic.store<u32>(base + IX_H_WRITER, 0);
+  atomic.store<u32>(base + IX_H_SIZE, 0);
+  store<u32>(base + IX_H_CLOCK_HAND, 0);
+  store<u32>(base + IX_H_EXPIRE_CURSOR, 0);
+  store<u64>(base + IX_H_INSERTS, 0);
+  store<u64>(base + IX_H_REMOVES, 0);
+  store<u64>(base + IX_H_EVICTIONS, 0);
+  store<u64>(base + IX_H_EXPIRATIONS, 0);
+}
+
+// ---------------------------------------------------------------------------------------------- writer side
+
+// @ts-ignore: decorator
+@inline function beginWrite (e: usize): u32 {
+  const s = load<u32>(e + IX_E_SEQ) + 1;
+  atomic.store<u32>(e + IX_E_SEQ, s);
+  return s;
+}
+
+// @ts-ignore: decorator
+@inline function endWrite (e: usize, s: u32): void {
+  atomic.store<u32>(e + IX_E_SEQ, s + 1);
+}
+
+// @ts-ignore: decorator
+@inline function bump64 (p: usize): void {
+  store<u64>(p, load<u64>(p) + 1);
+}
+
+/** Writer's probe: the slot holding `key`, or -1. */
+function findW (base: usize, key: u64): i32 {
+  const mask = load<u32>(base + IX_H_MASK);
+  let i = homeOf(base, key);
+  while (true) {
+    const k = load<u64>(slotAt(base, i));
+    if (k == key) return <i32>i;
+    if (k == 0) return -1;
+    i = (i + 1) & mask;
+  }
+  return -1;
+}
+
+function anyPresence (e: usize): bool {
+  let v: u64 = 0;
+  for (let w: u32 = 0; w < IX_KINDS * 4; w++) v |= load<u64>(e + IX_E_BITS + (w << 3));
+  return v != 0;
+}
+
+/** Deletes the entry at `slot` by backward shift and decrements size. */
+function deleteAt (base: usize, slot: u32): void {
+  const mask = load<u32>(base + IX_H_MASK);
+  const epochPtr = base + IX_H_MOVE_EPOCH;
+  let moving = false;
+  let i = slot;
+  let j = slot;
+  while (true) {
+    j = (j + 1) & mask;
+    const ej = slotAt(base, j);
+    const k = load<u64>(ej);
+    if (k == 0) break;
+    // The entry at j may fill the hole at i unless its home lies cyclically in (i, j].
+    if (((j - homeOf(base, k)) & mask) < ((j - i) & mask)) continue;
+    if (!moving) {
+      atomic.store<u32>(epochPtr, load<u32>(epochPtr) + 1);
+      moving = true;
+    }
+    const ei = slotAt(base, i);
+    const s = beginWrite(ei);
+    atomic.store<u64>(ei + IX_E_KEY, k);
+    for (let w: u32 = 0; w < IX_KINDS * 4; w++) {
+      const o = IX_E_BITS + (w << 3);
+      atomic.store<u64>(ei + o, load<u64>(ej + o));
+    }
+    endWrite(ei, s);
+    store<u32>(ei + IX_E_FLAGS, load<u32>(ej + IX_E_FLAGS));
+    store<u32>(ei + IX_E_ACCESS, load<u32>(ej + IX_E_ACCESS));
+    store<u32>(ei + IX_E_ASSUMED_AT, load<u32>(ej + IX_E_ASSUMED_AT));
+    i = j;
+  }
+  const ei = slotAt(base, i);
+  const s = beginWrite(ei);
+  atomic.store<u64>(ei + IX_E_KEY, 0);
+  for (let w: u32 = 0; w < IX_KINDS * 4; w++) atomic.store<u64>(ei + IX_E_BITS + (w << 3), 0);
+  endWrite(ei, s);
+  store<u32>(ei + IX_E_FLAGS, 0);
+  store<u32>(ei + IX_E_ACCESS, 0);
+  store<u32>(ei + IX_E_ASSUMED_AT, 0);
+  if (moving) atomic.store<u32>(epochPtr, load<u32>(epochPtr) + 1);
+  atomic.store<u32>(base + IX_H_SIZE, load<u32>(base + IX_H_SIZE) - 1);
+}
+
+/** CLOCK: evicts the first entry from the hand whose reference bit is clear, clearing set bits on the way. */
+function evictOne (base: usize): void {
+  const mask = load<u32>(base + IX_H_MASK);
+  let hand = load<u32>(base + IX_H_CLOCK_HAND);
+  // Two turns are enough: the first clears every reference bit it passes.
+  for (let n: u32 = 0; n <= 2 * mask + 2; n++) {
+    const e = slotAt(base, hand);
+    if (load<u64>(e) != 0) {
+      const f = load<u32>(e + IX_E_FLAGS);
+      if ((f & FLAG_REF) == 0) {
+        deleteAt(base, hand);
+        bump64(base + IX_H_EVICTIONS);
+        break;
+      }
+      store<u32>(e + IX_E_FLAGS, f & ~FLAG_REF);
+    }
+    hand = (hand + 1) & mask;
+  }
+  // The hand stays on the victim's slot: whatever shifted into it has not been examined yet.
+  store<u32>(base + IX_H_CLOCK_HAND, hand);
+}
+
+function insertKey (base: usize, key: u64, pod: u32, kind: u32, now: u32): i32 {
+  const mask = load<u32>(base + IX_H_MASK);
+  let i = homeOf(base, key);
+  let e: usize;
+  while (true) {
+    e = slotAt(base, i);
+    const k = load<u64>(e);
+    if (k == key) break;
+    if (k == 0) break;
+    i = (i + 1) & mask;
+  }
+  const bit: u64 = <u64>1 << <u64>(pod & 63);
+  let added: i32 = 0;
+  if (load<u64>(e) == 0) {
+    if (load<u32>(base + IX_H_SIZE) >= load<u32>(base + IX_H_CAPACITY)) {
+      evictOne(base);
+      // The eviction may have shifted this cluster: find the first empty slot again.
+      i = homeOf(base, key);
+      while (load<u64>(slotAt(base, i)) != 0) i = (i + 1) & mask;
+      e = slotAt(base, i);
+    }
+    const s = beginWrite(e);
+    atomic.store<u64>(e + IX_E_BITS + kind * IX_KIND_BYTES + ((pod >> 6) << 3), bit);
+    atomic.store<u64>(e + IX_E_KEY, key);
+    endWrite(e, s);
+    atomic.store<u32>(base + IX_H_SIZE, load<u32>(base + IX_H_SIZE) + 1);
+    bump64(base + IX_H_INSERTS);
+    added = 1;
+  } else {
+    const w = e + IX_E_BITS + kind * IX_KIND_BYTES + ((pod >> 6) << 3);
+    const old = load<u64>(w);
+    if ((old & bit) == 0) {
+      const s = beginWrite(e);
+      atomic.store<u64>(w, old | bit);
+      endWrite(e, s);
+    }
+  }
+  store<u32>(e + IX_E_ACCESS, now);
+  store<u32>(e + IX_E_FLAGS, load<u32>(e + IX_E_FLAGS) | FLAG_REF);
+  if (kind == IX_KIND_ASSUMED) store<u32>(e + IX_E_ASSUMED_AT, now);
+  return added;
+}
+
+/**
+ * Writer. Records that `pod` holds block `key` in `kind` at time `now` (ms). Returns 1 if the key is new,
+ * 0 if it was there (presence, access time and CLOCK bit refreshed), -1 for a pod or kind out of range.
+ */
+export function ixInsert (base: usize, key: u64, pod: u32, kind: u32, now: u32): i32 {
+  if (pod >= IX_MAX_PODS || kind >= IX_KINDS) return -1;
+  return insertKey(base, normKey(key), pod, kind, now);
+}
+
+/** Writer. ixInsert over `n` u64 keys at `keysPtr` (a prompt's blocks for one pod). Returns the new keys, or -1. */
+export function ixInsertMany (base: usize, keysPtr: usize, n: u32, pod: u32, kind: u32, now: u32): i32 {
+  if (pod >= IX_MAX_PODS || kind >= IX_KINDS) return -1;
+  let added: i32 = 0;
+  for (let i: u32 = 0; i < n; i++) added += insertKey(base, normKey(load<u64>(keysPtr + (<usize>i << 3))), pod, kind, now);
+  return added;
+}
+
+/** Clears `pod` in the kinds of `kindMask` at slot e; deletes the key if no presence is left. 0/1/2 as ixRemove. */
+function removeAt (base: usize, slot: u32, pod: u32, kindMask: u32): i32 {
+  const e = slotAt(base, slot);
+  const off = IX_E_BITS + ((pod >> 6) << 3);
+  const bit: u64 = <u64>1 << <u64>(pod & 63);
+  let hit = false;
+  for (let k: u32 = 0; k < IX_KINDS; k++) {
+    if ((kindMask & (1 << k)) != 0 && (load<u64>(e + off + k * IX_KIND_BYTES) & bit) != 0) hit = true;
+  }
+  if (!hit) return 0;
+  const s = beginWrite(e);
+  for (let k: u32 = 0; k < IX_KINDS; k++) {
+    if ((kindMask & (1 << k)) != 0) {
+      const w = e + off + k * IX_KIND_BYTES;
+      atomic.store<u64>(w, load<u64>(w) & ~bit);
+    }
+  }
+  endWrite(e, s);
+  if (anyPresence(e)) return 1;
+  deleteAt(base, slot);
+  bump64(base + IX_H_REMOVES);
+  return 2;
+}
+
+/**
+ * Writer. Clears `pod` from block `key` in the kinds of `kindMask`. Returns 0 if the pod was not there,
+ * 1 if it was cleared, 2 if that left the key with no pod and the key was deleted; -1 for a bad pod.
+ */
+export function ixRemove (base: usize, key: u64, pod: u32, kindMask: u32): i32 {
+  if (pod >= IX_MAX_PODS) return -1;
+  const slot = findW(base, normKey(key));
+  return slot < 0 ? 0 : removeAt(base, <u32>slot, pod, kindMask);
+}
+
+/** Writer. ixRemove over `n` u64 keys at `keysPtr`. Returns how many keys changed (1 or 2), or -1. */
+export function ixRemoveMany (base: usize, keysPtr: usize, n: u32, pod: u32, kindMask: u32): i32 {
+  if (pod >= IX_MAX_PODS) return -1;
+  let changed: i32 = 0;
+  for (let i: u32 = 0; i < n; i++) {
+    const slot = findW(base, normKey(load<u64>(keysPtr + (<usize>i << 3))));
+    if (slot >= 0 && removeAt(base, <u32>slot, pod, kindMask) > 0) changed++;
+  }
+  return changed;
+}
+
+/**
+ * Writer. Clears `pod` from every key in the kinds of `kindMask` (pod down, AllBlocksCleared) and deletes the
+ * keys left empty. A full sweep of the slots. Returns how many keys it changed, or -1 for a bad pod.
+ */
+export function ixClearPod (base: usize, pod: u32, kindMask: u32): i32 {
+  if (pod >= IX_MAX_PODS) return -1;
+  const slots = load<u32>(base + IX_H_SLOTS);
+  let changed: i32 = 0;
+  let i: u32 = 0;
+  while (i < slots) {
+    if (load<u64>(slotAt(base, i)) != 0) {
+      const r = removeAt(base, i, pod, kindMask);
+      if (r > 0) changed++;
+      // A deletion shifts later entries into slot i: look at it again. Entries only ever move into slots at
+      // or after the hole (or, across the wrap, into slots already swept), so none is skipped.
+      if (r == 2) continue;
+    }
+    i++;
+  }
+  return changed;
+}
+
+/**
+ * Writer, incremental. Examines `budget` slots from the header's cursor; an entry whose assumed-at time is
+ * at least `ttl` ms before `now` loses its ASSUMED presence (every pod), and is deleted if nothing else is
+ * left. Returns how many entries lost their assumed presence.
+ */
+export function ixExpireAssumed (base: usize, now: u32, ttl: u32, budget: u32): i32 {
+  const mask = load<u32>(base + IX_H_MASK);
+  let cur = load<u32>(base + IX_H_EXPIRE_CURSOR);
+  let expired: i32 = 0;
+  for (let n: u32 = 0; n < budget; n++) {
+    const e = slotAt(base, cur);
+    if (load<u64>(e) != 0 && now - load<u32>(e + IX_E_ASSUMED_AT) >= ttl) {
+      const a = e + IX_E_BITS + IX_KIND_ASSUMED * IX_KIND_BYTES;
+      if ((load<u64>(a) | load<u64>(a + 8) | load<u64>(a + 16) | load<u64>(a + 24)) != 0) {
+        const s = beginWrite(e);
+        for (let w: u32 = 0; w < 4; w++) atomic.store<u64>(a + (w << 3), 0);
+        endWrite(e, s);
+        expired++;
+        if (!anyPresence(e)) {
+          deleteAt(base, cur);
+          bump64(base + IX_H_EXPIRATIONS);
+          continue; // what shifted into this slot is examined next (it counts against the budget)
+        }
+      }
+    }
+    cur = (cur + 1) & mask;
+  }
+  store<u32>(base + IX_H_EXPIRE_CURSOR, cur);
+  return expired;
+}
+
+/** Diagnostic (writer thread, or a quiescent table): occupancy, probe lengths and clean-slot check. */
+export function ixProbeStats (base: usize, outPtr: usize): void {
+  const slots = load<u32>(base + IX_H_SLOTS);
+  const mask = load<u32>(base + IX_H_MASK);
+  let occupied: u32 = 0;
+  let maxProbe: u32 = 0;
+  let sum: u64 = 0;
+  let junk: u32 = 0;
+  for (let i: u32 = 0; i < slots; i++) {
+    const e = slotAt(base, i);
+    const k = load<u64>(e);
+    if ((load<u32>(e + IX_E_SEQ) & 1) != 0) junk++;
+    if (k == 0) {
+      if (anyPresence(e)) junk++;
+      continue;
+    }
+    occupied++;
+    const d = (i - homeOf(base, k)) & mask;
+    if (d > maxProbe) maxProbe = d;
+    sum += d;
+  }
+  store<u32>(outPtr + IX_PS_OCCUPIED, occupied);
+  store<u32>(outPtr + IX_PS_MAX_PROBE, maxProbe);
+  store<u64>(outPtr + IX_PS_SUM_PROBE, sum);
+  store<u32>(outPtr + IX_PS_JUNK, junk);
+}
+
+// ---------------------------------------------------------------------------------------------- reader side
+
+/** Reader's probe: a slot that held `key` during the probe, or -1 once a miss is known not to be a move. */
+function findR (base: usize, key: u64): i32 {
+  const mask = load<u32>(base + IX_H_MASK);
+  const epochPtr = base + IX_H_MOVE_EPOCH;
+  while (true) {
+    const e1 = atomic.load<u32>(epochPtr);
+    let i = homeOf(base, key);
+    for (let n: u32 = 0; n <= mask; n++) {
+      const k = atomic.load<u64>(slotAt(base, i));
+      if (k == key) return <i32>i;
+      if (k == 0) break;
+      i = (i + 1) & mask;
+    }
+    if ((e1 & 1) == 0 && atomic.load<u32>(epochPtr) == e1) return -1;
+  }
+  return -1;
+}
+
+/**
+ * Opens a consistent read of `key`: returns (seq << 32 | slot) with an even seq and the key in place, or -1
+ * if the key is absent. The caller reads the presence words, then checks the seq did not change.
+ */
+// @ts-ignore: decorator
+@inline function openRead (base: usize, key: u64): i64 {
+  while (true) {
+    const slot = findR(base, key);
+    if (slot < 0) return -1;
+    const e = slotAt(base, <u32>slot);
+    const s = atomic.load<u32>(e + IX_E_SEQ);
+    if ((s & 1) != 0) continue;
+    if (atomic.load<u64>(e + IX_E_KEY) != key) continue;
+    return (<i64>s << 32) | <i64>slot;
+  }
+  return -1;
+}
+
+/** Presence word w (pods 64w..64w+63) OR'd over the kinds in the mask. */
+// @ts-ignore: decorator
+@inline function presence (e: usize, w: u32, kindMask: u32): u64 {
+  const p = e + IX_E_BITS + (w << 3);
+  let v: u64 = 0;
+  if ((kindMask & IX_MASK_CONFIRMED) != 0) v |= atomic.load<u64>(p);
+  if ((kindMask & IX_MASK_ASSUMED) != 0) v |= atomic.load<u64>(p + IX_KIND_BYTES);
+  if ((kindMask & IX_MASK_OFFLOADED) != 0) v |= atomic.load<u64>(p + 2 * IX_KIND_BYTES);
+  return v;
+}
+
+/**
+ * Reader. Writes the pods holding `key` in any kind of `kindMask` to `outPtr` (IX_PRESENCE_BYTES: 4 u64 words,
+ * pod p at bit p). Returns 1 if the key is in the index (even with no pod in those kinds), 0 if not.
+ */
+export function ixLookup (base: usize, key: u64, kindMask: u32, outPtr: usize): u32 {
+  key = normKey(key);
+  while (true) {
+    const t = openRead(base, key);
+    if (t < 0) break;
+    const e = slotAt(base, <u32>t);
+    const p0 = presence(e, 0, kindMask);
+    const p1 = presence(e, 1, kindMask);
+    const p2 = presence(e, 2, kindMask);
+    const p3 = presence(e, 3, kindMask);
+    if (atomic.load<u32>(e + IX_E_SEQ) != <u32>(t >> 32)) continue;
+    store<u64>(outPtr, p0);
+    store<u64>(outPtr + 8, p1);
+    store<u64>(outPtr + 16, p2);
+    store<u64>(outPtr + 24, p3);
+    return 1;
+  }
+  memory.fill(outPtr, 0, IX_PRESENCE_BYTES);
+  return 0;
+}
+
+// @ts-ignore: decorator
+@inline function record (outPtr: usize, w: u32, bits: u64, value: u32): void {
+  while (bits != 0) {
+    store<u32>(outPtr + ((((<usize>w) << 6) + <usize>ctz<u64>(bits)) << 2), value);
+    bits &= bits - 1;
+  }
+}
+
+/**
+ * Reader. Walks the `n` chained block keys at `keysPtr` from block 0 and writes, per pod, how many leading
+ * blocks it holds in any kind of `kindMask` (IX_COUNTS_BYTES: u32 x IX_MAX_PODS at `outPtr`); stops at the
+ * first block no remaining pod holds. Returns the deepest match (blocks).
+ */
+export function ixLongestPrefix (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize): u32 {
+  memory.fill(outPtr, 0, IX_COUNTS_BYTES);
+  let a0: u64 = ~0;
+  let a1: u64 = ~0;
+  let a2: u64 = ~0;
+  let a3: u64 = ~0;
+  let depth: u32 = 0;
+  for (let i: u32 = 0; i < n; i++) {
+    const key = normKey(load<u64>(keysPtr + (<usize>i << 3)));
+    let p0: u64 = 0;
+    let p1: u64 = 0;
+    let p2: u64 = 0;
+    let p3: u64 = 0;
+    while (true) {
+      const t = openRead(base, key);
+      if (t < 0) break;
+      const e = slotAt(base, <u32>t);
+      p0 = presence(e, 0, kindMask);
+      p1 = presence(e, 1, kindMask);
+      p2 = presence(e, 2, kindMask);
+      p3 = presence(e, 3, kindMask);
+      if (atomic.load<u32>(e + IX_E_SEQ) == <u32>(t >> 32)) break;
+    }
+    // Pods that held blocks 0..i-1 but not block i matched exactly i blocks (out is 0 for those absent at 0).
+    if (i > 0) {
+      record(outPtr, 0, a0 & ~p0, i);
+      record(outPtr, 1, a1 & ~p1, i);
+      record(outPtr, 2, a2 & ~p2, i);
+      record(outPtr, 3, a3 & ~p3, i);
+    }
+    a0 &= p0;
+    a1 &= p1;
+    a2 &= p2;
+    a3 &= p3;
+    if ((a0 | a1 | a2 | a3) == 0) return depth;
+    depth = i + 1;
+  }
+  record(outPtr, 0, a0, depth);
+  record(outPtr, 1, a1, depth);
+  record(outPtr, 2, a2, depth);
+  record(outPtr, 3, a3, depth);
+  return depth;
+}

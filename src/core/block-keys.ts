@@ -1,0 +1,98 @@
+// Block keys for a prompt, computed by the WASM kernels in this thread's scratch area (ARCHITECTURE.md
+// "Block hashing"). The keys stay in shared memory: a KeySpan (pointer + count) goes straight to
+// PrefixIndex.longestPrefix / insertMany without a copy.
+import type { Region } from './region.js';
+
+/** u64 keys in shared memory: `count` keys from byte offset `ptr` (8-aligned). */
+export interface KeySpan {
+  readonly ptr: number;
+  readonly count: number;
+}
+
+/** The keys of one prompt; valid until the next call on the BlockHasher that produced them. */
+export interface BlockKeys extends KeySpan {
+  /** A view of the keys in shared memory (no copy). */
+  readonly keys: BigUint64Array;
+}
+
+/**
+ * Separates model, LoRA adapter and cache_salt in the root seed's input. 0xFF never occurs in UTF-8, so no
+ * name can contain it and ('a', 'bc') never hashes like ('ab', 'c').
+ */
+export const ROOT_SEPARATOR = 0xff;
+
+const utf8 = new TextEncoder();
+
+/** Hashes token arrays into one scratch area. One per thread; not reentrant. */
+export class BlockHasher {
+  readonly #region: Region;
+  readonly #ptr: number;
+  readonly #bytes: number;
+  readonly #xxh64: (ptr: number, len: number, seed: bigint) => bigint;
+  readonly #hashBlocks: (tokensPtr: number, nTokens: number, blockSize: number, seed: bigint, outPtr: number) => number;
+
+  /** `area` defaults to a newly claimed scratch area (Region.claimScratch); pass a slice of one to share it. */
+  constructor (region: Region, area: { ptr: number; bytes: number } = region.claimScratch()) {
+    if (area.ptr % 8 !== 0) throw new RangeError('scratch area must be 8-byte aligned');
+    this.#region = region;
+    this.#ptr = area.ptr;
+    this.#bytes = area.bytes;
+    this.#xxh64 = region.fn('xxh64');
+    this.#hashBlocks = region.fn('hashBlocks');
+  }
+
+  /**
+   * Key of block -1: XXH64(seed 0) of UTF-8(model) 0xFF UTF-8(lora) 0xFF UTF-8(cacheSalt). An absent adapter
+   * or salt is the empty string (no adapter and an empty adapter name are the same cache).
+   */
+  rootSeed (model: string, lora: string | null = null, cacheSalt: string | null = null): bigint {
+    const parts = [utf8.encode(model), utf8.encode(lora ?? ''), utf8.encode(cacheSalt ?? '')];
+    const len = parts[0].length + parts[1].length + parts[2].length + 2;
+    if (len > this.#bytes) throw new RangeError(`model, adapter and salt take ${len} bytes, more than the scratch area`);
+    const u8 = this.#region.u8;
+    let p = this.#ptr;
+    for (let i = 0; i < 3; i++) {
+      u8.set(parts[i], p);
+      p += parts[i].length;
+      if (i < 2) u8[p++] = ROOT_SEPARATOR;
+    }
+    return BigInt.asUintN(64, this.#xxh64(this.#ptr, len, 0n));
+  }
+
+  /**
+   * Keys of every full block of `tokens` (u32 ids), chained from `seed` (a root seed, or the key of the block
+   * before the first one). Prompts longer than the scratch area are hashed in chunks of whole blocks; only the
+   * keys must fit (8 bytes per block, plus room for one block of tokens), else RangeError.
+   */
+  hash (tokens: Uint32Array | readonly number[], blockSize: number, seed: bigint): BlockKeys {
+    if (!Number.isInteger(blockSize) || blockSize < 1) throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
+    const count = Math.floor(tokens.length / blockSize);
+    const keyBytes = Math.ceil((count * 8) / 64) * 64;
+    const chunk = Math.floor((this.#bytes - keyBytes) / 4 / blockSize) * blockSize;
+    if (count > 0 && chunk < blockSize) {
+      throw new RangeError(`${count} blocks do not fit the ${this.#bytes}-byte scratch area (raise scratchBytes)`);
+    }
+    const u32 = this.#region.u32;
+    const tokPtr = this.#ptr + keyBytes;
+    let prev = BigInt.asUintN(64, seed);
+    for (let done = 0; done < count * blockSize; done += chunk) {
+      const n = Math.min(chunk, count * blockSize - done);
+      copyTokens(u32, tokPtr >>> 2, tokens, done, n);
+      const wrote = this.#hashBlocks(tokPtr, n, blockSize, prev, this.#ptr + (done / blockSize) * 8);
+      prev = this.#region.u64[(this.#ptr >>> 3) + done / blockSize + wrote - 1];
+    }
+    return { ptr: this.#ptr, count, keys: new BigUint64Array(this.#region.memory.buffer, this.#ptr, count) };
+  }
+}
+
+function copyTokens (u32: Uint32Array, at: number, tokens: Uint32Array | readonly number[], from: number, n: number): void {
+  if (tokens instanceof Uint32Array) {
+    u32.set(tokens.subarray(from, from + n), at);
+    return;
+  }
+  for (let i = 0; i < n; i++) {
+    const t = tokens[from + i];
+    if (!(Number.isInteger(t) && t >= 0 && t <= 0xffffffff)) throw new RangeError(`token ${from + i} is not a u32 id: ${t}`);
+    u32[at + i] = t;
+  }
+}

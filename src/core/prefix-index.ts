@@ -1,0 +1,220 @@
+// The prefix index seen from one thread (asm/prefix-index.ts holds the layout and the protocol).
+// PrefixIndex: the reader methods, safe on any thread at any time (lock-free).
+// PrefixIndexWriter: adds the mutating methods; exactly one thread per region may hold it (the kv-events
+// thread), enforced by a claim word in the table header.
+import { threadId } from 'node:worker_threads';
+import type { KeySpan } from './block-keys.js';
+import type { Region } from './region.js';
+
+/** Kind ids and kind masks (bit 1 << kind), read from the kernels module. */
+export interface IndexKinds {
+  readonly confirmed: number;
+  readonly assumed: number;
+  readonly offloaded: number;
+}
+export interface IndexMasks extends IndexKinds {
+  readonly all: number;
+}
+
+export interface IndexStats {
+  slots: number;
+  capacity: number;
+  size: number;
+  /** Keys added. */
+  inserts: number;
+  /** Keys deleted by remove / clearPod (their last pod went). */
+  removes: number;
+  /** Keys deleted by CLOCK at the capacity bound. */
+  evictions: number;
+  /** Keys deleted because their assumed presence expired. */
+  expirations: number;
+}
+
+export interface ProbeStats {
+  occupied: number;
+  maxProbe: number;
+  meanProbe: number;
+  /** Total distance of keys from their home slots: for linear probing it depends only on the set of keys. */
+  sumProbe: number;
+  /** Slots left unclean (key 0 with presence, or a write left half done): always 0 in a correct table. */
+  junk: number;
+}
+
+type Fn<A extends unknown[], R = number> = (...args: A) => R;
+
+/** Reader view over the region's prefix index. One per thread; its output buffers are this object's own. */
+export class PrefixIndex {
+  readonly region: Region;
+  readonly base: number;
+  readonly maxPods: number;
+  readonly kind: IndexKinds;
+  readonly mask: IndexMasks;
+  /** Per-pod matched blocks of the last longestPrefix call (a view into shared memory). */
+  readonly counts: Uint32Array;
+  protected readonly area: number;
+  readonly #presence: BigUint64Array;
+  readonly #h: Record<'slots' | 'capacity' | 'size' | 'inserts' | 'removes' | 'evictions' | 'expirations', number>;
+  readonly #longest: Fn<[number, number, number, number, number]>;
+  readonly #lookup: Fn<[number, bigint, number, number]>;
+
+  /** Bytes of output area a PrefixIndex needs (counts, presence words, probe stats). */
+  static areaBytes (region: Region): number {
+    return region.const('IX_COUNTS_BYTES') + region.const('IX_PRESENCE_BYTES') + region.const('IX_PS_BYTES');
+  }
+
+  /** `area` (≥ areaBytes, 8-aligned) defaults to a newly claimed scratch area; pass a slice of one to share it. */
+  constructor (region: Region, area: { ptr: number; bytes: number } = region.claimScratch()) {
+    if (area.ptr % 8 !== 0 || area.bytes < PrefixIndex.areaBytes(region)) {
+      throw new RangeError(`prefix index area must be 8-aligned and hold ${PrefixIndex.areaBytes(region)} bytes`);
+    }
+    const c = (n: string): number => region.const(n);
+    this.region = region;
+    this.base = region.base('TABLE_PREFIX_INDEX');
+    this.area = area.ptr;
+    this.maxPods = c('IX_MAX_PODS');
+    this.kind = { confirmed: c('IX_KIND_CONFIRMED'), assumed: c('IX_KIND_ASSUMED'), offloaded: c('IX_KIND_OFFLOADED') };
+    this.mask = {
+      confirmed: c('IX_MASK_CONFIRMED'), assumed: c('IX_MASK_ASSUMED'), offloaded: c('IX_MASK_OFFLOADED'), all: c('IX_MASK_ALL')
+    };
+    const buf = region.memory.buffer;
+    this.counts = new Uint32Array(buf, area.ptr, this.maxPods);
+    this.#presence = new BigUint64Array(buf, area.ptr + c('IX_COUNTS_BYTES'), c('IX_PRESENCE_BYTES') / 8);
+    this.#h = {
+      slots: c('IX_H_SLOTS'),
+      capacity: c('IX_H_CAPACITY'),
+      size: c('IX_H_SIZE'),
+      inserts: c('IX_H_INSERTS'),
+      removes: c('IX_H_REMOVES'),
+      evictions: c('IX_H_EVICTIONS'),
+      expirations: c('IX_H_EXPIRATIONS')
+    };
+    this.#longest = region.fn('ixLongestPrefix');
+    this.#lookup = region.fn('ixLookup');
+  }
+
+  /**
+   * Any thread. Walks the keys from block 0 and fills `counts` with each pod's matched leading blocks in the
+   * kinds of `kindMask`; returns the deepest match in blocks.
+   */
+  longestPrefix (keys: KeySpan, kindMask: number = this.mask.all): number {
+    return this.#longest(this.base, keys.ptr, keys.count, kindMask, this.area) >>> 0;
+  }
+
+  /** Any thread. Pods holding `key` in the kinds of `kindMask` (ascending), or null if the key is absent. */
+  lookup (key: bigint, kindMask: number = this.mask.all): number[] | null {
+    if (this.#lookup(this.base, key, kindMask, this.#presence.byteOffset) === 0) return null;
+    const pods: number[] = [];
+    for (let w = 0; w < this.#presence.length; w++) {
+      let v = this.#presence[w];
+      for (let b = 0; v !== 0n; b++, v >>= 1n) if ((v & 1n) !== 0n) pods.push(w * 64 + b);
+    }
+    return pods;
+  }
+
+  /** Any thread. Counters from the header (each read atomically; together they are not one snapshot). */
+  stats (): IndexStats {
+    const u32 = this.region.u32;
+    const u64 = this.region.u64;
+    const b = this.base;
+    const h = this.#h;
+    return {
+      slots: u32[(b + h.slots) >>> 2],
+      capacity: u32[(b + h.capacity) >>> 2],
+      size: Atomics.load(u32, (b + h.size) >>> 2),
+      inserts: Number(Atomics.load(u64, (b + h.inserts) >>> 3)),
+      removes: Number(Atomics.load(u64, (b + h.removes) >>> 3)),
+      evictions: Number(Atomics.load(u64, (b + h.evictions) >>> 3)),
+      expirations: Number(Atomics.load(u64, (b + h.expirations) >>> 3))
+    };
+  }
+}
+
+/**
+ * The one writer of a region's prefix index. Times are milliseconds on any clock, taken mod 2^32 (only
+ * differences matter, see asm/prefix-index.ts). Errors: RangeError for a pod or kind out of range.
+ */
+export class PrefixIndexWriter extends PrefixIndex {
+  readonly #insert: Fn<[number, bigint, number, number, number]>;
+  readonly #insertMany: Fn<[number, number, number, number, number, number]>;
+  readonly #remove: Fn<[number, bigint, number, number]>;
+  readonly #removeMany: Fn<[number, number, number, number, number]>;
+  readonly #clearPod: Fn<[number, number, number]>;
+  readonly #expire: Fn<[number, number, number, number]>;
+  readonly #probeStats: Fn<[number, number], void>;
+
+  /** Claims the writer role for this thread; throws if another thread holds it. */
+  constructor (region: Region, area?: { ptr: number; bytes: number }) {
+    super(region, area);
+    const claim = (this.base + region.const('IX_H_WRITER')) >>> 2;
+    const me = threadId + 1;
+    const held = Atomics.compareExchange(region.u32, claim, 0, me);
+    if (held !== 0 && held !== me) throw new Error(`the prefix index already has a writer (thread ${held - 1})`);
+    this.#insert = region.fn('ixInsert');
+    this.#insertMany = region.fn('ixInsertMany');
+    this.#remove = region.fn('ixRemove');
+    this.#removeMany = region.fn('ixRemoveMany');
+    this.#clearPod = region.fn('ixClearPod');
+    this.#expire = region.fn('ixExpireAssumed');
+    this.#probeStats = region.fn('ixProbeStats');
+  }
+
+  #pod (pod: number): number {
+    if ((pod >>> 0) !== pod || pod >= this.maxPods) throw new RangeError(`pod must be an integer in [0, ${this.maxPods}), got ${pod}`);
+    return pod;
+  }
+
+  /** Records that `pod` holds block `key` in `kind`. True if the key is new (at capacity, CLOCK evicts one). */
+  insert (key: bigint, pod: number, kind: number, now: number): boolean {
+    return check(this.#insert(this.base, key, this.#pod(pod), kind, now >>> 0), pod) === 1;
+  }
+
+  /** insert over a span of keys (a prompt's blocks for one pod); returns how many keys were new. */
+  insertMany (keys: KeySpan, pod: number, kind: number, now: number): number {
+    return check(this.#insertMany(this.base, keys.ptr, keys.count, this.#pod(pod), kind, now >>> 0), pod);
+  }
+
+  /** Clears `pod` from `key` in the kinds of `kindMask`: 0 not there, 1 cleared, 2 cleared and key deleted. */
+  remove (key: bigint, pod: number, kindMask: number): number {
+    return check(this.#remove(this.base, key, this.#pod(pod), kindMask), pod);
+  }
+
+  /** remove over a span of keys; returns how many keys changed. */
+  removeMany (keys: KeySpan, pod: number, kindMask: number): number {
+    return check(this.#removeMany(this.base, keys.ptr, keys.count, this.#pod(pod), kindMask), pod);
+  }
+
+  /** Clears `pod` from every key (pod gone, AllBlocksCleared): a full sweep. Returns keys changed. */
+  clearPod (pod: number, kindMask: number): number {
+    return check(this.#clearPod(this.base, this.#pod(pod), kindMask), pod);
+  }
+
+  /**
+   * Examines `budget` slots from the header's cursor and drops assumed presence recorded `ttlMs` or more ago
+   * (ttlMs < 2^31). Call it regularly with a small budget to amortise; returns entries that lost it.
+   */
+  expireAssumed (now: number, ttlMs: number, budget: number): number {
+    if (!(ttlMs >= 0 && ttlMs < 2 ** 31)) throw new RangeError(`assumed TTL must be in [0, 2^31) ms, got ${ttlMs}`);
+    return this.#expire(this.base, now >>> 0, ttlMs, budget >>> 0);
+  }
+
+  /** Diagnostic full scan: probe lengths and a clean-slot check. */
+  probeStats (): ProbeStats {
+    const r = this.region;
+    const out = this.area + r.const('IX_COUNTS_BYTES') + r.const('IX_PRESENCE_BYTES');
+    this.#probeStats(this.base, out);
+    const occupied = r.u32[(out + r.const('IX_PS_OCCUPIED')) >>> 2];
+    const sumProbe = Number(r.u64[(out + r.const('IX_PS_SUM_PROBE')) >>> 3]);
+    return {
+      occupied,
+      maxProbe: r.u32[(out + r.const('IX_PS_MAX_PROBE')) >>> 2],
+      meanProbe: occupied > 0 ? sumProbe / occupied : 0,
+      sumProbe,
+      junk: r.u32[(out + r.const('IX_PS_JUNK')) >>> 2]
+    };
+  }
+}
+
+function check (r: number, pod: number): number {
+  if (r < 0) throw new RangeError(`kind out of range for pod ${pod}`);
+  return r;
+}

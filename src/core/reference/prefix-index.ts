@@ -1,0 +1,164 @@
+// Reference prefix index in plain TypeScript (one thread): the oracle for asm/prefix-index.ts and the
+// benchmark baseline. Same semantics and return codes; a Map keyed by BigInt, presence as 8 u32 words per
+// kind. Its CLOCK runs over the Map's insertion order (a referenced entry is moved to the back and loses its
+// bit), so at the capacity bound it may pick a different victim than the slot-ordered CLOCK of the kernel;
+// expiry is always a full sweep.
+
+export const REF_KINDS = 3;
+export const REF_MAX_PODS = 256;
+const WORDS = REF_MAX_PODS / 32;
+const ASSUMED = 1;
+
+interface RefEntry {
+  bits: Uint32Array; // kind k, pod p: bit p % 32 of word k * WORDS + p / 32
+  access: number;
+  assumedAt: number;
+  ref: boolean;
+}
+
+export class PrefixIndexRef {
+  readonly capacity: number;
+  readonly #map = new Map<bigint, RefEntry>();
+  inserts = 0;
+  removes = 0;
+  evictions = 0;
+  expirations = 0;
+
+  constructor (capacity: number) {
+    this.capacity = Math.max(1, capacity);
+  }
+
+  get size (): number { return this.#map.size; }
+
+  #evict (): void {
+    for (;;) {
+      const [key, e] = this.#map.entries().next().value as [bigint, RefEntry];
+      this.#map.delete(key);
+      if (!e.ref) break;
+      e.ref = false;
+      this.#map.set(key, e);
+    }
+    this.evictions++;
+  }
+
+  insert (key: bigint, pod: number, kind: number, now: number): number {
+    if (pod < 0 || pod >= REF_MAX_PODS || kind < 0 || kind >= REF_KINDS) return -1;
+    if (key === 0n) key = 1n;
+    let e = this.#map.get(key);
+    let added = 0;
+    if (e === undefined) {
+      if (this.#map.size >= this.capacity) this.#evict();
+      e = { bits: new Uint32Array(REF_KINDS * WORDS), access: 0, assumedAt: 0, ref: false };
+      this.#map.set(key, e);
+      this.inserts++;
+      added = 1;
+    }
+    e.bits[kind * WORDS + (pod >>> 5)] |= 1 << (pod & 31);
+    e.access = now >>> 0;
+    e.ref = true;
+    if (kind === ASSUMED) e.assumedAt = now >>> 0;
+    return added;
+  }
+
+  #clear (key: bigint, e: RefEntry, pod: number, kindMask: number): number {
+    let hit = false;
+    const bit = 1 << (pod & 31);
+    for (let k = 0; k < REF_KINDS; k++) {
+      const w = k * WORDS + (pod >>> 5);
+      if ((kindMask & (1 << k)) !== 0 && (e.bits[w] & bit) !== 0) {
+        e.bits[w] &= ~bit;
+        hit = true;
+      }
+    }
+    if (!hit) return 0;
+    if (e.bits.some((w) => w !== 0)) return 1;
+    this.#map.delete(key);
+    this.removes++;
+    return 2;
+  }
+
+  remove (key: bigint, pod: number, kindMask: number): number {
+    if (pod < 0 || pod >= REF_MAX_PODS) return -1;
+    if (key === 0n) key = 1n;
+    const e = this.#map.get(key);
+    return e === undefined ? 0 : this.#clear(key, e, pod, kindMask);
+  }
+
+  clearPod (pod: number, kindMask: number): number {
+    if (pod < 0 || pod >= REF_MAX_PODS) return -1;
+    let changed = 0;
+    for (const [key, e] of [...this.#map]) if (this.#clear(key, e, pod, kindMask) > 0) changed++;
+    return changed;
+  }
+
+  /** Full sweep: entries whose assumed-at is `ttl` ms old (wrapping u32 ms) lose every pod's ASSUMED bit. */
+  expireAssumed (now: number, ttl: number): number {
+    let expired = 0;
+    for (const [key, e] of [...this.#map]) {
+      if (((now - e.assumedAt) >>> 0) < ttl) continue;
+      const a = e.bits.subarray(ASSUMED * WORDS, (ASSUMED + 1) * WORDS);
+      if (a.every((w) => w === 0)) continue;
+      a.fill(0);
+      expired++;
+      if (e.bits.every((w) => w === 0)) {
+        this.#map.delete(key);
+        this.expirations++;
+      }
+    }
+    return expired;
+  }
+
+  /** Pods holding `key` in the kinds of `kindMask`, ascending; null if the key is absent. */
+  lookup (key: bigint, kindMask: number): number[] | null {
+    const e = this.#map.get(key === 0n ? 1n : key);
+    if (e === undefined) return null;
+    const pods: number[] = [];
+    for (let p = 0; p < REF_MAX_PODS; p++) {
+      for (let k = 0; k < REF_KINDS; k++) {
+        if ((kindMask & (1 << k)) !== 0 && (e.bits[k * WORDS + (p >>> 5)] & (1 << (p & 31))) !== 0) {
+          pods.push(p);
+          break;
+        }
+      }
+    }
+    return pods;
+  }
+
+  /** Per-pod matched leading blocks into `counts` (length 256); returns the deepest match. */
+  longestPrefix (keys: BigUint64Array, kindMask: number, counts: Uint32Array): number {
+    counts.fill(0);
+    const alive = new Uint32Array(WORDS).fill(0xffffffff);
+    const present = new Uint32Array(WORDS);
+    let depth = 0;
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i];
+      const e = this.#map.get(key === 0n ? 1n : key);
+      present.fill(0);
+      if (e !== undefined) {
+        for (let k = 0; k < REF_KINDS; k++) {
+          if ((kindMask & (1 << k)) === 0) continue;
+          for (let w = 0; w < WORDS; w++) present[w] |= e.bits[k * WORDS + w];
+        }
+      }
+      let any = 0;
+      for (let w = 0; w < WORDS; w++) {
+        let dropped = (alive[w] & ~present[w]) >>> 0;
+        if (i > 0) {
+          while (dropped !== 0) {
+            const b = 31 - Math.clz32(dropped & -dropped);
+            counts[w * 32 + b] = i;
+            dropped &= dropped - 1;
+          }
+        }
+        alive[w] &= present[w];
+        any |= alive[w];
+      }
+      if (any === 0) return depth;
+      depth = i + 1;
+    }
+    for (let w = 0; w < WORDS; w++) {
+      for (let b = 0; b < 32; b++) if ((alive[w] & (1 << b)) !== 0) counts[w * 32 + b] = depth;
+    }
+    return depth;
+  }
+}

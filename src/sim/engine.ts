@@ -1,0 +1,552 @@
+// The simulator's engine core: vLLM v1-like continuous batching over paged, prefix-cached KV blocks.
+// No I/O, no timers, no clock: a host calls step(now), waits `duration` (real or virtual), then delivers the
+// step's outputs and KV events. Behaviour follows vllm/v1/core/sched/scheduler.py:
+// - each step first schedules running requests (decode, or the next chunk of a chunked prefill), then the
+//   FCFS waiting queue, under max_num_batched_tokens tokens and max_num_seqs running requests;
+// - when blocks run out, the most recently started running request is preempted (recompute): its blocks are
+//   freed (their cached hashes stay evictable) and it goes back to the front of the waiting queue;
+// - full blocks are hashed and cached as their tokens are scheduled, prompt and generated alike (→ BlockStored);
+// - kvExport requests stop after one token and hold their blocks for an importer (kv-transfer.md §2b);
+//   kvImport requests pull the prefix blocks they lack, wait for the transfer, then prefill the rest (§2a).
+import type { EngineStats, FinishReason, RequestOutput, SimRequest, StepResult } from './engine-types.js';
+import type { BlockStored } from '../kvevents/types.js';
+import { BlockHasher, blockExtraKeys, type BlockDigest } from './block-hash.js';
+import { BlockPool } from './block-pool.js';
+import { resolveProfile, stepTime, transferTime, type EngineProfile, type ResolvedProfile } from './profile.js';
+import { DEFAULT_VOCABULARY, generationSeed, nextRandom, validateVocabulary } from './token-generator.js';
+
+export interface SimEngineOptions {
+  profile: EngineProfile;
+  /** PYTHONHASHSEED-like seed of NONE_HASH (a string, as vLLM hashes it). Default "0". */
+  hashSeed?: string;
+  /** Overrides the profile's KV capacity (tests, sensitivity sweeps). */
+  numGpuBlocks?: number;
+  /** Words the generator draws from, each a token-id sequence. Default DEFAULT_VOCABULARY. */
+  vocabulary?: readonly (readonly number[])[];
+  /** Chance per word of emitting the first stop token instead (once minTokens are out). Default 0. */
+  stopProbability?: number;
+  /** Seconds an export holds its blocks without a release (VLLM_NIXL_ABORT_REQUEST_TIMEOUT). Default 480. */
+  holdTimeout?: number;
+  /** Bound of the waiting queue; addRequest throws EngineFullError beyond it. Default 65536. */
+  maxWaiting?: number;
+}
+
+export class EngineFullError extends Error {
+  readonly code = 'EAR_ERR_ENGINE_QUEUE_FULL';
+}
+
+const enum Status { Waiting, WaitingForRemoteKvs, Running }
+
+interface Req {
+  r: SimRequest;
+  /** Prompt, then generated tokens. */
+  tokens: number[];
+  numPrompt: number;
+  maxTokens: number;
+  stop: Set<number>;
+  status: Status;
+  numComputed: number;
+  blocks: number[];
+  /** Leading blocks of `blocks` already through the cache (hit, stored, or refused as duplicates). */
+  numCachedBlocks: number;
+  digests: BlockDigest[];
+  extraLora: string[] | null;
+  /** Token count the current (re)prefill must reach: the prompt, or prompt + output after a preemption. */
+  prefillTarget: number;
+  numCachedTokens: number;
+  numOutput: number;
+  rng: number;
+  word: readonly number[] | null;
+  wordPos: number;
+  importStarted: boolean;
+  importTokens: number;
+  readyAt: number;
+  firstScheduled: number;
+  firstToken: number;
+  preemptions: number;
+}
+
+interface Held { blocks: number[]; tokens: number[]; expiry: number }
+
+export class SimEngine {
+  readonly profile: ResolvedProfile;
+  readonly blockSize: number;
+  readonly hasher: BlockHasher;
+  readonly pool: BlockPool;
+  readonly #vocab: readonly (readonly number[])[];
+  readonly #stopProbability: number;
+  readonly #holdTimeout: number;
+  readonly #maxWaiting: number;
+  readonly #reqs = new Map<string, Req>();
+  #running: Req[] = [];
+  #waiting: Req[] = [];
+  /** Insertion order = expiry order (one timeout for all). */
+  readonly #held = new Map<string, Held>();
+  /** True when the last step could schedule nothing and nothing changed since: stepping again is pointless. */
+  #stalled = false;
+  // Scratch arrays for one step (reused: no per-step allocation besides outputs).
+  #sched: Req[] = [];
+  #schedNew: number[] = [];
+  #prefNew: number[] = [];
+  #prefPast: number[] = [];
+  #hitBlocks: number[] = [];
+  // Counters since start.
+  #queries = 0;
+  #hits = 0;
+  #promptTokens = 0;
+  #generationTokens = 0;
+  #preemptions = 0;
+  expiredHolds = 0;
+  importedTokens = 0;
+  importedBytes = 0;
+
+  constructor (opts: SimEngineOptions) {
+    this.profile = resolveProfile(opts.profile, { numGpuBlocks: opts.numGpuBlocks });
+    this.blockSize = this.profile.blockSize;
+    this.hasher = new BlockHasher(this.blockSize, opts.hashSeed ?? '0');
+    this.pool = new BlockPool(this.profile.numGpuBlocks);
+    this.#vocab = opts.vocabulary ?? DEFAULT_VOCABULARY;
+    validateVocabulary(this.#vocab);
+    this.#stopProbability = opts.stopProbability ?? 0;
+    if (!(this.#stopProbability >= 0 && this.#stopProbability <= 1)) throw new RangeError('stopProbability must be in [0, 1]');
+    this.#holdTimeout = opts.holdTimeout ?? 480;
+    if (!(this.#holdTimeout > 0)) throw new RangeError('holdTimeout must be > 0 seconds');
+    this.#maxWaiting = opts.maxWaiting ?? 65536;
+    if (!(Number.isInteger(this.#maxWaiting) && this.#maxWaiting > 0)) throw new RangeError('maxWaiting must be a positive integer');
+  }
+
+  /** Queues a request. Throws RangeError on invalid input and EngineFullError when the waiting queue is full. */
+  addRequest (r: SimRequest): void {
+    const bs = this.blockSize;
+    if (typeof r.id !== 'string' || r.id.length === 0) throw new RangeError('request id must be a non-empty string');
+    if (this.#reqs.has(r.id) || this.#held.has(r.id)) throw new RangeError(`request id ${JSON.stringify(r.id)} is already in use`);
+    const n = r.promptTokenIds.length;
+    if (n === 0) throw new RangeError('the prompt must hold at least one token');
+    for (let i = 0; i < n; i++) {
+      const t = r.promptTokenIds[i];
+      if (!Number.isSafeInteger(t) || t < 0) throw new RangeError(`prompt token ${i} is not a non-negative integer: ${t}`);
+    }
+    if (!Number.isInteger(r.maxTokens) || r.maxTokens < 1) throw new RangeError(`maxTokens must be an integer ≥ 1, got ${r.maxTokens}`);
+    if (!Number.isInteger(r.minTokens) || r.minTokens < 0) throw new RangeError(`minTokens must be an integer ≥ 0, got ${r.minTokens}`);
+    const maxTokens = r.kvExport === true ? 1 : r.maxTokens;
+    if (n + maxTokens > this.profile.maxModelLen) throw new RangeError(`prompt (${n}) + max tokens (${maxTokens}) exceed max_model_len ${this.profile.maxModelLen}`);
+    if (Math.ceil((n + maxTokens) / bs) > this.pool.numBlocks) throw new RangeError(`prompt (${n}) + max tokens (${maxTokens}) exceed the KV cache (${this.pool.numBlocks * bs} tokens)`);
+    if (this.#waiting.length >= this.#maxWaiting) throw new EngineFullError(`waiting queue is full (${this.#maxWaiting} requests)`);
+    const digests: BlockDigest[] = [];
+    if (r.blockHashes !== undefined) {
+      const m = Math.min(r.blockHashes.length, Math.floor(n / bs));
+      for (let i = 0; i < m; i++) {
+        const d = r.blockHashes[i];
+        if (!(d instanceof Uint8Array) || d.length !== 32) throw new RangeError(`blockHashes[${i}] must be a 32-byte digest`);
+        digests.push(Buffer.isBuffer(d) ? d : Buffer.from(d.buffer, d.byteOffset, 32));
+      }
+    }
+    const q: Req = {
+      r,
+      tokens: r.promptTokenIds.slice(),
+      numPrompt: n,
+      maxTokens,
+      stop: new Set(r.stopTokenIds),
+      status: Status.Waiting,
+      numComputed: 0,
+      blocks: [],
+      numCachedBlocks: 0,
+      digests,
+      extraLora: r.loraName === null ? null : [r.loraName],
+      prefillTarget: n,
+      numCachedTokens: -1,
+      numOutput: 0,
+      rng: generationSeed(r.seed, r.promptTokenIds),
+      word: null,
+      wordPos: 0,
+      importStarted: false,
+      importTokens: 0,
+      readyAt: 0,
+      firstScheduled: -1,
+      firstToken: -1,
+      preemptions: 0
+    };
+    this.#reqs.set(r.id, q);
+    this.#waiting.push(q);
+    this.#stalled = false;
+  }
+
+  /** Drops a request wherever it is and frees its blocks (or its held blocks). False if unknown. */
+  abortRequest (id: string): boolean {
+    if (this.releaseHeld(id)) return true;
+    const q = this.#reqs.get(id);
+    if (q === undefined) return false;
+    this.#reqs.delete(id);
+    const list = q.status === Status.Running ? this.#running : this.#waiting;
+    list.splice(list.indexOf(q), 1);
+    this.#freeBlocks(q);
+    this.#stalled = false;
+    return true;
+  }
+
+  /** Frees an export's held blocks (the importer read them). False if nothing is held under that id. */
+  releaseHeld (id: string): boolean {
+    const h = this.#held.get(id);
+    if (h === undefined) return false;
+    this.#held.delete(id);
+    this.pool.free(h.blocks.reverse());
+    this.#stalled = false;
+    return true;
+  }
+
+  /** Token ids of the full blocks an export holds (what an importer pulls), or null if none is held. */
+  heldBlocks (id: string): number[] | null {
+    return this.#held.get(id)?.tokens ?? null;
+  }
+
+  /** Frees holds whose timeout passed by `now` (also done at every step). */
+  expireHolds (now: number): void {
+    for (const [id, h] of this.#held) {
+      if (h.expiry > now) break;
+      this.releaseHeld(id);
+      this.expiredHolds++;
+    }
+  }
+
+  /** vLLM's /reset_prefix_cache: drops every cached hash (→ AllBlocksCleared); false while any block is in use. */
+  resetPrefixCache (): boolean {
+    return this.pool.reset();
+  }
+
+  /** KV events raised outside a step (reset, release, abort); a step returns its own with the rest. */
+  takeKvEvents (): StepResult['kvEvents'] {
+    return this.pool.takeEvents();
+  }
+
+  /**
+   * When the host should call step() next: `now` if there is work, a later time if the only work waits on a
+   * transfer, null when idle (until addRequest, abortRequest or releaseHeld).
+   */
+  nextStepTime (now: number): number | null {
+    if (this.#running.length > 0) return now;
+    let t = Infinity;
+    let stalled = false;
+    for (const q of this.#waiting) {
+      if (q.status === Status.WaitingForRemoteKvs) t = Math.min(t, q.readyAt);
+      else if (!this.#stalled) return now;
+      else stalled = true;
+    }
+    // A request stalled on blocks can be unblocked by a hold expiring.
+    if (stalled) for (const h of this.#held.values()) { t = Math.min(t, h.expiry); break; }
+    return t === Infinity ? null : Math.max(t, now);
+  }
+
+  hasRequest (id: string): boolean { return this.#reqs.has(id); }
+
+  stats (): EngineStats {
+    let pending = 0;
+    for (const q of this.#running) pending += Math.max(0, q.prefillTarget - q.numComputed);
+    for (const q of this.#waiting) pending += Math.max(0, q.prefillTarget - q.numComputed);
+    return {
+      running: this.#running.length,
+      waiting: this.#waiting.length,
+      kvUsage: this.pool.numUsed / this.pool.numBlocks,
+      pendingPrefillTokens: pending,
+      numGpuBlocks: this.pool.numBlocks,
+      blockSize: this.blockSize,
+      prefixCacheQueries: this.#queries,
+      prefixCacheHits: this.#hits,
+      promptTokens: this.#promptTokens,
+      generationTokens: this.#generationTokens,
+      preemptions: this.#preemptions
+    };
+  }
+
+  /** Runs one scheduler step at host time `now`. Outputs are to be delivered at now + duration. */
+  step (now: number): StepResult {
+    this.expireHolds(now);
+    this.#finishTransfers(now);
+    const p = this.profile;
+    const sched = this.#sched;
+    const schedNew = this.#schedNew;
+    sched.length = 0;
+    schedNew.length = 0;
+    let budget = p.maxNumBatchedTokens;
+    let preempted = false;
+
+    // 1. Running requests, in order; preempt from the tail when blocks run out.
+    for (let i = 0; i < this.#running.length && budget > 0; i++) {
+      const q = this.#running[i];
+      const numNew = Math.min(q.tokens.length - q.numComputed, budget);
+      let ok = true;
+      while (!this.#allocate(q, numNew, 0)) {
+        const victim = this.#running.pop()!;
+        this.#preempt(victim);
+        preempted = true;
+        if (victim === q) { ok = false; break; }
+      }
+      if (!ok) break;
+      sched.push(q);
+      schedNew.push(numNew);
+      budget -= numNew;
+    }
+
+    // 2. Waiting requests, FCFS (no skipping, except those waiting for a KV pull), unless this step preempted.
+    if (!preempted) {
+      for (let w = 0; w < this.#waiting.length && budget > 0 && this.#running.length < p.maxNumSeqs;) {
+        const q = this.#waiting[w];
+        if (q.status === Status.WaitingForRemoteKvs) { w++; continue; }
+        let hits = 0;
+        const firstLook = q.numComputed === 0 && q.blocks.length === 0;
+        if (firstLook) hits = this.#lookup(q);
+        if (q.r.kvImport != null && !q.importStarted) {
+          const started = this.#startImport(q, hits, now);
+          if (started === null) break; // no blocks for the pull: FCFS waits
+          if (started) { w++; continue; }
+        }
+        const numNew = Math.min(q.tokens.length - q.numComputed - hits * this.blockSize, budget);
+        if (!this.#allocate(q, numNew, hits)) break;
+        if (firstLook && q.numCachedTokens < 0) {
+          this.#queries += q.numPrompt;
+          this.#hits += hits * this.blockSize;
+        }
+        this.#waiting.splice(w, 1);
+        q.status = Status.Running;
+        this.#running.push(q);
+        if (q.firstScheduled < 0) {
+          q.firstScheduled = now;
+          this.#promptTokens += q.numPrompt;
+        }
+        if (q.numCachedTokens < 0) q.numCachedTokens = q.numComputed;
+        sched.push(q);
+        schedNew.push(numNew);
+        budget -= numNew;
+      }
+    }
+
+    // 3. The step's duration, from what it computes.
+    let numPrefill = 0;
+    let numDecode = 0;
+    let decodeContext = 0;
+    for (let i = 0; i < sched.length; i++) {
+      const q = sched[i];
+      const n = schedNew[i];
+      if (n === 1 && q.numComputed >= q.prefillTarget) { numDecode++; decodeContext += q.numComputed + 1; } else {
+        this.#prefNew[numPrefill] = n;
+        this.#prefPast[numPrefill++] = q.numComputed;
+      }
+    }
+    const duration = sched.length === 0 ? 0 : stepTime(p.step, this.#prefNew, this.#prefPast, numPrefill, numDecode, decodeContext);
+    this.#stalled = sched.length === 0;
+    const end = now + duration;
+
+    // 4. Advance: computed tokens, sampled tokens, stop conditions.
+    const outputs: RequestOutput[] = [];
+    for (let i = 0; i < sched.length; i++) {
+      const q = sched[i];
+      q.numComputed += schedNew[i];
+      if (q.numComputed < q.tokens.length) {
+        outputs.push({ id: q.r.id, newTokenIds: [], numCachedTokens: q.numCachedTokens, finished: null, stopReason: null });
+        continue;
+      }
+      const t = this.#sample(q);
+      q.tokens.push(t);
+      q.numOutput++;
+      this.#generationTokens++;
+      if (q.firstToken < 0) q.firstToken = end;
+      let finished: FinishReason | null = null;
+      let stopReason: number | null = null;
+      if (q.numOutput >= q.r.minTokens && q.stop.has(t)) { finished = 'stop'; stopReason = t; } else if (q.numOutput >= q.maxTokens || q.tokens.length >= p.maxModelLen) finished = 'length';
+      const out: RequestOutput = { id: q.r.id, newTokenIds: [t], numCachedTokens: q.numCachedTokens, finished, stopReason };
+      if (finished !== null) this.#finish(q, out, end);
+      outputs.push(out);
+    }
+    return { duration, outputs, kvEvents: this.pool.takeEvents() };
+  }
+
+  /** Checks internal invariants (tests): the pool's, and that each block is referenced exactly refCount times. */
+  check (): void {
+    this.pool.check();
+    const refs = new Int32Array(this.pool.numBlocks);
+    for (const q of this.#reqs.values()) for (const b of q.blocks) refs[b]++;
+    for (const h of this.#held.values()) for (const b of h.blocks) refs[b]++;
+    for (let b = 0; b < refs.length; b++) if (refs[b] !== this.pool.refCount[b]) throw new Error(`block ${b}: ${refs[b]} holders, refcount ${this.pool.refCount[b]}`);
+    if (this.#running.length + this.#waiting.length !== this.#reqs.size) throw new Error('request lists disagree with the request table');
+  }
+
+  /** Longest run of cached leading blocks, leaving at least one prompt token to compute (as vLLM). */
+  #lookup (q: Req): number {
+    const maxBlocks = Math.floor((q.tokens.length - 1) / this.blockSize);
+    this.hasher.extend(q.digests, q.tokens, q.r.loraName, q.r.cacheSalt, maxBlocks);
+    const hb = this.#hitBlocks;
+    hb.length = 0;
+    for (let i = 0; i < maxBlocks; i++) {
+      const b = this.pool.lookup(q.digests[i]);
+      if (b < 0) break;
+      hb.push(b);
+    }
+    return hb.length;
+  }
+
+  /**
+   * Gives `q` the blocks for numComputed + hits·blockSize + numNew tokens (hits = the leading cached blocks
+   * found by #lookup, taken by reference), then caches the blocks those tokens fill. False if too few blocks.
+   */
+  #allocate (q: Req, numNew: number, hits: number): boolean {
+    const bs = this.blockSize;
+    const total = q.numComputed + hits * bs + numNew;
+    const need = Math.ceil(total / bs) - q.blocks.length - hits;
+    let evictableHits = 0;
+    for (let i = 0; i < hits; i++) if (this.pool.refCount[this.#hitBlocks[i]] === 0) evictableHits++;
+    if (need + evictableHits > this.pool.numFree) return false;
+    for (let i = 0; i < hits; i++) {
+      this.pool.touch(this.#hitBlocks[i]);
+      q.blocks.push(this.#hitBlocks[i]);
+    }
+    q.numCachedBlocks += hits;
+    q.numComputed += hits * bs;
+    if (need > 0) this.pool.allocate(need, q.blocks);
+    this.#cacheFullBlocks(q, total);
+    return true;
+  }
+
+  /** Caches the blocks that `numTokens` scheduled tokens fill; one BlockStored per run of newly cached blocks. */
+  #cacheFullBlocks (q: Req, numTokens: number): void {
+    const bs = this.blockSize;
+    const full = Math.floor(numTokens / bs);
+    const from = q.numCachedBlocks;
+    if (full <= from) return;
+    this.hasher.extend(q.digests, q.tokens, q.r.loraName, q.r.cacheSalt, full);
+    let run = -1;
+    for (let i = from; i <= full; i++) {
+      const ok = i < full && this.pool.cache(q.blocks[i], q.digests[i]);
+      if (ok && run < 0) run = i;
+      else if (!ok && run >= 0) { this.#emitStored(q, run, i); run = -1; }
+    }
+    q.numCachedBlocks = full;
+  }
+
+  #emitStored (q: Req, from: number, to: number): void {
+    const bs = this.blockSize;
+    let extraKeys: Array<unknown[] | null> | null = null;
+    if (q.r.loraName !== null || (q.r.cacheSalt !== null && from === 0)) {
+      extraKeys = [];
+      for (let i = from; i < to; i++) extraKeys.push(blockExtraKeys(i, q.r.loraName, q.r.cacheSalt));
+    }
+    const e: BlockStored<Uint8Array> = {
+      type: 'BlockStored',
+      blockHashes: q.digests.slice(from, to),
+      parentBlockHash: from === 0 ? null : q.digests[from - 1],
+      tokenIds: q.tokens.slice(from * bs, to * bs),
+      blockSize: bs,
+      loraId: null,
+      medium: 'GPU',
+      loraName: q.r.loraName,
+      extraKeys,
+      groupIdx: null
+    };
+    this.pool.emit(e);
+  }
+
+  /**
+   * Starts the pull of the prefix blocks this engine lacks. True if the request now waits for the transfer,
+   * false if nothing needs pulling (ordinary prefill), null if the blocks for the pull are not free yet.
+   */
+  #startImport (q: Req, hits: number, now: number): boolean | null {
+    const bs = this.blockSize;
+    const src = q.r.kvImport!.prefixTokenIds;
+    const lim = Math.min(src.length, q.numPrompt);
+    let m = 0;
+    while (m < lim && src[m] === q.tokens[m]) m++;
+    const remoteBlocks = Math.floor(m / bs);
+    if (remoteBlocks <= hits) { q.importStarted = true; return false; }
+    // The pull needs blocks for the whole remote prefix: the local hits by reference, fresh ones for the rest.
+    const saved = q.numComputed;
+    if (!this.#allocateNoCache(q, remoteBlocks, hits)) return null;
+    q.numComputed = saved;
+    q.importStarted = true;
+    q.status = Status.WaitingForRemoteKvs;
+    q.importTokens = remoteBlocks * bs;
+    const missing = (remoteBlocks - hits) * bs;
+    q.readyAt = now + transferTime(this.profile, missing);
+    this.importedTokens += missing;
+    this.importedBytes += missing * this.profile.kvBytesPerToken;
+    this.#queries += q.numPrompt;
+    this.#hits += hits * bs;
+    return true;
+  }
+
+  #allocateNoCache (q: Req, numBlocks: number, hits: number): boolean {
+    const need = numBlocks - hits;
+    let evictableHits = 0;
+    for (let i = 0; i < hits; i++) if (this.pool.refCount[this.#hitBlocks[i]] === 0) evictableHits++;
+    if (need + evictableHits > this.pool.numFree) return false;
+    for (let i = 0; i < hits; i++) {
+      this.pool.touch(this.#hitBlocks[i]);
+      q.blocks.push(this.#hitBlocks[i]);
+    }
+    q.numCachedBlocks = hits;
+    this.pool.allocate(need, q.blocks);
+    return true;
+  }
+
+  /** Pulls that completed by `now`: the blocks are filled, so they enter the prefix cache (→ BlockStored). */
+  #finishTransfers (now: number): void {
+    for (const q of this.#waiting) {
+      if (q.status !== Status.WaitingForRemoteKvs || q.readyAt > now) continue;
+      // The last prompt token is recomputed here, as vLLM does, so the request has something to prefill.
+      q.numComputed = q.importTokens === q.numPrompt ? q.importTokens - 1 : q.importTokens;
+      this.#cacheFullBlocks(q, q.numComputed);
+      q.numCachedTokens = q.numComputed;
+      q.status = Status.Waiting;
+      this.#stalled = false;
+    }
+  }
+
+  #preempt (q: Req): void {
+    this.#freeBlocks(q);
+    q.numComputed = 0;
+    q.prefillTarget = q.tokens.length;
+    q.status = Status.Waiting;
+    q.preemptions++;
+    this.#preemptions++;
+    this.#waiting.unshift(q);
+  }
+
+  /** Frees a request's blocks, last block first (so they are evicted first). */
+  #freeBlocks (q: Req): void {
+    this.pool.free(q.blocks.reverse());
+    q.blocks = [];
+    q.numCachedBlocks = 0;
+  }
+
+  #finish (q: Req, out: RequestOutput, end: number): void {
+    this.#running.splice(this.#running.indexOf(q), 1);
+    this.#reqs.delete(q.r.id);
+    out.metrics = {
+      arrivalTime: q.r.arrivalTime,
+      firstScheduledTime: q.firstScheduled,
+      firstTokenTime: q.firstToken,
+      finishTime: end,
+      numPromptTokens: q.numPrompt,
+      numCachedTokens: q.numCachedTokens,
+      numGenerationTokens: q.numOutput,
+      numPreemptions: q.preemptions
+    };
+    if (q.r.kvExport === true) {
+      const full = Math.floor(q.numPrompt / this.blockSize) * this.blockSize;
+      this.#held.set(q.r.id, { blocks: q.blocks, tokens: q.tokens.slice(0, full), expiry: end + this.#holdTimeout });
+      out.heldBlockIds = q.blocks.slice();
+      q.blocks = [];
+    } else {
+      this.#freeBlocks(q);
+    }
+  }
+
+  #sample (q: Req): number {
+    if (q.word === null || q.wordPos >= q.word.length) {
+      if (this.#stopProbability > 0 && q.numOutput >= q.r.minTokens && q.r.stopTokenIds.length > 0 &&
+          nextRandom(q) < this.#stopProbability) {
+        return q.r.stopTokenIds[0];
+      }
+      q.word = this.#vocab[Math.floor(nextRandom(q) * this.#vocab.length)];
+      q.wordPos = 0;
+    }
+    return q.word[q.wordPos++];
+  }
+}
