@@ -2,7 +2,7 @@
 // The body forwarded upstream is the client's own bytes unless something must change: a client's
 // kv_transfer_params are never forwarded (they would let a client steer an engine's KV transfers).
 import { GatewayError } from './errors.js';
-import type { ChatMessage } from '../tokenize/types.js';
+import type { ChatMessage, RenderOptions } from '../tokenize/types.js';
 
 export type Endpoint = 'chat' | 'completions';
 
@@ -16,6 +16,10 @@ export interface ParsedRequest {
   prompt: string | number[] | null;
   /** max_tokens / max_completion_tokens, if given. */
   maxTokens: number | null;
+  /** vLLM's cache_salt: it salts block 0, so it seeds the block keys too. */
+  cacheSalt: string | null;
+  /** Chat rendering options the engine honours (vLLM names), so EAR renders the same prompt. */
+  render: RenderOptions;
   /** The body to send upstream (the client's bytes when nothing had to change). */
   forward: Buffer;
 }
@@ -60,10 +64,20 @@ export function parseRequestBody (endpoint: Endpoint, raw: Buffer): ParsedReques
     else if (Array.isArray(p) && p.length > 0 && p.every((x) => typeof x === 'string' || isTokenIds(x))) prompt = null; // a batch
     else throw bad('"prompt" must be a string, a list of token ids, or a non-empty list of those');
   }
+  const salt = b.cache_salt;
+  if (salt !== undefined && salt !== null && (typeof salt !== 'string' || salt === '')) throw bad("Parameter 'cache_salt' must be a non-empty string if provided.");
+  const kwargs = b.chat_template_kwargs;
+  if (kwargs !== undefined && kwargs !== null && (typeof kwargs !== 'object' || Array.isArray(kwargs))) throw bad('"chat_template_kwargs" must be an object');
+  const render: RenderOptions = {
+    addGenerationPrompt: b.add_generation_prompt !== false,
+    continueFinalMessage: b.continue_final_message === true,
+    tools: Array.isArray(b.tools) ? b.tools : undefined,
+    chatTemplateKwargs: (kwargs ?? undefined) as Record<string, unknown> | undefined
+  };
   let forward = raw;
   if ('kv_transfer_params' in b) {
     delete b.kv_transfer_params;
     forward = Buffer.from(JSON.stringify(b));
   }
-  return { endpoint, model: b.model, stream: b.stream === true, messages, prompt, maxTokens: typeof max === 'number' ? max : null, forward };
+  return { endpoint, model: b.model, stream: b.stream === true, messages, prompt, maxTokens: typeof max === 'number' ? max : null, cacheSalt: typeof salt === 'string' ? salt : null, render, forward };
 }

@@ -12,21 +12,11 @@ import { GatewayMetrics } from './metrics.js';
 import { attempt, type AttemptResult } from './proxy.js';
 import { requestId } from './request-id.js';
 import type { Endpoint } from './request-body.js';
+import type { Features } from './features.js';
 import type { Placement, RoutingInput, RoutingState } from './routing-state.js';
 import { sessionIdFrom, SESSION_HEADERS } from './session-id.js';
 import { StreamObserver } from './stream-observer.js';
 import { readBody, ResponseState } from './uws-io.js';
-
-/** What the route pool computes for one request body. */
-export interface Features {
-  model: string;
-  stream: boolean;
-  promptTokens: number;
-  blockKeys: BigUint64Array;
-  maxTokens: number | null;
-  /** The body to forward when it differs from the client's (client kv_transfer_params stripped); null = forward as received. */
-  forward: Uint8Array | null;
-}
 
 export type FeatureFn = (endpoint: Endpoint, body: Buffer) => Promise<Features>;
 
