@@ -1,3 +1,8 @@
 // Entry point of the kernels module: re-exports every kernel and layout constant.
 // Compiled by scripts/build-asm.js with --runtime stub over an imported shared memory (see STYLE.md §2).
 export * from './layout';
+export * from './session-table';
+export * from './heap';
+export * from './ring';
+export * from './pod-table';
+export * from './load-table';
