@@ -4,3 +4,8 @@ export * from './layout';
 export * from './xxhash64';
 export * from './block-hash';
 export * from './prefix-index';
+export * from './session-table';
+export * from './heap';
+export * from './ring';
+export * from './pod-table';
+export * from './load-table';

@@ -1,0 +1,124 @@
+// Typed view of the load table (asm/load-table.ts). Each field has one writing thread:
+//   main thread      — addInFlight, addPendingPrefill, countDecision
+//   kv-events thread — setEngine
+// Every read (get, inFlight, pendingPrefill) is safe on any thread.
+import type { Region } from './region.js';
+
+export interface PodLoad {
+  inFlight: number;
+  pendingPrefill: number;
+  decisions: number;
+  running: number;
+  waiting: number;
+  /** 0..1 */
+  kvUsage: number;
+  /** ms; −Infinity before the first scrape. */
+  lastScrape: number;
+}
+
+export interface EngineMetrics {
+  running: number;
+  waiting: number;
+  kvUsage: number;
+  time: number;
+}
+
+export class LoadTable {
+  readonly #r: Region;
+  readonly #base: number;
+  readonly #rows: number;
+  readonly #capacity: number;
+  readonly #stride: number;
+  readonly #f: Record<'inFlight' | 'pendingPrefill' | 'decisions' | 'running' | 'waiting' | 'kvUsage' | 'lastScrape', number>;
+  readonly #addInFlight: (base: number, pod: number, d: number) => number;
+  readonly #addPending: (base: number, pod: number, d: number) => number;
+  readonly #countDecision: (base: number, pod: number) => number;
+  readonly #setEngine: (base: number, pod: number, running: number, waiting: number, kv: number, time: number) => number;
+  readonly #getF64: (base: number, pod: number, field: number) => number;
+
+  constructor (region: Region) {
+    this.#r = region;
+    this.#base = region.base('TABLE_LOAD');
+    this.#capacity = region.u32[(this.#base + region.const('LOAD_H_CAPACITY')) >>> 2];
+    this.#stride = region.const('LOAD_STRIDE');
+    this.#rows = this.#base + region.const('LOAD_HEADER_BYTES');
+    this.#f = {
+      inFlight: region.const('LOAD_F_IN_FLIGHT'),
+      pendingPrefill: region.const('LOAD_F_PENDING_PREFILL'),
+      decisions: region.const('LOAD_F_DECISIONS'),
+      running: region.const('LOAD_F_RUNNING'),
+      waiting: region.const('LOAD_F_WAITING'),
+      kvUsage: region.const('LOAD_F_KV_USAGE'),
+      lastScrape: region.const('LOAD_F_LAST_SCRAPE')
+    };
+    this.#addInFlight = region.fn('loadAddInFlight');
+    this.#addPending = region.fn('loadAddPendingPrefill');
+    this.#countDecision = region.fn('loadCountDecision');
+    this.#setEngine = region.fn('loadSetEngine');
+    this.#getF64 = region.fn('loadGetF64');
+  }
+
+  get capacity (): number {
+    return this.#capacity;
+  }
+
+  #row (pod: number): number {
+    if (!Number.isInteger(pod) || pod < 0 || pod >= this.#capacity) {
+      throw new RangeError(`pod id ${pod} is outside [0, ${this.#capacity})`);
+    }
+    return this.#rows + pod * this.#stride;
+  }
+
+  #u32 (pod: number, field: number): number {
+    return Atomics.load(this.#r.u32, (this.#row(pod) + field) >>> 2);
+  }
+
+  /** Main thread: in-flight += delta (stops at 0); returns the new value. */
+  addInFlight (pod: number, delta: number): number {
+    this.#row(pod);
+    return this.#addInFlight(this.#base, pod, delta);
+  }
+
+  /** Main thread: pending prefill tokens += delta (stops at 0); returns the new value. */
+  addPendingPrefill (pod: number, delta: number): number {
+    this.#row(pod);
+    return this.#addPending(this.#base, pod, delta);
+  }
+
+  /** Main thread: counts one routing decision for the pod. */
+  countDecision (pod: number): void {
+    this.#row(pod);
+    this.#countDecision(this.#base, pod);
+  }
+
+  /** kv-events thread: the engine's metrics from one scrape. */
+  setEngine (pod: number, m: EngineMetrics): void {
+    this.#row(pod);
+    if (!(m.kvUsage >= 0 && m.kvUsage <= 1)) throw new RangeError(`kvUsage must be in [0, 1], got ${m.kvUsage}`);
+    this.#setEngine(this.#base, pod, m.running, m.waiting, m.kvUsage, m.time);
+  }
+
+  /** Any thread. */
+  inFlight (pod: number): number {
+    return this.#u32(pod, this.#f.inFlight);
+  }
+
+  /** Any thread. */
+  pendingPrefill (pod: number): number {
+    return this.#u32(pod, this.#f.pendingPrefill);
+  }
+
+  /** Any thread: every field (each read atomically on its own). */
+  get (pod: number): PodLoad {
+    const f = this.#f;
+    return {
+      inFlight: this.#u32(pod, f.inFlight),
+      pendingPrefill: this.#u32(pod, f.pendingPrefill),
+      decisions: this.#getF64(this.#base, pod, f.decisions),
+      running: this.#u32(pod, f.running),
+      waiting: this.#u32(pod, f.waiting),
+      kvUsage: this.#getF64(this.#base, pod, f.kvUsage),
+      lastScrape: this.#getF64(this.#base, pod, f.lastScrape)
+    };
+  }
+}

@@ -1,0 +1,53 @@
+// Plain TypeScript bounded FIFO of ops with the single-thread semantics of asm/ring.ts: capacity rounded up to
+// a power of two, a push on a full ring drops the op and counts it, a bulk push keeps the ops that fit.
+// Test oracle and bench baseline (it is not shared between threads).
+import type { RingOp } from '../ring.js';
+
+export class ReferenceRing {
+  readonly capacity: number;
+  dropped = 0;
+  popped = 0;
+  #cells: Array<RingOp | undefined>;
+  #head = 0;
+  #tail = 0;
+
+  constructor (capacity: number) {
+    let n = 1;
+    while (n < capacity) n *= 2;
+    this.capacity = n;
+    this.#cells = new Array(n);
+  }
+
+  get size (): number {
+    return this.#tail - this.#head;
+  }
+
+  push (op: RingOp): boolean {
+    if (this.#tail - this.#head >= this.capacity) {
+      this.dropped++;
+      return false;
+    }
+    this.#cells[this.#tail++ & (this.capacity - 1)] = op;
+    return true;
+  }
+
+  pushKeys (opcode: number, pod: number, keys: ArrayLike<bigint>, timeBits: bigint, firstPosition = 0): number {
+    let k = 0;
+    for (; k < keys.length && this.size < this.capacity; k++) {
+      this.#cells[this.#tail++ & (this.capacity - 1)] = { opcode, pod, key: keys[k], a: timeBits, b: BigInt(firstPosition + k) };
+    }
+    this.dropped += keys.length - k;
+    return k;
+  }
+
+  pop (max: number): RingOp[] {
+    const out: RingOp[] = [];
+    while (out.length < max && this.#head < this.#tail) {
+      const i = this.#head++ & (this.capacity - 1);
+      out.push(this.#cells[i]!);
+      this.#cells[i] = undefined;
+    }
+    this.popped += out.length;
+    return out;
+  }
+}
