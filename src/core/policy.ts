@@ -3,8 +3,8 @@
 // calls (a session's host, a round-robin position) it reads back from the tables the host keeps, so the
 // gateway's threads and the discrete-event driver all see the same thing.
 
-export type PodState = 'ready' | 'draining' | 'down';
-export type PodRole = 'both' | 'prefill' | 'decode';
+import type { PodRole } from './pod-table.js';
+export type { PodRole, PodState } from './pod-table.js';
 
 /** One engine as a policy sees it. `index` is its row in the shared pod and load tables. */
 export interface PodView {

@@ -1,0 +1,125 @@
+// The routing core's host side, shared by the gateway and the discrete-event driver: match the prompt's block
+// keys against the prefix index, give the policy a read-only view of the tables, and record its decision
+// back in the tables (ARCHITECTURE.md "The routing core's contract"). Runs on the thread that writes the load
+// and session tables (the gateway's main thread; the driver's only thread).
+import type { KeySpan } from './block-keys.js';
+import type { LoadTable } from './load-table.js';
+import type { PrefixIndex } from './prefix-index.js';
+import type { SessionTable } from './session-table.js';
+import type { ClusterView, Decision, LoadView, Policy, PodView, PrefixMatch, RequestFeatures, SessionInfo, SessionView } from './policy.js';
+
+export interface RouteRequest {
+  model: string;
+  sessionKey: bigint | null;
+  parentSessionKey: bigint | null;
+  promptTokens: number;
+  /** The prompt's block keys, in shared memory. */
+  keys: KeySpan;
+  blockSize: number;
+  expectedOutputTokens: number | null;
+}
+
+export interface Routed extends Decision {
+  /** Leading blocks of the prompt the index says the chosen pod holds. */
+  readonly matchedBlocks: number;
+  /** Prompt tokens the chosen pod is expected to compute: its pending prefill until the first token. */
+  readonly expectedPrefill: number;
+}
+
+export interface RouterTables {
+  index: PrefixIndex;
+  load: LoadTable;
+  sessions: SessionTable;
+}
+
+export interface RouterOptions {
+  /** Idle time after which a session is forgotten (ms). */
+  sessionTtlMs: number;
+  /** Records the prompt's keys as assumed on the chosen pod (a ring op in the gateway, a direct insert in the driver). */
+  record: (pod: number, keys: KeySpan, now: number) => void;
+}
+
+export class Router {
+  readonly #t: RouterTables;
+  readonly #opts: RouterOptions;
+  readonly #loadView: LoadView;
+  readonly #sessionView: SessionView;
+
+  constructor (tables: RouterTables, readonly policy: Policy, opts: RouterOptions) {
+    this.#t = tables;
+    this.#opts = opts;
+    const load = tables.load;
+    this.#loadView = {
+      inFlight: (p) => load.inFlight(p),
+      pendingPrefill: (p) => load.pendingPrefill(p),
+      running: (p) => load.get(p).running,
+      waiting: (p) => load.get(p).waiting,
+      kvUsage: (p) => load.get(p).kvUsage
+    };
+    this.#sessionView = {
+      get (key): SessionInfo | null {
+        const s = tables.sessions.get(key);
+        if (!s) return null;
+        return { host: s.host, attainedService: s.attained, contextTokens: s.contextTokens, lastMigration: s.lastMigration, inFlight: s.inFlight };
+      }
+    };
+  }
+
+  /** Decides where the request goes among `candidates` and records the decision (not yet the dispatch). */
+  route (req: RouteRequest, candidates: readonly PodView[], now: number, random: number): Routed {
+    const { index, load, sessions } = this.#t;
+    if (req.keys.count > 0) index.longestPrefix(req.keys);
+    else index.counts.fill(0);
+    const counts = index.counts;
+    const prefix: PrefixMatch = { totalBlocks: req.keys.count, blockSize: req.blockSize, matched: (p) => counts[p] };
+    let decisions = 0;
+    for (const p of candidates) decisions += load.get(p.index).decisions;
+    const cluster: ClusterView = { pods: candidates, load: this.#loadView, sessions: this.#sessionView, decisions };
+    const features: RequestFeatures = {
+      model: req.model,
+      sessionKey: req.sessionKey,
+      parentSessionKey: req.parentSessionKey,
+      promptTokens: req.promptTokens,
+      prefix,
+      expectedOutputTokens: req.expectedOutputTokens,
+      random
+    };
+    const d = this.policy.route(features, cluster, now);
+    const matchedBlocks = counts[d.pod];
+    load.countDecision(d.pod);
+    if (req.sessionKey !== null) {
+      sessions.upsert(req.sessionKey, now, this.#opts.sessionTtlMs);
+      sessions.setHost(req.sessionKey, d.pod, now);
+    }
+    const expectedPrefill = Math.max(0, req.promptTokens - matchedBlocks * req.blockSize);
+    return { ...d, matchedBlocks, expectedPrefill };
+  }
+
+  /** The request was sent to the pod: count it in flight and its prompt as pending prefill, and teach the index. */
+  dispatched (r: Routed, req: RouteRequest, now: number): void {
+    const { load, sessions } = this.#t;
+    load.addInFlight(r.pod, 1);
+    load.addPendingPrefill(r.pod, r.expectedPrefill);
+    if (req.sessionKey !== null) sessions.addInFlight(req.sessionKey, 1, now);
+    if (req.keys.count > 0) this.#opts.record(r.pod, req.keys, now);
+  }
+
+  /** The first token came back: the prompt is computed. */
+  firstToken (r: Routed): void {
+    this.#t.load.addPendingPrefill(r.pod, -r.expectedPrefill);
+  }
+
+  /**
+   * The request ended. `sawFirstToken` false means its prefill never completed (failure, abort): the pending
+   * prefill is released here instead. `serviceMs` is the time it held the engine (its attained service).
+   */
+  finished (r: Routed, req: RouteRequest, out: { sawFirstToken: boolean; contextTokens: number | null; serviceMs: number }, now: number): void {
+    const { load, sessions } = this.#t;
+    load.addInFlight(r.pod, -1);
+    if (!out.sawFirstToken) load.addPendingPrefill(r.pod, -r.expectedPrefill);
+    if (req.sessionKey !== null && sessions.addInFlight(req.sessionKey, -1, now) >= 0) {
+      sessions.setTime(req.sessionKey, 'attained', out.serviceMs, true);
+      if (out.contextTokens !== null) sessions.setCount(req.sessionKey, 'contextTokens', out.contextTokens);
+    }
+  }
+}
