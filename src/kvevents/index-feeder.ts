@@ -1,0 +1,62 @@
+// Keeps the prefix index, on its one writing thread: applies the record ops other threads push on the ring
+// (a routing decision's prompt keys, assumed on the chosen pod), and ages assumed entries out a slice at a time
+// so no single call sweeps the whole table. Engine events (precise mode) are applied by the same thread.
+import type { PrefixIndexWriter } from '../core/prefix-index.js';
+import { opTime, type RingConsumer } from '../core/ring.js';
+
+export interface FeederOptions {
+  /** Assumed presence is dropped this long after it was recorded: 20 min approximate, 5 s precise. */
+  assumedTtlMs: number;
+  /** Slots examined per expiry call. */
+  expiryBudget: number;
+}
+
+export interface FeederStats {
+  applied: number;
+  expired: number;
+  forgotten: number;
+}
+
+export class IndexFeeder {
+  readonly stats: FeederStats = { applied: 0, expired: 0, forgotten: 0 };
+  readonly #w: PrefixIndexWriter;
+  readonly #ring: RingConsumer;
+  readonly #opts: FeederOptions;
+  readonly #assumed: number;
+  readonly #touch: number;
+  readonly #forget: number;
+
+  constructor (writer: PrefixIndexWriter, ring: RingConsumer, opts: FeederOptions) {
+    this.#w = writer;
+    this.#ring = ring;
+    this.#opts = opts;
+    const oc = ring.layout.opcodes;
+    this.#assumed = oc.assumed;
+    this.#touch = oc.touch;
+    this.#forget = oc.forgetPod;
+  }
+
+  /** Applies up to `limit` ring ops; returns how many were applied. */
+  pump (limit = 1 << 16): number {
+    const w = this.#w;
+    const kind = w.kind.assumed;
+    const n = this.#ring.drain((op) => {
+      if (op.opcode === this.#assumed || op.opcode === this.#touch) {
+        // touch refreshes only keys the index still has; assumed adds the pod.
+        if (op.opcode === this.#assumed || w.lookup(op.key) !== null) w.insert(op.key, op.pod, kind, opTime(op.a));
+      } else if (op.opcode === this.#forget) {
+        w.clearPod(op.pod, w.mask.all);
+        this.stats.forgotten++;
+      }
+    }, limit);
+    this.stats.applied += n;
+    return n;
+  }
+
+  /** Ages out one slice of assumed entries. */
+  expire (now: number): number {
+    const n = this.#w.expireAssumed(now, this.#opts.assumedTtlMs, this.#opts.expiryBudget);
+    this.stats.expired += n;
+    return n;
+  }
+}
