@@ -20,6 +20,10 @@ export interface BlockStored<H = bigint> {
   /** One entry per block; null when absent. */
   extraKeys: Array<unknown[] | null> | null;
   groupIdx: number | null;
+  /** vLLM ≥ #40984: the group's attention kind, e.g. 'full_attention', 'sliding_window'; null or absent when not sent. */
+  kvCacheSpecKind?: string | null;
+  /** vLLM ≥ #40984: the sliding window in tokens for a sliding-window group; null or absent when not sent. */
+  kvCacheSpecSlidingWindow?: number | null;
 }
 
 export interface BlockRemoved<H = bigint> {
