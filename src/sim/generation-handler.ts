@@ -9,6 +9,7 @@ import { classifyKvTransferParams, exportParams, pullBlocks } from './kv-transfe
 import type { ImportParams } from './kv-transfer.js';
 import type { GenerationRequest } from './openai-request.js';
 import { parseGenerationRequest } from './openai-request.js';
+import { IncrementalDetokenizer } from './incremental-detokenizer.js';
 import { ChunkWriter, SSE_DONE, chatCompletionBody, completionBody, streamUsageJson, usageJson } from './openai-response.js';
 import type { ChoiceResult, StopReason } from './openai-response.js';
 import type { SimContext } from './sim-context.js';
@@ -28,11 +29,12 @@ interface Choice {
   promptIdx: number;
   maxTokens: number;
   genIds: number[];
-  /** Tokens that make the text (the stop token that ended generation is not shown). */
-  textIds: number[];
+  /** The text so far; the stop token that ended generation is not shown. */
+  detok: IncrementalDetokenizer;
   text: string;
   /** Length of `text` already streamed. */
   sent: number;
+  echoed: boolean;
   finish: FinishReason | null;
   stopReason: StopReason;
   cached: number;
@@ -147,9 +149,10 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
         promptIdx,
         maxTokens: maxTokens[promptIdx],
         genIds: [],
-        textIds: [],
+        detok: new IncrementalDetokenizer(ctx.tokenizer),
         text: '',
         sent: 0,
+        echoed: false,
         finish: null,
         stopReason: null,
         cached: -1,
@@ -253,12 +256,12 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
       rolesSent = true;
       for (const other of choices) res.write(writer.role(other.index));
     }
-    // Hold back a trailing partial character until more tokens complete it.
-    let upto = c.text.length;
-    if (!final && c.text.endsWith('\uFFFD')) upto = c.text.length - 1;
-    let delta = upto > c.sent ? c.text.slice(c.sent, upto) : '';
-    if (g.echo && c.sent === 0 && c.genIds.length > 0) delta = c.prompt.text + delta;
-    c.sent = Math.max(c.sent, upto);
+    let delta = c.text.length > c.sent ? c.text.slice(c.sent) : '';
+    if (g.echo && !c.echoed) {
+      delta = c.prompt.text + delta;
+      c.echoed = true;
+    }
+    c.sent = Math.max(c.sent, c.text.length);
     if (delta === '' && !final) return;
     let usage: Record<string, unknown> | undefined;
     if (includeUsage && g.continuousUsage) {
@@ -272,6 +275,7 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
     if (done || c.finish !== null) return;
     if (Number.isNaN(c.firstScheduled)) c.firstScheduled = start;
     if (c.cached < 0) c.cached = out.numCachedTokens;
+    let visible = out.newTokenIds;
     if (out.newTokenIds.length > 0) {
       if (Number.isNaN(c.firstToken)) {
         c.firstToken = end;
@@ -281,22 +285,22 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
       }
       c.lastToken = end;
       c.genIds.push(...out.newTokenIds);
-      c.textIds.push(...out.newTokenIds);
     }
     if (out.finished !== null) {
       c.finish = out.finished;
       c.held = out.heldBlockIds;
       if (out.stopReason !== null) {
-        if (c.textIds[c.textIds.length - 1] === out.stopReason) c.textIds.pop();
+        if (visible[visible.length - 1] === out.stopReason) visible = visible.slice(0, -1);
         // EOS ends with stop_reason null; a client's stop_token_ids report the id.
         c.stopReason = userStopIds.has(out.stopReason) ? out.stopReason : null;
       }
     }
-    if (out.newTokenIds.length > 0 || out.finished !== null) {
+    if (visible.length > 0 || out.finished !== null) {
       const before = c.text.length;
-      c.text = ctx.tokenizer.decode(c.textIds);
-      if (g.stop.length > 0 && c.finish === null && c.genIds.length >= g.minTokens) {
-        const from = Math.max(0, Math.min(before, c.text.length) - maxStopLen + 1);
+      c.detok.push(visible, out.finished !== null);
+      c.text = c.detok.text;
+      if (g.stop.length > 0 && c.finish === null && c.genIds.length >= g.minTokens && c.text.length > before) {
+        const from = Math.max(0, before - maxStopLen + 1);
         let at = -1;
         let hit = '';
         for (const s of g.stop) {

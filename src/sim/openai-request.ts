@@ -37,6 +37,10 @@ export interface GenerationRequest {
 
 type Body = Record<string, unknown>;
 
+/** Bounds on the engine requests one HTTP request may create (prompts × n). */
+export const MAX_N = 128;
+export const MAX_CHOICES = 1024;
+
 const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v);
 
 function optInt (b: Body, key: string, min: number): number | null {
@@ -144,6 +148,7 @@ export function parseGenerationRequest (endpoint: 'chat' | 'completion', raw: un
   }
 
   const n = optInt(b, 'n', 1) ?? 1;
+  if (n > MAX_N) throw badRequest(`n must be at most ${MAX_N}, got ${n}.`, 'n');
   const minTokens = optInt(b, 'min_tokens', 0) ?? 0;
   const seed = b.seed === undefined || b.seed === null ? null : optInt(b, 'seed', Number.MIN_SAFE_INTEGER);
 
@@ -201,6 +206,7 @@ export function parseGenerationRequest (endpoint: 'chat' | 'completion', raw: un
     req.chatTemplateKwargs = optObject(b, 'chat_template_kwargs');
   } else {
     req.prompts = parsePrompts(b.prompt);
+    if (req.prompts.length * n > MAX_CHOICES) throw badRequest(`A request may ask for at most ${MAX_CHOICES} completions (prompts × n), got ${req.prompts.length * n}.`, 'prompt');
     req.echo = optBool(b, 'echo', false);
   }
   return req;
