@@ -52,7 +52,7 @@ export const DEFAULTS: SimDesOptions = {
   sessionsPerEngine: 6,
   seed: 1,
   systemTokens: 8000,
-  firstUserTokens: 6000,
+  firstUserTokens: 7200,
   toolResultTokens: 1500,
   outputTokens: 450,
   turnsPerSession: 21,
@@ -61,6 +61,7 @@ export const DEFAULTS: SimDesOptions = {
 };
 
 export function runSimDes (o: SimDesOptions = DEFAULTS): SimDesFigures {
+  const t0 = process.hrtime.bigint();
   const des = new DesHost({ seed: o.seed });
   const profile = loadProfile('h20-qwen3-coder');
   for (let i = 0; i < o.engines; i++) des.addEngine({ profile });
@@ -109,7 +110,6 @@ export function runSimDes (o: SimDesOptions = DEFAULTS): SimDesFigures {
   };
 
   for (let e = 0; e < o.engines; e++) for (let j = 0; j < o.sessionsPerEngine; j++) startSession(e, rnd() * 10);
-  const t0 = process.hrtime.bigint();
   des.run(o.seconds);
   const wall = Number(process.hrtime.bigint() - t0) / 1e9;
   let preemptions = 0;

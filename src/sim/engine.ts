@@ -23,7 +23,7 @@ export interface SimEngineOptions {
   numGpuBlocks?: number;
   /** Words the generator draws from, each a token-id sequence. Default DEFAULT_VOCABULARY. */
   vocabulary?: readonly (readonly number[])[];
-  /** Chance per word of emitting the first stop token instead (once minTokens are out). Default 0. */
+  /** Chance per word of emitting the first stop token instead (once minTokens are out, never with ignoreEos). Default 0. */
   stopProbability?: number;
   /** Seconds an export holds its blocks without a release (VLLM_NIXL_ABORT_REQUEST_TIMEOUT). Default 480. */
   holdTimeout?: number;
@@ -117,7 +117,11 @@ export class SimEngine {
     if (!(Number.isInteger(this.#maxWaiting) && this.#maxWaiting > 0)) throw new RangeError('maxWaiting must be a positive integer');
   }
 
-  /** Queues a request. Throws RangeError on invalid input and EngineFullError when the waiting queue is full. */
+  /**
+   * Queues a request. Throws RangeError on invalid input and EngineFullError when the waiting queue is full
+   * (preempted requests return to the queue beyond that bound: at most max_num_seqs more). The engine keeps
+   * `promptTokenIds` by reference until the request ends: the host must not mutate it.
+   */
   addRequest (r: SimRequest): void {
     const bs = this.blockSize;
     if (typeof r.id !== 'string' || r.id.length === 0) throw new RangeError('request id must be a non-empty string');
@@ -556,7 +560,7 @@ export class SimEngine {
 
   #sample (q: Req): number {
     if (q.word === null || q.wordPos >= q.word.length) {
-      if (this.#stopProbability > 0 && q.numOutput >= q.r.minTokens && q.r.stopTokenIds.length > 0 &&
+      if (this.#stopProbability > 0 && !q.r.ignoreEos && q.numOutput >= q.r.minTokens && q.r.stopTokenIds.length > 0 &&
           nextRandom(q) < this.#stopProbability) {
         return q.r.stopTokenIds[0];
       }
