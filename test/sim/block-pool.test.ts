@@ -43,6 +43,7 @@ test('property: the engine never leaks or double-frees a block, and every reques
     fc.record({ op: fc.constant('release' as const), pick: fc.nat() }),
     fc.record({ op: fc.constant('reset' as const) })
   );
+  const seen = { preemptions: 0, evictions: 0, imports: 0, expired: 0 };
   fc.assert(fc.property(fc.array(cmd, { minLength: 1, maxLength: 60 }), fc.integer({ min: 10, max: 24 }), (cmds, blocks) => {
     const e = new SimEngine({ profile: tinyProfile({ maxNumBatchedTokens: 16, maxNumSeqs: 4 }), numGpuBlocks: blocks, holdTimeout: 5 });
     let t = 0;
@@ -92,7 +93,13 @@ test('property: the engine never leaks or double-frees a block, and every reques
     for (const id of held) e.releaseHeld(id);
     e.check();
     assert.equal(e.pool.numFree, blocks);
+    seen.preemptions += e.stats().preemptions;
+    seen.evictions += e.pool.evictions;
+    seen.imports += e.importedTokens;
+    seen.expired += e.expiredHolds;
   }), { numRuns: 150 });
+  // The runs did exercise what they are meant to.
+  for (const [k, v] of Object.entries(seen)) assert.ok(v > 0, `no ${k} in any run`);
 });
 
 test('property: the digest table agrees with a Map under random inserts and deletes (probe runs survive deletion)', () => {
