@@ -126,7 +126,11 @@ export class DesHost {
       return;
     }
     this.#live[engine].set(req.id, { cb, sawToken: false });
-    if (!this.#busy[engine]) this.#kick(engine, t);
+    // Wake through the heap rather than stepping now, so requests arriving at the same instant share a step.
+    if (!this.#busy[engine] && t < this.#wakeAt[engine]) {
+      this.#wakeAt[engine] = t;
+      this.#push(t, Kind.Wake, engine, null, null, null, null, null);
+    }
   }
 
   #kick (engine: number, t: number): void {

@@ -1,40 +1,77 @@
-// Shared by the simulator suites: a quiet sim on 127.0.0.1:0 and small HTTP helpers.
-import { pino } from 'pino';
-import { startSim } from '../../src/sim/server.js';
-import type { SimServer, StartSimOptions } from '../../src/sim/server.js';
+// Shared fixtures for the simulator tests: a tiny profile with round step-time coefficients, request builders,
+// and a loop that steps an engine on its own clock until it is idle.
+import type { EngineProfile } from '../../src/sim/profile.js';
+import type { RequestOutput, SimRequest, StepResult } from '../../src/sim/engine-types.js';
+import type { SimEngine } from '../../src/sim/engine.js';
 
-export const quiet = pino({ level: 'silent' });
-
-export function sim (opts: StartSimOptions = {}): Promise<SimServer> {
-  return startSim({ host: '127.0.0.1', port: 0, timeScale: 0, logger: quiet, ...opts });
+export function tinyProfile (over: Partial<EngineProfile> = {}): EngineProfile {
+  return {
+    name: 'tiny',
+    description: 'test profile',
+    sources: ['test fixture'],
+    model: { name: 'tiny', layers: 2, kvHeads: 1, headDim: 4, kvDtypeBytes: 2 },
+    gpu: { name: 'none', count: 1, memoryGiB: 1 },
+    gpuMemoryUtilization: 0.5,
+    weightsGiB: 0,
+    activationReserveGiB: 0,
+    blockSize: 4,
+    maxNumSeqs: 8,
+    maxNumBatchedTokens: 64,
+    maxModelLen: 4096,
+    step: { stepOverhead: 0.01, prefillPerToken: 0.001, prefillAttnPerTokenPair: 0.00001, decodePerSeq: 0.002, decodePerContextToken: 0.0001 },
+    transfer: { bytesPerSecond: 1000, setup: 0.5 },
+    ...over
+  };
 }
 
-export async function post (url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; text: string; json: any }> {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
-  const text = await res.text();
-  let json: unknown = null;
-  try { json = JSON.parse(text); } catch { /* not JSON (SSE, empty) */ }
-  return { status: res.status, text, json };
+export function req (id: string, prompt: number[], over: Partial<SimRequest> = {}): SimRequest {
+  return {
+    id,
+    promptTokenIds: prompt,
+    maxTokens: 8,
+    minTokens: 0,
+    ignoreEos: false,
+    stopTokenIds: [],
+    loraName: null,
+    cacheSalt: null,
+    seed: 7,
+    arrivalTime: 0,
+    ...over
+  };
 }
 
-/** The SSE body split into its data payloads. */
-export function sseData (text: string): string[] {
-  assertFramed(text);
-  return text.split('\n\n').filter((e) => e !== '').map((e) => e.slice('data: '.length));
+export function range (from: number, n: number): number[] {
+  return Array.from({ length: n }, (_, i) => from + i);
 }
 
-function assertFramed (text: string): void {
-  if (!text.endsWith('\n\n')) throw new Error(`SSE body does not end with a blank line: ${JSON.stringify(text.slice(-40))}`);
-  for (const e of text.split('\n\n').filter((x) => x !== '')) if (!e.startsWith('data: ')) throw new Error(`not an SSE data event: ${e}`);
+export interface Drained {
+  t: number;
+  outputs: RequestOutput[];
+  events: StepResult['kvEvents'];
+  finished: Map<string, RequestOutput>;
+  tokens: Map<string, number[]>;
+  durations: number[];
 }
 
-/** A prompt of `n` ASCII letters (n tokens with the character tokenizer), different for every seed. */
-export function text (n: number, seed = 0): string {
-  let x = (seed * 2654435761 + 1) >>> 0;
-  let out = '';
-  for (let i = 0; i < n; i++) {
-    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
-    out += String.fromCharCode(97 + (x >>> 24) % 26);
+/** Steps until idle (or maxSteps), checking the engine's invariants after every step. */
+export function drain (e: SimEngine, t0 = 0, maxSteps = 100000): Drained {
+  const d: Drained = { t: t0, outputs: [], events: [], finished: new Map(), tokens: new Map(), durations: [] };
+  for (let i = 0; i < maxSteps; i++) {
+    const next = e.nextStepTime(d.t);
+    if (next === null) return d;
+    d.t = next;
+    const r = e.step(d.t);
+    d.t += r.duration;
+    d.durations.push(r.duration);
+    d.events.push(...r.kvEvents);
+    for (const o of r.outputs) {
+      d.outputs.push(o);
+      const tk = d.tokens.get(o.id) ?? [];
+      tk.push(...o.newTokenIds);
+      d.tokens.set(o.id, tk);
+      if (o.finished !== null) d.finished.set(o.id, o);
+    }
+    e.check();
   }
-  return out;
+  throw new Error('engine did not become idle');
 }

@@ -7,7 +7,7 @@ import { buildReplayRequest, parseReplayReply, seqFromBytes } from '../../src/kv
 import type { KvEvent } from '../../src/kvevents/types.js';
 import { parseKvEventsConfig } from '../../src/sim/kv-events-config.js';
 import type { SimServer } from '../../src/sim/server.js';
-import { post, sim, text } from './helpers.js';
+import { post, sim, text } from './http-helpers.js';
 
 const TOPIC = 'kv@sim-test:8000@m';
 

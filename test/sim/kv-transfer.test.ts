@@ -1,7 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { SimServer } from '../../src/sim/server.js';
-import { post, sim, text } from './helpers.js';
+import { post, sim, text } from './http-helpers.js';
 
 let a: SimServer;
 let b: SimServer;

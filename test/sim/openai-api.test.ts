@@ -2,7 +2,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import type { SimServer } from '../../src/sim/server.js';
-import { post, sim, sseData, text } from './helpers.js';
+import { post, sim, sseData, text } from './http-helpers.js';
 
 let s: SimServer;
 let client: OpenAI;

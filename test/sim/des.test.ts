@@ -1,0 +1,65 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { DesHost } from '../../src/sim/des.js';
+import { range, req, tinyProfile } from './helpers.js';
+
+// A closed loop of sessions over 3 engines: every turn extends the previous prompt with its output and a
+// "tool result", sent after a random delay from the host's seeded stream.
+function run (seed: number): string[] {
+  const des = new DesHost({ seed });
+  for (let i = 0; i < 3; i++) des.addEngine({ profile: tinyProfile(), numGpuBlocks: 40 });
+  const log: string[] = [];
+  let kvBatches = 0;
+  des.onKvEvents = () => { kvBatches++; };
+  for (let s = 0; s < 6; s++) {
+    let prompt = range(s * 1000, 10);
+    let outputs: number[] = [];
+    const turn = (k: number, at: number): void => {
+      des.submit(s % 3, req(`s${s}t${k}`, prompt, { maxTokens: 4 + s, seed: s }), at, {
+        onTokens: (_t, out) => outputs.push(...out.newTokenIds),
+        onFirstToken: (t) => log.push(`first s${s}t${k} ${t.toFixed(6)}`),
+        onFinish: (t, out) => {
+          log.push(`done s${s}t${k} ${t.toFixed(6)} cached=${out.numCachedTokens} ${out.finished}`);
+          prompt = [...prompt, ...outputs, ...range(5000 + k * 10, 3)];
+          outputs = [];
+          if (k < 3) turn(k + 1, t + des.random() * 2);
+        }
+      });
+    };
+    turn(0, des.random());
+  }
+  des.run();
+  log.push(`steps=${des.steps} kv=${kvBatches} now=${des.now.toFixed(6)}`);
+  for (const e of des.engines) e.check();
+  return log;
+}
+
+test('the DES host is deterministic for a seed, and every turn completes', () => {
+  const a = run(42);
+  assert.deepEqual(run(42), a);
+  assert.notDeepEqual(run(43), a);
+  assert.equal(a.filter((l) => l.startsWith('done')).length, 24);
+  assert.equal(a.filter((l) => l.startsWith('first')).length, 24);
+  // Later turns of a session hit the blocks of earlier ones.
+  assert.ok(a.some((l) => /done s\d+t[1-3] .* cached=[1-9]/.test(l)));
+});
+
+test('virtual time advances by step durations; timers and aborts run at their times', () => {
+  const des = new DesHost();
+  const e = des.addEngine({ profile: tinyProfile(), numGpuBlocks: 200 });
+  const seen: Array<[string, number]> = [];
+  des.submit(e, req('a', range(1, 10), { maxTokens: 2 }), 1, { onFinish: (t) => seen.push(['a', t]) });
+  des.submit(e, req('b', range(100, 10), { maxTokens: 500 }), 1, { onFinish: (t, o) => seen.push([`b ${o.finished}`, t]) });
+  des.at(0.5, (t) => seen.push(['timer', t]));
+  des.abort(e, 'b', 2);
+  des.run(1.5);
+  assert.equal(des.now, 1.5);
+  des.run();
+  // Prefill of both (0.01 + 2·(0.01 + 1e-5·10·5)), then one decode step of both (0.01 + 0.004 + 0.0001·22).
+  const t1 = 1 + 0.01 + 2 * (0.01 + 1e-5 * 50);
+  assert.deepEqual(seen.map((s) => s[0]), ['timer', 'a']);
+  assert.ok(Math.abs(seen[1][1] - (t1 + 0.01 + 0.004 + 0.0001 * 22)) < 1e-9);
+  assert.equal(des.engines[e].stats().running, 0);
+  assert.equal(des.engines[e].stats().kvUsage, 0);
+  assert.throws(() => des.submit(3, req('x', [1]), 0), /no engine 3/);
+});
