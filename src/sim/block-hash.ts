@@ -4,7 +4,7 @@
 // the triple has a fixed shape, so a general encoder would only add allocations to the hot path.
 import { hash } from 'node:crypto';
 
-/** A raw 32-byte sha256 digest (a Buffer, so it also works as a map key through `digestKey`). */
+/** A raw 32-byte sha256 digest. */
 export type BlockDigest = Buffer;
 
 /** Extra keys of one block, as vLLM builds them: LoRA name on every block, cache_salt on block 0 only. */
@@ -18,11 +18,6 @@ export function blockExtraKeys (blockIndex: number, loraName: string | null, cac
 /** The low 64 bits of a digest as vLLM's int mode sends them (last 8 bytes, big-endian). */
 export function digestToU64 (d: Uint8Array): bigint {
   return Buffer.from(d.buffer, d.byteOffset, d.byteLength).readBigUInt64BE(d.byteLength - 8);
-}
-
-/** A string that identifies a digest, for Map keys (latin1 keeps one char per byte, no hex work). */
-export function digestKey (d: BlockDigest): string {
-  return d.toString('latin1');
 }
 
 export class BlockHasher {

@@ -7,7 +7,8 @@
 //   (vLLM may keep duplicates; a duplicate here simply stays uncached and is published by nobody).
 // State lives in typed arrays indexed by block id; the free queue is an intrusive doubly-linked list.
 import type { KvEvent } from '../kvevents/types.js';
-import { digestKey, type BlockDigest } from './block-hash.js';
+import type { BlockDigest } from './block-hash.js';
+import { DigestTable } from './digest-table.js';
 
 const NIL = -1;
 
@@ -20,8 +21,7 @@ export class BlockPool {
   #tail = NIL;
   #numFree = 0;
   readonly #digest: Array<BlockDigest | null>;
-  readonly #key: Array<string | null>;
-  readonly #cached = new Map<string, number>();
+  readonly #cached: DigestTable;
   /** Events since the last takeEvents(), in emission order. */
   #events: Array<KvEvent<Uint8Array>> = [];
   /** Counters since start. */
@@ -34,7 +34,7 @@ export class BlockPool {
     this.#prev = new Int32Array(numBlocks);
     this.#next = new Int32Array(numBlocks);
     this.#digest = new Array(numBlocks).fill(null);
-    this.#key = new Array(numBlocks).fill(null);
+    this.#cached = new DigestTable(numBlocks);
     for (let b = 0; b < numBlocks; b++) this.#pushTail(b);
   }
 
@@ -44,7 +44,7 @@ export class BlockPool {
 
   /** The block cached under `d`, or -1. */
   lookup (d: BlockDigest): number {
-    return this.#cached.get(digestKey(d)) ?? NIL;
+    return this.#cached.get(d);
   }
 
   digestOf (block: number): BlockDigest | null { return this.#digest[block]; }
@@ -83,11 +83,8 @@ export class BlockPool {
   /** Registers a full block under its digest; false if the digest already names another block. */
   cache (block: number, d: BlockDigest): boolean {
     if (this.#digest[block] !== null) return false;
-    const k = digestKey(d);
-    if (this.#cached.has(k)) return false;
-    this.#cached.set(k, block);
+    if (!this.#cached.set(d, block)) return false;
     this.#digest[block] = d;
-    this.#key[block] = k;
     return true;
   }
 
@@ -104,7 +101,6 @@ export class BlockPool {
     if (this.#numFree !== this.numBlocks) return false;
     this.#cached.clear();
     this.#digest.fill(null);
-    this.#key.fill(null);
     this.#events.push({ type: 'AllBlocksCleared' });
     return true;
   }
@@ -119,22 +115,23 @@ export class BlockPool {
     }
     if (n !== this.#numFree) throw new Error(`free queue holds ${n} blocks, counter says ${this.#numFree}`);
     let used = 0;
+    let cached = 0;
     for (let b = 0; b < this.numBlocks; b++) {
       if (this.refCount[b] < 0) throw new Error(`block ${b} has refcount ${this.refCount[b]}`);
       if (this.refCount[b] > 0) used++;
-      const k = this.#key[b];
-      if (k !== null && this.#cached.get(k) !== b) throw new Error(`block ${b}'s hash maps to another block`);
+      const d = this.#digest[b];
+      if (d !== null) { cached++; if (this.#cached.get(d) !== b) throw new Error(`block ${b}'s hash maps to another block`); }
     }
     if (used + n !== this.numBlocks) throw new Error(`free ${n} + used ${used} != total ${this.numBlocks}`);
-    for (const [k, b] of this.#cached) if (this.#key[b] !== k) throw new Error(`cached hash maps to block ${b} which has another hash`);
+    if (cached !== this.#cached.size) throw new Error(`${this.#cached.size} hashes cached, ${cached} blocks carry one`);
+    for (const b of this.#cached.values()) if (this.#digest[b] === null) throw new Error(`cached hash maps to block ${b} which has another hash`);
   }
 
   #evict (b: number): void {
     const d = this.#digest[b];
     if (d === null) return;
-    this.#cached.delete(this.#key[b]!);
+    this.#cached.delete(d);
     this.#digest[b] = null;
-    this.#key[b] = null;
     this.evictions++;
     this.#events.push({ type: 'BlockRemoved', blockHashes: [d], medium: 'GPU', groupIdx: null });
   }

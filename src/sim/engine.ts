@@ -23,7 +23,7 @@ export interface SimEngineOptions {
   numGpuBlocks?: number;
   /** Words the generator draws from, each a token-id sequence. Default DEFAULT_VOCABULARY. */
   vocabulary?: readonly (readonly number[])[];
-  /** Chance per word of emitting the first stop token instead (once minTokens are out). Default 0. */
+  /** Chance per word of emitting the first stop token instead (once minTokens are out, never with ignoreEos). Default 0. */
   stopProbability?: number;
   /** Seconds an export holds its blocks without a release (VLLM_NIXL_ABORT_REQUEST_TIMEOUT). Default 480. */
   holdTimeout?: number;
@@ -39,8 +39,10 @@ const enum Status { Waiting, WaitingForRemoteKvs, Running }
 
 interface Req {
   r: SimRequest;
-  /** Prompt, then generated tokens. */
-  tokens: number[];
+  /** The host's prompt array, kept by reference (hosts must not mutate it; copying 30k-token prompts costs). */
+  prompt: readonly number[];
+  /** Generated tokens. */
+  out: number[];
   numPrompt: number;
   maxTokens: number;
   stop: Set<number>;
@@ -115,7 +117,11 @@ export class SimEngine {
     if (!(Number.isInteger(this.#maxWaiting) && this.#maxWaiting > 0)) throw new RangeError('maxWaiting must be a positive integer');
   }
 
-  /** Queues a request. Throws RangeError on invalid input and EngineFullError when the waiting queue is full. */
+  /**
+   * Queues a request. Throws RangeError on invalid input and EngineFullError when the waiting queue is full
+   * (preempted requests return to the queue beyond that bound: at most max_num_seqs more). The engine keeps
+   * `promptTokenIds` by reference until the request ends: the host must not mutate it.
+   */
   addRequest (r: SimRequest): void {
     const bs = this.blockSize;
     if (typeof r.id !== 'string' || r.id.length === 0) throw new RangeError('request id must be a non-empty string');
@@ -143,7 +149,8 @@ export class SimEngine {
     }
     const q: Req = {
       r,
-      tokens: r.promptTokenIds.slice(),
+      prompt: r.promptTokenIds,
+      out: [],
       numPrompt: n,
       maxTokens,
       stop: new Set(r.stopTokenIds),
@@ -272,7 +279,7 @@ export class SimEngine {
     // 1. Running requests, in order; preempt from the tail when blocks run out.
     for (let i = 0; i < this.#running.length && budget > 0; i++) {
       const q = this.#running[i];
-      const numNew = Math.min(q.tokens.length - q.numComputed, budget);
+      const numNew = Math.min(q.numPrompt + q.out.length - q.numComputed, budget);
       let ok = true;
       while (!this.#allocate(q, numNew, 0)) {
         const victim = this.#running.pop()!;
@@ -299,7 +306,7 @@ export class SimEngine {
           if (started === null) break; // no blocks for the pull: FCFS waits
           if (started) { w++; continue; }
         }
-        const numNew = Math.min(q.tokens.length - q.numComputed - hits * this.blockSize, budget);
+        const numNew = Math.min(q.numPrompt + q.out.length - q.numComputed - hits * this.blockSize, budget);
         if (!this.#allocate(q, numNew, hits)) break;
         if (firstLook && q.numCachedTokens < 0) {
           this.#queries += q.numPrompt;
@@ -340,18 +347,18 @@ export class SimEngine {
     for (let i = 0; i < sched.length; i++) {
       const q = sched[i];
       q.numComputed += schedNew[i];
-      if (q.numComputed < q.tokens.length) {
+      if (q.numComputed < q.numPrompt + q.out.length) {
         outputs.push({ id: q.r.id, newTokenIds: [], numCachedTokens: q.numCachedTokens, finished: null, stopReason: null });
         continue;
       }
       const t = this.#sample(q);
-      q.tokens.push(t);
+      q.out.push(t);
       q.numOutput++;
       this.#generationTokens++;
       if (q.firstToken < 0) q.firstToken = end;
       let finished: FinishReason | null = null;
       let stopReason: number | null = null;
-      if (q.numOutput >= q.r.minTokens && q.stop.has(t)) { finished = 'stop'; stopReason = t; } else if (q.numOutput >= q.maxTokens || q.tokens.length >= p.maxModelLen) finished = 'length';
+      if (q.numOutput >= q.r.minTokens && q.stop.has(t)) { finished = 'stop'; stopReason = t; } else if (q.numOutput >= q.maxTokens || q.numPrompt + q.out.length >= p.maxModelLen) finished = 'length';
       const out: RequestOutput = { id: q.r.id, newTokenIds: [t], numCachedTokens: q.numCachedTokens, finished, stopReason };
       if (finished !== null) this.#finish(q, out, end);
       outputs.push(out);
@@ -371,8 +378,8 @@ export class SimEngine {
 
   /** Longest run of cached leading blocks, leaving at least one prompt token to compute (as vLLM). */
   #lookup (q: Req): number {
-    const maxBlocks = Math.floor((q.tokens.length - 1) / this.blockSize);
-    this.hasher.extend(q.digests, q.tokens, q.r.loraName, q.r.cacheSalt, maxBlocks);
+    const maxBlocks = Math.floor((q.numPrompt + q.out.length - 1) / this.blockSize);
+    this.#extendDigests(q, maxBlocks);
     const hb = this.#hitBlocks;
     hb.length = 0;
     for (let i = 0; i < maxBlocks; i++) {
@@ -405,13 +412,26 @@ export class SimEngine {
     return true;
   }
 
+  /** Hashes the request's blocks up to `numBlocks` (prompt and generated tokens), reusing those it has. */
+  #extendDigests (q: Req, numBlocks: number): void {
+    const bs = this.blockSize;
+    const d = q.digests;
+    for (let i = d.length; i < numBlocks; i++) {
+      const extra = i === 0 ? blockExtraKeys(0, q.r.loraName, q.r.cacheSalt) : q.extraLora;
+      const parent = i === 0 ? null : d[i - 1];
+      const start = i * bs;
+      if (start + bs <= q.numPrompt) d.push(this.hasher.hashBlock(parent, q.prompt, start, extra));
+      else d.push(this.hasher.hashBlock(parent, tokenSlice(q, start, start + bs), 0, extra));
+    }
+  }
+
   /** Caches the blocks that `numTokens` scheduled tokens fill; one BlockStored per run of newly cached blocks. */
   #cacheFullBlocks (q: Req, numTokens: number): void {
     const bs = this.blockSize;
     const full = Math.floor(numTokens / bs);
     const from = q.numCachedBlocks;
     if (full <= from) return;
-    this.hasher.extend(q.digests, q.tokens, q.r.loraName, q.r.cacheSalt, full);
+    this.#extendDigests(q, full);
     let run = -1;
     for (let i = from; i <= full; i++) {
       const ok = i < full && this.pool.cache(q.blocks[i], q.digests[i]);
@@ -432,7 +452,7 @@ export class SimEngine {
       type: 'BlockStored',
       blockHashes: q.digests.slice(from, to),
       parentBlockHash: from === 0 ? null : q.digests[from - 1],
-      tokenIds: q.tokens.slice(from * bs, to * bs),
+      tokenIds: tokenSlice(q, from * bs, to * bs),
       blockSize: bs,
       loraId: null,
       medium: 'GPU',
@@ -452,7 +472,7 @@ export class SimEngine {
     const src = q.r.kvImport!.prefixTokenIds;
     const lim = Math.min(src.length, q.numPrompt);
     let m = 0;
-    while (m < lim && src[m] === q.tokens[m]) m++;
+    while (m < lim && src[m] === q.prompt[m]) m++;
     const remoteBlocks = Math.floor(m / bs);
     if (remoteBlocks <= hits) { q.importStarted = true; return false; }
     // The pull needs blocks for the whole remote prefix: the local hits by reference, fresh ones for the rest.
@@ -501,7 +521,7 @@ export class SimEngine {
   #preempt (q: Req): void {
     this.#freeBlocks(q);
     q.numComputed = 0;
-    q.prefillTarget = q.tokens.length;
+    q.prefillTarget = q.numPrompt + q.out.length;
     q.status = Status.Waiting;
     q.preemptions++;
     this.#preemptions++;
@@ -530,7 +550,7 @@ export class SimEngine {
     };
     if (q.r.kvExport === true) {
       const full = Math.floor(q.numPrompt / this.blockSize) * this.blockSize;
-      this.#held.set(q.r.id, { blocks: q.blocks, tokens: q.tokens.slice(0, full), expiry: end + this.#holdTimeout });
+      this.#held.set(q.r.id, { blocks: q.blocks, tokens: q.prompt.slice(0, full), expiry: end + this.#holdTimeout });
       out.heldBlockIds = q.blocks.slice();
       q.blocks = [];
     } else {
@@ -540,7 +560,7 @@ export class SimEngine {
 
   #sample (q: Req): number {
     if (q.word === null || q.wordPos >= q.word.length) {
-      if (this.#stopProbability > 0 && q.numOutput >= q.r.minTokens && q.r.stopTokenIds.length > 0 &&
+      if (this.#stopProbability > 0 && !q.r.ignoreEos && q.numOutput >= q.r.minTokens && q.r.stopTokenIds.length > 0 &&
           nextRandom(q) < this.#stopProbability) {
         return q.r.stopTokenIds[0];
       }
@@ -549,4 +569,12 @@ export class SimEngine {
     }
     return q.word[q.wordPos++];
   }
+}
+
+/** Tokens [from, to) of prompt + output. */
+function tokenSlice (q: Req, from: number, to: number): number[] {
+  if (to <= q.numPrompt) return q.prompt.slice(from, to);
+  const a = new Array<number>(to - from);
+  for (let i = from; i < to; i++) a[i - from] = i < q.numPrompt ? q.prompt[i] : q.out[i - q.numPrompt];
+  return a;
 }

@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { BlockPool } from '../../src/sim/block-pool.js';
 import { SimEngine } from '../../src/sim/engine.js';
 import { BlockHasher } from '../../src/sim/block-hash.js';
+import { DigestTable } from '../../src/sim/digest-table.js';
 import { req, tinyProfile } from './helpers.js';
 
 test('the pool allocates least recently freed first, drops the hash of an evicted block, refuses duplicates', () => {
@@ -42,6 +43,7 @@ test('property: the engine never leaks or double-frees a block, and every reques
     fc.record({ op: fc.constant('release' as const), pick: fc.nat() }),
     fc.record({ op: fc.constant('reset' as const) })
   );
+  const seen = { preemptions: 0, evictions: 0, imports: 0, expired: 0 };
   fc.assert(fc.property(fc.array(cmd, { minLength: 1, maxLength: 60 }), fc.integer({ min: 10, max: 24 }), (cmds, blocks) => {
     const e = new SimEngine({ profile: tinyProfile({ maxNumBatchedTokens: 16, maxNumSeqs: 4 }), numGpuBlocks: blocks, holdTimeout: 5 });
     let t = 0;
@@ -91,5 +93,32 @@ test('property: the engine never leaks or double-frees a block, and every reques
     for (const id of held) e.releaseHeld(id);
     e.check();
     assert.equal(e.pool.numFree, blocks);
+    seen.preemptions += e.stats().preemptions;
+    seen.evictions += e.pool.evictions;
+    seen.imports += e.importedTokens;
+    seen.expired += e.expiredHolds;
   }), { numRuns: 150 });
+  // The runs did exercise what they are meant to.
+  for (const [k, v] of Object.entries(seen)) assert.ok(v > 0, `no ${k} in any run`);
+});
+
+test('property: the digest table agrees with a Map under random inserts and deletes (probe runs survive deletion)', () => {
+  const h = new BlockHasher(1);
+  const digests = Array.from({ length: 64 }, (_, i) => h.hashBlock(null, [i], 0, null));
+  fc.assert(fc.property(fc.array(fc.tuple(fc.boolean(), fc.integer({ min: 0, max: 63 })), { maxLength: 300 }), (ops) => {
+    const t = new DigestTable(40);
+    const m = new Map<number, number>();
+    let v = 0;
+    for (const [ins, i] of ops) {
+      if (ins && m.size < 40) {
+        assert.equal(t.set(digests[i], v), !m.has(i));
+        if (!m.has(i)) m.set(i, v);
+        v++;
+      } else {
+        assert.equal(t.delete(digests[i]), m.delete(i));
+      }
+      assert.equal(t.size, m.size);
+    }
+    for (let i = 0; i < 64; i++) assert.equal(t.get(digests[i]), m.get(i) ?? -1);
+  }), { numRuns: 300 });
 });

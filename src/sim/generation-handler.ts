@@ -1,0 +1,369 @@
+// POST /v1/chat/completions and /v1/completions: validate, render and tokenize the prompt(s), hand one engine
+// request per (prompt, sample) to the host, and answer as vLLM does, streamed (SSE) or whole.
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { FinishReason, KvImport, RequestMetrics, RequestOutput, SimRequest } from './engine-types.js';
+import { EngineFullError } from './engine.js';
+import { HttpError, badRequest } from './http-errors.js';
+import { classifyKvTransferParams, exportParams, pullBlocks } from './kv-transfer.js';
+import type { ImportParams } from './kv-transfer.js';
+import type { GenerationRequest } from './openai-request.js';
+import { parseGenerationRequest } from './openai-request.js';
+import { IncrementalDetokenizer } from './incremental-detokenizer.js';
+import { ChunkWriter, SSE_DONE, chatCompletionBody, completionBody, streamUsageJson, usageJson } from './openai-response.js';
+import type { ChoiceResult, StopReason } from './openai-response.js';
+import type { SimContext } from './sim-context.js';
+
+const KV_PULL_TIMEOUT_MS = 10_000;
+
+interface Prompt {
+  ids: number[];
+  /** For echo. */
+  text: string;
+}
+
+interface Choice {
+  index: number;
+  engineId: string;
+  prompt: Prompt;
+  promptIdx: number;
+  maxTokens: number;
+  genIds: number[];
+  /** The text so far; the stop token that ended generation is not shown. */
+  detok: IncrementalDetokenizer;
+  text: string;
+  /** Length of `text` already streamed. */
+  sent: number;
+  echoed: boolean;
+  finish: FinishReason | null;
+  stopReason: StopReason;
+  cached: number;
+  held: number[] | undefined;
+  arrival: number;
+  firstScheduled: number;
+  firstToken: number;
+  lastToken: number;
+}
+
+export function resolveModelName (ctx: SimContext, requested: string | null): string {
+  if (requested === null) return ctx.modelNames[0];
+  if (!ctx.modelNames.includes(requested)) throw new HttpError(404, `The model \`${requested}\` does not exist.`, 'model');
+  return requested;
+}
+
+function renderPrompts (ctx: SimContext, g: GenerationRequest): Prompt[] {
+  const tk = ctx.tokenizer;
+  if (g.endpoint === 'chat') {
+    let text: string;
+    try {
+      text = tk.chatTemplate.render(g.messages, {
+        addGenerationPrompt: g.addGenerationPrompt,
+        continueFinalMessage: g.continueFinalMessage,
+        tools: g.tools,
+        chatTemplateKwargs: g.chatTemplateKwargs
+      });
+    } catch (err) {
+      throw badRequest(`Cannot apply the chat template: ${(err as Error).message}`, 'messages');
+    }
+    return [{ ids: tk.encode(text, { addSpecialTokens: g.addSpecialTokens }), text }];
+  }
+  return g.prompts.map((p) => {
+    if (p.kind === 'text') return { ids: tk.encode(p.text, { addSpecialTokens: g.addSpecialTokens }), text: p.text };
+    let max = -1;
+    for (const id of p.ids) if (id > max) max = id;
+    if (max >= tk.vocabSize) throw badRequest(`Token id ${max} is out of vocabulary`, 'prompt');
+    return { ids: p.ids, text: g.echo ? tk.decode(p.ids) : '' };
+  });
+}
+
+/** vLLM's context-length checks, with its messages. */
+export function maxTokensFor (maxModelLen: number, promptLen: number, requested: number | null): number {
+  if (promptLen > maxModelLen || (requested === null && promptLen >= maxModelLen)) {
+    throw badRequest(`This model's maximum context length is ${maxModelLen} tokens. However, your request has ${promptLen} input tokens. ` +
+      'Please reduce the length of the input messages.');
+  }
+  if (requested !== null && promptLen + requested > maxModelLen) {
+    throw badRequest(`'max_tokens' or 'max_completion_tokens' is too large: ${requested}. This model's maximum context length is ${maxModelLen} ` +
+      `tokens and your request has ${promptLen} input tokens (${requested} > ${maxModelLen} - ${promptLen}).`);
+  }
+  return requested ?? maxModelLen - promptLen;
+}
+
+/** Pulls the exporter's blocks; null (compute locally) when the pull fails, as with kv_load_failure_policy=recompute. */
+async function importBlocks (ctx: SimContext, p: ImportParams, promptIds: number[]): Promise<KvImport | null> {
+  const pulled = await pullBlocks(p, KV_PULL_TIMEOUT_MS);
+  if ('error' in pulled) {
+    ctx.log.warn({ remote: `${p.remoteHost}:${p.remotePort}`, remoteRequestId: p.remoteRequestId, err: pulled.error }, 'KV pull failed; computing the prompt locally');
+    return null;
+  }
+  if (pulled.blockSize !== ctx.blockSize) {
+    ctx.log.warn({ remoteBlockSize: pulled.blockSize, blockSize: ctx.blockSize }, 'KV pull: block sizes differ; computing the prompt locally');
+    return null;
+  }
+  // Only whole blocks that match this prompt can enter the prefix cache.
+  let n = 0;
+  const lim = Math.min(pulled.tokenIds.length, promptIds.length);
+  while (n < lim && pulled.tokenIds[n] === promptIds[n]) n++;
+  n -= n % ctx.blockSize;
+  if (n === 0) return null;
+  return { prefixTokenIds: promptIds.slice(0, n), sourceEngineId: pulled.engineId };
+}
+
+const requestIdHeader = (req: IncomingMessage): string | null => {
+  const h = req.headers['x-request-id'];
+  return typeof h === 'string' && h !== '' ? h : null;
+};
+
+export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'completion', body: unknown,
+  req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const g = parseGenerationRequest(endpoint, body);
+  const model = resolveModelName(ctx, g.model);
+  const prompts = renderPrompts(ctx, g);
+  const maxTokens = prompts.map((p) => maxTokensFor(ctx.maxModelLen, p.ids.length, g.maxTokens));
+
+  const intent = classifyKvTransferParams(g.kvTransferParams);
+  let kvImport: KvImport | null = null;
+  if (intent.kind === 'invalid') {
+    ctx.log.warn({ field: intent.reason }, 'Got invalid KVTransferParams: %s. This request will not utilize KVTransfer', intent.reason);
+  } else if (intent.kind === 'import') {
+    kvImport = await importBlocks(ctx, intent.params, prompts[0].ids);
+    if (res.destroyed) return;
+  }
+
+  const id = `${endpoint === 'chat' ? 'chatcmpl' : 'cmpl'}-${requestIdHeader(req) ?? g.requestId ?? randomBytes(16).toString('hex')}`;
+  const created = Math.floor(Date.now() / 1000);
+  const includeUsage = g.stream && (g.includeUsage || ctx.options.enableForceIncludeUsage);
+  const eos = g.ignoreEos ? [] : ctx.tokenizer.eosTokenIds;
+  const userStopIds = new Set(g.stopTokenIds);
+  const maxStopLen = g.stop.reduce((m, s) => Math.max(m, s.length), 0);
+  const writer = new ChunkWriter(endpoint, id, created, model);
+  const exporting = intent.kind === 'export';
+
+  const choices: Choice[] = [];
+  prompts.forEach((prompt, promptIdx) => {
+    for (let j = 0; j < g.n; j++) {
+      choices.push({
+        index: promptIdx * g.n + j,
+        engineId: `${id}-${ctx.nextSeq()}`,
+        prompt,
+        promptIdx,
+        maxTokens: maxTokens[promptIdx],
+        genIds: [],
+        detok: new IncrementalDetokenizer(ctx.tokenizer),
+        text: '',
+        sent: 0,
+        echoed: false,
+        finish: null,
+        stopReason: null,
+        cached: -1,
+        held: undefined,
+        arrival: 0,
+        firstScheduled: NaN,
+        firstToken: NaN,
+        lastToken: NaN
+      });
+    }
+  });
+
+  let remaining = choices.length;
+  let done = false;
+  let headersSent = false;
+  let rolesSent = false;
+
+  const usageCounts = (): { promptTokens: number; completionTokens: number; cachedTokens: number } => {
+    let promptTokens = 0;
+    let completionTokens = 0;
+    let cachedTokens = 0;
+    for (const c of choices) {
+      completionTokens += c.genIds.length;
+      if (c.index % g.n === 0) {
+        promptTokens += c.prompt.ids.length;
+        cachedTokens += Math.max(0, c.cached);
+      }
+    }
+    return { promptTokens, completionTokens, cachedTokens };
+  };
+
+  const startStream = (): void => {
+    if (headersSent) return;
+    headersSent = true;
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+  };
+
+  const finishChoice = (c: Choice, now: number, m: RequestMetrics | undefined): void => {
+    remaining--;
+    if (c.finish !== 'abort' && !Number.isNaN(c.firstScheduled)) {
+      const times = m !== undefined
+        ? { arrival: m.arrivalTime, firstScheduled: m.firstScheduledTime, firstToken: m.firstTokenTime, finished: m.finishTime }
+        : { arrival: c.arrival, firstScheduled: c.firstScheduled, firstToken: Number.isNaN(c.firstToken) ? now : c.firstToken, finished: now };
+      ctx.metrics.observeFinished({
+        times,
+        promptTokens: c.prompt.ids.length,
+        generationTokens: c.genIds.length,
+        maxTokens: c.maxTokens,
+        n: g.n,
+        finishReason: c.finish as FinishReason
+      });
+    } else {
+      ctx.metrics.observeAborted();
+    }
+  };
+
+  const complete = (): void => {
+    done = true;
+    const engineDead = ctx.host.dead !== null;
+    if (g.stream) {
+      startStream();
+      if (engineDead) res.write(writer.error('EngineCore encountered an issue. See stack trace for the root cause.', 'InternalServerError', 500));
+      else if (includeUsage) res.write(writer.usage(streamUsageJson(usageCounts(), ctx.options.enablePromptTokensDetails)));
+      res.end(SSE_DONE);
+      for (const c of choices) if (c.held !== undefined) ctx.host.releaseHeld(c.engineId);
+      return;
+    }
+    if (engineDead) {
+      const err = new HttpError(500, 'EngineCore encountered an issue. See stack trace for the root cause.');
+      res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: err.message, type: err.type, param: null, code: 500 } }));
+      return;
+    }
+    let kvParams: Record<string, unknown> | null = null;
+    for (const c of choices) {
+      if (c.held === undefined) continue;
+      // Newer NixlConnector returns params for length-capped and stopped requests; one choice can be exported.
+      if (exporting && kvParams === null && (c.finish === 'length' || c.finish === 'stop')) {
+        const side = ctx.sideChannel();
+        kvParams = exportParams(c.held, ctx.engineId, c.engineId, side.host, side.port);
+      } else {
+        ctx.host.releaseHeld(c.engineId);
+      }
+    }
+    const results: ChoiceResult[] = choices.map((c) => ({
+      index: c.index,
+      text: (g.echo ? c.prompt.text : '') + c.text,
+      finishReason: c.finish,
+      stopReason: c.stopReason
+    }));
+    const usage = usageJson(usageCounts(), ctx.options.enablePromptTokensDetails);
+    const json = endpoint === 'chat'
+      ? chatCompletionBody(id, created, model, results, usage, kvParams)
+      : completionBody(id, created, model, results, usage, kvParams);
+    res.writeHead(200, { 'content-type': 'application/json' }).end(json);
+  };
+
+  const emit = (c: Choice, final: boolean): void => {
+    if (!g.stream) return;
+    startStream();
+    if (endpoint === 'chat' && !rolesSent) {
+      rolesSent = true;
+      for (const other of choices) res.write(writer.role(other.index));
+    }
+    let delta = c.text.length > c.sent ? c.text.slice(c.sent) : '';
+    if (g.echo && !c.echoed) {
+      delta = c.prompt.text + delta;
+      c.echoed = true;
+    }
+    c.sent = Math.max(c.sent, c.text.length);
+    if (delta === '' && !final) return;
+    let usage: Record<string, unknown> | undefined;
+    if (includeUsage && g.continuousUsage) {
+      const promptTokens = c.prompt.ids.length;
+      usage = { prompt_tokens: promptTokens, total_tokens: promptTokens + c.genIds.length, completion_tokens: c.genIds.length };
+    }
+    res.write(writer.content(c.index, delta, final ? c.finish : null, c.stopReason, usage));
+  };
+
+  const onOutput = (c: Choice, out: RequestOutput, start: number, end: number): void => {
+    if (done || c.finish !== null) return;
+    if (Number.isNaN(c.firstScheduled)) c.firstScheduled = start;
+    if (c.cached < 0) c.cached = out.numCachedTokens;
+    let visible = out.newTokenIds;
+    if (out.newTokenIds.length > 0) {
+      if (Number.isNaN(c.firstToken)) {
+        c.firstToken = end;
+        ctx.metrics.observeFirstToken(end - c.arrival);
+      } else {
+        ctx.metrics.observeInterTokenLatency(end - c.lastToken, out.newTokenIds.length);
+      }
+      c.lastToken = end;
+      c.genIds.push(...out.newTokenIds);
+    }
+    if (out.finished !== null) {
+      c.finish = out.finished;
+      c.held = out.heldBlockIds;
+      if (out.stopReason !== null) {
+        if (visible[visible.length - 1] === out.stopReason) visible = visible.slice(0, -1);
+        // EOS ends with stop_reason null; a client's stop_token_ids report the id.
+        c.stopReason = userStopIds.has(out.stopReason) ? out.stopReason : null;
+      }
+    }
+    if (visible.length > 0 || out.finished !== null) {
+      const before = c.text.length;
+      c.detok.push(visible, out.finished !== null);
+      c.text = c.detok.text;
+      if (g.stop.length > 0 && c.finish === null && c.genIds.length >= g.minTokens && c.text.length > before) {
+        const from = Math.max(0, before - maxStopLen + 1);
+        let at = -1;
+        let hit = '';
+        for (const s of g.stop) {
+          const i = c.text.indexOf(s, from);
+          if (i >= 0 && (at < 0 || i < at)) { at = i; hit = s; }
+        }
+        if (at >= 0) {
+          // A stop string: vLLM trims it from the text and reports it as stop_reason.
+          c.text = c.text.slice(0, at);
+          c.finish = 'stop';
+          c.stopReason = hit;
+          ctx.host.abort(c.engineId);
+        }
+      }
+    }
+    if (c.finish !== null) {
+      emit(c, true);
+      finishChoice(c, end, out.metrics);
+      if (remaining === 0) complete();
+    } else if (out.newTokenIds.length > 0) {
+      emit(c, false);
+    }
+  };
+
+  res.on('close', () => {
+    if (done) return;
+    done = true;
+    for (const c of choices) {
+      if (c.finish === null) {
+        ctx.host.abort(c.engineId);
+        ctx.metrics.observeAborted();
+      } else if (c.held !== undefined) {
+        ctx.host.releaseHeld(c.engineId);
+      }
+    }
+  });
+
+  const stopTokenIds = [...new Set([...eos, ...g.stopTokenIds])];
+  for (const c of choices) {
+    c.arrival = ctx.host.now();
+    const simReq: SimRequest = {
+      id: c.engineId,
+      promptTokenIds: c.prompt.ids,
+      maxTokens: c.maxTokens,
+      minTokens: Math.min(g.minTokens, c.maxTokens),
+      ignoreEos: g.ignoreEos,
+      stopTokenIds,
+      loraName: null,
+      cacheSalt: g.cacheSalt,
+      seed: (g.seed ?? ctx.options.seed) + (c.index % g.n),
+      kvExport: exporting,
+      kvImport: c.promptIdx === 0 ? kvImport : null,
+      arrivalTime: c.arrival
+    };
+    try {
+      ctx.host.submit(simReq, (out, start, end) => onOutput(c, out, start, end));
+    } catch (err) {
+      // Nothing of this request may stay in the engine once it is refused.
+      done = true;
+      for (const other of choices) ctx.host.abort(other.engineId);
+      if (err instanceof EngineFullError) throw new HttpError(503, 'The engine is at capacity (waiting queue full); retry later.');
+      if (err instanceof RangeError) throw badRequest(err.message);
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,26 @@
+// What every HTTP handler of one simulated engine shares.
+import type { Logger } from 'pino';
+import type { Tokenizer } from '../tokenize/types.js';
+import type { RealClockHost } from './real-clock-host.js';
+import type { SimMetrics } from './sim-metrics.js';
+import type { SimOptions } from './sim-options.js';
+
+export interface SimContext {
+  options: SimOptions;
+  /** Served model names; the first is reported when a request names none. */
+  modelNames: string[];
+  /** ModelCard.root: the model the engine "loaded". */
+  root: string;
+  maxModelLen: number;
+  blockSize: number;
+  tokenizer: Tokenizer;
+  host: RealClockHost;
+  metrics: SimMetrics;
+  /** remote_engine_id of this engine in kv_transfer_params. */
+  engineId: string;
+  log: Logger;
+  /** Where importers reach this engine's KV side channel (its own HTTP address). */
+  sideChannel (): { host: string; port: number };
+  /** A process-unique number for engine request ids. */
+  nextSeq (): number;
+}

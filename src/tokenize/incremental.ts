@@ -1,0 +1,208 @@
+// Incremental tokenization per session (issue 6 item 2): a turn re-encodes only the text after the last
+// message boundary it shares with the session's previous turn.
+//
+// Why it is exact: every EAR tokenizer splits special-token text out of the input before anything else (HF's
+// added-token splitter, tiktoken's special set, `character`), and encodes the pieces between specials
+// independently. So the token ids before a special token that starts a message (<|im_start|>,
+// <|start_header_id|>) do not depend on anything after it, and
+//   encode(prefix + marker + rest) = encode(prefix) ++ encode(marker + rest).
+// A turn renders its prompt in full (templates are not compositional: Qwen3 re-renders earlier assistant turns
+// once a new query arrives), takes the longest common prefix with the previous turn's text, and keeps the
+// previous tokens up to the last boundary inside that prefix. Markers that fail an independence check at
+// construction (e.g. an added token with lstrip/rstrip, or text that is not one special id) are not used.
+//
+// Bounds: at most `maxSessions` sessions and `maxBytes` of stored text and ids in all; the least recently used
+// session is evicted first (counted in stats().evictions). A prompt larger than maxBytes alone is not stored.
+import type { ChatMessage, RenderOptions, Tokenizer } from './types.js';
+
+export interface IncrementalOptions {
+  /** Sessions kept (LRU). Default 4096. */
+  maxSessions?: number;
+  /** Approximate bytes kept over all sessions: 2 per text char + 4 per token + 8 per boundary. Default 512 MiB. */
+  maxBytes?: number;
+  /** Special-token texts that start a message. Default: ChatML's and Llama 3's. */
+  markers?: readonly string[];
+}
+
+export interface IncrementalResult {
+  text: string;
+  ids: Uint32Array;
+  /** Tokens taken from the session's previous turn without re-encoding. */
+  reusedTokens: number;
+}
+
+export interface IncrementalStats {
+  sessions: number;
+  bytes: number;
+  turns: number;
+  reusedTokens: number;
+  encodedTokens: number;
+  evictions: number;
+  /** Prompts not stored because they alone exceed maxBytes. */
+  oversized: number;
+}
+
+interface SessionState {
+  text: string;
+  ids: Uint32Array;
+  /** Pairs (char offset, token index) at each marker start, ascending; [0, 0] first. */
+  cuts: Int32Array;
+  bytes: number;
+}
+
+export const DEFAULT_MARKERS: readonly string[] = ['<|im_start|>', '<|start_header_id|>'];
+
+function escapeRegExp (s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/** Length of the longest common prefix of a and b; compares in large slices first (native compare). */
+export function commonPrefixLength (a: string, b: string): number {
+  const n = Math.min(a.length, b.length);
+  if (a.length <= b.length && b.startsWith(a)) return n;
+  let i = 0;
+  for (const step of [65536, 4096, 256]) {
+    while (i + step <= n && a.slice(i, i + step) === b.slice(i, i + step)) i += step;
+  }
+  while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
+  return i;
+}
+
+export class IncrementalTokenizer {
+  readonly tokenizer: Tokenizer;
+  readonly markers: readonly string[];
+  readonly #maxSessions: number;
+  readonly #maxBytes: number;
+  readonly #split: RegExp | null;
+  readonly #sessions = new Map<string, SessionState>(); // insertion order = LRU order
+  #bytes = 0;
+  #stats = { turns: 0, reusedTokens: 0, encodedTokens: 0, evictions: 0, oversized: 0 };
+
+  constructor (tokenizer: Tokenizer, opts: IncrementalOptions = {}) {
+    this.tokenizer = tokenizer;
+    this.#maxSessions = opts.maxSessions ?? 4096;
+    this.#maxBytes = opts.maxBytes ?? 512 * 2 ** 20;
+    if (!(this.#maxSessions >= 1) || !(this.#maxBytes >= 1)) throw new RangeError('maxSessions and maxBytes must be >= 1');
+    this.markers = (opts.markers ?? DEFAULT_MARKERS).filter((m) => this.#isBoundary(m));
+    this.#split = this.markers.length > 0 ? new RegExp(this.markers.map(escapeRegExp).join('|'), 'g') : null;
+  }
+
+  /** A marker is a boundary if it is one token and the text on either side encodes independently of it. */
+  #isBoundary (marker: string): boolean {
+    const enc = (s: string): number[] => this.tokenizer.encode(s, { addSpecialTokens: false });
+    const id = enc(marker);
+    if (id.length !== 1) return false;
+    for (const [a, b] of [['a ', ' b'], ['x\n', '\ny'], ['1', '2']]) {
+      if (enc(a + marker + b).join() !== [...enc(a), id[0], ...enc(b)].join()) return false;
+    }
+    return true;
+  }
+
+  /** Renders `messages` with the tokenizer's chat template and encodes the prompt, reusing the session's previous turn. */
+  encodeChat (session: string, messages: ChatMessage[], opts: RenderOptions): IncrementalResult {
+    return this.encodeText(session, this.tokenizer.chatTemplate.render(messages, opts));
+  }
+
+  /** Encodes `text` (with addSpecialTokens=false, as engines tokenize a rendered chat), reusing the session's previous turn. */
+  encodeText (session: string, text: string): IncrementalResult {
+    this.#stats.turns++;
+    const prev = this.#sessions.get(session);
+    let keepChars = 0;
+    let keepTokens = 0;
+    let keepCuts = 1;
+    let recordFirst = false; // whether the marker at keepChars still needs its boundary recorded
+    if (prev !== undefined) {
+      this.#remove(session, prev);
+      if (prev.text === text) {
+        this.#stats.reusedTokens += prev.ids.length;
+        this.#store(session, prev);
+        return { text, ids: prev.ids, reusedTokens: prev.ids.length };
+      }
+      const lcp = commonPrefixLength(prev.text, text);
+      const cuts = prev.cuts;
+      if (lcp === prev.text.length && this.#markerLengthAt(text, lcp) > 0) {
+        // The previous prompt is a prefix and a message starts right after it: keep all of it.
+        keepChars = lcp;
+        keepTokens = prev.ids.length;
+        keepCuts = cuts.length / 2;
+        recordFirst = true;
+      }
+      // Else the last boundary whose whole marker lies in the common prefix (so `text` has the marker there too).
+      for (let j = cuts.length / 2 - 1; j >= 1 && !recordFirst; j--) {
+        const at = cuts[2 * j];
+        if (at + this.#markerLengthAt(prev.text, at) <= lcp) {
+          keepChars = at;
+          keepTokens = cuts[2 * j + 1];
+          keepCuts = j + 1;
+          break;
+        }
+      }
+    }
+    const tail = this.#encodeFrom(text, keepChars, keepTokens, recordFirst);
+    const ids = new Uint32Array(keepTokens + tail.ids.length);
+    if (prev !== undefined && keepTokens > 0) ids.set(prev.ids.subarray(0, keepTokens));
+    ids.set(tail.ids, keepTokens);
+    const cuts = new Int32Array(2 * keepCuts + tail.cuts.length);
+    if (prev !== undefined) cuts.set(prev.cuts.subarray(0, 2 * keepCuts));
+    cuts.set(tail.cuts, 2 * keepCuts);
+    this.#stats.reusedTokens += keepTokens;
+    this.#stats.encodedTokens += tail.ids.length;
+    this.#store(session, { text, ids, cuts, bytes: 2 * text.length + 4 * ids.length + 4 * cuts.length });
+    return { text, ids, reusedTokens: keepTokens };
+  }
+
+  #markerLengthAt (text: string, at: number): number {
+    for (const m of this.markers) if (text.startsWith(m, at)) return m.length;
+    return 0;
+  }
+
+  /** Encodes text[from..] piece by piece at marker starts, recording a boundary (offset, token index) at each. */
+  #encodeFrom (text: string, from: number, firstToken: number, recordFirst: boolean): { ids: number[]; cuts: number[] } {
+    const ids: number[] = [];
+    const cuts: number[] = [];
+    const enc = (a: number, b: number): void => {
+      if (b <= a) return;
+      const part = this.tokenizer.encode(text.slice(a, b), { addSpecialTokens: false });
+      for (let i = 0; i < part.length; i++) ids.push(part[i]);
+    };
+    let start = from;
+    if (this.#split !== null) {
+      // A marker at `from` starts the first piece; its boundary is usually among the kept ones already.
+      this.#split.lastIndex = recordFirst ? from : from + 1;
+      for (let m = this.#split.exec(text); m !== null; m = this.#split.exec(text)) {
+        if (m.index === 0) continue; // offset 0 is always the first boundary
+        enc(start, m.index);
+        cuts.push(m.index, firstToken + ids.length);
+        start = m.index;
+      }
+    }
+    enc(start, text.length);
+    return { ids, cuts };
+  }
+
+  #store (session: string, state: SessionState): void {
+    if (state.bytes > this.#maxBytes) { this.#stats.oversized++; return; }
+    while (this.#sessions.size >= this.#maxSessions || this.#bytes + state.bytes > this.#maxBytes) {
+      const [oldest, s] = this.#sessions.entries().next().value as [string, SessionState];
+      this.#remove(oldest, s);
+      this.#stats.evictions++;
+    }
+    this.#sessions.set(session, state);
+    this.#bytes += state.bytes;
+  }
+
+  #remove (session: string, state: SessionState): void {
+    this.#sessions.delete(session);
+    this.#bytes -= state.bytes;
+  }
+
+  /** Drops a session's state (e.g. when the session ends). */
+  forget (session: string): void {
+    const s = this.#sessions.get(session);
+    if (s !== undefined) this.#remove(session, s);
+  }
+
+  stats (): IncrementalStats {
+    return { sessions: this.#sessions.size, bytes: this.#bytes, ...this.#stats };
+  }
+}
