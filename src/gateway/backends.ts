@@ -16,6 +16,8 @@ export class Backend {
   models = new Set<string>();
   engineLoad: EngineLoad | null = null;
   lastScrape = 0;
+  /** Requests this gateway has in flight on it (a draining backend closes when this reaches 0). */
+  inFlight = 0;
 
   constructor (readonly index: number, readonly config: BackendConfig, gw: Readonly<GatewayConfig>) {
     this.pool = new Pool(config.url, {

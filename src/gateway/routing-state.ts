@@ -3,6 +3,7 @@
 // talks only to this interface.
 import type { Backend } from './backends.js';
 import type { Usage } from './stream-observer.js';
+import type { EngineLoad } from './engine-metrics.js';
 
 export interface RoutingInput {
   model: string;
@@ -36,4 +37,8 @@ export interface RoutingState {
   session (sessionId: string): Record<string, unknown> | null;
   /** Table sizes and what their bounds dropped, for /metrics. */
   tableStats (): Array<{ table: string; entries: number; dropped: number }>;
+  /** A backend's health, role or draining state changed, or a backend was added. */
+  backendChanged (b: Backend, now: number): void;
+  /** A backend's engine reported its load (/metrics). */
+  engineLoad (b: Backend, load: EngineLoad, now: number): void;
 }

@@ -34,6 +34,11 @@ export interface Gateway {
   readonly metrics: GatewayMetrics;
   /** Runs one round of health probes now (also runs on a timer). */
   checkHealth (): Promise<void>;
+  /**
+   * Applies a new backend list without dropping requests: new ids are added (and probed), ids that are gone, or
+   * whose URL changed, drain (no new requests) and close once their requests end. Other settings need a restart.
+   */
+  reload (config: Readonly<GatewayConfig>): Promise<void>;
   /** Stops accepting, lets in-flight requests finish (up to drainTimeoutMs), then closes everything. */
   close (): Promise<void>;
 }
@@ -60,7 +65,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const { config } = deps;
   const now = deps.now ?? (() => performance.now());
   const metrics = new GatewayMetrics();
-  const backends = config.backends.map((b, i) => new Backend(i, b, config));
+  // Append-only: a backend's index is its row in the shared pod and load tables for the life of the process.
+  const backends: Backend[] = config.backends.map((b, i) => new Backend(i, b, config));
   const state = deps.state(backends);
   let draining = false;
   let inFlight = 0;
@@ -128,6 +134,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const b = placement.backend;
       state.started(placement, input, now());
       metrics.inFlight.inc({ backend: b.id });
+      b.inFlight++;
       let firstAt = 0;
       let result: AttemptResult;
       let observer: StreamObserver | null = null;
@@ -148,6 +155,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
         }));
       } finally {
         metrics.inFlight.dec({ backend: b.id });
+        if (--b.inFlight === 0 && b.draining) void b.pool.close().catch(() => {});
       }
       const tEnd = now();
       const usage = observer?.usage ?? null;
@@ -228,10 +236,39 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const port = uWS.us_socket_local_port(listenSocket);
 
   async function checkHealth (): Promise<void> {
-    await Promise.all(backends.map((b) => probe(b, config.unhealthyAfter)));
+    await Promise.all(backends.map(async (b) => {
+      if (b.draining) return;
+      await probe(b, config.unhealthyAfter);
+      state.backendChanged(b, now());
+    }));
   }
   async function scrapeAll (): Promise<void> {
-    await Promise.all(backends.map((b) => (b.health === 'healthy' ? scrape(b, now()) : undefined)));
+    await Promise.all(backends.map(async (b) => {
+      if (b.health !== 'healthy' || b.draining) return;
+      await scrape(b, now());
+      if (b.engineLoad && b.lastScrape > 0) state.engineLoad(b, b.engineLoad, b.lastScrape);
+    }));
+  }
+  async function reload (next: Readonly<GatewayConfig>): Promise<void> {
+    const wanted = new Map(next.backends.map((c) => [c.id, c]));
+    for (const b of backends) {
+      const c = wanted.get(b.id);
+      if (b.draining) continue;
+      if (c && c.url === b.config.url && c.role === b.config.role && c.kvEvents === b.config.kvEvents && c.replay === b.config.replay) {
+        wanted.delete(b.id);
+        continue;
+      }
+      b.draining = true;
+      state.backendChanged(b, now());
+      if (b.inFlight === 0) void b.pool.close().catch(() => {});
+    }
+    for (const c of wanted.values()) {
+      const b = new Backend(backends.length, c, config);
+      backends.push(b);
+      state.backendChanged(b, now());
+      await probe(b, config.unhealthyAfter);
+      state.backendChanged(b, now());
+    }
   }
   await checkHealth();
   const healthTimer = setInterval(() => { void checkHealth(); }, config.healthIntervalMs);
@@ -245,6 +282,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     backends,
     metrics,
     checkHealth,
+    reload,
     close () {
       closing ??= (async () => {
         draining = true;

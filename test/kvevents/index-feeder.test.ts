@@ -8,7 +8,7 @@ import { startKvEventsThread } from '../../src/kvevents/kv-events-thread.js';
 
 const small = { prefixIndexKeys: 1 << 12, sessions: 64, heapJobs: 16, recordRingOps: 1 << 12, pods: 8, scratchSlots: 8, scratchBytes: 1 << 16 };
 
-async function until (cond: () => boolean, ms = 3000): Promise<void> {
+async function until (cond: () => boolean, ms = 10_000): Promise<void> {
   const end = Date.now() + ms;
   while (!cond()) {
     if (Date.now() > end) throw new Error('condition not met in time');
@@ -22,8 +22,9 @@ test('record ops pushed on the main thread reach the index through the kv-events
   const hasher = new BlockHasher(region);
   const reader = new PrefixIndex(region);
   const ring = new RingProducer(region);
-  const thread = startKvEventsThread(shared, { assumedTtlMs: 200 });
+  const thread = startKvEventsThread(shared, { assumedTtlMs: 1000 });
   try {
+    await thread.stats(); // the thread is up: ops pushed from here are applied well within their TTL
     const keys = hasher.hash(Array.from({ length: 320 }, (_, i) => i * 7), 16, hasher.rootSeed('m'));
     const now = performance.timeOrigin + performance.now();
     assert.equal(ring.pushKeysAt(ring.layout.opcodes.assumed, 3, keys.ptr, keys.count, now), 20);
@@ -37,7 +38,7 @@ test('record ops pushed on the main thread reach the index through the kv-events
     ring.pushKeysAt(ring.layout.opcodes.assumed, 1, keys.ptr, keys.count, performance.timeOrigin + performance.now());
     await until(() => reader.longestPrefix(keys) === 20);
     // expiry works in slices from a cursor: wait until every key, not just block 0, has aged out
-    await until(() => [...keys.keys].every((k) => reader.lookup(k) === null), 5000);
+    await until(() => [...keys.keys].every((k) => reader.lookup(k) === null));
     const stats = await thread.stats();
     assert.equal(stats.forgotten, 1);
     assert.ok(stats.expired >= 20, JSON.stringify(stats));
