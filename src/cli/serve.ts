@@ -1,0 +1,123 @@
+// `ear serve`: the gateway. Flags override the YAML file given with --config; `--demo N` starts N simulated
+// engines in this process and puts the gateway in front of them (what `npm start` runs).
+import { parseArgs } from 'node:util';
+import pino from 'pino';
+import { buildConfig, loadConfigFile, ConfigError, DEFAULTS, type GatewayConfig } from '../gateway/config.js';
+import { startEar } from '../gateway/ear.js';
+import { policyNames } from '../core/policies/index.js';
+import { startSim, type SimServer } from '../sim/server.js';
+
+const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,role=both|prefill|decode]]...
+                 [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
+                 [--admin-token T] [--api-key K]... [--max-body-bytes N] [--demo N [--demo-profile NAME] [--demo-time-scale X]]
+
+An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
+  --config FILE        YAML with any of the fields below (camelCase) and a \`backends\` list; SIGHUP reloads its backends
+  --backend SPEC       an engine (repeatable); replaces the file's list
+  --policy NAME        routing policy: ${policyNames().join(', ')} (default ${DEFAULTS.policy})
+  --tokenizer NAME     tokenizer for block keys (default ${DEFAULTS.tokenizer}): character, tiktoken:o200k_base, hf:qwen3, hf:PATH
+  --demo N             start N simulated engines here and route to them
+SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), exit.`;
+
+export async function main (argv: string[]): Promise<number> {
+  let values: Record<string, unknown>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      options: {
+        config: { type: 'string' },
+        backend: { type: 'string', multiple: true },
+        host: { type: 'string' },
+        port: { type: 'string' },
+        policy: { type: 'string' },
+        tokenizer: { type: 'string' },
+        'block-size': { type: 'string' },
+        'route-threads': { type: 'string' },
+        'admin-token': { type: 'string' },
+        'api-key': { type: 'string', multiple: true },
+        'max-body-bytes': { type: 'string' },
+        demo: { type: 'string' },
+        'demo-profile': { type: 'string' },
+        'demo-time-scale': { type: 'string' },
+        help: { type: 'boolean', short: 'h' }
+      }
+    }));
+  } catch (err) {
+    console.error(`ear serve: ${(err as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const log = pino({ level: process.env.EAR_LOG_LEVEL ?? 'info' });
+  const demo = values.demo === undefined ? 0 : Number(values.demo);
+  if (!Number.isInteger(demo) || demo < 0 || demo > 64) {
+    console.error('ear serve: --demo must be an integer in [0, 64]');
+    return 2;
+  }
+  const sims: SimServer[] = [];
+  const flags = (): Record<string, unknown> => ({
+    host: values.host,
+    port: values.port,
+    policy: values.policy,
+    tokenizer: values.tokenizer,
+    blockSize: values['block-size'],
+    routeThreads: values['route-threads'],
+    adminToken: values['admin-token'],
+    apiKeys: values['api-key'],
+    maxBodyBytes: values['max-body-bytes'],
+    backend: [...((values.backend as string[] | undefined) ?? []), ...sims.map((s, i) => `${s.url},id=sim-${i}`)]
+  });
+  const readConfig = (): Readonly<GatewayConfig> => buildConfig(values.config ? loadConfigFile(values.config as string) : {}, flags());
+  let config: Readonly<GatewayConfig>;
+  try {
+    config = readConfig();
+    for (let i = 0; i < demo; i++) {
+      sims.push(await startSim({
+        host: '127.0.0.1',
+        port: 0,
+        profile: (values['demo-profile'] as string | undefined) ?? 'h100-llama-3.1-8b',
+        timeScale: values['demo-time-scale'] === undefined ? 1 : Number(values['demo-time-scale']),
+        tokenizer: config.tokenizer === 'character' ? 'hf:qwen3' : config.tokenizer,
+        servedModelName: ['ear-demo'],
+        enablePromptTokensDetails: true,
+        seed: i,
+        logger: log.child({ engine: `sim-${i}` })
+      }));
+    }
+    config = readConfig();
+    if (config.backends.length === 0) throw new ConfigError('backends', 'at least one --backend (or --demo N) is required');
+  } catch (err) {
+    await Promise.all(sims.map((s) => s.close()));
+    if (err instanceof ConfigError) {
+      console.error(`ear serve: ${err.message}`);
+      return 2;
+    }
+    throw err;
+  }
+  const ear = await startEar(config);
+  const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${ear.gateway.port}`;
+  log.info({ url, policy: config.policy, backends: config.backends.map((b) => b.id) }, `ear serve listening on ${url}`);
+  if (demo > 0) {
+    console.log(`\nTry:\n  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' -H 'x-session-id: demo-1' \\\n` +
+      `    -d '{"model":"ear-demo","messages":[{"role":"user","content":"Hello!"}],"max_tokens":32}'\n`);
+  }
+  process.on('SIGHUP', () => {
+    try {
+      const next = readConfig();
+      ear.gateway.reload(next).then(() => log.info({ backends: next.backends.map((b) => b.id) }, 'backends reloaded'), (err) => log.error({ err }, 'reload failed'));
+    } catch (err) {
+      log.error({ err: (err as Error).message }, 'reload refused: the configuration is invalid; keeping the current one');
+    }
+  });
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  log.info('draining');
+  await ear.close();
+  await Promise.all(sims.map((s) => s.close()));
+  return 0;
+}
