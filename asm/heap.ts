@@ -8,7 +8,9 @@
 // Concurrency: ONE writer (the main thread) calls everything; size and the counters are stored atomically so
 // other threads may read them for metrics (heapSize, or the header words directly).
 //
-// At the bound: pushing onto a full heap changes nothing, returns 0 and counts a rejection (HEAP_H_REJECTED).
+// At the bound: the capacity bounds job ids (waiting and running jobs hold one each); the limit (≤ capacity,
+// HEAP_H_LIMIT, set with heapSetLimit, the capacity by default) bounds waiting jobs. A push while `limit` jobs
+// wait changes nothing, returns 0 and counts a rejection (HEAP_H_REJECTED).
 // A changePriority keeps the job's arrival sequence, so promotion among equals still respects arrival order.
 
 export const HEAP_H_CAPACITY: u32 = 0;   // u32 jobs the heap holds (= job id bound)
@@ -16,6 +18,7 @@ export const HEAP_H_SIZE: u32 = 4;       // u32 jobs queued
 export const HEAP_H_NEXT_SEQ: u32 = 8;   // u64 next arrival sequence
 export const HEAP_H_REJECTED: u32 = 16;  // u64 pushes refused because the heap was full
 export const HEAP_H_PUSHED: u32 = 24;    // u64 pushes accepted
+export const HEAP_H_LIMIT: u32 = 32;     // u32 most jobs waiting at once (≤ capacity)
 export const HEAP_HEADER_BYTES: u32 = 64;
 
 export const HEAP_ENTRY_STRIDE: u32 = 24;
@@ -100,7 +103,18 @@ export function heapBytes (capacity: u32): u32 {
 export function heapInit (base: u32, capacity: u32): void {
   memory.fill(<usize>base, 0, <usize>heapBytes(capacity));
   store<u32>(<usize>base + HEAP_H_CAPACITY, capacity);
+  atomic.store<u32>(<usize>base + HEAP_H_LIMIT, capacity);
   memory.fill(posPtr(base, 0), 0xFF, <usize>capacity << 2);
+}
+
+/**
+ * Sets how many jobs may wait at once (clamped to the capacity) and returns the limit applied. Jobs already
+ * queued beyond a lowered limit stay; only new pushes are refused.
+ */
+export function heapSetLimit (base: u32, limit: u32): u32 {
+  const l = min<u32>(limit, load<u32>(<usize>base + HEAP_H_CAPACITY));
+  atomic.store<u32>(<usize>base + HEAP_H_LIMIT, l);
+  return l;
 }
 
 /** Jobs queued (any thread). */
@@ -109,15 +123,15 @@ export function heapSize (base: u32): u32 {
 }
 
 /**
- * Queues `job` with `priority` (lower leaves first; equal priorities leave in push order). Returns 1, 0 if the
- * heap is full (counted in HEAP_H_REJECTED), −1 if the job id is out of range, already queued, or the priority
+ * Queues `job` with `priority` (lower leaves first; equal priorities leave in push order). Returns 1, 0 if
+ * `limit` jobs already wait (counted in HEAP_H_REJECTED), −1 if the job id is out of range, already queued, or the priority
  * is NaN.
  */
 export function heapPush (base: u32, job: u32, priority: f64): i32 {
   const cap = load<u32>(<usize>base + HEAP_H_CAPACITY);
   if (job >= cap || priority != priority || load<i32>(posPtr(base, job)) >= 0) return -1;
   const n = load<u32>(<usize>base + HEAP_H_SIZE);
-  if (n >= cap) {
+  if (n >= load<u32>(<usize>base + HEAP_H_LIMIT)) {
     bump(<usize>base + HEAP_H_REJECTED);
     return 0;
   }

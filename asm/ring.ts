@@ -11,7 +11,9 @@
 // k of them by CAS on the tail, writes each op and publishes it by storing sequence pos + 1. The consumer takes
 // cells in order while their sequence is pos + 1, marks each free for the next lap (pos + capacity), then
 // stores the head. A producer stalled between claim and publish holds back the consumer at that cell, never
-// corrupts it. Ops of one producer keep their order.
+// corrupts it. Ops of one producer keep their order. The op itself is written and read with plain stores and
+// loads: the sequence store (atomic, seq-cst) publishes it to the consumer's atomic load of that sequence, and
+// the consumer's head store hands the cell back the same way, so no access to an op races.
 //
 // At the bound: a push that finds no free cell drops its op and adds 1 to RING_H_DROPPED (a bulk push keeps
 // the first ops that fit and counts the rest). Nothing blocks.
@@ -103,7 +105,7 @@ export function ringPush (base: u32, src: u32): i32 {
   }
   const pos = <u32>c;
   const cell = cellPtr(base, pos);
-  for (let w: u32 = 0; w < RING_OP_BYTES; w += 8) atomic.store<u64>(cell + RING_CELL_OP + w, load<u64>(<usize>src + w));
+  for (let w: u32 = 0; w < RING_OP_BYTES; w += 8) store<u64>(cell + RING_CELL_OP + w, load<u64>(<usize>src + w));
   publish(cell, pos);
   return 1;
 }
@@ -122,11 +124,11 @@ export function ringPushKeys (base: u32, opcode: u32, pod: u32, keys: u32, n: u3
   for (let i: u32 = 0; i < k; i++) {
     const cell = cellPtr(base, pos + i);
     const op = cell + RING_CELL_OP;
-    atomic.store<u32>(op + RING_OP_OPCODE, opcode);
-    atomic.store<u32>(op + RING_OP_POD, pod);
-    atomic.store<u64>(op + RING_OP_KEY, load<u64>(<usize>keys + (<usize>i << 3)));
-    atomic.store<u64>(op + RING_OP_A, a);
-    atomic.store<u64>(op + RING_OP_B, <u64>(firstPosition + i));
+    store<u32>(op + RING_OP_OPCODE, opcode);
+    store<u32>(op + RING_OP_POD, pod);
+    store<u64>(op + RING_OP_KEY, load<u64>(<usize>keys + (<usize>i << 3)));
+    store<u64>(op + RING_OP_A, a);
+    store<u64>(op + RING_OP_B, <u64>(firstPosition + i));
     publish(cell, pos + i);
   }
   return k;
@@ -145,7 +147,7 @@ export function ringPop (base: u32, out: u32, max: u32): u32 {
     const cell = cellPtr(base, head);
     if (atomic.load<u32>(cell + RING_CELL_SEQ) != head + 1) break;
     const dst = <usize>out + <usize>i * RING_OP_BYTES;
-    for (let w: u32 = 0; w < RING_OP_BYTES; w += 8) store<u64>(dst + w, atomic.load<u64>(cell + RING_CELL_OP + w));
+    for (let w: u32 = 0; w < RING_OP_BYTES; w += 8) store<u64>(dst + w, load<u64>(cell + RING_CELL_OP + w));
     atomic.store<u32>(cell + RING_CELL_SEQ, head + cap);
     head++;
     i++;

@@ -43,7 +43,7 @@ export const SESS_F_LAST_ACTIVITY: u32 = 56; // f64 last upsert (ms)
 export const SESS_F_LAST_MIGRATION: u32 = 64; // f64 last move (ms), −Infinity never
 export const SESS_F_TTL: u32 = 72;           // f64 idle time after which the session may expire (ms)
 
-/** Slots the CLOCK-less expiry pass may scan when a full table needs room for a new session. */
+/** Slots the expiry pass scans, before CLOCK eviction, when a full table needs room for a new session. */
 export const SESS_EXPIRE_SCAN_AT_BOUND: u32 = 256;
 /** Largest capacity sessBytes accepts (beyond it the table would not fit a 32-bit address space). */
 export const SESS_MAX_CAPACITY: u32 = 1 << 24;

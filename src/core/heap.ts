@@ -4,6 +4,7 @@ import type { Region } from './region.js';
 
 export interface HeapStats {
   capacity: number;
+  limit: number;
   size: number;
   pushed: number;
   rejected: number;
@@ -14,6 +15,8 @@ export class AdmissionHeap {
   readonly #base: number;
   readonly #capacity: number;
   readonly #sizeIx: number;
+  readonly #limitIx: number;
+  readonly #setLimit: (base: number, limit: number) => number;
   readonly #pushedIx: number;
   readonly #rejectedIx: number;
   readonly #push: (base: number, job: number, p: number) => number;
@@ -28,6 +31,8 @@ export class AdmissionHeap {
     this.#base = region.base('TABLE_HEAP');
     this.#capacity = region.u32[(this.#base + region.const('HEAP_H_CAPACITY')) >>> 2];
     this.#sizeIx = (this.#base + region.const('HEAP_H_SIZE')) >>> 2;
+    this.#limitIx = (this.#base + region.const('HEAP_H_LIMIT')) >>> 2;
+    this.#setLimit = region.fn('heapSetLimit');
     this.#pushedIx = (this.#base + region.const('HEAP_H_PUSHED')) >>> 3;
     this.#rejectedIx = (this.#base + region.const('HEAP_H_REJECTED')) >>> 3;
     this.#push = region.fn('heapPush');
@@ -38,14 +43,24 @@ export class AdmissionHeap {
     this.#remove = region.fn('heapRemove');
   }
 
-  /** Job ids are integers in [0, capacity). */
+  /** Job ids are integers in [0, capacity): one per job waiting or running. */
   get capacity (): number {
     return this.#capacity;
   }
 
+  /** Most jobs waiting at once (any thread reads; the writer sets, clamped to the capacity). */
+  get limit (): number {
+    return Atomics.load(this.#r.u32, this.#limitIx);
+  }
+
+  set limit (n: number) {
+    if (!Number.isInteger(n) || n < 0) throw new RangeError(`heap limit must be a non-negative integer, got ${n}`);
+    this.#setLimit(this.#base, Math.min(n, this.#capacity));
+  }
+
   /**
-   * Queues `job` (lower priority leaves first, equal ones in push order). False if the heap is full: the push is
-   * refused and counted. Throws for a job id out of range, a job already queued, or a NaN priority.
+   * Queues `job` (lower priority leaves first, equal ones in push order). False if `limit` jobs already wait:
+   * the push is refused and counted. Throws for a job id out of range, a job already queued, or a NaN priority.
    */
   push (job: number, priority: number): boolean {
     const r = this.#push(this.#base, job, priority);
@@ -92,6 +107,7 @@ export class AdmissionHeap {
   stats (): HeapStats {
     return {
       capacity: this.#capacity,
+      limit: this.limit,
       size: this.size,
       pushed: Number(Atomics.load(this.#r.u64, this.#pushedIx)),
       rejected: Number(Atomics.load(this.#r.u64, this.#rejectedIx))

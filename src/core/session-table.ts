@@ -122,6 +122,9 @@ export class SessionTable {
       const off = this.#fields[name];
       if (off === undefined) throw new RangeError(`unknown session field ${name}`);
       if (name === 'host' || name === 'inFlight' || name === 'contextTokens' || name === 'migrations') {
+        if (!Number.isInteger(v) || v < (name === 'host' ? -1 : 0) || v > 0x7FFFFFFF) {
+          throw new RangeError(`session ${name} must be an integer in [${name === 'host' ? -1 : 0}, 2^31), got ${v}`);
+        }
         i32[(this.#out + off) >>> 2] = v;
       } else {
         f64[(this.#out + off) >>> 3] = v;

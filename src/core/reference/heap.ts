@@ -1,8 +1,9 @@
 // Plain TypeScript admission heap with the semantics of asm/heap.ts: min by (priority, arrival), dense job ids
-// with a position map, bounded (a push on a full heap is refused and counted). Test oracle and bench baseline.
+// with a position map, bounded (a push while `limit` jobs wait is refused and counted). Test oracle and bench baseline.
 
 export class ReferenceHeap {
   readonly capacity: number;
+  limit: number;
   rejected = 0;
   pushed = 0;
   #prio: Float64Array;
@@ -14,6 +15,7 @@ export class ReferenceHeap {
 
   constructor (capacity: number) {
     this.capacity = capacity;
+    this.limit = capacity;
     this.#prio = new Float64Array(capacity);
     this.#seq = new Float64Array(capacity);
     this.#job = new Int32Array(capacity);
@@ -61,7 +63,7 @@ export class ReferenceHeap {
   /** 1 queued, 0 full (counted), −1 bad id, already queued or NaN. */
   push (job: number, priority: number): number {
     if (!(job >= 0 && job < this.capacity) || Number.isNaN(priority) || this.#pos[job] >= 0) return -1;
-    if (this.#size >= this.capacity) {
+    if (this.#size >= this.limit) {
       this.rejected++;
       return 0;
     }
