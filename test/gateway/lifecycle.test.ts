@@ -1,0 +1,109 @@
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { request, getGlobalDispatcher } from 'undici';
+import { buildConfig } from '../../src/gateway/config.js';
+import { startGateway } from '../../src/gateway/server.js';
+import { parseRequestBody, type Endpoint } from '../../src/gateway/request-body.js';
+import type { Features } from '../../src/gateway/features.js';
+import { fakeEngine, type FakeEngine } from '../fixtures/fake-engine.js';
+import { FirstServingRouting } from '../fixtures/simple-routing.js';
+
+after(() => getGlobalDispatcher().close());
+
+async function features (endpoint: Endpoint, body: Buffer): Promise<Features> {
+  const p = parseRequestBody(endpoint, body);
+  return { model: p.model, stream: p.stream, promptTokens: 1, blockKeys: new BigUint64Array(0), maxTokens: p.maxTokens, forward: null };
+}
+const chat = (stream = false) => JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stream });
+
+async function gw (engines: FakeEngine[], over: Record<string, unknown> = {}) {
+  const g = await startGateway({
+    config: buildConfig({ host: '127.0.0.1', port: 0, healthIntervalMs: 60_000, metricsIntervalMs: 0, unhealthyAfter: 2, ...over }, { backend: engines.map((e, i) => `${e.url},id=e${i}`) }),
+    state: (bs) => new FirstServingRouting(bs),
+    features
+  });
+  after(() => g.close());
+  return { g, url: `http://127.0.0.1:${g.port}` };
+}
+
+test('client API keys: none, wrong and right', async () => {
+  const e = await fakeEngine();
+  after(() => e.close());
+  const { url } = await gw([e], { apiKeys: ['k1', 'k2'] });
+  for (const [auth, status] of [[undefined, 401], ['Bearer nope', 401], ['Bearer k2', 200]] as const) {
+    const r = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat(), headers: auth ? { authorization: auth } : {} });
+    assert.equal(r.statusCode, status, String(auth));
+    await r.body.dump();
+  }
+});
+
+test('health checks eject a failing backend after unhealthyAfter failures and re-admit it on success', async () => {
+  const a = await fakeEngine();
+  const b = await fakeEngine();
+  after(() => Promise.all([a.close(), b.close()]));
+  const { g, url } = await gw([a, b]);
+  const served = async () => {
+    const r = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat() });
+    await r.body.dump();
+    return r.headers['x-ear-backend'];
+  };
+  assert.equal(await served(), 'e0');
+  const port = Number(new URL(a.url).port);
+  await a.close();
+  await g.checkHealth();
+  assert.equal(g.backends[0].health, 'healthy', 'one failure is not enough');
+  await g.checkHealth();
+  assert.equal(g.backends[0].health, 'unhealthy');
+  assert.equal(await served(), 'e1');
+  a.server.listen(port, '127.0.0.1');
+  await once(a.server, 'listening');
+  await g.checkHealth();
+  assert.equal(g.backends[0].health, 'healthy');
+  assert.equal(await served(), 'e0');
+});
+
+test('a reload adds new backends and drains removed ones without dropping their in-flight requests', async () => {
+  const a = await fakeEngine('m', 'hang-stream');
+  const b = await fakeEngine();
+  after(() => Promise.all([a.close(), b.close()]));
+  const { g, url } = await gw([a]);
+  const inflight = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat(true) });
+  assert.equal(inflight.headers['x-ear-backend'], 'e0');
+  const it = inflight.body[Symbol.asyncIterator]();
+  await it.next();
+  await g.reload(buildConfig({ host: '127.0.0.1', port: 0 }, { backend: [`${b.url},id=new`] }));
+  assert.equal(g.backends[0].draining, true);
+  const r = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat() });
+  assert.equal(r.headers['x-ear-backend'], 'new');
+  await r.body.dump();
+  // the draining backend's stream is still flowing
+  const more = await it.next();
+  assert.equal(more.done, false);
+  await inflight.body.destroy();
+});
+
+test('ear serve drains on SIGTERM: an in-flight request completes, new ones are refused, the process exits 0', async () => {
+  const e = await fakeEngine();
+  after(() => e.close());
+  const bin = new URL('../../src/cli/ear.js', import.meta.url).pathname;
+  const child = spawn(process.execPath, [bin, 'serve', '--backend', `${e.url},id=e0`, '--host', '127.0.0.1', '--port', '0', '--route-threads', '1'], { env: { ...process.env, EAR_LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d) => { out += d; });
+  for (let i = 0; i < 300 && !/listening on (http:\/\/\S+)"/.test(out); i++) await new Promise((r) => setTimeout(r, 20));
+  const url = /listening on (http:\/\/\S+)"/.exec(out)?.[1];
+  assert.ok(url, out);
+  e.mode = 'hang-stream';
+  const inflight = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat(true) });
+  const it = inflight.body[Symbol.asyncIterator]();
+  await it.next();
+  child.kill('SIGTERM');
+  await new Promise((r) => setTimeout(r, 200));
+  assert.equal(child.exitCode, null, 'it waits for the in-flight stream');
+  const refused = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat() }).then((r) => r.statusCode, () => 'refused');
+  assert.ok(refused === 'refused' || refused === 503, `a new request got ${refused}`);
+  await inflight.body.destroy(); // the client ends the stream: nothing is left in flight
+  const [code] = await once(child, 'exit');
+  assert.equal(code, 0);
+});
