@@ -370,15 +370,16 @@ export function ixClearPod (base: usize, pod: u32, kindMask: u32): i32 {
 }
 
 /**
- * Writer, incremental. Examines `budget` slots from the header's cursor; an entry whose assumed-at time is
- * at least `ttl` ms before `now` loses its ASSUMED presence (every pod), and is deleted if nothing else is
- * left. Returns how many entries lost their assumed presence.
+ * Writer, incremental. Advances the header's cursor over `budget` slots (`slots` is one full sweep); an
+ * entry whose assumed-at time is at least `ttl` ms before `now` loses its ASSUMED presence (every pod), and is
+ * deleted if nothing else is left. Returns how many entries lost their assumed presence.
  */
 export function ixExpireAssumed (base: usize, now: u32, ttl: u32, budget: u32): i32 {
   const mask = load<u32>(base + IX_H_MASK);
   let cur = load<u32>(base + IX_H_EXPIRE_CURSOR);
   let expired: i32 = 0;
-  for (let n: u32 = 0; n < budget; n++) {
+  let n: u32 = 0;
+  while (n < budget) {
     const e = slotAt(base, cur);
     if (load<u64>(e) != 0 && now - load<u32>(e + IX_E_ASSUMED_AT) >= ttl) {
       const a = e + IX_E_BITS + IX_KIND_ASSUMED * IX_KIND_BYTES;
@@ -390,11 +391,12 @@ export function ixExpireAssumed (base: usize, now: u32, ttl: u32, budget: u32): 
         if (!anyPresence(e)) {
           deleteAt(base, cur);
           bump64(base + IX_H_EXPIRATIONS);
-          continue; // what shifted into this slot is examined next (it counts against the budget)
+          continue; // what shifted into this slot is examined next (each deletion is progress: size drops)
         }
       }
     }
     cur = (cur + 1) & mask;
+    n++;
   }
   store<u32>(base + IX_H_EXPIRE_CURSOR, cur);
   return expired;
