@@ -93,6 +93,7 @@ export const IX_PS_BYTES: u32 = 24;
 const FLAG_REF: u32 = 1;
 const GOLDEN: u64 = 0x9E3779B97F4A7C15;
 const MIN_SLOTS: u32 = 16;
+const PREFETCH_BLOCKS: u32 = 8;
 
 // @ts-ignore: decorator
 @inline function slotAt (base: usize, slot: u32): usize {
@@ -200,7 +201,8 @@ function deleteAt (base: usize, slot: u32): void {
     atomic.store<u64>(ei + IX_E_KEY, k);
     for (let w: u32 = 0; w < IX_KINDS * 4; w++) {
       const o = IX_E_BITS + (w << 3);
-      atomic.store<u64>(ei + o, load<u64>(ej + o));
+      const v = load<u64>(ej + o);
+      if (load<u64>(ei + o) != v) atomic.store<u64>(ei + o, v); // most words are 0 on both sides
     }
     endWrite(ei, s);
     store<u32>(ei + IX_E_FLAGS, load<u32>(ej + IX_E_FLAGS));
@@ -211,7 +213,10 @@ function deleteAt (base: usize, slot: u32): void {
   const ei = slotAt(base, i);
   const s = beginWrite(ei);
   atomic.store<u64>(ei + IX_E_KEY, 0);
-  for (let w: u32 = 0; w < IX_KINDS * 4; w++) atomic.store<u64>(ei + IX_E_BITS + (w << 3), 0);
+  for (let w: u32 = 0; w < IX_KINDS * 4; w++) {
+    const o = ei + IX_E_BITS + (w << 3);
+    if (load<u64>(o) != 0) atomic.store<u64>(o, 0);
+  }
   endWrite(ei, s);
   store<u32>(ei + IX_E_FLAGS, 0);
   store<u32>(ei + IX_E_ACCESS, 0);
@@ -524,6 +529,13 @@ export function ixLongestPrefix (base: usize, keysPtr: usize, n: u32, kindMask: 
   let a3: u64 = ~0;
   let depth: u32 = 0;
   for (let i: u32 = 0; i < n; i++) {
+    if (i + PREFETCH_BLOCKS < n) {
+      // Touch both lines of a block's home slot a few blocks ahead: the misses (and TLB walks) of a long
+      // prompt then overlap instead of stalling one lookup at a time. A plain load, its value unused.
+      const ahead = slotAt(base, homeOf(base, load<u64>(keysPtr + (<usize>(i + PREFETCH_BLOCKS) << 3))));
+      load<u64>(ahead);
+      load<u64>(ahead, 64);
+    }
     const key = normKey(load<u64>(keysPtr + (<usize>i << 3)));
     let p0: u64 = 0;
     let p1: u64 = 0;

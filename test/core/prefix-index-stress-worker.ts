@@ -9,7 +9,8 @@ const { shared, shape, role, ctrlPtr, durationMs, seed } = workerData as {
   shared: SharedRegion; shape: StressShape; role: 'writer' | 'reader'; ctrlPtr: number; durationMs: number; seed: number;
 };
 const region = new Region(shared);
-const stop = ctrlPtr >>> 2;
+const stop = ctrlPtr >>> 2; // i32: the writer sets it when its time is up
+const readersReady = stop + 1; // i32: readers count themselves in; the writer's clock starts at 3
 const nStable = shape.chains * shape.chainLength;
 let rng = seed >>> 0 || 1;
 const rand = (n: number): number => { rng ^= rng << 13; rng ^= rng >>> 17; rng ^= rng << 5; return (rng >>> 0) % n; };
@@ -20,6 +21,7 @@ if (role === 'writer') {
   const ix = new PrefixIndexWriter(region);
   for (let i = 0; i < nStable; i++) ix.insert(stable[i], stablePod(shape, i), ix.kind.confirmed, 0);
   parentPort!.postMessage({ ready: true });
+  for (let n; (n = Atomics.load(region.i32, readersReady)) < 3;) Atomics.wait(region.i32, readersReady, n, 1000);
   const t0 = Date.now();
   let ops = 0;
   for (let now = t0; now - t0 < durationMs; now = Date.now()) {
@@ -42,6 +44,8 @@ if (role === 'writer') {
   region.u64.set(stable, keysPtr >>> 3);
   const errors: string[] = [];
   let lookups = 0, prefixes = 0, churnHits = 0;
+  Atomics.add(region.i32, readersReady, 1);
+  Atomics.notify(region.i32, readersReady);
   while (Atomics.load(region.i32, stop) === 0 && errors.length < 5) {
     for (let n = 0; n < 4; n++) {
       const i = rand(nStable);

@@ -32,14 +32,18 @@ type Op =
   | { op: 'remove'; k: number; pod: number; mask: number }
   | { op: 'clearPod'; pod: number; mask: number }
   | { op: 'expire'; ttl: number; dt: number }
-  | { op: 'longest'; ks: number[]; mask: number };
+  | { op: 'longest'; ks: number[]; mask: number }
+  | { op: 'insertMany'; ks: number[]; pod: number; kind: number; dt: number }
+  | { op: 'removeMany'; ks: number[]; pod: number; mask: number };
 
 const opArb = (nKeys: number): fc.Arbitrary<Op> => fc.oneof(
   { weight: 6, arbitrary: fc.record({ op: fc.constant('insert' as const), k: fc.nat(nKeys - 1), pod: podArb, kind: fc.integer({ min: 0, max: 2 }), dt: fc.nat(400) }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('remove' as const), k: fc.nat(nKeys - 1), pod: podArb, mask: fc.integer({ min: 0, max: 7 }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('clearPod' as const), pod: podArb, mask: fc.integer({ min: 0, max: 7 }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('expire' as const), ttl: fc.nat(3000), dt: fc.nat(2000) }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('longest' as const), ks: fc.array(fc.nat(nKeys - 1), { maxLength: 20 }), mask: fc.integer({ min: 0, max: 7 }) }) }
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('longest' as const), ks: fc.array(fc.nat(nKeys - 1), { maxLength: 20 }), mask: fc.integer({ min: 0, max: 7 }) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('insertMany' as const), ks: fc.array(fc.nat(nKeys - 1), { maxLength: 20 }), pod: podArb, kind: fc.integer({ min: 0, max: 2 }), dt: fc.nat(400) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('removeMany' as const), ks: fc.array(fc.nat(nKeys - 1), { maxLength: 20 }), pod: podArb, mask: fc.integer({ min: 0, max: 7 }) }) }
 );
 
 test('random op sequences below capacity: WASM index equals the reference (returns, lookups, counts, counters)', () => {
@@ -75,6 +79,19 @@ test('random op sequences below capacity: WASM index equals the reference (retur
           now += o.dt;
           assert.equal(ix.expireAssumed(now, o.ttl, slots), ref.expireAssumed(now, o.ttl), 'expire');
           break;
+        case 'insertMany': {
+          now += o.dt;
+          const keys = o.ks.map((i) => pool[i % pool.length]);
+          const want = keys.reduce((a, k) => a + ref.insert(k, o.pod, o.kind, now), 0);
+          assert.equal(ix.insertMany(putKeys(keys), o.pod, o.kind, now), want, 'insertMany');
+          break;
+        }
+        case 'removeMany': {
+          const keys = o.ks.map((i) => pool[i % pool.length]);
+          const want = keys.reduce((a, k) => a + (ref.remove(k, o.pod, o.mask) > 0 ? 1 : 0), 0);
+          assert.equal(ix.removeMany(putKeys(keys), o.pod, o.mask), want, 'removeMany');
+          break;
+        }
         case 'longest': {
           const keys = o.ks.map((i) => pool[i % pool.length]);
           const depth = ix.longestPrefix(putKeys(keys), o.mask);
