@@ -97,13 +97,13 @@ function longestPrefixRow (region: Region, writer: PrefixIndexWriter, ref: Prefi
   region.u64.set(prompt, area.ptr >>> 3);
   const span = { ptr: area.ptr, count: BLOCKS };
   const reader = new PrefixIndex(region, { ptr: area.ptr + BLOCKS * 8, bytes: area.bytes - BLOCKS * 8 });
-  const counts = new Uint32Array(256);
+  const counts = new Uint32Array(writer.maxPods);
   const depth = reader.longestPrefix(span);
-  if (depth !== BLOCKS || ref.longestPrefix(prompt, 7, counts) !== BLOCKS || counts[PODS - 1] !== BLOCKS || reader.counts[PODS - 1] !== BLOCKS) {
+  if (depth !== BLOCKS || ref.longestPrefix(prompt, writer.mask.all, counts) !== BLOCKS || counts[PODS - 1] !== BLOCKS || reader.counts[PODS - 1] !== BLOCKS) {
     throw new Error('longestPrefix benchmark set-up is wrong: the deepest pod must match every block');
   }
   const wasm = timePerCall(() => reader.longestPrefix(span)) * 1000;
-  const refUs = timePerCall(() => ref.longestPrefix(prompt, 7, counts)) * 1000;
+  const refUs = timePerCall(() => ref.longestPrefix(prompt, writer.mask.all, counts)) * 1000;
   return {
     op: `longestPrefix over ${BLOCKS} blocks, ${PODS} pods holding parts (index of ${BACKGROUND_KEYS / 1000}k keys)`,
     unit: 'µs', wasm, reference: refUs, better: 'lower',
@@ -119,18 +119,20 @@ function churnRows (region: Region, writer: PrefixIndexWriter, ref: PrefixIndexR
   region.u64.set(keys, area.ptr >>> 3);
   const span = { ptr: area.ptr, count: BLOCKS };
   const list = [...keys];
+  const { assumed } = writer.kind;
+  const all = writer.mask.all;
   const opsPerSec = (ms: number): number => (2 * BLOCKS) / ms * 1000;
   const perCall = opsPerSec(timePerCall(() => {
-    for (let i = 0; i < BLOCKS; i++) writer.insert(list[i], 7, 1, 0);
-    for (let i = 0; i < BLOCKS; i++) writer.remove(list[i], 7, 7);
+    for (let i = 0; i < BLOCKS; i++) writer.insert(list[i], 7, assumed, 0);
+    for (let i = 0; i < BLOCKS; i++) writer.remove(list[i], 7, all);
   }));
   const batched = opsPerSec(timePerCall(() => {
-    writer.insertMany(span, 7, 1, 0);
-    writer.removeMany(span, 7, 7);
+    writer.insertMany(span, 7, assumed, 0);
+    writer.removeMany(span, 7, all);
   }));
   const refOps = opsPerSec(timePerCall(() => {
-    for (let i = 0; i < BLOCKS; i++) ref.insert(list[i], 7, 1, 0);
-    for (let i = 0; i < BLOCKS; i++) ref.remove(list[i], 7, 7);
+    for (let i = 0; i < BLOCKS; i++) ref.insert(list[i], 7, assumed, 0);
+    for (let i = 0; i < BLOCKS; i++) ref.remove(list[i], 7, all);
   }));
   const target = '10 M ops/s';
   return [

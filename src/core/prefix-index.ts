@@ -159,6 +159,12 @@ export class PrefixIndexWriter extends PrefixIndex {
     this.#probeStats = region.fn('ixProbeStats');
   }
 
+  /** Gives the writer role up (thread shutdown), so another thread may claim it. */
+  release (): void {
+    const claim = (this.base + this.region.const('IX_H_WRITER')) >>> 2;
+    Atomics.compareExchange(this.region.u32, claim, threadId + 1, 0);
+  }
+
   #pod (pod: number): number {
     if ((pod >>> 0) !== pod || pod >= this.maxPods) throw new RangeError(`pod must be an integer in [0, ${this.maxPods}), got ${pod}`);
     return pod;

@@ -35,7 +35,9 @@ if (role === 'writer') {
     if (rand(50) === 0) ix.clearPod(128 + rand(128), ix.mask.all);
   }
   Atomics.store(region.i32, stop, 1);
-  parentPort!.postMessage({ ops, stats: ix.stats(), probe: ix.probeStats() });
+  const report = { ops, stats: ix.stats(), probe: ix.probeStats() };
+  ix.release();
+  parentPort!.postMessage(report);
 } else {
   // One scratch area: the index's output first, then this reader's copy of the stable chains' keys.
   const area = region.claimScratch();

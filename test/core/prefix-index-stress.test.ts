@@ -39,6 +39,7 @@ async function stress (shape: StressShape, durationMs: number): Promise<void> {
   assert.ok(s.removes + s.expirations > 1000, `churn must delete keys: ${JSON.stringify(s)}`);
   assert.equal(s.size, s.inserts - s.removes - s.evictions - s.expirations);
   assert.equal(w.probe.junk, 0);
+  new PrefixIndexWriter(region).release(); // the finished writer gave the role up
   const ix = new PrefixIndex(region);
   for (let i = 0; i < shape.chains * shape.chainLength; i++) assert.deepEqual(ix.lookup(keyOf(i)), [stablePod(shape, i)]);
 }
