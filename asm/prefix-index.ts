@@ -436,38 +436,32 @@ export function ixProbeStats (base: usize, outPtr: usize): void {
 
 // ---------------------------------------------------------------------------------------------- reader side
 
-/** Reader's probe: a slot that held `key` during the probe, or -1 once a miss is known not to be a move. */
-function findR (base: usize, key: u64): i32 {
+/**
+ * Opens a consistent read of `key`: returns (seq << 32 | slot) with an even seq read before the key matched,
+ * or -1 once the key is known absent. The caller reads the presence words, then checks the seq is unchanged
+ * (else it calls again). A miss stands only if the move epoch was even and unchanged across the probe.
+ */
+// @ts-ignore: decorator
+@inline function openRead (base: usize, key: u64): i64 {
   const mask = load<u32>(base + IX_H_MASK);
   const epochPtr = base + IX_H_MOVE_EPOCH;
   while (true) {
     const e1 = atomic.load<u32>(epochPtr);
     let i = homeOf(base, key);
     for (let n: u32 = 0; n <= mask; n++) {
-      const k = atomic.load<u64>(slotAt(base, i));
-      if (k == key) return <i32>i;
-      if (k == 0) break;
+      const e = slotAt(base, i);
+      const s = atomic.load<u32>(e + IX_E_SEQ);
+      const k = atomic.load<u64>(e + IX_E_KEY);
+      if (k == key) {
+        if ((s & 1) == 0) return (<i64>s << 32) | <i64>i;
+        break; // being written: probe again
+      }
+      if (k == 0) {
+        if ((e1 & 1) == 0 && atomic.load<u32>(epochPtr) == e1) return -1;
+        break; // entries moved during the probe: probe again
+      }
       i = (i + 1) & mask;
     }
-    if ((e1 & 1) == 0 && atomic.load<u32>(epochPtr) == e1) return -1;
-  }
-  return -1;
-}
-
-/**
- * Opens a consistent read of `key`: returns (seq << 32 | slot) with an even seq and the key in place, or -1
- * if the key is absent. The caller reads the presence words, then checks the seq did not change.
- */
-// @ts-ignore: decorator
-@inline function openRead (base: usize, key: u64): i64 {
-  while (true) {
-    const slot = findR(base, key);
-    if (slot < 0) return -1;
-    const e = slotAt(base, <u32>slot);
-    const s = atomic.load<u32>(e + IX_E_SEQ);
-    if ((s & 1) != 0) continue;
-    if (atomic.load<u64>(e + IX_E_KEY) != key) continue;
-    return (<i64>s << 32) | <i64>slot;
   }
   return -1;
 }
