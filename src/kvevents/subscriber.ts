@@ -231,12 +231,13 @@ export class KvEventSubscriber {
       if (this.#cfg.replayEndpoint !== null) await this.#replay(last + 1n, topic);
     }
     if (this.#closed) return;
-    const now = this.#last;
-    if (now !== null && seq <= now) {
+    // What the replay (if any) applied decides: seq already applied, next in line, or still past a hole.
+    const applied = this.#last;
+    if (applied !== null && seq <= applied) {
       this.#stats.duplicates++;
       return;
     }
-    if (now !== null && seq !== now + 1n) this.#resync('gap-unrecoverable', seq);
+    if (applied !== null && seq !== applied + 1n) this.#resync('gap-unrecoverable', seq);
     this.#apply(seq, topic, payload, false);
   }
 

@@ -98,6 +98,25 @@ test('a sequence that goes backwards (engine restart) resyncs, then follows the 
   }
 });
 
+test('an engine process restart on the same address: the SUB reconnects by itself and resyncs on the new sequence', async () => {
+  const r = await rig({ replay: false }, { reconnectMinMs: 20, reconnectMaxMs: 200 });
+  let second: TestPublisher | null = null;
+  try {
+    for (let i = 0; i < 4; i++) await r.pub.publish(payload(i));
+    await waitFor('4 batches', () => r.seqs().length === 4);
+    await r.pub.close();
+    second = await TestPublisher.start({ topic: 'kv@pod-a@m', replay: false, bindTo: r.pub.endpoint });
+    await second.waitForSubscriber();
+    for (let i = 0; i < 2; i++) await second.publish(payload(i));
+    await waitFor('6 batches', () => r.seqs().length === 6);
+    assert.deepEqual(r.log[4], { kind: 'resync', reason: 'seq-reset', nextSeq: 0, lastSeq: 3 });
+    assert.deepEqual(r.seqs(), [0, 1, 2, 3, 0, 1]);
+  } finally {
+    await r.sub.close();
+    await second?.close();
+  }
+});
+
 test('a restart noticed late is caught up from the new engine\'s replay buffer after the resync', async () => {
   const r = await rig();
   try {

@@ -14,6 +14,8 @@ export interface TestPublisherOptions {
   silentReplay?: boolean;
   /** Connect the PUB to a bound subscriber (llm-d's centralized mode) instead of binding it. */
   connectTo?: string;
+  /** Bind the PUB here (e.g. the address of a previous publisher, to play an engine restart); default an ephemeral port. */
+  bindTo?: string;
 }
 
 export class TestPublisher {
@@ -42,7 +44,7 @@ export class TestPublisher {
       p.#pub.connect(opts.connectTo);
       p.endpoint = opts.connectTo;
     } else {
-      await p.#pub.bind('tcp://127.0.0.1:*');
+      await p.#pub.bind(opts.bindTo ?? 'tcp://127.0.0.1:*');
       p.endpoint = p.#pub.lastEndpoint!;
     }
     if (p.#router !== null) {
