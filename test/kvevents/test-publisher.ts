@@ -44,7 +44,16 @@ export class TestPublisher {
       p.#pub.connect(opts.connectTo);
       p.endpoint = opts.connectTo;
     } else {
-      await p.#pub.bind(opts.bindTo ?? 'tcp://127.0.0.1:*');
+      // ZMQ releases a closed socket's port on its I/O thread, a moment after close(): retry a busy address.
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await p.#pub.bind(opts.bindTo ?? 'tcp://127.0.0.1:*');
+          break;
+        } catch (err) {
+          if ((err as { code?: string }).code !== 'EADDRINUSE' || attempt >= 100) throw err;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      }
       p.endpoint = p.#pub.lastEndpoint!;
     }
     if (p.#router !== null) {
