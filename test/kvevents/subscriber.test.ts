@@ -253,3 +253,29 @@ test('close() during a pending replay returns promptly and no callback fires aft
   await r.pub.close();
   await assert.rejects(r.sub.start(), /already started or closed/);
 });
+
+test('a throwing handler is counted and does not stop the stream; the apply lag uses the injected clock', async () => {
+  const pub = await TestPublisher.start();
+  const seen: number[] = [];
+  const sub = new KvEventSubscriber({ id: 'pod-b', endpoint: pub.endpoint }, {
+    onBatch: (m) => {
+      seen.push(Number(m.seq));
+      if (m.seq === 1n) throw new Error('consumer bug');
+    },
+    onResync: () => {},
+  }, { now: () => 1_700_000_010_000 });
+  try {
+    await sub.start();
+    await pub.waitForSubscriber();
+    const fmt = { batchLayout: 'map', eventLayout: 'map', hashFormat: 'int' } as const;
+    for (let i = 0; i < 3; i++) await pub.publish(encodeBatch({ ts: 1_700_000_000 + i, events: [{ type: 'AllBlocksCleared' }], dataParallelRank: null }, fmt));
+    await waitFor('3 batches', () => seen.length === 3);
+    const s = sub.stats();
+    assert.deepEqual(seen, [0, 1, 2]);
+    assert.equal(s.handlerErrors, 1);
+    assert.equal(s.lastApplyLagMs, 8000);
+  } finally {
+    await sub.close();
+    await pub.close();
+  }
+});
