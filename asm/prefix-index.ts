@@ -93,6 +93,7 @@ export const IX_PS_BYTES: u32 = 24;
 const FLAG_REF: u32 = 1;
 const GOLDEN: u64 = 0x9E3779B97F4A7C15;
 const MIN_SLOTS: u32 = 16;
+const PREFETCH_BLOCKS: u32 = 8;
 
 // @ts-ignore: decorator
 @inline function slotAt (base: usize, slot: u32): usize {
@@ -200,7 +201,8 @@ function deleteAt (base: usize, slot: u32): void {
     atomic.store<u64>(ei + IX_E_KEY, k);
     for (let w: u32 = 0; w < IX_KINDS * 4; w++) {
       const o = IX_E_BITS + (w << 3);
-      atomic.store<u64>(ei + o, load<u64>(ej + o));
+      const v = load<u64>(ej + o);
+      if (load<u64>(ei + o) != v) atomic.store<u64>(ei + o, v); // most words are 0 on both sides
     }
     endWrite(ei, s);
     store<u32>(ei + IX_E_FLAGS, load<u32>(ej + IX_E_FLAGS));
@@ -211,7 +213,10 @@ function deleteAt (base: usize, slot: u32): void {
   const ei = slotAt(base, i);
   const s = beginWrite(ei);
   atomic.store<u64>(ei + IX_E_KEY, 0);
-  for (let w: u32 = 0; w < IX_KINDS * 4; w++) atomic.store<u64>(ei + IX_E_BITS + (w << 3), 0);
+  for (let w: u32 = 0; w < IX_KINDS * 4; w++) {
+    const o = ei + IX_E_BITS + (w << 3);
+    if (load<u64>(o) != 0) atomic.store<u64>(o, 0);
+  }
   endWrite(ei, s);
   store<u32>(ei + IX_E_FLAGS, 0);
   store<u32>(ei + IX_E_ACCESS, 0);
@@ -370,15 +375,16 @@ export function ixClearPod (base: usize, pod: u32, kindMask: u32): i32 {
 }
 
 /**
- * Writer, incremental. Examines `budget` slots from the header's cursor; an entry whose assumed-at time is
- * at least `ttl` ms before `now` loses its ASSUMED presence (every pod), and is deleted if nothing else is
- * left. Returns how many entries lost their assumed presence.
+ * Writer, incremental. Advances the header's cursor over `budget` slots (`slots` is one full sweep); an
+ * entry whose assumed-at time is at least `ttl` ms before `now` loses its ASSUMED presence (every pod), and is
+ * deleted if nothing else is left. Returns how many entries lost their assumed presence.
  */
 export function ixExpireAssumed (base: usize, now: u32, ttl: u32, budget: u32): i32 {
   const mask = load<u32>(base + IX_H_MASK);
   let cur = load<u32>(base + IX_H_EXPIRE_CURSOR);
   let expired: i32 = 0;
-  for (let n: u32 = 0; n < budget; n++) {
+  let n: u32 = 0;
+  while (n < budget) {
     const e = slotAt(base, cur);
     if (load<u64>(e) != 0 && now - load<u32>(e + IX_E_ASSUMED_AT) >= ttl) {
       const a = e + IX_E_BITS + IX_KIND_ASSUMED * IX_KIND_BYTES;
@@ -390,11 +396,12 @@ export function ixExpireAssumed (base: usize, now: u32, ttl: u32, budget: u32): 
         if (!anyPresence(e)) {
           deleteAt(base, cur);
           bump64(base + IX_H_EXPIRATIONS);
-          continue; // what shifted into this slot is examined next (it counts against the budget)
+          continue; // what shifted into this slot is examined next (each deletion is progress: size drops)
         }
       }
     }
     cur = (cur + 1) & mask;
+    n++;
   }
   store<u32>(base + IX_H_EXPIRE_CURSOR, cur);
   return expired;
@@ -429,38 +436,32 @@ export function ixProbeStats (base: usize, outPtr: usize): void {
 
 // ---------------------------------------------------------------------------------------------- reader side
 
-/** Reader's probe: a slot that held `key` during the probe, or -1 once a miss is known not to be a move. */
-function findR (base: usize, key: u64): i32 {
+/**
+ * Opens a consistent read of `key`: returns (seq << 32 | slot) with an even seq read before the key matched,
+ * or -1 once the key is known absent. The caller reads the presence words, then checks the seq is unchanged
+ * (else it calls again). A miss stands only if the move epoch was even and unchanged across the probe.
+ */
+// @ts-ignore: decorator
+@inline function openRead (base: usize, key: u64): i64 {
   const mask = load<u32>(base + IX_H_MASK);
   const epochPtr = base + IX_H_MOVE_EPOCH;
   while (true) {
     const e1 = atomic.load<u32>(epochPtr);
     let i = homeOf(base, key);
     for (let n: u32 = 0; n <= mask; n++) {
-      const k = atomic.load<u64>(slotAt(base, i));
-      if (k == key) return <i32>i;
-      if (k == 0) break;
+      const e = slotAt(base, i);
+      const s = atomic.load<u32>(e + IX_E_SEQ);
+      const k = atomic.load<u64>(e + IX_E_KEY);
+      if (k == key) {
+        if ((s & 1) == 0) return (<i64>s << 32) | <i64>i;
+        break; // being written: probe again
+      }
+      if (k == 0) {
+        if ((e1 & 1) == 0 && atomic.load<u32>(epochPtr) == e1) return -1;
+        break; // entries moved during the probe: probe again
+      }
       i = (i + 1) & mask;
     }
-    if ((e1 & 1) == 0 && atomic.load<u32>(epochPtr) == e1) return -1;
-  }
-  return -1;
-}
-
-/**
- * Opens a consistent read of `key`: returns (seq << 32 | slot) with an even seq and the key in place, or -1
- * if the key is absent. The caller reads the presence words, then checks the seq did not change.
- */
-// @ts-ignore: decorator
-@inline function openRead (base: usize, key: u64): i64 {
-  while (true) {
-    const slot = findR(base, key);
-    if (slot < 0) return -1;
-    const e = slotAt(base, <u32>slot);
-    const s = atomic.load<u32>(e + IX_E_SEQ);
-    if ((s & 1) != 0) continue;
-    if (atomic.load<u64>(e + IX_E_KEY) != key) continue;
-    return (<i64>s << 32) | <i64>slot;
   }
   return -1;
 }
@@ -522,6 +523,13 @@ export function ixLongestPrefix (base: usize, keysPtr: usize, n: u32, kindMask: 
   let a3: u64 = ~0;
   let depth: u32 = 0;
   for (let i: u32 = 0; i < n; i++) {
+    if (i + PREFETCH_BLOCKS < n) {
+      // Touch both lines of a block's home slot a few blocks ahead: the misses (and TLB walks) of a long
+      // prompt then overlap instead of stalling one lookup at a time. A plain load, its value unused.
+      const ahead = slotAt(base, homeOf(base, load<u64>(keysPtr + (<usize>(i + PREFETCH_BLOCKS) << 3))));
+      load<u64>(ahead);
+      load<u64>(ahead, 64);
+    }
     const key = normKey(load<u64>(keysPtr + (<usize>i << 3)));
     let p0: u64 = 0;
     let p1: u64 = 0;

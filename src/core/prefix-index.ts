@@ -52,7 +52,7 @@ export class PrefixIndex {
   /** Per-pod matched blocks of the last longestPrefix call (a view into shared memory). */
   readonly counts: Uint32Array;
   protected readonly area: number;
-  readonly #presence: BigUint64Array;
+  readonly #presence: Uint32Array;
   readonly #h: Record<'slots' | 'capacity' | 'size' | 'inserts' | 'removes' | 'evictions' | 'expirations', number>;
   readonly #longest: Fn<[number, number, number, number, number]>;
   readonly #lookup: Fn<[number, bigint, number, number]>;
@@ -78,7 +78,7 @@ export class PrefixIndex {
     };
     const buf = region.memory.buffer;
     this.counts = new Uint32Array(buf, area.ptr, this.maxPods);
-    this.#presence = new BigUint64Array(buf, area.ptr + c('IX_COUNTS_BYTES'), c('IX_PRESENCE_BYTES') / 8);
+    this.#presence = new Uint32Array(buf, area.ptr + c('IX_COUNTS_BYTES'), c('IX_PRESENCE_BYTES') / 4);
     this.#h = {
       slots: c('IX_H_SLOTS'),
       capacity: c('IX_H_CAPACITY'),
@@ -104,9 +104,9 @@ export class PrefixIndex {
   lookup (key: bigint, kindMask: number = this.mask.all): number[] | null {
     if (this.#lookup(this.base, key, kindMask, this.#presence.byteOffset) === 0) return null;
     const pods: number[] = [];
-    for (let w = 0; w < this.#presence.length; w++) {
-      let v = this.#presence[w];
-      for (let b = 0; v !== 0n; b++, v >>= 1n) if ((v & 1n) !== 0n) pods.push(w * 64 + b);
+    const words = this.#presence; // u32 words, little-endian halves of the u64 words: pod p at bit p % 32 of word p / 32
+    for (let w = 0; w < words.length; w++) {
+      for (let v = words[w]; v !== 0; v &= v - 1) pods.push(w * 32 + 31 - Math.clz32(v & -v));
     }
     return pods;
   }
@@ -144,11 +144,12 @@ export class PrefixIndexWriter extends PrefixIndex {
 
   /** Claims the writer role for this thread; throws if another thread holds it. */
   constructor (region: Region, area?: { ptr: number; bytes: number }) {
-    super(region, area);
-    const claim = (this.base + region.const('IX_H_WRITER')) >>> 2;
+    // Claim before super() claims a scratch area, so a refused writer leaks nothing.
+    const claim = (region.base('TABLE_PREFIX_INDEX') + region.const('IX_H_WRITER')) >>> 2;
     const me = threadId + 1;
     const held = Atomics.compareExchange(region.u32, claim, 0, me);
     if (held !== 0 && held !== me) throw new Error(`the prefix index already has a writer (thread ${held - 1})`);
+    super(region, area);
     this.#insert = region.fn('ixInsert');
     this.#insertMany = region.fn('ixInsertMany');
     this.#remove = region.fn('ixRemove');
@@ -156,6 +157,12 @@ export class PrefixIndexWriter extends PrefixIndex {
     this.#clearPod = region.fn('ixClearPod');
     this.#expire = region.fn('ixExpireAssumed');
     this.#probeStats = region.fn('ixProbeStats');
+  }
+
+  /** Gives the writer role up (thread shutdown), so another thread may claim it. */
+  release (): void {
+    const claim = (this.base + this.region.const('IX_H_WRITER')) >>> 2;
+    Atomics.compareExchange(this.region.u32, claim, threadId + 1, 0);
   }
 
   #pod (pod: number): number {

@@ -1,0 +1,37 @@
+// Keys and pods of the prefix-index stress test, shared by the test and its workers. Every key's legal pods
+// are a function of the key, so a reader can tell a torn read (a pod the key never had) from a real one.
+
+export interface StressShape {
+  /** Stable keys come in chains (longestPrefix walks them), each held by one pod, confirmed, never removed. */
+  chains: number;
+  chainLength: number;
+  /** Churn keys are inserted and removed at full speed. */
+  churnKeys: number;
+}
+
+/** Room for every key at once (no eviction, so no stable key may ever vanish), at a load up to 0.75. */
+export function capacityOf (s: StressShape): number {
+  return s.chains * s.chainLength + s.churnKeys;
+}
+
+/** splitmix64: distinct, well-spread, never 0 for these inputs. */
+export function keyOf (i: number): bigint {
+  let z = BigInt.asUintN(64, BigInt(i + 1) * 0x9E3779B97F4A7C15n);
+  z = BigInt.asUintN(64, (z ^ (z >> 30n)) * 0xBF58476D1CE4E5B9n);
+  z = BigInt.asUintN(64, (z ^ (z >> 27n)) * 0x94D049BB133111EBn);
+  return z ^ (z >> 31n);
+}
+
+/** Stable key s is held by one pod in 0..127 (its chain's). */
+export function stablePod (s: StressShape, i: number): number {
+  return Math.floor(i / s.chainLength) % 128;
+}
+
+export function churnKey (s: StressShape, j: number): bigint {
+  return keyOf(s.chains * s.chainLength + j);
+}
+
+/** Churn key j may only ever be held by these two pods (128..255). */
+export function churnPods (j: number): [number, number] {
+  return [128 + (j % 64), 192 + (j % 64)];
+}

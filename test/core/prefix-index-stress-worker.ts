@@ -1,0 +1,78 @@
+// A thread of the prefix-index stress test: the one writer churning the index, or a reader checking every
+// answer against what the keys can legally hold. Stops when the control word turns non-zero.
+import { workerData, parentPort } from 'node:worker_threads';
+import { Region, type SharedRegion } from '../../src/core/region.js';
+import { PrefixIndex, PrefixIndexWriter } from '../../src/core/prefix-index.js';
+import { churnKey, churnPods, keyOf, stablePod, type StressShape } from './prefix-index-stress-keys.js';
+
+const { shared, shape, role, ctrlPtr, durationMs, seed } = workerData as {
+  shared: SharedRegion; shape: StressShape; role: 'writer' | 'reader'; ctrlPtr: number; durationMs: number; seed: number;
+};
+const region = new Region(shared);
+const stop = ctrlPtr >>> 2; // i32: the writer sets it when its time is up
+const readersReady = stop + 1; // i32: readers count themselves in; the writer's clock starts at 3
+const nStable = shape.chains * shape.chainLength;
+let rng = seed >>> 0 || 1;
+const rand = (n: number): number => { rng ^= rng << 13; rng ^= rng >>> 17; rng ^= rng << 5; return (rng >>> 0) % n; };
+const stable = Array.from({ length: nStable }, (_, i) => keyOf(i));
+const churn = Array.from({ length: shape.churnKeys }, (_, j) => churnKey(shape, j));
+
+if (role === 'writer') {
+  const ix = new PrefixIndexWriter(region);
+  for (let i = 0; i < nStable; i++) ix.insert(stable[i], stablePod(shape, i), ix.kind.confirmed, 0);
+  parentPort!.postMessage({ ready: true });
+  for (let n; (n = Atomics.load(region.i32, readersReady)) < 3;) Atomics.wait(region.i32, readersReady, n, 1000);
+  const t0 = Date.now();
+  let ops = 0;
+  for (let now = t0; now - t0 < durationMs; now = Date.now()) {
+    for (let n = 0; n < 1000; n++, ops++) {
+      const j = rand(shape.churnKeys);
+      const pod = churnPods(j)[rand(2)];
+      if (rand(100) < 55) ix.insert(churn[j], pod, rand(3), now);
+      else ix.remove(churn[j], pod, ix.mask.all);
+    }
+    ix.expireAssumed(now, 20, 512);
+    if (rand(50) === 0) ix.clearPod(128 + rand(128), ix.mask.all);
+  }
+  Atomics.store(region.i32, stop, 1);
+  const report = { ops, stats: ix.stats(), probe: ix.probeStats() };
+  ix.release();
+  parentPort!.postMessage(report);
+} else {
+  // One scratch area: the index's output first, then this reader's copy of the stable chains' keys.
+  const area = region.claimScratch();
+  const ix = new PrefixIndex(region, { ptr: area.ptr, bytes: 4096 });
+  const keysPtr = area.ptr + 4096;
+  region.u64.set(stable, keysPtr >>> 3);
+  const errors: string[] = [];
+  let lookups = 0, prefixes = 0, churnHits = 0;
+  Atomics.add(region.i32, readersReady, 1);
+  Atomics.notify(region.i32, readersReady);
+  while (Atomics.load(region.i32, stop) === 0 && errors.length < 5) {
+    for (let n = 0; n < 4; n++) {
+      const i = rand(nStable);
+      const pods = ix.lookup(stable[i]);
+      if (pods === null || pods.length !== 1 || pods[0] !== stablePod(shape, i)) errors.push(`stable key ${i}: ${JSON.stringify(pods)}`);
+    }
+    const j = rand(shape.churnKeys);
+    const got = ix.lookup(churn[j]);
+    if (got !== null) {
+      churnHits++;
+      const legal = churnPods(j);
+      if (got.some((p) => !legal.includes(p))) errors.push(`churn key ${j}: pods ${got}, legal ${legal}`);
+    }
+    lookups += 5;
+    // Whole chains in one WASM call: many probes per call, so moves overlap them often.
+    for (let n = 0; n < 4; n++) {
+      const c = rand(shape.chains);
+      const depth = ix.longestPrefix({ ptr: keysPtr + c * shape.chainLength * 8, count: shape.chainLength });
+      const pod = stablePod(shape, c * shape.chainLength);
+      const others = ix.counts.reduce((a, v, p) => a + (p === pod ? 0 : v), 0);
+      if (depth !== shape.chainLength || ix.counts[pod] !== shape.chainLength || others !== 0) {
+        errors.push(`chain ${c}: depth ${depth}, pod ${pod} matched ${ix.counts[pod]}, others ${others}`);
+      }
+      prefixes++;
+    }
+  }
+  parentPort!.postMessage({ lookups, prefixes, churnHits, errors });
+}

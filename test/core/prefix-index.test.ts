@@ -1,0 +1,204 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { createAndAttach, type Region } from '../../src/core/region.js';
+import { PrefixIndex, PrefixIndexWriter } from '../../src/core/prefix-index.js';
+import { PrefixIndexRef } from '../../src/core/reference/prefix-index.js';
+
+// One region per file; each case gets a freshly zeroed and initialised index table inside it.
+const CAPACITY = 48; // 64 slots: load up to 0.75, so clusters and backward shifts are common
+const region = createAndAttach({ prefixIndexKeys: 1 << 16, scratchSlots: 4, scratchBytes: 1 << 16 });
+const area = region.claimScratch();
+const keysPtr = area.ptr + 4096;
+
+function freshIndex (r: Region, capacity: number): PrefixIndexWriter {
+  const base = r.base('TABLE_PREFIX_INDEX');
+  const bytes = r.fn<(c: number) => number>('ixBytes')(capacity) >>> 0;
+  r.u8.fill(0, base, base + bytes);
+  r.fn<(b: number, c: number) => void>('ixInit')(base, capacity);
+  return new PrefixIndexWriter(r, { ptr: area.ptr, bytes: 4096 });
+}
+
+function putKeys (keys: bigint[]): { ptr: number; count: number } {
+  region.u64.set(keys, keysPtr >>> 3);
+  return { ptr: keysPtr, count: keys.length };
+}
+
+const u64 = fc.bigInt({ min: 0n, max: (1n << 64n) - 1n });
+const podArb = fc.oneof(fc.constantFrom(0, 1, 63, 64, 127, 128, 255), fc.integer({ min: 0, max: 255 }));
+
+type Op =
+  | { op: 'insert'; k: number; pod: number; kind: number; dt: number }
+  | { op: 'remove'; k: number; pod: number; mask: number }
+  | { op: 'clearPod'; pod: number; mask: number }
+  | { op: 'expire'; ttl: number; dt: number }
+  | { op: 'longest'; ks: number[]; mask: number }
+  | { op: 'insertMany'; ks: number[]; pod: number; kind: number; dt: number }
+  | { op: 'removeMany'; ks: number[]; pod: number; mask: number };
+
+const opArb = (nKeys: number): fc.Arbitrary<Op> => fc.oneof(
+  { weight: 6, arbitrary: fc.record({ op: fc.constant('insert' as const), k: fc.nat(nKeys - 1), pod: podArb, kind: fc.integer({ min: 0, max: 2 }), dt: fc.nat(400) }) },
+  { weight: 3, arbitrary: fc.record({ op: fc.constant('remove' as const), k: fc.nat(nKeys - 1), pod: podArb, mask: fc.integer({ min: 0, max: 7 }) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('clearPod' as const), pod: podArb, mask: fc.integer({ min: 0, max: 7 }) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('expire' as const), ttl: fc.nat(3000), dt: fc.nat(2000) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('longest' as const), ks: fc.array(fc.nat(nKeys - 1), { maxLength: 20 }), mask: fc.integer({ min: 0, max: 7 }) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('insertMany' as const), ks: fc.array(fc.nat(nKeys - 1), { maxLength: 20 }), pod: podArb, kind: fc.integer({ min: 0, max: 2 }), dt: fc.nat(400) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('removeMany' as const), ks: fc.array(fc.nat(nKeys - 1), { maxLength: 20 }), pod: podArb, mask: fc.integer({ min: 0, max: 7 }) }) }
+);
+
+test('random op sequences below capacity: WASM index equals the reference (returns, lookups, counts, counters)', () => {
+  const scenario = fc.record({
+    // The pool may hold 0 (aliases 1, as in the kernel) and more keys than fit: a prefix of it stays below capacity.
+    pool: fc.uniqueArray(fc.oneof(u64, fc.constantFrom(0n, 1n, 2n)), { minLength: 1, maxLength: CAPACITY }),
+    start: fc.oneof(fc.constant(0), fc.constant(2 ** 32 - 3000), fc.nat(2 ** 32 - 1)),
+    ops: fc.array(opArb(CAPACITY), { maxLength: 250 })
+  });
+  fc.assert(fc.property(scenario, ({ pool, start, ops }) => {
+    const ix = freshIndex(region, CAPACITY);
+    const ref = new PrefixIndexRef(CAPACITY);
+    const slots = ix.stats().slots;
+    const refCounts = new Uint32Array(256);
+    let now = start;
+    for (const o of ops) {
+      switch (o.op) {
+        case 'insert': {
+          now += o.dt;
+          const key = pool[o.k % pool.length];
+          assert.equal(ix.insert(key, o.pod, o.kind, now) ? 1 : 0, ref.insert(key, o.pod, o.kind, now), 'insert');
+          break;
+        }
+        case 'remove': {
+          const key = pool[o.k % pool.length];
+          assert.equal(ix.remove(key, o.pod, o.mask), ref.remove(key, o.pod, o.mask), 'remove');
+          break;
+        }
+        case 'clearPod':
+          assert.equal(ix.clearPod(o.pod, o.mask), ref.clearPod(o.pod, o.mask), 'clearPod');
+          break;
+        case 'expire':
+          now += o.dt;
+          assert.equal(ix.expireAssumed(now, o.ttl, slots), ref.expireAssumed(now, o.ttl), 'expire');
+          break;
+        case 'insertMany': {
+          now += o.dt;
+          const keys = o.ks.map((i) => pool[i % pool.length]);
+          const want = keys.reduce((a, k) => a + ref.insert(k, o.pod, o.kind, now), 0);
+          assert.equal(ix.insertMany(putKeys(keys), o.pod, o.kind, now), want, 'insertMany');
+          break;
+        }
+        case 'removeMany': {
+          const keys = o.ks.map((i) => pool[i % pool.length]);
+          const want = keys.reduce((a, k) => a + (ref.remove(k, o.pod, o.mask) > 0 ? 1 : 0), 0);
+          assert.equal(ix.removeMany(putKeys(keys), o.pod, o.mask), want, 'removeMany');
+          break;
+        }
+        case 'longest': {
+          const keys = o.ks.map((i) => pool[i % pool.length]);
+          const depth = ix.longestPrefix(putKeys(keys), o.mask);
+          assert.equal(depth, ref.longestPrefix(BigUint64Array.from(keys), o.mask, refCounts), 'depth');
+          assert.deepEqual([...ix.counts], [...refCounts], 'counts');
+          break;
+        }
+      }
+    }
+    for (const key of pool) {
+      for (const mask of [1, 2, 4, 7]) assert.deepEqual(ix.lookup(key, mask), ref.lookup(key, mask), `lookup ${key}`);
+    }
+    const s = ix.stats();
+    assert.deepEqual(
+      [s.size, s.inserts, s.removes, s.evictions, s.expirations],
+      [ref.size, ref.inserts, ref.removes, ref.evictions, ref.expirations]);
+    assert.equal(s.size, s.inserts - s.removes - s.evictions - s.expirations);
+    const p = ix.probeStats();
+    assert.equal(p.junk, 0);
+    assert.equal(p.occupied, s.size);
+  }), { numRuns: 300 });
+});
+
+test('longestPrefix counts each pod up to its first missing block and stops when no pod remains', () => {
+  const ix = freshIndex(region, 1000);
+  const chain = Array.from({ length: 10 }, (_, i) => BigInt(i + 100) * 0x9E3779B97F4A7C15n % (1n << 64n));
+  chain.slice(0, 10).forEach((k) => ix.insert(k, 3, ix.kind.confirmed, 0));
+  chain.slice(0, 4).forEach((k) => ix.insert(k, 200, ix.kind.assumed, 0));
+  chain.slice(0, 6).forEach((k) => ix.insert(k, 64, ix.kind.offloaded, 0));
+  ix.insert(chain[7], 9, ix.kind.confirmed, 0); // 9 holds block 7 but not block 0: matches nothing
+  assert.equal(ix.longestPrefix(putKeys(chain), ix.mask.all), 10);
+  assert.deepEqual([ix.counts[3], ix.counts[200], ix.counts[64], ix.counts[9]], [10, 4, 6, 0]);
+  assert.equal(ix.longestPrefix(putKeys(chain), ix.mask.assumed | ix.mask.offloaded), 6);
+  assert.deepEqual([ix.counts[3], ix.counts[200], ix.counts[64]], [0, 4, 6]);
+  assert.equal(ix.longestPrefix(putKeys([]), ix.mask.all), 0);
+  assert.equal(ix.counts.reduce((a, b) => a + b, 0), 0);
+});
+
+test('assumed presence expires incrementally: partial budgets from the cursor add up to a full sweep', () => {
+  const ix = freshIndex(region, 2000);
+  const ref = new PrefixIndexRef(2000);
+  for (let i = 0; i < 1500; i++) {
+    const key = BigInt(i + 1) * 0x2545F4914F6CDD1Dn % (1n << 64n);
+    const kind = i % 3;
+    ix.insert(key, i % 256, kind, i);
+    ref.insert(key, i % 256, kind, i);
+  }
+  const slots = ix.stats().slots;
+  let expired = 0;
+  for (let done = 0; done < slots; done += 97) expired += ix.expireAssumed(5000, 4000, Math.min(97, slots - done));
+  assert.equal(expired, ref.expireAssumed(5000, 4000));
+  assert.ok(expired > 0);
+  const s = ix.stats();
+  assert.deepEqual([s.size, s.expirations], [ref.size, ref.expirations]);
+  assert.equal(ix.expireAssumed(5000, 4000, slots), 0, 'nothing left to expire');
+});
+
+test('at capacity CLOCK evicts: size never exceeds capacity, evictions are counted, referenced keys survive', () => {
+  const cap = 1000;
+  const ix = freshIndex(region, cap);
+  const hot = Array.from({ length: 20 }, (_, i) => BigInt(i + 1) << 40n);
+  for (const k of hot) ix.insert(k, 1, ix.kind.confirmed, 0);
+  for (let i = 0; i < 20000; i++) {
+    // Touch every hot key before each new insert: its reference bit is set whenever the hand reaches it.
+    for (const k of hot) ix.insert(k, 1, ix.kind.confirmed, i);
+    ix.insert(BigInt(i + 1) * 0x9E3779B97F4A7C15n % (1n << 64n) | 1n, 2, ix.kind.assumed, i);
+    if (i % 997 === 0) assert.ok(ix.stats().size <= cap);
+  }
+  const s = ix.stats();
+  assert.equal(s.size, cap);
+  assert.equal(s.inserts, 20 + 20000);
+  assert.equal(s.evictions, s.inserts - cap);
+  for (const k of hot) assert.deepEqual(ix.lookup(k), [1], 'a referenced key was evicted');
+  assert.equal(ix.probeStats().junk, 0);
+});
+
+test('long insert/remove churn leaves the table as if built from the live keys alone (no tombstones)', () => {
+  const cap = 3000;
+  const ix = freshIndex(region, cap);
+  const live = new Set<bigint>();
+  let x = 12345n;
+  const next = (): bigint => { x = (x * 6364136223846793005n + 1442695040888963407n) % (1n << 64n); return x; };
+  const pool = Array.from({ length: 4000 }, next);
+  for (let i = 0; i < 200000; i++) {
+    const key = pool[Number(next() >> 52n) % pool.length];
+    if (live.has(key)) { ix.remove(key, 5, ix.mask.all); live.delete(key); } else if (live.size < cap) { ix.insert(key, 5, 0, i); live.add(key); }
+  }
+  const churned = ix.probeStats();
+  const fresh = freshIndex(region, cap);
+  for (const key of live) fresh.insert(key, 5, 0, 0);
+  const rebuilt = fresh.probeStats();
+  assert.equal(churned.junk, 0);
+  assert.equal(churned.occupied, live.size);
+  // Linear probing's total displacement depends only on the set of keys: history left no trace.
+  assert.equal(churned.sumProbe, rebuilt.sumProbe);
+  assert.ok(churned.meanProbe < 4, `mean probe ${churned.meanProbe}`);
+});
+
+test('bad arguments are refused; key 0 is the same key as 1; one writer per index', () => {
+  const ix = freshIndex(region, 100);
+  assert.throws(() => ix.insert(5n, 256, 0, 0), /pod must be/);
+  assert.throws(() => ix.insert(5n, -1, 0, 0), /pod must be/);
+  assert.throws(() => ix.insert(5n, 1.5, 0, 0), /pod must be/);
+  assert.throws(() => ix.insert(5n, 1, 3, 0), /kind out of range/);
+  assert.throws(() => ix.expireAssumed(0, 2 ** 31, 10), /TTL/);
+  assert.equal(ix.insert(0n, 7, 0, 0), true);
+  assert.deepEqual(ix.lookup(1n), [7]);
+  assert.equal(ix.lookup(2n), null);
+  assert.equal(new PrefixIndex(region, { ptr: area.ptr + 8192, bytes: 4096 }).lookup(0n)?.[0], 7);
+});
