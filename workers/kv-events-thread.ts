@@ -1,21 +1,47 @@
 // The kv-events thread: the prefix index's only writer (ARCHITECTURE.md principle 1). It applies the record ops
-// that the gateway pushes on the ring and ages assumed entries out; engine KV events join here in precise mode.
-// Stops when the parent posts 'stop'; posts its counters when asked with 'stats'.
+// that the gateway pushes on the ring, ages assumed entries out, and follows every backend whose engine
+// publishes KV events (one KvEventSubscriber each), applying their batches with an EventApplier.
+// Messages from the parent carry an id that the reply repeats: 'backends' (the list to follow), 'stats', 'stop'.
 import { parentPort, workerData } from 'node:worker_threads';
 import { Region, type SharedRegion } from '../src/core/region.js';
 import { PrefixIndexWriter } from '../src/core/prefix-index.js';
+import { BlockHasher } from '../src/core/block-keys.js';
 import { RingConsumer } from '../src/core/ring.js';
 import { IndexFeeder } from '../src/kvevents/index-feeder.js';
+import { EventApplier, type ApplierStats } from '../src/kvevents/event-applier.js';
+import { KvEventSubscriber, type KvSubscriberOptions, type KvSubscriberStats } from '../src/kvevents/subscriber.js';
+import type { KvBackendSpec, KvBackendStats, KvThreadStats } from '../src/kvevents/kv-events-thread.js';
 
 export interface KvEventsThreadData {
   shared: SharedRegion;
   assumedTtlMs: number;
+  blockSize: number;
+  maxMappedBlocks: number;
+  subscriber: KvSubscriberOptions;
+}
+
+interface Followed {
+  spec: KvBackendSpec;
+  sub: KvEventSubscriber;
+  applier: EventApplier;
 }
 
 const data = workerData as KvEventsThreadData;
 const region = new Region(data.shared);
-const feeder = new IndexFeeder(new PrefixIndexWriter(region), new RingConsumer(region), { assumedTtlMs: data.assumedTtlMs, expiryBudget: 4096 });
+const writer = new PrefixIndexWriter(region);
+const hasher = new BlockHasher(region);
+const feeder = new IndexFeeder(writer, new RingConsumer(region), { assumedTtlMs: data.assumedTtlMs, expiryBudget: 4096 });
 const epochMs = (): number => performance.timeOrigin + performance.now();
+
+/** Followed backends by pod index. */
+const followed = new Map<number, Followed>();
+/** Counters of subscribers/appliers already closed, by backend id, so a reconnect does not reset them. */
+const retired = new Map<string, KvBackendStats>();
+let purged = 0;
+/** The last LAG_WINDOW apply lags (ms), a ring. */
+const LAG_WINDOW = 4096;
+const lags = new Float64Array(LAG_WINDOW);
+let lagCount = 0;
 
 let stopped = false;
 let timer: NodeJS.Timeout | null = null;
@@ -35,15 +61,127 @@ function tick (): void {
   else timer = setTimeout(tick, 1);
 }
 
-parentPort?.on('message', (msg: unknown) => {
-  if (msg === 'stop') {
-    stopped = true;
-    if (timer) clearTimeout(timer);
-    feeder.pump();
-    parentPort?.postMessage({ type: 'stopped', stats: feeder.stats });
-    parentPort?.close();
-  } else if (msg === 'stats') {
-    parentPort?.postMessage({ type: 'stats', stats: feeder.stats });
+function sameStream (a: KvBackendSpec, b: KvBackendSpec): boolean {
+  return a.id === b.id && a.kvEvents === b.kvEvents && a.replay === b.replay && a.topic === b.topic;
+}
+
+function follow (spec: KvBackendSpec): Followed {
+  const applier = new EventApplier(writer, hasher, spec.index, spec.model, { blockSize: data.blockSize, maxMappedBlocks: data.maxMappedBlocks });
+  const sub = new KvEventSubscriber({ id: spec.id, endpoint: spec.kvEvents, replayEndpoint: spec.replay, topic: spec.topic }, {
+    onBatch: (m) => {
+      // Ring ops first: a routing hint recorded before this batch must not overwrite what the batch says.
+      feeder.pump();
+      const now = epochMs();
+      applier.apply(m.batch, now);
+      lags[lagCount++ % LAG_WINDOW] = now - m.batch.ts * 1000;
+    },
+    // The stream lost batches for good (or the engine restarted): what it told us may be stale.
+    onResync: () => applier.clear()
+  }, { ...data.subscriber, replayOnStart: true, catchUpOnStart: true });
+  return { spec, sub, applier };
+}
+
+function snapshot (f: Followed, active: boolean): KvBackendStats {
+  const s = f.sub.stats();
+  const m = f.applier.mapped();
+  const base: KvBackendStats = {
+    ...s, ...f.applier.stats, index: f.spec.index, id: f.spec.id, active,
+    indexedBlocks: m.blocks, confirmedBlocks: m.confirmed, offloadedBlocks: m.offloaded
+  };
+  const old = retired.get(f.spec.id);
+  if (old === undefined) return base;
+  // Counters add up over the backend's earlier streams; gauges are the live stream's.
+  const sum = { ...base };
+  for (const k of COUNTERS) sum[k] = base[k] + old[k];
+  return sum;
+}
+
+const COUNTERS = [
+  'batches', 'events', 'skippedEvents', 'gaps', 'replays', 'replayedBatches', 'resyncs', 'decodeErrors', 'duplicates', 'handlerErrors',
+  'socketErrors', 'blocksStored', 'blocksRemoved', 'cleared', 'unplaceable', 'blockSizeMismatch', 'otherGroups', 'unsupportedExtras',
+  'malformed', 'unknownRemoved', 'mapDrops'
+] as const satisfies ReadonlyArray<keyof (KvSubscriberStats & ApplierStats)>;
+
+async function unfollow (f: Followed): Promise<void> {
+  await f.sub.close();
+  const s = snapshot(f, false);
+  s.indexedBlocks = s.confirmedBlocks = s.offloadedBlocks = 0;
+  retired.set(f.spec.id, s);
+  // No callback fires after close(): purge what this stream told us.
+  f.applier.clear();
+  purged++;
+}
+
+async function setBackends (list: readonly KvBackendSpec[]): Promise<void> {
+  const wanted = new Map(list.map((s) => [s.index, s]));
+  for (const [index, f] of followed) {
+    const w = wanted.get(index);
+    if (w !== undefined && sameStream(w, f.spec)) {
+      f.applier.model = w.model;
+      f.spec = w;
+      continue;
+    }
+    followed.delete(index);
+    await unfollow(f);
   }
+  for (const spec of wanted.values()) {
+    if (followed.has(spec.index) || stopped) continue;
+    const f = follow(spec);
+    followed.set(spec.index, f);
+    try {
+      await f.sub.start();
+    } catch {
+      // An endpoint ZMQ refuses outright (config validation lets few through): counted, retried on the next list.
+      followed.delete(spec.index);
+      await f.sub.close();
+      const s = snapshot(f, false);
+      s.socketErrors++;
+      retired.set(spec.id, s);
+    }
+  }
+}
+
+function quantile (q: number): number | null {
+  const n = Math.min(lagCount, LAG_WINDOW);
+  if (n === 0) return null;
+  const sorted = lags.slice(0, n).sort();
+  return sorted[Math.min(n - 1, Math.floor(q * n))];
+}
+
+function stats (): KvThreadStats {
+  const backends: KvBackendStats[] = [];
+  const live = new Set<string>();
+  for (const f of followed.values()) {
+    backends.push(snapshot(f, true));
+    live.add(f.spec.id);
+  }
+  for (const [id, s] of retired) if (!live.has(id)) backends.push(s);
+  return { ...feeder.stats, backends, applyLagP50Ms: quantile(0.5), applyLagP99Ms: quantile(0.99), purged };
+}
+
+// Messages are handled one at a time, in order: a stats request sees every earlier backends change applied.
+let queue: Promise<void> = Promise.resolve();
+parentPort?.on('message', (msg: { type: string; id: number; backends?: KvBackendSpec[]; assumedTtlMs?: number }) => {
+  queue = queue.then(async () => {
+    if (msg.type === 'backends') {
+      if (typeof msg.assumedTtlMs === 'number') feeder.setAssumedTtl(msg.assumedTtlMs);
+      await setBackends(msg.backends ?? []);
+      parentPort?.postMessage({ id: msg.id, value: undefined });
+    } else if (msg.type === 'stats') {
+      parentPort?.postMessage({ id: msg.id, value: stats() });
+    } else if (msg.type === 'stop') {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      for (const f of followed.values()) await f.sub.close();
+      feeder.pump();
+      const s = stats();
+      writer.release();
+      parentPort?.postMessage({ id: msg.id, value: s });
+      parentPort?.close();
+    }
+  }).catch((err: unknown) => {
+    // A bug here must not leave the parent waiting forever: the error event rejects its pending calls.
+    setImmediate(() => { throw err; });
+  });
 });
 tick();

@@ -7,15 +7,17 @@ import { startEar } from '../gateway/ear.js';
 import { policyNames } from '../core/policies/index.js';
 import { startSim, type SimServer } from '../sim/server.js';
 
-const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,role=both|prefill|decode]]...
+const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
-                 [--admin-token T] [--api-key K]... [--max-body-bytes N] [--demo N [--demo-profile NAME] [--demo-time-scale X]]
+                 [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--demo N [--demo-profile NAME] [--demo-time-scale X]]
 
 An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --config FILE        YAML with any of the fields below (camelCase) and a \`backends\` list; SIGHUP reloads its backends
   --backend SPEC       an engine (repeatable); replaces the file's list
   --policy NAME        routing policy: ${policyNames().join(', ')} (default ${DEFAULTS.policy})
   --tokenizer NAME     tokenizer for block keys (default ${DEFAULTS.tokenizer}): character, tiktoken:o200k_base, hf:qwen3, hf:PATH
+  --assumed-ttl-ms N   how long a routing decision's assumed prefix stays in the index (default: 5000 when a
+                       backend has kv-events, i.e. precise mode; else 20 min)
   --demo N             start N simulated engines here and route to them
 SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), exit.`;
 
@@ -34,6 +36,7 @@ export async function main (argv: string[]): Promise<number> {
         tokenizer: { type: 'string' },
         'block-size': { type: 'string' },
         'route-threads': { type: 'string' },
+        'assumed-ttl-ms': { type: 'string' },
         'admin-token': { type: 'string' },
         'api-key': { type: 'string', multiple: true },
         'max-body-bytes': { type: 'string' },
@@ -65,6 +68,7 @@ export async function main (argv: string[]): Promise<number> {
     tokenizer: values.tokenizer,
     blockSize: values['block-size'],
     routeThreads: values['route-threads'],
+    assumedTtlMs: values['assumed-ttl-ms'],
     adminToken: values['admin-token'],
     apiKeys: values['api-key'],
     maxBodyBytes: values['max-body-bytes'],

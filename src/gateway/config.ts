@@ -11,6 +11,8 @@ export interface BackendConfig {
   kvEvents: string | null;
   /** ZeroMQ ROUTER endpoint for replay. */
   replay: string | null;
+  /** Topic prefix the KV-event SUB filters on ('' takes every message, vLLM's default topic). */
+  kvTopic: string;
   role: PodRole;
 }
 
@@ -45,6 +47,14 @@ export interface GatewayConfig {
   tokenizer: string;
   /** Block size for block keys (the engines' block size in precise mode). */
   blockSize: number;
+  /**
+   * How long a routing decision's assumed presence stays in the prefix index (ms). null: 5 s when any backend
+   * publishes KV events (precise mode: the engine's events are the truth, hints only bridge their delay),
+   * else 20 min (approximate mode: the index learns only from routing).
+   */
+  assumedTtlMs: number | null;
+  /** Engine block hashes mapped to EAR keys, per backend with KV events; at the bound the oldest go. */
+  kvMaxMappedBlocks: number;
   /** Session bound and idle expiry. */
   maxSessions: number;
   sessionIdleMs: number;
@@ -70,6 +80,8 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   routeThreads: 2,
   tokenizer: 'character',
   blockSize: 16,
+  assumedTtlMs: null,
+  kvMaxMappedBlocks: 1 << 18,
   maxSessions: 65536,
   sessionIdleMs: 1_800_000,
   drainTimeoutMs: 30_000
@@ -111,11 +123,16 @@ function checkString (path: string, v: unknown): string {
   return v;
 }
 
+function checkTopic (path: string, v: unknown): string {
+  if (typeof v !== 'string') throw new ConfigError(path, 'must be a string (a prefix of the engine\'s KV-event topic)');
+  return v;
+}
+
 function backend (path: string, raw: unknown, index: number): BackendConfig {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError(path, 'must be a mapping');
   const r = raw as Record<string, unknown>;
   for (const k of Object.keys(r)) {
-    if (!['id', 'url', 'kvEvents', 'kv-events', 'replay', 'role'].includes(k)) throw new ConfigError(`${path}.${k}`, 'unknown field');
+    if (!['id', 'url', 'kvEvents', 'kv-events', 'replay', 'topic', 'role'].includes(k)) throw new ConfigError(`${path}.${k}`, 'unknown field');
   }
   const url = checkUrl(`${path}.url`, r.url, ['http:', 'https:']);
   const id = r.id === undefined ? `backend-${index}` : checkString(`${path}.id`, r.id);
@@ -128,11 +145,12 @@ function backend (path: string, raw: unknown, index: number): BackendConfig {
     url,
     kvEvents: kv === undefined || kv === null ? null : checkUrl(`${path}.kv-events`, kv, ['tcp:', 'ipc:']),
     replay: r.replay === undefined || r.replay === null ? null : checkUrl(`${path}.replay`, r.replay, ['tcp:', 'ipc:']),
+    kvTopic: r.topic === undefined || r.topic === null ? '' : checkTopic(`${path}.topic`, r.topic),
     role
   };
 }
 
-/** Parses one `--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,role=both|prefill|decode]` flag. */
+/** Parses one `--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode]` flag. */
 export function parseBackendFlag (flag: string): Record<string, string> {
   const [url, ...opts] = flag.split(',');
   const out: Record<string, string> = { url };
@@ -168,6 +186,8 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
   routeThreads: (p, v) => checkInt(p, v, 1, 64),
   tokenizer: checkString,
   blockSize: (p, v) => checkInt(p, v, 1, 4096),
+  assumedTtlMs: (p, v) => (v === null ? null : checkInt(p, v, 0, 2 ** 31 - 1)),
+  kvMaxMappedBlocks: (p, v) => checkInt(p, v, 1024, 1 << 26),
   maxSessions: (p, v) => checkInt(p, v, 16, 1 << 24),
   sessionIdleMs: (p, v) => checkInt(p, v, 1000, 86_400_000 * 7),
   drainTimeoutMs: (p, v) => checkInt(p, v, 0, 3_600_000)

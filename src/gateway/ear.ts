@@ -2,8 +2,10 @@
 // the policy and the uWS server. Used by `ear serve`, the end-to-end tests and the e2e evaluation driver.
 import { createRegion, Region } from '../core/region.js';
 import { createPolicy } from '../core/policies/index.js';
-import { startKvEventsThread, type KvEventsThread } from '../kvevents/kv-events-thread.js';
+import { startKvEventsThread, type KvBackendSpec, type KvEventsThread } from '../kvevents/kv-events-thread.js';
+import type { Backend } from './backends.js';
 import type { GatewayConfig } from './config.js';
+import { registerKvEventMetrics } from './metrics.js';
 import { createRoutePool, type RoutePool } from './route-pool.js';
 import { startGateway, type Gateway } from './server.js';
 import { TableRouting } from './table-routing.js';
@@ -11,11 +13,37 @@ import { TableRouting } from './table-routing.js';
 export interface Ear {
   gateway: Gateway;
   routing: TableRouting;
+  kvEvents: KvEventsThread;
+  /** Resolves once the kv-events thread follows the backends as they are now (tests, reload). */
+  kvSynced (): Promise<void>;
   close (): Promise<void>;
 }
 
 /** Assumed presence lives this long when the index learns only from routing (ARCHITECTURE "approximate" mode). */
 export const APPROXIMATE_ASSUMED_TTL_MS = 20 * 60_000;
+/** ... and this long when engines publish KV events (precise mode): long enough to bridge the events' delay. */
+export const PRECISE_ASSUMED_TTL_MS = 5000;
+
+/** Assumed TTL for the backends as they are: the configured one, else by mode. */
+export function assumedTtlMs (config: Readonly<GatewayConfig>, backends: readonly Backend[]): number {
+  if (config.assumedTtlMs !== null) return config.assumedTtlMs;
+  return backends.some((b) => !b.draining && b.config.kvEvents !== null) ? PRECISE_ASSUMED_TTL_MS : APPROXIMATE_ASSUMED_TTL_MS;
+}
+
+/**
+ * The engines the kv-events thread follows: healthy, not draining, with a KV-event endpoint and a known model
+ * (the first /v1/models entry: the served name requests use). A backend that leaves this list is purged; when
+ * it comes back its stream is replayed from the engine's buffer.
+ */
+export function kvBackendSpecs (backends: readonly Backend[]): KvBackendSpec[] {
+  const out: KvBackendSpec[] = [];
+  for (const b of backends) {
+    const model = b.models.values().next().value;
+    if (b.config.kvEvents === null || b.draining || b.health !== 'healthy' || model === undefined) continue;
+    out.push({ index: b.index, id: b.id, model, kvEvents: b.config.kvEvents, replay: b.config.replay, topic: b.config.kvTopic });
+  }
+  return out;
+}
 
 export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
   const policy = createPolicy(config.policy, config.policyConfig);
@@ -24,23 +52,44 @@ export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
   let kv: KvEventsThread | null = null;
   let pool: RoutePool | null = null;
   try {
-    kv = startKvEventsThread(shared, { assumedTtlMs: APPROXIMATE_ASSUMED_TTL_MS });
+    const initialTtl = config.assumedTtlMs ?? (config.backends.some((b) => b.kvEvents !== null) ? PRECISE_ASSUMED_TTL_MS : APPROXIMATE_ASSUMED_TTL_MS);
+    const k = kv = startKvEventsThread(shared, { assumedTtlMs: initialTtl, blockSize: config.blockSize, maxMappedBlocks: config.kvMaxMappedBlocks });
     pool = createRoutePool(shared, { threads: config.routeThreads, tokenizer: config.tokenizer, blockSize: config.blockSize });
     const p = pool;
+    // Tell the thread only what changed; calls stay in order on one chain.
+    let list: readonly Backend[] = [];
+    let sent = '';
+    let synced: Promise<void> = Promise.resolve();
+    const sync = (): void => {
+      const specs = kvBackendSpecs(list);
+      const ttl = assumedTtlMs(config, list);
+      const key = JSON.stringify([specs, ttl]);
+      if (key === sent) return;
+      sent = key;
+      synced = synced.then(() => k.setBackends(specs, ttl)).catch(() => {});
+    };
     let routing!: TableRouting;
     const gateway = await startGateway({
       config,
-      state: (backends) => (routing = new TableRouting(region, backends, policy, { sessionTtlMs: config.sessionIdleMs })),
+      state: (backends) => {
+        list = backends;
+        routing = new TableRouting(region, backends, policy, { sessionTtlMs: config.sessionIdleMs, onBackendChanged: sync });
+        return routing;
+      },
       features: (endpoint, body) => p.features(endpoint, body),
       now: () => performance.timeOrigin + performance.now()
     });
-    const k = kv;
+    registerKvEventMetrics(gateway.metrics.registry, () => k.stats());
+    sync();
     return {
       gateway,
       routing,
+      kvEvents: k,
+      kvSynced: () => synced,
       async close () {
         await gateway.close();
         await p.close();
+        await synced;
         await k.stop();
       }
     };

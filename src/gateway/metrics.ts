@@ -1,5 +1,6 @@
 // The gateway's own Prometheus metrics (GET /metrics). Latency histograms are in seconds, as Prometheus wants.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { KvBackendStats, KvThreadStats } from '../kvevents/kv-events-thread.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160, 320, 640];
 const FAST_BUCKETS = [1e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1];
@@ -25,4 +26,91 @@ export class GatewayMetrics {
   async text (): Promise<string> {
     return this.registry.metrics();
   }
+}
+
+/** Counters the kv-events thread keeps per backend, exported as `ear_kv_<name>_total{backend}`. */
+const KV_COUNTERS: Array<[keyof KvBackendStats, string, string]> = [
+  ['batches', 'batches', 'KV-event batches applied (live and replayed).'],
+  ['events', 'events', 'KV events applied.'],
+  ['blocksStored', 'blocks_stored', 'Blocks added to the prefix index by BlockStored events.'],
+  ['blocksRemoved', 'blocks_removed', 'Block tiers removed from the prefix index by BlockRemoved events.'],
+  ['cleared', 'all_blocks_cleared', 'AllBlocksCleared events applied.'],
+  ['gaps', 'gaps', 'Sequence gaps seen on the live stream.'],
+  ['replays', 'replays', 'Replay requests sent to the engine.'],
+  ['replayedBatches', 'replayed_batches', 'Batches recovered from the engine\'s replay buffer.'],
+  ['resyncs', 'resyncs', 'Resyncs (engine restart or loss replay could not cover): the backend\'s entries were cleared.'],
+  ['decodeErrors', 'decode_errors', 'Frames or payloads that did not decode (skipped).'],
+  ['skippedEvents', 'unknown_events', 'Events of unknown type (skipped).'],
+  ['unplaceable', 'unplaceable_events', 'BlockStored events whose parent block had no mapping (skipped).'],
+  ['blockSizeMismatch', 'block_size_mismatch_events', 'BlockStored events with a block size other than the gateway\'s (skipped).'],
+  ['otherGroups', 'other_group_events', 'Events of KV cache groups other than 0 (skipped).'],
+  ['unsupportedExtras', 'unsupported_extra_blocks', 'Blocks whose extra keys (multimodal, prompt embeds) the gateway does not hash (skipped).'],
+  ['malformed', 'malformed_events', 'Events that contradict themselves (skipped).'],
+  ['unknownRemoved', 'unknown_removed_blocks', 'BlockRemoved hashes with no mapping.'],
+  ['mapDrops', 'map_drops', 'Engine-hash mappings dropped at kvMaxMappedBlocks (their keys left the index).'],
+  ['socketErrors', 'socket_errors', 'Socket errors (each followed by a backoff).'],
+  ['handlerErrors', 'handler_errors', 'Exceptions while applying a batch (caught).']
+];
+
+/**
+ * Exports the kv-events thread's counters: the thread is asked once per scrape (all metrics share the answer).
+ * Counters are cumulative per backend id since the gateway started.
+ */
+export function registerKvEventMetrics (registry: Registry, read: () => Promise<KvThreadStats>): void {
+  let pending: Promise<KvThreadStats | null> | null = null;
+  const fetch = (): Promise<KvThreadStats | null> => {
+    pending ??= read().catch(() => null).finally(() => setTimeout(() => { pending = null; }, 50).unref());
+    return pending;
+  };
+  for (const [field, name, help] of KV_COUNTERS) {
+    new Counter({
+      name: `ear_kv_${name}_total`, help, labelNames: ['backend'], registers: [registry],
+      async collect () {
+        const s = await fetch();
+        if (!s) return;
+        this.reset();
+        for (const b of s.backends) this.inc({ backend: b.id }, Number(b[field]));
+      }
+    });
+  }
+  new Gauge({
+    name: 'ear_kv_index_blocks', help: 'Blocks each backend holds per its KV events, by tier (gpu = confirmed, offloaded).', labelNames: ['backend', 'tier'], registers: [registry],
+    async collect () {
+      const s = await fetch();
+      if (!s) return;
+      this.reset();
+      for (const b of s.backends) {
+        this.set({ backend: b.id, tier: 'gpu' }, b.confirmedBlocks);
+        this.set({ backend: b.id, tier: 'offloaded' }, b.offloadedBlocks);
+      }
+    }
+  });
+  new Gauge({
+    name: 'ear_kv_last_apply_lag_seconds', help: 'Engine event timestamp to applied, for each backend\'s last batch.', labelNames: ['backend'], registers: [registry],
+    async collect () {
+      const s = await fetch();
+      if (!s) return;
+      this.reset();
+      for (const b of s.backends) if (b.active && b.lastApplyLagMs !== null) this.set({ backend: b.id }, b.lastApplyLagMs / 1000);
+    }
+  });
+  new Gauge({
+    name: 'ear_kv_apply_lag_seconds', help: 'Engine event timestamp to applied over the last 4096 batches (all backends), by quantile.', labelNames: ['quantile'], registers: [registry],
+    async collect () {
+      const s = await fetch();
+      if (!s) return;
+      this.reset();
+      if (s.applyLagP50Ms !== null) this.set({ quantile: '0.5' }, s.applyLagP50Ms / 1000);
+      if (s.applyLagP99Ms !== null) this.set({ quantile: '0.99' }, s.applyLagP99Ms / 1000);
+    }
+  });
+  new Counter({
+    name: 'ear_kv_backends_purged_total', help: 'Backends whose KV-event entries were purged (removed, drained or down).', registers: [registry],
+    async collect () {
+      const s = await fetch();
+      if (!s) return;
+      this.reset();
+      this.inc(s.purged);
+    }
+  });
 }

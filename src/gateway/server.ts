@@ -254,7 +254,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     for (const b of backends) {
       const c = wanted.get(b.id);
       if (b.draining) continue;
-      if (c && c.url === b.config.url && c.role === b.config.role && c.kvEvents === b.config.kvEvents && c.replay === b.config.replay) {
+      if (c && c.url === b.config.url && c.role === b.config.role && c.kvEvents === b.config.kvEvents && c.replay === b.config.replay && c.kvTopic === b.config.kvTopic) {
         wanted.delete(b.id);
         continue;
       }

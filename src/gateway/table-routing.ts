@@ -28,6 +28,8 @@ export interface TableRoutingOptions {
   sessionTtlMs: number;
   /** Session expiry: slots examined per routed request, so idle sessions go without a sweep. */
   sessionExpiryBudget?: number;
+  /** Called after every backendChanged (health probe, reload), e.g. to tell the kv-events thread which engines to follow. */
+  onBackendChanged?: (b: Backend) => void;
 }
 
 export class TableRouting implements RoutingState {
@@ -43,6 +45,7 @@ export class TableRouting implements RoutingState {
   readonly #keysPtr: number;
   readonly #keysCap: number;
   readonly #expiryBudget: number;
+  readonly #onChanged: ((b: Backend) => void) | null;
 
   constructor (region: Region, backends: readonly Backend[], policy: Policy, opts: TableRoutingOptions) {
     this.#region = region;
@@ -59,6 +62,7 @@ export class TableRouting implements RoutingState {
     this.index = new PrefixIndex(region);
     this.ring = new RingProducer(region);
     this.#expiryBudget = opts.sessionExpiryBudget ?? 8;
+    this.#onChanged = opts.onBackendChanged ?? null;
     for (const b of backends) this.backendChanged(b, 0);
     const assumed = this.ring.layout.opcodes.assumed;
     this.router = new Router({ index: this.index, load: this.load, sessions: this.sessions }, policy, {
@@ -141,6 +145,7 @@ export class TableRouting implements RoutingState {
     if (b.index >= this.pods.capacity) throw new RangeError(`backend ${b.id}: more backends than the pod table holds (${this.pods.capacity})`);
     const state = b.draining ? 'draining' : b.health === 'healthy' ? 'ready' : 'down';
     const prev = this.pods.get(b.index);
+    this.#onChanged?.(b);
     if (prev && prev.state === state && prev.role === b.config.role) return;
     this.pods.set(b.index, { state, role: b.config.role, blockSize: prev?.blockSize ?? 0, kvBlocks: prev?.kvBlocks ?? 0, model: 0 });
     // A backend that went down or away no longer holds what the index says: forget it (the kv-events thread clears it).

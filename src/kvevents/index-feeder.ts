@@ -36,6 +36,12 @@ export class IndexFeeder {
     this.#forget = oc.forgetPod;
   }
 
+  /** Precise mode switches on or off with the backend list (a reload). */
+  setAssumedTtl (ms: number): void {
+    if (!(Number.isInteger(ms) && ms >= 0 && ms < 2 ** 31)) throw new RangeError(`assumed TTL must be an integer in [0, 2^31) ms, got ${ms}`);
+    this.#opts.assumedTtlMs = ms;
+  }
+
   /** Applies up to `limit` ring ops; returns how many were applied. */
   pump (limit = 1 << 16): number {
     const w = this.#w;

@@ -33,6 +33,12 @@ export interface KvSubscriberOptions {
   receiveHighWaterMark?: number;
   /** On the first live message, replay from 0 to learn what the engine cached before we joined. */
   catchUpOnStart?: boolean;
+  /**
+   * Replay from 0 right after start, without waiting for a live batch: a gateway that (re)starts while an
+   * engine is idle still learns what it holds. Live batches already replayed are told from a restarted
+   * engine's by their bytes (the last START_WINDOW replayed payloads are kept until live passes them).
+   */
+  replayOnStart?: boolean;
   /** Clock in ms since the epoch, for the apply lag. */
   now?: () => number;
 }
@@ -93,6 +99,13 @@ export function subscriberBinds (endpoint: string): boolean {
   return /^tcp:\/\/(\*|0\.0\.0\.0|\[::\]):/.test(endpoint);
 }
 
+/** Replayed payloads kept to tell a duplicate live batch from a restarted engine's batch of the same seq. */
+const START_WINDOW = 1024;
+
+function sameBytes (a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && Buffer.from(a.buffer, a.byteOffset, a.length).equals(b);
+}
+
 function isAgain (err: unknown): boolean {
   return (err as { code?: string })?.code === 'EAGAIN';
 }
@@ -111,6 +124,8 @@ export class KvEventSubscriber {
   #last: bigint | null = null;
   /** Last sequence number seen on the live stream: the live stream only goes backwards when the publisher restarts. */
   #liveLast: bigint | null = null;
+  /** Payloads of the start replay by seq (replayOnStart), until the live stream passes them. */
+  #startWindow: Map<bigint, Uint8Array> | null = null;
   readonly #stats: KvSubscriberStats = {
     batches: 0, events: 0, skippedEvents: 0, gaps: 0, replays: 0, replayedBatches: 0, resyncs: 0, decodeErrors: 0,
     duplicates: 0, handlerErrors: 0, socketErrors: 0, lastSeq: null, lastApplyLagMs: null,
@@ -131,6 +146,7 @@ export class KvEventSubscriber {
       reconnectMaxMs: opts.reconnectMaxMs ?? 5000,
       receiveHighWaterMark: opts.receiveHighWaterMark ?? 10_000,
       catchUpOnStart: opts.catchUpOnStart ?? true,
+      replayOnStart: opts.replayOnStart ?? false,
       now: opts.now ?? Date.now,
     };
     this.#sub = new Subscriber(this.#socketOptions({ receiveHighWaterMark: this.#opts.receiveHighWaterMark }));
@@ -195,6 +211,10 @@ export class KvEventSubscriber {
   }
 
   async #run (): Promise<void> {
+    if (this.#opts.replayOnStart && this.#cfg.replayEndpoint !== null) {
+      this.#startWindow = new Map();
+      await this.#replay(0n, this.#cfg.topic);
+    }
     let delay = this.#opts.reconnectMinMs;
     while (!this.#closed) {
       let frames: Buffer[];
@@ -220,10 +240,24 @@ export class KvEventSubscriber {
   }
 
   async #onLive (seq: bigint, topic: string, payload: Uint8Array): Promise<void> {
+    const w = this.#startWindow;
     if (this.#liveLast !== null && seq <= this.#liveLast) {
       // A new publisher: start over as if just joined (so its replay buffer can fill in what we missed of it).
+      this.#startWindow = null;
       this.#resync('seq-reset', seq);
       this.#last = null;
+    } else if (w !== null) {
+      if (this.#last !== null && seq <= this.#last) {
+        // Already replayed at start, or a restarted engine reusing the seq: only the bytes tell.
+        const p = w.get(seq);
+        if (p === undefined || !sameBytes(p, payload)) {
+          this.#startWindow = null;
+          this.#resync('seq-reset', seq);
+          this.#last = null;
+        }
+      } else {
+        this.#startWindow = null;
+      }
     }
     this.#liveLast = seq;
     const last = this.#last;
@@ -266,6 +300,11 @@ export class KvEventSubscriber {
         if (last !== null && r.seq <= last) continue;
         if (last !== null && r.seq !== last + 1n) this.#resync('gap-unrecoverable', r.seq);
         this.#stats.replayedBatches++;
+        const w = this.#startWindow;
+        if (w !== null) {
+          w.set(r.seq, r.payload);
+          if (w.size > START_WINDOW) w.delete(w.keys().next().value as bigint);
+        }
         this.#apply(r.seq, topic, r.payload, true);
       }
     } catch (err) {
