@@ -35,15 +35,22 @@ async function stop (ear: Ear): Promise<void> {
   await ear.close();
 }
 
-const areas = new Map<Ear, { ptr: number; bytes: number }>();
+const scratch = new Map<BlockHasher, { ptr: number; bytes: number }>();
+
+/** A hasher over one scratch area of the gateway's region (the area is reused to pass keys to longestPrefix). */
+function hasherFor (ear: Ear): BlockHasher {
+  const area = ear.routing.index.region.claimScratch();
+  const h = new BlockHasher(ear.routing.index.region, area);
+  scratch.set(h, area);
+  return h;
+}
 
 /** Deepest match of `body` in a gateway's index (keys from the gateway's own feature path), and per-pod counts. */
 function matchIn (ear: Ear, hasher: BlockHasher, body: object): { blocks: number; deepest: number; counts: number[] } {
   const keys = computeFeatures({ tokenizer, hasher, blockSize: 16 }, 'chat', Buffer.from(JSON.stringify(body))).blockKeys;
   const ix = ear.routing.index;
-  // longestPrefix reads keys in the gateway's shared memory: copy them to a scratch area there.
-  const area = areas.get(ear) ?? ix.region.claimScratch();
-  areas.set(ear, area);
+  // longestPrefix reads keys in the gateway's shared memory: copy them back into the hasher's scratch area.
+  const area = scratch.get(hasher)!;
   new BigUint64Array(ix.region.memory.buffer, area.ptr, keys.length).set(keys);
   const deepest = ix.longestPrefix({ ptr: area.ptr, count: keys.length });
   return { blocks: keys.length, deepest, counts: sims.map((_, i) => ix.counts[i]) };
@@ -83,7 +90,7 @@ async function post (url: string, body: object): Promise<{ backend: string; cach
 test('a prompt warmed on an engine directly is in the gateway\'s index for that engine, and stays there across a gateway restart', async () => {
   let ear = await gateway();
   assert.equal(assumedTtlMs(buildConfig({}, { backend: ['http://127.0.0.1:1,kv-events=tcp://127.0.0.1:2'] }), ear.gateway.backends), PRECISE_ASSUMED_TTL_MS);
-  const hasher = new BlockHasher(ear.routing.index.region);
+  const hasher = hasherFor(ear);
   const body = chat('list the files under src/ and explain the layout');
   // Straight to engine 1: the gateway never routed this prompt.
   await post(sims[1].url, body);
@@ -101,7 +108,7 @@ test('a prompt warmed on an engine directly is in the gateway\'s index for that 
   // A new gateway (no routing history, engines idle): the start replay brings the engines' caches in.
   await stop(ear);
   ear = await gateway();
-  const h2 = new BlockHasher(ear.routing.index.region);
+  const h2 = hasherFor(ear);
   await until('the prompt in the restarted gateway\'s index', () => {
     const m = matchIn(ear, h2, body);
     return m.counts[1] === m.blocks && m.counts[0] === 0;
@@ -112,7 +119,7 @@ test('a prompt warmed on an engine directly is in the gateway\'s index for that 
 test('what one gateway replica routes, another replica\'s index learns from the engine', async () => {
   const a = await gateway();
   const b = await gateway();
-  const hb = new BlockHasher(b.routing.index.region);
+  const hb = hasherFor(b);
   const body = chat('run the test suite and summarise the failures');
   const { backend } = await post(`http://127.0.0.1:${a.gateway.port}`, body);
   const pod = Number(backend.slice('sim-'.length));
