@@ -17,6 +17,7 @@
 //   index for this backend (without the mapping its BlockRemoved could never be applied).
 import type { BlockHasher } from '../core/block-keys.js';
 import type { PrefixIndexWriter } from '../core/prefix-index.js';
+import { EngineKeyMap, hi32, join64, lo32 } from './engine-key-map.js';
 import type { BlockRemoved, BlockStored, KvEventBatch } from './types.js';
 
 export interface ApplierOptions {
@@ -50,12 +51,6 @@ export interface ApplierStats {
   mapDrops: number;
 }
 
-interface Mapped {
-  key: bigint;
-  /** Index kind mask bits this backend holds the block in. */
-  tiers: number;
-}
-
 export class EventApplier {
   readonly stats: ApplierStats = {
     events: 0, blocksStored: 0, blocksRemoved: 0, cleared: 0, unplaceable: 0, blockSizeMismatch: 0, otherGroups: 0,
@@ -66,8 +61,14 @@ export class EventApplier {
   readonly #h: BlockHasher;
   readonly #pod: number;
   readonly #opts: ApplierOptions;
-  /** Insertion order = store order: the first entry is the least recently stored. */
-  readonly #map = new Map<bigint, Mapped>();
+  readonly #map: EngineKeyMap;
+  /** Drops at the cap during the current event (its keys then need a check after insertMany). */
+  #dropsNow = 0;
+  readonly #evict = (kLo: number, kHi: number, tiers: number): void => {
+    this.#w.remove(join64(kLo, kHi), this.#pod, tiers);
+    this.stats.mapDrops++;
+    this.#dropsNow++;
+  };
   readonly #seeds = new Map<string, bigint>();
   #model: string;
 
@@ -78,6 +79,7 @@ export class EventApplier {
     this.#pod = pod;
     this.#model = model;
     this.#opts = opts;
+    this.#map = new EngineKeyMap(opts.maxMappedBlocks);
   }
 
   get pod (): number { return this.#pod; }
@@ -94,10 +96,10 @@ export class EventApplier {
     const m = this.#w.mask;
     let confirmed = 0;
     let offloaded = 0;
-    for (const e of this.#map.values()) {
-      if (e.tiers & m.confirmed) confirmed++;
-      if (e.tiers & m.offloaded) offloaded++;
-    }
+    this.#map.forEachTiers((t) => {
+      if (t & m.confirmed) confirmed++;
+      if (t & m.offloaded) offloaded++;
+    });
     return { blocks: this.#map.size, confirmed, offloaded };
   }
 
@@ -177,14 +179,15 @@ export class EventApplier {
     const n = e.blockHashes.length;
     if (e.tokenIds.length === 0) {
       // A tier-only store (e.g. offload to CPU): the blocks are already keyed; add the tier.
+      const map = this.#map;
       for (const h of e.blockHashes) {
-        const m = this.#map.get(h);
-        if (m === undefined) {
+        const s = map.find(lo32(h), hi32());
+        if (s < 0) {
           this.stats.unplaceable++;
           return;
         }
-        this.#w.insert(m.key, this.#pod, kind, now);
-        m.tiers |= tier;
+        this.#w.insert(join64(map.keyLo[s], map.keyHi[s]), this.#pod, kind, now);
+        map.tiers[s] |= tier;
         this.stats.blocksStored++;
       }
       return;
@@ -206,12 +209,12 @@ export class EventApplier {
       salt = s;
       seed = this.#seed(e.loraName ?? this.#model, salt);
     } else {
-      const p = this.#map.get(e.parentBlockHash);
-      if (p === undefined) {
+      const p = this.#map.find(lo32(e.parentBlockHash), hi32());
+      if (p < 0) {
         this.stats.unplaceable++;
         return;
       }
-      seed = p.key;
+      seed = join64(this.#map.keyLo[p], this.#map.keyHi[p]);
     }
     let keys;
     try {
@@ -220,37 +223,23 @@ export class EventApplier {
       this.stats.malformed++;
       return;
     }
-    // Map, then insert, block by block: a mapping dropped at the cap takes its key out of the index, and that
-    // may be a key of this very event.
-    const k = keys.keys;
+    // Map first, then insert the span: a mapping dropped at the cap takes its key out of the index, and with
+    // the inserts after the drops a key of this event cannot be left without its mapping ...
+    const u32 = this.#w.region.u32;
+    const base = keys.ptr >>> 2;
+    const hashes = e.blockHashes;
+    this.#dropsNow = 0;
     for (let i = 0; i < usable; i++) {
-      this.#map_(e.blockHashes[i], k[i], tier);
-      this.#w.insert(k[i], this.#pod, kind, now);
+      this.#map.set(lo32(hashes[i]), hi32(), u32[base + 2 * i], u32[base + 2 * i + 1], tier, this.#evict);
+    }
+    this.#w.insertMany(usable === keys.count ? keys : { ptr: keys.ptr, count: usable }, this.#pod, kind, now);
+    // ... unless the event alone holds more blocks than the cap: then its own first blocks were dropped.
+    if (this.#dropsNow > 0) {
+      for (let i = 0; i < usable; i++) {
+        if (this.#map.find(lo32(hashes[i]), hi32()) < 0) this.#w.remove(join64(u32[base + 2 * i], u32[base + 2 * i + 1]), this.#pod, tier);
+      }
     }
     this.stats.blocksStored += usable;
-  }
-
-  #map_ (hash: bigint, key: bigint, tier: number): void {
-    const map = this.#map;
-    const old = map.get(hash);
-    if (old !== undefined) {
-      map.delete(hash); // re-inserted below: most recently stored
-      if (old.key === key) old.tiers |= tier;
-      else {
-        this.#w.remove(old.key, this.#pod, old.tiers);
-        old.key = key;
-        old.tiers = tier;
-      }
-      map.set(hash, old);
-      return;
-    }
-    if (map.size >= this.#opts.maxMappedBlocks) {
-      const [h, m] = map.entries().next().value as [bigint, Mapped];
-      map.delete(h);
-      this.#w.remove(m.key, this.#pod, m.tiers);
-      this.stats.mapDrops++;
-    }
-    map.set(hash, { key, tiers: tier });
   }
 
   #removed (e: BlockRemoved): void {
@@ -259,16 +248,17 @@ export class EventApplier {
       return;
     }
     const tier = this.#tier(e.medium);
+    const map = this.#map;
     for (const h of e.blockHashes) {
-      const m = this.#map.get(h);
-      if (m === undefined || (m.tiers & tier) === 0) {
+      const s = map.find(lo32(h), hi32());
+      if (s < 0 || (map.tiers[s] & tier) === 0) {
         this.stats.unknownRemoved++;
         continue;
       }
-      this.#w.remove(m.key, this.#pod, tier);
+      this.#w.remove(join64(map.keyLo[s], map.keyHi[s]), this.#pod, tier);
       this.stats.blocksRemoved++;
-      m.tiers &= ~tier;
-      if (m.tiers === 0) this.#map.delete(h);
+      map.tiers[s] &= ~tier;
+      if (map.tiers[s] === 0) map.delete(s);
     }
   }
 }
