@@ -6,6 +6,7 @@ import { buildConfig, loadConfigFile, ConfigError, DEFAULTS, type GatewayConfig 
 import { startEar } from '../gateway/ear.js';
 import { policyNames } from '../core/policies/index.js';
 import { startSim, type SimServer } from '../sim/server.js';
+import { parseKvEventsConfig } from '../sim/kv-events-config.js';
 
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
@@ -72,7 +73,8 @@ export async function main (argv: string[]): Promise<number> {
     adminToken: values['admin-token'],
     apiKeys: values['api-key'],
     maxBodyBytes: values['max-body-bytes'],
-    backend: [...((values.backend as string[] | undefined) ?? []), ...sims.map((s, i) => `${s.url},id=sim-${i}`)]
+    // Demo engines publish KV events, so the demo runs in precise mode.
+    backend: [...((values.backend as string[] | undefined) ?? []), ...sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`)]
   });
   const readConfig = (): Readonly<GatewayConfig> => buildConfig(values.config ? loadConfigFile(values.config as string) : {}, flags());
   let config: Readonly<GatewayConfig>;
@@ -86,6 +88,7 @@ export async function main (argv: string[]): Promise<number> {
         timeScale: values['demo-time-scale'] === undefined ? 1 : Number(values['demo-time-scale']),
         tokenizer: config.tokenizer === 'character' ? 'hf:qwen3' : config.tokenizer,
         servedModelName: ['ear-demo'],
+        kvEventsConfig: parseKvEventsConfig({ enable_kv_cache_events: true, endpoint: 'tcp://127.0.0.1:*', replay_endpoint: 'tcp://127.0.0.1:*' }),
         enablePromptTokensDetails: true,
         seed: i,
         logger: log.child({ engine: `sim-${i}` })
