@@ -309,3 +309,36 @@ test('a consumer that falls behind: ZMQ drops past the high-water marks, replay 
     await r.close();
   }
 });
+
+test('replayOnStart: what the engine published before we started is replayed with no live batch; a restart after that resyncs', async () => {
+  const pub = await TestPublisher.start({ topic: 'kv@pod-a@m' });
+  const log: Entry[] = [];
+  for (let i = 0; i < 5; i++) await pub.publish(payload(i), { drop: true });
+  const sub = new KvEventSubscriber({ id: 'pod-a', endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint }, {
+    onBatch: (m) => {
+      const e = m.batch.events[0] as BlockStored;
+      log.push({ kind: 'batch', seq: Number(m.seq), hash: e.blockHashes[0] - 1000n, replayed: m.replayed, topic: m.topic });
+    },
+    onResync: (r) => log.push({ kind: 'resync', reason: r.reason, nextSeq: Number(r.nextSeq), lastSeq: r.lastSeq === null ? null : Number(r.lastSeq) })
+  }, { replayOnStart: true, replayTimeoutMs: 2000 });
+  try {
+    await sub.start();
+    await pub.waitForSubscriber();
+    await waitFor('the 5 buffered batches', () => log.length === 5);
+    assert.ok(log.every((e, i) => e.kind === 'batch' && e.seq === i && e.replayed && e.hash === BigInt(i)));
+    // The engine restarts while idle: its seq 0 is not the seq 0 we replayed (other bytes), so it resyncs.
+    pub.restart();
+    await pub.publish(payload(100));
+    await waitFor('the new engine\'s batch', () => log.length === 7);
+    assert.deepEqual(log[5], { kind: 'resync', reason: 'seq-reset', nextSeq: 0, lastSeq: 4 });
+    assert.deepEqual(log[6], { kind: 'batch', seq: 0, hash: 100n, replayed: false, topic: 'kv@pod-a@m' });
+    // From there the live stream goes on as usual.
+    await pub.publish(payload(101));
+    await waitFor('seq 1', () => log.length === 8);
+    assert.equal(sub.stats().resyncs, 1);
+    assert.equal(sub.stats().duplicates, 0);
+  } finally {
+    await sub.close();
+    await pub.close();
+  }
+});
