@@ -30,8 +30,15 @@ test('every config mistake names the field and the rule', () => {
     [{ port: 70000 }, {}, /config port: must be an integer in \[0, 65535\]/],
     [{ bogus: 1 }, {}, /config bogus: unknown field/],
     [{ backends: [{ url: 'http://x', colour: 'red' }] }, {}, /backends\[0\]\.colour: unknown field/],
-    [{ apiKeys: ['ok', ''] }, {}, /apiKeys\[1\]: must be a non-empty string/]
+    [{ apiKeys: ['ok', ''] }, {}, /apiKeys\[1\]: must be a non-empty string/],
+    [{ assumedTtlMs: -1 }, {}, /config assumedTtlMs: must be an integer in \[0, 2147483647\]/],
+    [{ kvMaxMappedBlocks: 10 }, {}, /config kvMaxMappedBlocks: must be an integer in \[1024, /],
+    [{ backends: [{ url: 'http://x', topic: 5 }] }, {}, /backends\[0\]\.topic: must be a string/]
   ];
+  const precise = buildConfig({ assumedTtlMs: '2500' }, { backend: ['http://x,kv-events=tcp://127.0.0.1:5557,topic=kv@'] });
+  assert.equal(precise.assumedTtlMs, 2500);
+  assert.equal(precise.backends[0].kvTopic, 'kv@');
+  assert.equal(buildConfig({}).assumedTtlMs, null, 'by default the TTL follows the mode');
   for (const [file, flags, re] of cases) assert.throws(() => buildConfig(file, flags), (e: unknown) => e instanceof ConfigError && re.test((e as Error).message), String(re));
   assert.deepEqual(parseBackendFlag('http://h:1,id=x'), { url: 'http://h:1', id: 'x' });
 });

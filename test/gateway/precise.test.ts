@@ -113,6 +113,10 @@ test('a prompt warmed on an engine directly is in the gateway\'s index for that 
     const m = matchIn(ear, h2, body);
     return m.counts[1] === m.blocks && m.counts[0] === 0;
   });
+  // A reload that removes the engine purges what its events said.
+  await ear.gateway.reload(buildConfig({}, { backend: [`${sims[0].url},id=sim-0,kv-events=${sims[0].kvEventsEndpoint},replay=${sims[0].kvReplayEndpoint}`] }));
+  await ear.kvSynced();
+  assert.equal(matchIn(ear, h2, body).counts[1], 0);
   await stop(ear);
 });
 
