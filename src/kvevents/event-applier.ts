@@ -12,7 +12,8 @@
 //   mamba) evict on their own schedule and would remove prefixes the full-attention group still holds.
 // - Medium: absent or GPU → kind confirmed; anything else (CPU, disk, ...) → kind offloaded (a slower hit).
 // - Extra keys the gateway does not hash (multimodal items, prompt embeds) make a block's engine hash depend
-//   on more than its tokens: the event is applied up to that block and the rest skipped.
+//   on more than its tokens: the event is applied up to that block and the rest skipped. A LoRA adapter sent
+//   only as lora_id (no lora_name) cannot be named: its events are skipped.
 // - The map is bounded per backend: at the cap the least recently stored mapping goes, and its key leaves the
 //   index for this backend (without the mapping its BlockRemoved could never be applied).
 import type { BlockHasher } from '../core/block-keys.js';
@@ -41,7 +42,7 @@ export interface ApplierStats {
   blockSizeMismatch: number;
   /** Events of KV groups other than 0. */
   otherGroups: number;
-  /** Blocks left out because their extra keys hold what the gateway does not hash (multimodal, embeds). */
+  /** Blocks left out because their extra keys hold what the gateway does not hash (multimodal, embeds, unnamed LoRA). */
   unsupportedExtras: number;
   /** Events that contradict themselves (token count ≠ blocks × block size, token id out of u32). */
   malformed: number;
@@ -198,6 +199,11 @@ export class EventApplier {
     }
     if (e.tokenIds.length !== n * e.blockSize) {
       this.stats.malformed++;
+      return;
+    }
+    if (e.loraId !== null && e.loraName === null) {
+      // An adapter known only by its id (vLLM before lora_name): its blocks would pass for the base model's.
+      this.stats.unsupportedExtras += n;
       return;
     }
     let seed: bigint;

@@ -57,6 +57,10 @@ test('cache_salt from block 0\'s extra keys and the LoRA name seed the chain as 
   applier.apply(batch(stored([5n, 6n], null, range(50, 2 * BS), { extraKeys: [null, [['img-hash', 0]]] })), 1);
   assert.equal(w.longestPrefix(gatewayKeys(range(50, 2 * BS))), 1);
   assert.equal(applier.stats.unsupportedExtras, 1);
+  // an adapter known only by its id cannot be keyed like the gateway keys it: skipped, never taken for the base model
+  applier.apply(batch(stored([8n, 9n], null, range(90, 2 * BS), { loraId: 3 })), 1);
+  assert.equal(w.longestPrefix(gatewayKeys(range(90, 2 * BS))), 0);
+  assert.equal(applier.stats.unsupportedExtras, 3);
 });
 
 test('BlockRemoved per tier, tier-only stores, AllBlocksCleared, unplaceable and other block sizes', () => {
