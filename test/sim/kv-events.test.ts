@@ -172,3 +172,23 @@ test('--kv-event-format map --kv-hash-format bytes: outer array, events as maps,
     await m2.close();
   }
 });
+
+test('an endpoint without a wildcard is connected to (llm-d centralized mode: the subscriber binds)', async () => {
+  const central = new Subscriber({ linger: 0 });
+  await central.bind('tcp://127.0.0.1:*');
+  central.subscribe();
+  const c = await sim({ stopProbability: 0, kvEventsConfig: parseKvEventsConfig({ enable_kv_cache_events: true, endpoint: central.lastEndpoint!, topic: 'kv@pod-a@m' }) });
+  try {
+    assert.equal(c.kvEventsEndpoint, central.lastEndpoint);
+    const got = new Collector(central);
+    for (let i = 0; got.msgs.length === 0; i++) {
+      assert.ok(i < 200, 'the bound subscriber never received a batch');
+      await post(`${c.url}/v1/completions`, { prompt: text(20, 500 + i), max_tokens: 1 });
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(got.msgs[0].topic, 'kv@pod-a@m');
+  } finally {
+    await c.close();
+    central.close();
+  }
+});
