@@ -325,6 +325,8 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
     }
   };
 
+  // A write racing a client that just left must not surface as an unhandled 'error'.
+  res.on('error', (err) => ctx.log.debug({ err }, 'response stream error'));
   res.on('close', () => {
     if (done) return;
     done = true;
