@@ -68,7 +68,7 @@ export const defaultSimOptions: Readonly<SimOptions> = Object.freeze({
 const posInt = (v: unknown): boolean => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1;
 
 /** Fills defaults and checks every field once; throws a RangeError naming the option and the rule. */
-export function resolveSimOptions (partial: Partial<SimOptions>): SimOptions {
+export function resolveSimOptions (partial: Partial<SimOptions>): Readonly<SimOptions> {
   const o: SimOptions = { ...defaultSimOptions, ...partial };
   const bad = (name: string, rule: string): never => { throw new RangeError(`option ${name}: ${rule}, got ${JSON.stringify((o as unknown as Record<string, unknown>)[name])}`); };
   if (typeof o.host !== 'string' || o.host === '') bad('host', 'must be a host name or address');
@@ -86,5 +86,6 @@ export function resolveSimOptions (partial: Partial<SimOptions>): SimOptions {
   if (typeof o.kvHoldTimeout !== 'number' || !(o.kvHoldTimeout > 0)) bad('kvHoldTimeout', 'must be a number of seconds > 0');
   if (!Number.isSafeInteger(o.engineIndex) || o.engineIndex < 0) bad('engineIndex', 'must be an integer >= 0');
   if (!posInt(o.maxBodyBytes)) bad('maxBodyBytes', 'must be a positive integer');
-  return o;
+  if (o.servedModelName !== null) Object.freeze(o.servedModelName);
+  return Object.freeze(o);
 }
