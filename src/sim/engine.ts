@@ -134,6 +134,11 @@ export class SimEngine {
     }
     if (!Number.isInteger(r.maxTokens) || r.maxTokens < 1) throw new RangeError(`maxTokens must be an integer ≥ 1, got ${r.maxTokens}`);
     if (!Number.isInteger(r.minTokens) || r.minTokens < 0) throw new RangeError(`minTokens must be an integer ≥ 0, got ${r.minTokens}`);
+    if (!Array.isArray(r.stopTokenIds)) throw new RangeError('stopTokenIds must be an array of token ids');
+    if (r.kvImport != null && (!Array.isArray(r.kvImport.prefixTokenIds) || typeof r.kvImport.sourceEngineId !== 'string')) {
+      throw new RangeError('kvImport needs prefixTokenIds (an array of token ids) and sourceEngineId (a string)');
+    }
+    if (r.kvImport != null && r.kvExport === true) throw new RangeError('a request cannot both export and import KV');
     const maxTokens = r.kvExport === true ? 1 : r.maxTokens;
     if (n + maxTokens > this.profile.maxModelLen) throw new RangeError(`prompt (${n}) + max tokens (${maxTokens}) exceed max_model_len ${this.profile.maxModelLen}`);
     if (Math.ceil((n + maxTokens) / bs) > this.pool.numBlocks) throw new RangeError(`prompt (${n}) + max tokens (${maxTokens}) exceed the KV cache (${this.pool.numBlocks * bs} tokens)`);

@@ -65,7 +65,7 @@ test('property: the engine never leaks or double-frees a block, and every reques
         const prompt = Array.from({ length: c.len }, (_, i) => (i < c.len - c.tail ? c.prefix * 100 + i : 1000 + n * 10 + i));
         const imp = c.imp && held.length > 0 ? { prefixTokenIds: prompt.slice(0, 8), sourceEngineId: 'x' } : null;
         try {
-          e.addRequest(req(id, prompt, { maxTokens: c.max, kvExport: c.exp, kvImport: imp }));
+          e.addRequest(req(id, prompt, { maxTokens: c.max, kvExport: c.exp && imp === null, kvImport: imp }));
           ids.push(id);
         } catch (err) {
           assert.match((err as Error).message, /KV cache/);

@@ -63,3 +63,34 @@ test('virtual time advances by step durations; timers and aborts run at their ti
   assert.equal(des.engines[e].stats().kvUsage, 0);
   assert.throws(() => des.submit(3, req('x', [1]), 0), /no engine 3/);
 });
+
+test('a KV move between two DES engines: the import waits for the transfer on the virtual clock', () => {
+  const des = new DesHost();
+  const src = des.addEngine({ profile: tinyProfile(), numGpuBlocks: 100 });
+  const dst = des.addEngine({ profile: tinyProfile(), numGpuBlocks: 100 });
+  const stored: Array<[number, number]> = [];
+  des.onKvEvents = (engine, t, events) => { for (const e of events) if (e.type === 'BlockStored') stored.push([engine, t]); };
+  const prompt = range(1, 40);
+  let importDone = -1;
+  let cached = -1;
+  des.submit(src, req('x', prompt, { kvExport: true }), 0, {
+    onFinish: (t) => {
+      const held = des.engines[src].heldBlocks('x')!;
+      assert.equal(held.length, 40);
+      des.submit(dst, req('y', [...prompt, 41, 42], { maxTokens: 2, kvImport: { prefixTokenIds: held, sourceEngineId: 'src' } }), t, {
+        onFinish: (t2, out) => {
+          importDone = t2;
+          cached = out.numCachedTokens;
+          des.engines[src].releaseHeld('x');
+        }
+      });
+    }
+  });
+  des.run();
+  // 10 blocks × 4 tokens × 32 B at 1000 B/s + 0.5 s setup: the import cannot finish before ~1.78 s.
+  assert.ok(importDone > 0.5 + 40 * 32 / 1000, `${importDone}`);
+  assert.equal(cached, 40);
+  assert.ok(stored.some(([e, t]) => e === dst && t > 1.78), 'the pulled blocks are published by the target when they land');
+  assert.equal(des.engines[src].stats().kvUsage, 0);
+  for (const e of des.engines) e.check();
+});

@@ -251,6 +251,8 @@ test('abort frees blocks wherever the request is; bad input gets clear errors; t
   assert.throws(() => e.addRequest(req('e', [1], { maxTokens: 0 })), /maxTokens/);
   assert.throws(() => e.addRequest(req('e', range(1, 4000), { maxTokens: 200 })), /max_model_len/);
   assert.throws(() => e.addRequest(req('e', range(1, 300))), /KV cache/);
+  assert.throws(() => e.addRequest(req('e', [1], { kvImport: { prefixTokenIds: 5 as unknown as number[], sourceEngineId: 's' } })), /kvImport/);
+  assert.throws(() => e.addRequest(req('e', [1], { kvExport: true, kvImport: { prefixTokenIds: [1], sourceEngineId: 's' } })), /both/);
   e.addRequest(req('w1', [1]));
   e.addRequest(req('w2', [1]));
   assert.throws(() => e.addRequest(req('w3', [1])), EngineFullError);
