@@ -4,6 +4,7 @@
 // wrong with the bytes throws KvDecodeError, and nothing else.
 import { Decoder } from '@msgpack/msgpack';
 import { KvDecodeError } from './errors.js';
+import { digestToU64 } from './hash.js';
 import type { AllBlocksCleared, BlockRemoved, BlockStored, KvEvent, KvEventBatch } from './types.js';
 
 export interface DecodedBatch extends KvEventBatch {
@@ -34,11 +35,7 @@ function toHash (v: unknown, what: string): bigint {
     if (!Number.isSafeInteger(v)) fail(`${what} is not an integer`);
     return BigInt.asUintN(64, BigInt(v));
   }
-  if (v instanceof Uint8Array) {
-    let x = 0n;
-    for (let i = Math.max(0, v.length - 8); i < v.length; i++) x = (x << 8n) | BigInt(v[i]);
-    return x;
-  }
+  if (v instanceof Uint8Array) return digestToU64(v);
   return fail(`${what} is a ${typeof v}, not an int or bytes`);
 }
 
@@ -80,38 +77,34 @@ function toExtraKeys (v: unknown): Array<unknown[] | null> | null {
   return v as Array<unknown[] | null>;
 }
 
-/** BlockStored from its fields in declaration order (f[0] = block_hashes). */
-function stored (f: (i: number) => unknown): BlockStored {
-  const blockHashes = toHashes(f(0), 'block_hashes');
-  const parent = f(1);
+/** BlockStored from its fields, in declaration order. */
+function stored (hashes: unknown, parent: unknown, tokens: unknown, blockSize: unknown, loraId: unknown, medium: unknown, loraName: unknown,
+  extraKeys: unknown, groupIdx: unknown, specKind: unknown, slidingWindow: unknown): BlockStored {
   return {
     type: 'BlockStored',
-    blockHashes,
+    blockHashes: toHashes(hashes, 'block_hashes'),
     parentBlockHash: parent === null || parent === undefined ? null : toHash(parent, 'parent_block_hash'),
-    tokenIds: toTokens(f(2)),
-    blockSize: toInt(f(3), 'block_size'),
-    loraId: optInt(f(4), 'lora_id'),
-    medium: optStr(f(5), 'medium'),
-    loraName: optStr(f(6), 'lora_name'),
-    extraKeys: toExtraKeys(f(7)),
-    groupIdx: optInt(f(8), 'group_idx'),
-    kvCacheSpecKind: optStr(f(9), 'kv_cache_spec_kind'),
-    kvCacheSpecSlidingWindow: optInt(f(10), 'kv_cache_spec_sliding_window'),
+    tokenIds: toTokens(tokens),
+    blockSize: toInt(blockSize, 'block_size'),
+    loraId: optInt(loraId, 'lora_id'),
+    medium: optStr(medium, 'medium'),
+    loraName: optStr(loraName, 'lora_name'),
+    extraKeys: toExtraKeys(extraKeys),
+    groupIdx: optInt(groupIdx, 'group_idx'),
+    kvCacheSpecKind: optStr(specKind, 'kv_cache_spec_kind'),
+    kvCacheSpecSlidingWindow: optInt(slidingWindow, 'kv_cache_spec_sliding_window'),
   };
 }
 
-function removed (f: (i: number) => unknown): BlockRemoved {
+function removed (hashes: unknown, medium: unknown, groupIdx: unknown): BlockRemoved {
   return {
     type: 'BlockRemoved',
-    blockHashes: toHashes(f(0), 'block_hashes'),
-    medium: optStr(f(1), 'medium'),
-    groupIdx: optInt(f(2), 'group_idx'),
+    blockHashes: toHashes(hashes, 'block_hashes'),
+    medium: optStr(medium, 'medium'),
+    groupIdx: optInt(groupIdx, 'group_idx'),
   };
 }
 
-const STORED_KEYS = ['block_hashes', 'parent_block_hash', 'token_ids', 'block_size', 'lora_id', 'medium', 'lora_name',
-  'extra_keys', 'group_idx', 'kv_cache_spec_kind', 'kv_cache_spec_sliding_window'];
-const REMOVED_KEYS = ['block_hashes', 'medium', 'group_idx'];
 /** Fields a tagged array must carry (after the tag): block_hashes..block_size for BlockStored, block_hashes for BlockRemoved. */
 const STORED_REQUIRED = 4;
 const REMOVED_REQUIRED = 1;
@@ -121,14 +114,14 @@ function decodeEvent (raw: unknown): KvEvent | null {
   if (Array.isArray(raw)) {
     const tag = raw[0];
     if (typeof tag !== 'string') return fail('an event array does not start with a string tag');
-    const at = (i: number): unknown => raw[i + 1];
     switch (tag) {
       case 'BlockStored':
         if (raw.length < 1 + STORED_REQUIRED) fail(`BlockStored array has ${raw.length} elements`);
-        return stored(at);
+        // Elements past the end of an older, shorter array read as undefined, i.e. null.
+        return stored(raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7], raw[8], raw[9], raw[10], raw[11]);
       case 'BlockRemoved':
         if (raw.length < 1 + REMOVED_REQUIRED) fail(`BlockRemoved array has ${raw.length} elements`);
-        return removed(at);
+        return removed(raw[1], raw[2], raw[3]);
       case 'AllBlocksCleared': return ALL_CLEARED;
       default: return null;
     }
@@ -139,10 +132,11 @@ function decodeEvent (raw: unknown): KvEvent | null {
     switch (tag) {
       case 'BlockStored':
         if (raw.block_hashes === undefined || raw.block_size === undefined) fail('BlockStored map lacks block_hashes or block_size');
-        return stored((i) => raw[STORED_KEYS[i]]);
+        return stored(raw.block_hashes, raw.parent_block_hash, raw.token_ids, raw.block_size, raw.lora_id, raw.medium, raw.lora_name,
+          raw.extra_keys, raw.group_idx, raw.kv_cache_spec_kind, raw.kv_cache_spec_sliding_window);
       case 'BlockRemoved':
         if (raw.block_hashes === undefined) fail('BlockRemoved map lacks block_hashes');
-        return removed((i) => raw[REMOVED_KEYS[i]]);
+        return removed(raw.block_hashes, raw.medium, raw.group_idx);
       case 'AllBlocksCleared': return ALL_CLEARED;
       default: return null;
     }

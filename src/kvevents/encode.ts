@@ -1,5 +1,6 @@
 // Encodes a KV event batch exactly as vLLM's msgspec encoder writes it (vllm-wire.md §1.2-1.4), in any of the
 // layouts engines put on the wire, so that the simulator can speak every version and tests can exercise skew.
+import { digestToU64 } from './hash.js';
 import { MsgpackWriter } from './msgpack-writer.js';
 import type { BlockRemoved, BlockStored, KvEvent, KvEventBatch, KvWireFormat, WireHash } from './types.js';
 
@@ -19,19 +20,11 @@ export interface EncodeOptions {
 /** BlockStored fields in declaration order (after the tag); the array layout emits a prefix of these. */
 const STORED_FIELDS = 11;
 const REMOVED_FIELDS = 3;
-const U64_MASK = (1n << 64n) - 1n;
 
 function checkLength (name: string, value: number | undefined, min: number, max: number): number {
   const n = value ?? max;
   if (!Number.isInteger(n) || n < min || n > max) throw new RangeError(`${name} must be an integer in [${min}, ${max}], got ${value}`);
   return n;
-}
-
-/** A raw digest's last 8 bytes read big-endian, vLLM's `int.from_bytes(digest) & (2^64 - 1)`. */
-export function digestToU64 (digest: Uint8Array): bigint {
-  let v = 0n;
-  for (let i = Math.max(0, digest.length - 8); i < digest.length; i++) v = (v << 8n) | BigInt(digest[i]);
-  return v & U64_MASK;
 }
 
 function writeHash (w: MsgpackWriter, h: WireHash, format: KvWireFormat['hashFormat']): void {

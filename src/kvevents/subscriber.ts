@@ -1,0 +1,313 @@
+// Follows one engine's KV-event stream (vllm-wire.md §1.6): a SUB socket for live batches and a DEALER for
+// the replay ROUTER. Batches reach the callback decoded, in sequence order, exactly once. A gap is filled
+// from the replay buffer; what cannot be filled (engine restarted, gap older than the buffer, no replay
+// endpoint, replay timed out) becomes a resync: the consumer forgets this backend's entries and the stream
+// continues from the new sequence number. Applying batches to the index is the consumer's business.
+import { Dealer, Subscriber } from 'zeromq';
+import { decodeBatch, type DecodedBatch } from './decode.js';
+import { buildReplayRequest, parsePubMessage, parseReplayReply } from './frames.js';
+
+export interface KvBackendConfig {
+  /** The backend (pod) id this stream belongs to; passed back with every batch. */
+  id: string;
+  /** The engine's PUB endpoint as seen from here, e.g. tcp://10.0.0.7:5557, or tcp://*:5557 to bind. */
+  endpoint: string;
+  /** The engine's replay ROUTER endpoint (vLLM `replay_endpoint`), or null/absent: gaps then resync. */
+  replayEndpoint?: string | null;
+  /** SUB prefix filter (vLLM topics are exact strings; '' takes every message). */
+  topic?: string;
+  /** Default: bind when the endpoint has a wildcard host (*, 0.0.0.0, [::]), else connect (see subscriberBinds). */
+  mode?: 'connect' | 'bind';
+}
+
+export interface KvSubscriberOptions {
+  /** How long the replay may stay silent (per reply) before it is given up and the gap resyncs. */
+  replayTimeoutMs?: number;
+  /** Reconnect (and bind retry) backoff: starts here and doubles up to reconnectMaxMs. */
+  reconnectMinMs?: number;
+  reconnectMaxMs?: number;
+  /** Messages ZMQ queues for us while we replay or fall behind; past it the engine's PUB drops (a gap). */
+  receiveHighWaterMark?: number;
+  /** On the first live message, replay from 0 to learn what the engine cached before we joined. */
+  catchUpOnStart?: boolean;
+  /** Clock in ms since the epoch, for the apply lag. */
+  now?: () => number;
+}
+
+export interface KvBatchMessage {
+  backendId: string;
+  seq: bigint;
+  topic: string;
+  batch: DecodedBatch;
+  /** Came from the replay socket rather than the live stream. */
+  replayed: boolean;
+}
+
+export interface KvResync {
+  backendId: string;
+  /** seq-reset: the sequence went backwards (engine restart); gap-unrecoverable: batches are lost for good. */
+  reason: 'seq-reset' | 'gap-unrecoverable';
+  /** The last sequence number applied before, null if none. */
+  lastSeq: bigint | null;
+  /** The sequence number the stream continues from. */
+  nextSeq: bigint;
+}
+
+export interface KvSubscriberHandlers {
+  onBatch: (msg: KvBatchMessage) => void;
+  /** Clear everything this backend is known to hold; later batches rebuild it. */
+  onResync: (r: KvResync) => void;
+}
+
+export interface KvSubscriberStats {
+  batches: number;
+  events: number;
+  /** Events with unknown tags, left out by the decoder. */
+  skippedEvents: number;
+  gaps: number;
+  /** Replay requests sent (gaps with a replay endpoint, plus the catch-up on start). */
+  replays: number;
+  replayedBatches: number;
+  resyncs: number;
+  /** Payloads or frames that did not decode; counted and skipped. */
+  decodeErrors: number;
+  /** Live batches already applied from a replay. */
+  duplicates: number;
+  /** Exceptions thrown by onBatch/onResync (caught so that one bad batch cannot stop the stream). */
+  handlerErrors: number;
+  /** Socket errors other than closing (each followed by a backoff). */
+  socketErrors: number;
+  lastSeq: bigint | null;
+  /** now − batch ts of the last applied batch, in ms. */
+  lastApplyLagMs: number | null;
+}
+
+/**
+ * Whether a SUB endpoint is bound here: a wildcard host can only be bound (the engines connect to us, llm-d's
+ * "centralized" mode); a concrete host or an ipc/inproc path is where the engine bound its PUB, so we connect.
+ */
+export function subscriberBinds (endpoint: string): boolean {
+  return /^tcp:\/\/(\*|0\.0\.0\.0|\[::\]):/.test(endpoint);
+}
+
+function isAgain (err: unknown): boolean {
+  return (err as { code?: string })?.code === 'EAGAIN';
+}
+
+export class KvEventSubscriber {
+  readonly #cfg: Required<Omit<KvBackendConfig, 'replayEndpoint'>> & { replayEndpoint: string | null };
+  readonly #handlers: KvSubscriberHandlers;
+  readonly #opts: Required<KvSubscriberOptions>;
+  readonly #sub: Subscriber;
+  #dealer: Dealer | null = null;
+  #closed = false;
+  #loop: Promise<void> | null = null;
+  #timer: NodeJS.Timeout | null = null;
+  #wake: (() => void) | null = null;
+  /** Last sequence number applied (live or replayed). */
+  #last: bigint | null = null;
+  /** Last sequence number seen on the live stream: the live stream only goes backwards when the publisher restarts. */
+  #liveLast: bigint | null = null;
+  readonly #stats: KvSubscriberStats = {
+    batches: 0, events: 0, skippedEvents: 0, gaps: 0, replays: 0, replayedBatches: 0, resyncs: 0, decodeErrors: 0,
+    duplicates: 0, handlerErrors: 0, socketErrors: 0, lastSeq: null, lastApplyLagMs: null,
+  };
+
+  constructor (backend: KvBackendConfig, handlers: KvSubscriberHandlers, opts: KvSubscriberOptions = {}) {
+    this.#cfg = {
+      id: backend.id,
+      endpoint: backend.endpoint,
+      replayEndpoint: backend.replayEndpoint ?? null,
+      topic: backend.topic ?? '',
+      mode: backend.mode ?? (subscriberBinds(backend.endpoint) ? 'bind' : 'connect'),
+    };
+    this.#handlers = handlers;
+    this.#opts = {
+      replayTimeoutMs: opts.replayTimeoutMs ?? 2000,
+      reconnectMinMs: opts.reconnectMinMs ?? 100,
+      reconnectMaxMs: opts.reconnectMaxMs ?? 5000,
+      receiveHighWaterMark: opts.receiveHighWaterMark ?? 100_000,
+      catchUpOnStart: opts.catchUpOnStart ?? true,
+      now: opts.now ?? Date.now,
+    };
+    this.#sub = new Subscriber(this.#socketOptions({ receiveHighWaterMark: this.#opts.receiveHighWaterMark }));
+    this.#sub.subscribe(this.#cfg.topic);
+  }
+
+  get backendId (): string { return this.#cfg.id; }
+
+  /** In bind mode, the address actually bound (resolves a port of *), else null. */
+  get boundEndpoint (): string | null {
+    return this.#cfg.mode === 'bind' && !this.#closed ? this.#sub.lastEndpoint : null;
+  }
+
+  /** Connects (or binds) and starts delivering. Throws on an endpoint ZMQ rejects outright. */
+  async start (): Promise<void> {
+    if (this.#loop !== null || this.#closed) throw new Error('KvEventSubscriber already started or closed');
+    if (this.#cfg.mode === 'connect') this.#sub.connect(this.#cfg.endpoint);
+    else await this.#bindWithRetry();
+    this.#loop = this.#run();
+  }
+
+  stats (): KvSubscriberStats {
+    return { ...this.#stats };
+  }
+
+  /** Closes both sockets and waits for the receive loop to end; no callback fires after this resolves. */
+  async close (): Promise<void> {
+    if (this.#closed) return this.#loop ?? undefined;
+    this.#closed = true;
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#wake?.();
+    this.#sub.close();
+    this.#dealer?.close();
+    this.#dealer = null;
+    await this.#loop;
+  }
+
+  #socketOptions<T extends object> (extra: T): T & { linger: number; reconnectInterval: number; reconnectMaxInterval: number } {
+    // linger 0: close() must not wait on undelivered replay requests.
+    return { linger: 0, reconnectInterval: this.#opts.reconnectMinMs, reconnectMaxInterval: this.#opts.reconnectMaxMs, ...extra };
+  }
+
+  #sleep (ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      this.#wake = resolve;
+      this.#timer = setTimeout(() => { this.#timer = null; this.#wake = null; resolve(); }, ms);
+    });
+  }
+
+  async #bindWithRetry (): Promise<void> {
+    for (let delay = this.#opts.reconnectMinMs; !this.#closed; delay = Math.min(delay * 2, this.#opts.reconnectMaxMs)) {
+      try {
+        await this.#sub.bind(this.#cfg.endpoint);
+        return;
+      } catch (err) {
+        // A busy address can free up (a previous process exiting); anything else is a configuration error.
+        if ((err as { code?: string }).code !== 'EADDRINUSE') throw err;
+        this.#stats.socketErrors++;
+        await this.#sleep(delay);
+      }
+    }
+  }
+
+  async #run (): Promise<void> {
+    let delay = this.#opts.reconnectMinMs;
+    while (!this.#closed) {
+      let frames: Buffer[];
+      try {
+        frames = await this.#sub.receive();
+      } catch {
+        if (this.#closed) return;
+        this.#stats.socketErrors++;
+        await this.#sleep(delay);
+        delay = Math.min(delay * 2, this.#opts.reconnectMaxMs);
+        continue;
+      }
+      delay = this.#opts.reconnectMinMs;
+      let msg;
+      try {
+        msg = parsePubMessage(frames);
+      } catch {
+        this.#stats.decodeErrors++;
+        continue;
+      }
+      await this.#onLive(msg.seq, msg.topic, msg.payload);
+    }
+  }
+
+  async #onLive (seq: bigint, topic: string, payload: Uint8Array): Promise<void> {
+    if (this.#liveLast !== null && seq <= this.#liveLast) {
+      // A new publisher: start over as if just joined (so its replay buffer can fill in what we missed of it).
+      this.#resync('seq-reset', seq);
+      this.#last = null;
+    }
+    this.#liveLast = seq;
+    const last = this.#last;
+    if (last === null) {
+      if (this.#opts.catchUpOnStart && this.#cfg.replayEndpoint !== null && seq > 0n) await this.#replay(0n, topic);
+    } else if (seq > last + 1n) {
+      this.#stats.gaps++;
+      if (this.#cfg.replayEndpoint !== null) await this.#replay(last + 1n, topic);
+    }
+    if (this.#closed) return;
+    // What the replay (if any) applied decides: seq already applied, next in line, or still past a hole.
+    const applied = this.#last;
+    if (applied !== null && seq <= applied) {
+      this.#stats.duplicates++;
+      return;
+    }
+    if (applied !== null && seq !== applied + 1n) this.#resync('gap-unrecoverable', seq);
+    this.#apply(seq, topic, payload, false);
+  }
+
+  /** Asks the ROUTER for every buffered batch from `from` on and applies them in order until the end marker. */
+  async #replay (from: bigint, topic: string): Promise<void> {
+    if (this.#closed) return;
+    this.#stats.replays++;
+    const dealer = this.#dealer ??= this.#newDealer();
+    try {
+      await dealer.send(buildReplayRequest(from));
+      for (;;) {
+        const frames = await dealer.receive();
+        if (this.#closed) return;
+        let r;
+        try {
+          r = parseReplayReply(frames);
+        } catch {
+          this.#stats.decodeErrors++;
+          continue;
+        }
+        if (r.end) return;
+        const last = this.#last;
+        if (last !== null && r.seq <= last) continue;
+        if (last !== null && r.seq !== last + 1n) this.#resync('gap-unrecoverable', r.seq);
+        this.#stats.replayedBatches++;
+        this.#apply(r.seq, topic, r.payload, true);
+      }
+    } catch (err) {
+      if (this.#closed) return;
+      if (!isAgain(err)) this.#stats.socketErrors++;
+      // Replies to this request may still arrive; a fresh socket makes sure the next replay cannot read them.
+      dealer.close();
+      if (this.#dealer === dealer) this.#dealer = null;
+    }
+  }
+
+  #newDealer (): Dealer {
+    const d = new Dealer(this.#socketOptions({ receiveTimeout: this.#opts.replayTimeoutMs, sendTimeout: this.#opts.replayTimeoutMs }));
+    d.connect(this.#cfg.replayEndpoint!);
+    return d;
+  }
+
+  #resync (reason: KvResync['reason'], nextSeq: bigint): void {
+    this.#stats.resyncs++;
+    try {
+      this.#handlers.onResync({ backendId: this.#cfg.id, reason, lastSeq: this.#last, nextSeq });
+    } catch {
+      this.#stats.handlerErrors++;
+    }
+  }
+
+  #apply (seq: bigint, topic: string, payload: Uint8Array, replayed: boolean): void {
+    if (this.#closed) return;
+    this.#last = seq;
+    this.#stats.lastSeq = seq;
+    let batch: DecodedBatch;
+    try {
+      batch = decodeBatch(payload);
+    } catch {
+      this.#stats.decodeErrors++;
+      return;
+    }
+    this.#stats.batches++;
+    this.#stats.events += batch.events.length;
+    this.#stats.skippedEvents += batch.skippedEvents;
+    this.#stats.lastApplyLagMs = this.#opts.now() - batch.ts * 1000;
+    try {
+      this.#handlers.onBatch({ backendId: this.#cfg.id, seq, topic, batch, replayed });
+    } catch {
+      this.#stats.handlerErrors++;
+    }
+  }
+}

@@ -1,0 +1,255 @@
+// The subscriber against a real ZMQ publisher and replay ROUTER (test-publisher.ts) on loopback.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { encodeBatch } from '../../src/kvevents/codec.js';
+import type { BlockStored } from '../../src/kvevents/types.js';
+import { KvEventSubscriber, subscriberBinds, type KvBackendConfig, type KvSubscriberOptions } from '../../src/kvevents/subscriber.js';
+import { TestPublisher, type TestPublisherOptions } from './test-publisher.js';
+
+type Entry = { kind: 'batch'; seq: number; hash: bigint | null; replayed: boolean; topic: string } | { kind: 'resync'; reason: string; nextSeq: number; lastSeq: number | null };
+
+/** A batch whose one event carries its own number as block hash, so the content can be checked. */
+function payload (n: number): Uint8Array {
+  const e: BlockStored<bigint> = {
+    type: 'BlockStored', blockHashes: [BigInt(n) + 1000n], parentBlockHash: null, tokenIds: [1, 2, 3, 4], blockSize: 4,
+    loraId: null, medium: 'GPU', loraName: null, extraKeys: null, groupIdx: 0,
+  };
+  return encodeBatch({ ts: Date.now() / 1000, events: [e], dataParallelRank: 0 }, { batchLayout: 'array', eventLayout: 'map', hashFormat: 'int' });
+}
+
+async function waitFor (what: string, cond: () => boolean, ms = 10_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+interface Rig { pub: TestPublisher; sub: KvEventSubscriber; log: Entry[]; seqs: () => number[]; close: () => Promise<void> }
+
+async function rig (pubOpts: TestPublisherOptions = {}, subOpts: KvSubscriberOptions = {}, backend: Partial<KvBackendConfig> = {}): Promise<Rig> {
+  const pub = await TestPublisher.start({ topic: 'kv@pod-a@m', ...pubOpts });
+  const log: Entry[] = [];
+  const sub = new KvEventSubscriber({ id: 'pod-a', endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint, ...backend }, {
+    onBatch: (m) => {
+      const e = m.batch.events[0] as BlockStored | undefined;
+      log.push({ kind: 'batch', seq: Number(m.seq), hash: e ? e.blockHashes[0] - 1000n : null, replayed: m.replayed, topic: m.topic });
+      assert.equal(m.backendId, 'pod-a');
+    },
+    onResync: (r) => log.push({ kind: 'resync', reason: r.reason, nextSeq: Number(r.nextSeq), lastSeq: r.lastSeq === null ? null : Number(r.lastSeq) }),
+  }, { replayTimeoutMs: 2000, ...subOpts });
+  await sub.start();
+  await pub.waitForSubscriber();
+  const seqs = (): number[] => log.flatMap((e) => (e.kind === 'batch' ? [e.seq] : []));
+  return { pub, sub, log, seqs, close: async () => { await sub.close(); await pub.close(); } };
+}
+
+const range = (a: number, b: number): number[] => Array.from({ length: b - a + 1 }, (_, i) => a + i);
+
+test('in-order delivery: every batch once, decoded, with its seq, topic and backend', async () => {
+  const r = await rig();
+  try {
+    for (let i = 0; i < 20; i++) await r.pub.publish(payload(i));
+    await waitFor('20 batches', () => r.seqs().length === 20);
+    assert.deepEqual(r.seqs(), range(0, 19));
+    assert.ok(r.log.every((e) => e.kind === 'batch' && e.hash === BigInt(e.seq) && !e.replayed && e.topic === 'kv@pod-a@m'));
+    const s = r.sub.stats();
+    assert.equal(s.batches, 20);
+    assert.equal(s.events, 20);
+    assert.equal(s.gaps + s.replays + s.resyncs + s.decodeErrors, 0);
+    assert.equal(s.lastSeq, 19n);
+    assert.equal(typeof s.lastApplyLagMs, 'number');
+  } finally {
+    await r.close();
+  }
+});
+
+test('batches dropped on the PUB side are recovered from the replay buffer, in order, without a resync', async () => {
+  const r = await rig();
+  try {
+    const dropped = new Set([3, 4, 7, 12]);
+    for (let i = 0; i <= 15; i++) await r.pub.publish(payload(i), { drop: dropped.has(i) });
+    await waitFor('seq 15', () => r.sub.stats().lastSeq === 15n);
+    assert.deepEqual(r.seqs(), range(0, 15));
+    assert.ok(r.log.every((e) => e.kind === 'batch' && e.hash === BigInt(e.seq)));
+    for (const e of r.log) if (e.kind === 'batch' && dropped.has(e.seq)) assert.ok(e.replayed, `seq ${e.seq} came from the replay`);
+    const s = r.sub.stats();
+    assert.ok(s.gaps >= 1 && s.replays === s.gaps, JSON.stringify(s, (_, v) => (typeof v === 'bigint' ? String(v) : v)));
+    assert.equal(s.resyncs, 0);
+    assert.equal(s.batches, 16);
+  } finally {
+    await r.close();
+  }
+});
+
+test('a sequence that goes backwards (engine restart) resyncs, then follows the new sequence', async () => {
+  const r = await rig();
+  try {
+    for (let i = 0; i < 5; i++) await r.pub.publish(payload(i));
+    await waitFor('5 batches', () => r.seqs().length === 5);
+    r.pub.restart();
+    for (let i = 0; i < 3; i++) await r.pub.publish(payload(i));
+    await waitFor('8 batches', () => r.seqs().length === 8);
+    assert.deepEqual(r.log[5], { kind: 'resync', reason: 'seq-reset', nextSeq: 0, lastSeq: 4 });
+    assert.deepEqual(r.seqs(), [0, 1, 2, 3, 4, 0, 1, 2]);
+    assert.equal(r.sub.stats().resyncs, 1);
+  } finally {
+    await r.close();
+  }
+});
+
+test('an engine process restart on the same address: the SUB reconnects by itself and resyncs on the new sequence', async () => {
+  const r = await rig({ replay: false }, { reconnectMinMs: 20, reconnectMaxMs: 200 });
+  let second: TestPublisher | null = null;
+  try {
+    for (let i = 0; i < 4; i++) await r.pub.publish(payload(i));
+    await waitFor('4 batches', () => r.seqs().length === 4);
+    await r.pub.close();
+    second = await TestPublisher.start({ topic: 'kv@pod-a@m', replay: false, bindTo: r.pub.endpoint });
+    await second.waitForSubscriber();
+    for (let i = 0; i < 2; i++) await second.publish(payload(i));
+    await waitFor('6 batches', () => r.seqs().length === 6);
+    assert.deepEqual(r.log[4], { kind: 'resync', reason: 'seq-reset', nextSeq: 0, lastSeq: 3 });
+    assert.deepEqual(r.seqs(), [0, 1, 2, 3, 0, 1]);
+  } finally {
+    await r.sub.close();
+    await second?.close();
+  }
+});
+
+test('a restart noticed late is caught up from the new engine\'s replay buffer after the resync', async () => {
+  const r = await rig();
+  try {
+    for (let i = 0; i < 6; i++) await r.pub.publish(payload(i));
+    await waitFor('6 batches', () => r.seqs().length === 6);
+    r.pub.restart();
+    for (let i = 0; i < 3; i++) await r.pub.publish(payload(i), { drop: i < 2 });
+    await waitFor('the new seq 2', () => r.seqs().length === 9);
+    assert.deepEqual(r.log[6], { kind: 'resync', reason: 'seq-reset', nextSeq: 2, lastSeq: 5 });
+    assert.deepEqual(r.seqs().slice(6), [0, 1, 2]);
+  } finally {
+    await r.close();
+  }
+});
+
+test('a gap older than the replay buffer resyncs and continues from the oldest batch still buffered', async () => {
+  const r = await rig({ bufferSteps: 4 });
+  try {
+    await r.pub.publish(payload(0));
+    await r.pub.publish(payload(1));
+    await waitFor('2 batches', () => r.seqs().length === 2);
+    for (let i = 2; i <= 9; i++) await r.pub.publish(payload(i), { drop: true });
+    await r.pub.publish(payload(10));
+    await waitFor('seq 10', () => r.sub.stats().lastSeq === 10n);
+    assert.deepEqual(r.log[2], { kind: 'resync', reason: 'gap-unrecoverable', nextSeq: 7, lastSeq: 1 });
+    assert.deepEqual(r.seqs(), [0, 1, 7, 8, 9, 10]);
+    const s = r.sub.stats();
+    assert.equal(s.resyncs, 1);
+    assert.equal(s.duplicates, 1, 'live seq 10 was already applied from the replay');
+  } finally {
+    await r.close();
+  }
+});
+
+test('malformed payloads and frames are counted and skipped without a gap', async () => {
+  const r = await rig();
+  try {
+    await r.pub.publish(payload(0));
+    await r.pub.publish(payload(1));
+    await r.pub.publish(new Uint8Array([0x93, 0xc1, 0xff]));
+    await r.pub.sendRaw([Buffer.from('kv@pod-a@m'), Buffer.from('abc')]);
+    await r.pub.sendRaw([Buffer.from('kv@pod-a@m'), Buffer.from('1234567'), payload(9)]);
+    await r.pub.publish(payload(3));
+    await waitFor('seq 3', () => r.sub.stats().lastSeq === 3n);
+    assert.deepEqual(r.seqs(), [0, 1, 3]);
+    const s = r.sub.stats();
+    assert.equal(s.decodeErrors, 3);
+    assert.equal(s.gaps + s.resyncs, 0);
+  } finally {
+    await r.close();
+  }
+});
+
+test('without a replay endpoint a gap resyncs at once', async () => {
+  const r = await rig({ replay: false });
+  try {
+    await r.pub.publish(payload(0));
+    await r.pub.publish(payload(1), { drop: true });
+    await r.pub.publish(payload(2));
+    await waitFor('seq 2', () => r.sub.stats().lastSeq === 2n);
+    assert.deepEqual(r.log.map((e) => e.kind), ['batch', 'resync', 'batch']);
+    assert.equal(r.sub.stats().replays, 0);
+  } finally {
+    await r.close();
+  }
+});
+
+test('a replay that never answers times out into a resync, and the next gap asks again on a fresh socket', async () => {
+  const r = await rig({ silentReplay: true }, { replayTimeoutMs: 200 });
+  try {
+    await r.pub.publish(payload(0));
+    await r.pub.publish(payload(1), { drop: true });
+    await r.pub.publish(payload(2));
+    await waitFor('seq 2', () => r.sub.stats().lastSeq === 2n);
+    await r.pub.publish(payload(3), { drop: true });
+    await r.pub.publish(payload(4));
+    await waitFor('seq 4', () => r.sub.stats().lastSeq === 4n);
+    assert.deepEqual(r.seqs(), [0, 2, 4]);
+    const s = r.sub.stats();
+    assert.equal(s.replays, 2);
+    assert.equal(s.resyncs, 2);
+    assert.equal(r.pub.replayRequests, 2);
+  } finally {
+    await r.close();
+  }
+});
+
+test('joining late, the subscriber catches up from the replay buffer before the first live batch', async () => {
+  const r = await rig();
+  try {
+    for (let i = 0; i < 5; i++) await r.pub.publish(payload(i), { drop: true });
+    await r.pub.publish(payload(5));
+    await waitFor('seq 5', () => r.sub.stats().lastSeq === 5n);
+    assert.deepEqual(r.seqs(), range(0, 5));
+    assert.equal(r.sub.stats().resyncs, 0);
+  } finally {
+    await r.close();
+  }
+});
+
+test('bind mode: engines connect to us (centralized mode)', async () => {
+  assert.equal(subscriberBinds('tcp://*:5557'), true);
+  assert.equal(subscriberBinds('tcp://0.0.0.0:5557'), true);
+  assert.equal(subscriberBinds('tcp://[::]:5557'), true);
+  assert.equal(subscriberBinds('tcp://10.0.0.7:5557'), false);
+  assert.equal(subscriberBinds('ipc:///tmp/kv'), false);
+  const log: number[] = [];
+  const sub = new KvEventSubscriber({ id: 'central', endpoint: 'tcp://127.0.0.1:*', mode: 'bind' }, { onBatch: (m) => log.push(Number(m.seq)), onResync: () => {} });
+  await sub.start();
+  const pub = await TestPublisher.start({ connectTo: sub.boundEndpoint!, replay: false });
+  try {
+    await pub.waitForSubscriber();
+    for (let i = 0; i < 3; i++) await pub.publish(payload(i));
+    await waitFor('3 batches', () => log.length === 3);
+    assert.deepEqual(log, [0, 1, 2]);
+  } finally {
+    await sub.close();
+    await pub.close();
+  }
+});
+
+test('close() during a pending replay returns promptly and no callback fires afterwards', async () => {
+  const r = await rig({ silentReplay: true }, { replayTimeoutMs: 60_000 });
+  await r.pub.publish(payload(0));
+  await r.pub.publish(payload(1), { drop: true });
+  await r.pub.publish(payload(2));
+  await waitFor('the replay request', () => r.pub.replayRequests === 1);
+  const before = r.log.length;
+  await r.sub.close();
+  await r.sub.close();
+  await r.pub.publish(payload(3));
+  await new Promise((res) => setTimeout(res, 50));
+  assert.equal(r.log.length, before);
+  await r.pub.close();
+  await assert.rejects(r.sub.start(), /already started or closed/);
+});
