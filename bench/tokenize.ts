@@ -2,7 +2,7 @@
 // text so the BPE word caches see realistic hit rates). Run: `npm run build && node dist/bench/tokenize.js [runs]`.
 import { cpus, totalmem } from 'node:os';
 import { pathToFileURL } from 'node:url';
-import { createTokenizerSync } from '../src/tokenize/index.js';
+import { createTokenizerSync, IncrementalTokenizer } from '../src/tokenize/index.js';
 
 export interface TokenizeBenchRow {
   tokenizer: string;
@@ -88,6 +88,51 @@ export function runTokenizeBench (opts: { runs?: number; tokenizers?: string[]; 
   return rows;
 }
 
+export interface IncrementalBenchRow {
+  tokenizer: string;
+  /** Tokens of the conversation before the turn. */
+  contextTokens: number;
+  /** Tokens the turn added. */
+  newTokens: number;
+  /** Median time of a turn (render + incremental encode), ms, and of a full re-encode of the same prompt. */
+  incrementalMs: number;
+  fullMs: number;
+  runs: number;
+}
+
+/** A turn that appends ~1k tokens to a ~130k-token conversation: incremental against full re-encoding. */
+export function runIncrementalBench (opts: { runs?: number; tokenizers?: string[]; contextTokens?: number } = {}): IncrementalBenchRow[] {
+  const runs = opts.runs ?? 5;
+  const rows: IncrementalBenchRow[] = [];
+  for (const name of opts.tokenizers ?? BENCH_TOKENIZERS) {
+    const tok = createTokenizerSync(name);
+    const encode = (t: string): number[] => tok.encode(t, { addSpecialTokens: false });
+    const inc = new IncrementalTokenizer(tok);
+    const inc_ms: number[] = [];
+    const full_ms: number[] = [];
+    let contextTokens = 0;
+    let newTokens = 0;
+    for (let r = 0; r < runs; r++) {
+      const history = [
+        { role: 'system', content: 'You are a coding agent.' },
+        { role: 'user', content: textOfTokens(encode, opts.contextTokens ?? 130_000, 100 + r) }
+      ];
+      const before = inc.encodeChat(`s${r}`, history, { addGenerationPrompt: true });
+      const turn = [...history, { role: 'assistant', content: 'Done.' }, { role: 'user', content: textOfTokens(encode, 1000, 200 + r) }];
+      let t0 = performance.now();
+      const after = inc.encodeChat(`s${r}`, turn, { addGenerationPrompt: true });
+      inc_ms.push(performance.now() - t0);
+      t0 = performance.now();
+      encode(tok.chatTemplate.render(turn, { addGenerationPrompt: true }));
+      full_ms.push(performance.now() - t0);
+      contextTokens = before.ids.length;
+      newTokens = after.ids.length - before.ids.length;
+    }
+    rows.push({ tokenizer: name, contextTokens, newTokens, incrementalMs: median(inc_ms), fullMs: median(full_ms), runs });
+  }
+  return rows;
+}
+
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const runs = Number(process.argv[2] ?? 5);
   const cpu = cpus();
@@ -97,4 +142,10 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   console.log('| tokenizer | tokens | chars | p50 ms | tokens/ms |');
   console.log('|---|---:|---:|---:|---:|');
   for (const r of rows) console.log(`| ${r.tokenizer} | ${r.tokens} | ${r.chars} | ${r.p50Ms.toFixed(2)} | ${r.tokensPerMs.toFixed(0)} |`);
+  console.log('\nA turn appending ~1k tokens to a ~130k-token session (render + encode), p50 ms:');
+  console.log('| tokenizer | context tokens | new tokens | incremental ms | full re-encode ms |');
+  console.log('|---|---:|---:|---:|---:|');
+  for (const r of runIncrementalBench({ runs })) {
+    console.log(`| ${r.tokenizer} | ${r.contextTokens} | ${r.newTokens} | ${r.incrementalMs.toFixed(2)} | ${r.fullMs.toFixed(2)} |`);
+  }
 }

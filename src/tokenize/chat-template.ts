@@ -85,6 +85,26 @@ export function prepareMessages (messages: readonly ChatMessage[], format: Conte
   });
 }
 
+/**
+ * Tools as vLLM hands them to the template: each request tool goes through its pydantic models and
+ * `model_dump()`, so the declared fields come first in declaration order (type; function: name, description,
+ * parameters, strict), absent ones as null, then any extra fields in request order. Tools of other types
+ * (e.g. "custom") pass through as sent.
+ */
+export function toolDicts (tools: readonly unknown[]): unknown[] {
+  return tools.map((t) => {
+    if (t === null || typeof t !== 'object') return t;
+    const { type, function: fn, ...extra } = t as Record<string, unknown>;
+    if ((type !== undefined && type !== 'function') || fn === null || typeof fn !== 'object') return t;
+    const { name, description, parameters, strict, ...fnExtra } = fn as Record<string, unknown>;
+    return {
+      type: 'function',
+      function: { name, description: description ?? null, parameters: parameters ?? null, strict: strict ?? null, ...fnExtra },
+      ...extra
+    };
+  });
+}
+
 /** A chat template from jinja source (a tokenizer_config.json's chat_template, or one of EAR's built-ins). */
 export class JinjaChatTemplate implements ChatTemplate {
   readonly name: string;
@@ -120,7 +140,7 @@ export class JinjaChatTemplate implements ChatTemplate {
       ...this.#specials,
       ...(opts.chatTemplateKwargs ?? {}),
       messages: conversation,
-      tools: opts.tools ?? null,
+      tools: Array.isArray(opts.tools) ? toolDicts(opts.tools) : null,
       add_generation_prompt: addGenerationPrompt
     };
     let text: string;

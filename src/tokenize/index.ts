@@ -2,5 +2,6 @@
 export type { ChatMessage, ChatTemplate, ContentPart, RenderOptions, Tokenizer } from './types.js';
 export { createTokenizer, createTokenizerSync, TOKENIZER_NAMES, type TokenizerOptions } from './registry.js';
 export { createChatTemplate, BUILTIN_TEMPLATE_NAMES } from './builtin-templates.js';
-export { JinjaChatTemplate, prepareMessages } from './chat-template.js';
+export { JinjaChatTemplate, prepareMessages, toolDicts } from './chat-template.js';
 export { TokenizeError } from './errors.js';
+export { IncrementalTokenizer, type IncrementalOptions, type IncrementalResult, type IncrementalStats } from './incremental.js';

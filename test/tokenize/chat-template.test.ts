@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createChatTemplate, TokenizeError } from '../../src/tokenize/index.js';
-import { detectContentFormat, prepareMessages } from '../../src/tokenize/chat-template.js';
+import { detectContentFormat, prepareMessages, toolDicts } from '../../src/tokenize/chat-template.js';
 import type { ChatMessage } from '../../src/tokenize/types.js';
 
 const TOOL = {
@@ -13,10 +13,11 @@ const TOOL = {
     parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }
   }
 };
-// json.dumps(TOOL) in Python (what transformers' tojson gives): ', ' and ': ' separators.
-const TOOL_JSON = '{"type": "function", "function": {"name": "get_weather", "description": "Get weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}';
-// json.dumps(TOOL, indent=4) in Python.
-const TOOL_JSON_INDENT4 = '{\n    "type": "function",\n    "function": {\n        "name": "get_weather",\n        "description": "Get weather",\n        "parameters": {\n            "type": "object",\n            "properties": {\n                "city": {\n                    "type": "string"\n                }\n            },\n            "required": [\n                "city"\n            ]\n        }\n    }\n}';
+// json.dumps(tool) in Python (what transformers' tojson gives): ', ' and ': ' separators, of the tool as vLLM
+// dumps it from its pydantic model (so "strict": null is there).
+const TOOL_JSON = '{"type": "function", "function": {"name": "get_weather", "description": "Get weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}, "strict": null}}';
+// json.dumps(tool, indent=4) in Python.
+const TOOL_JSON_INDENT4 = '{\n    "type": "function",\n    "function": {\n        "name": "get_weather",\n        "description": "Get weather",\n        "parameters": {\n            "type": "object",\n            "properties": {\n                "city": {\n                    "type": "string"\n                }\n            },\n            "required": [\n                "city"\n            ]\n        },\n        "strict": null\n    }\n}';
 
 const AGENT_TURN: ChatMessage[] = [
   { role: 'system', content: 'You are a bot.' },
@@ -161,6 +162,16 @@ test('bad input gets clear errors', () => {
   assert.throws(() => t.render([{ role: 'user', content: 5 as unknown as string }], { addGenerationPrompt: true }), /content must be/);
   assert.throws(() => createChatTemplate('llama2'), /valid names: chatml, qwen3, llama3, llama3.1/);
   assert.throws(() => createChatTemplate('{% for %}'), (e: unknown) => e instanceof TokenizeError && e.code === 'EAR_ERR_CHAT_TEMPLATE');
+});
+
+test('tools are dumped as vLLM\'s pydantic models do: declared fields first, absent ones null, extras after', () => {
+  assert.deepEqual(JSON.stringify(toolDicts([
+    { function: { parameters: { b: 1, a: 2 }, name: 'f', x: 1 }, type: 'function', y: 2 },
+    { type: 'custom', custom: { name: 'c' } }
+  ])), JSON.stringify([
+    { type: 'function', function: { name: 'f', description: null, parameters: { b: 1, a: 2 }, strict: null, x: 1 }, y: 2 },
+    { type: 'custom', custom: { name: 'c' } }
+  ]));
 });
 
 test('prepareMessages follows vLLM: null content is "", unknown keys dropped, empty tool_calls dropped', () => {

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import fc from 'fast-check';
 import { createTokenizerSync, TokenizeError } from '../../src/tokenize/index.js';
+import { HfTokenizer, qwen3Files } from '../../src/tokenize/hf.js';
 
 const qwen = createTokenizerSync('hf:qwen3');
 
@@ -37,6 +38,25 @@ test('hf:qwen3: decode(encode(s)) is s in NFC (the tokenizer normalizes to NFC)'
     const s = parts.join('');
     assert.equal(qwen.decode(qwen.encode(s)), s.normalize('NFC'));
   }), { numRuns: 200 });
+});
+
+test('hf:qwen3 uses the fast ranked-BPE engine, and it encodes exactly as the general pure-JS engine', () => {
+  assert.equal((qwen as HfTokenizer).engine, 'ranked-bpe');
+  const js = new HfTokenizer('hf:qwen3 (js)', qwen3Files(), undefined, { engine: 'js' });
+  assert.equal(js.engine, 'js');
+  // BMP text (see ranked-bpe.ts on recently assigned astral letters), with added tokens, NFC cases and
+  // the pre-tokenizer's tricky spots (contractions in any case, digit runs, whitespace runs) mixed in.
+  const bmp = fc.string({ unit: fc.integer({ min: 0, max: 0xffff }).filter((c) => c < 0xd800 || c > 0xdfff).map((c) => String.fromCharCode(c)), maxLength: 40 });
+  const piece = fc.oneof(bmp, fc.string({ unit: 'grapheme-ascii', maxLength: 40 }),
+    fc.constantFrom('<|im_start|>', '<|im_end|>', '<think>', '</tool_call>', "'S", "I'LL", "'ve", '1234567', '   \n\n  ', '\t', 'e\u0301', '>\u0338', '\u00a0'));
+  fc.assert(fc.property(fc.array(piece, { maxLength: 10 }), (parts) => {
+    const s = parts.join('');
+    assert.deepEqual(qwen.encode(s), js.encode(s));
+    assert.equal(qwen.decode(qwen.encode(s)), js.decode(js.encode(s)));
+  }), { numRuns: 1500 });
+  // An added token followed by a combining mark is not composed across (HF normalizes between added tokens).
+  assert.deepEqual(qwen.encode('<|im_end|>\u0338'), js.encode('<|im_end|>\u0338'));
+  assert.equal(qwen.encode('<|im_end|>\u0338')[0], 151645);
 });
 
 test('hf:<path to tokenizer.json> builds the same tokenizer as hf:qwen3', () => {
@@ -80,6 +100,7 @@ test('hf:<dir>: post-processor BOS, config chat template, generation_config eos'
     }));
     writeFileSync(join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: [2, 3] }));
     const t = createTokenizerSync(`hf:${dir}`);
+    assert.equal((t as HfTokenizer).engine, 'js', 'WordPiece is outside the ranked-BPE shape');
     assert.deepEqual(t.encode('hello world'), [1, 4, 5]);
     assert.deepEqual(t.encode('hello world', { addSpecialTokens: false }), [4, 5]);
     const prompt = t.chatTemplate.render([{ role: 'user', content: 'hello' }], { addGenerationPrompt: true });
