@@ -52,6 +52,12 @@ export class RealClockHost {
     return released;
   }
 
+  /** Held blocks past their timeout are freed now rather than at the next step (an idle engine takes none). */
+  expireHolds (): void {
+    this.engine.expireHolds(this.now());
+    this.afterOutOfStepChange();
+  }
+
   /** vLLM's reset_prefix_cache; false while blocks are in use. */
   resetPrefixCache (): boolean {
     const ok = this.engine.resetPrefixCache();

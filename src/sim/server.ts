@@ -107,6 +107,7 @@ function handleKvPull (ctx: SimContext, raw: unknown): string {
   const b = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
   if (typeof b.remote_request_id !== 'string') throw badRequest('remote_request_id: a string is required', 'remote_request_id');
   const id = b.remote_request_id;
+  ctx.host.expireHolds();
   const tokens = b.remote_engine_id === ctx.engineId ? ctx.host.engine.heldBlocks(id) : null;
   if (tokens === null) throw new HttpError(404, `No KV blocks held for request ${JSON.stringify(id)} on engine ${ctx.engineId} (never exported, already read, or expired).`);
   const tokenIds = tokens.slice();

@@ -31,7 +31,7 @@ export interface SimOptions {
   kvHashFormat: 'int' | 'bytes';
   /** Host importers use to reach this engine's KV side channel (vLLM: VLLM_NIXL_SIDE_CHANNEL_HOST). */
   kvTransferHost: string | null;
-  /** Seconds an exported request's blocks stay held without a pull (vLLM: VLLM_NIXL_ABORT_REQUEST_TIMEOUT). */
+  /** Modelled seconds an exported request's blocks stay held without a pull (vLLM: VLLM_NIXL_ABORT_REQUEST_TIMEOUT). */
   kvHoldTimeout: number;
   /** Engine index for the `engine` metrics label and the events' data_parallel_rank. */
   engineIndex: number;
