@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FinishReason, KvImport, RequestMetrics, RequestOutput, SimRequest } from './engine-types.js';
 import { EngineFullError } from './engine.js';
-import { HttpError, badRequest } from './http-errors.js';
+import { HttpError, badRequest, errorJson } from './http-errors.js';
 import { classifyKvTransferParams, exportParams, pullBlocks } from './kv-transfer.js';
 import type { ImportParams } from './kv-transfer.js';
 import type { GenerationRequest } from './openai-request.js';
@@ -222,7 +222,7 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
     }
     if (engineDead) {
       const err = new HttpError(500, 'EngineCore encountered an issue. See stack trace for the root cause.');
-      res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: err.message, type: err.type, param: null, code: 500 } }));
+      res.writeHead(500, { 'content-type': 'application/json' }).end(errorJson(err));
       return;
     }
     let kvParams: Record<string, unknown> | null = null;
