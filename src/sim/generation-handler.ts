@@ -45,10 +45,12 @@ interface Choice {
   lastToken: number;
 }
 
-export function resolveModelName (ctx: SimContext, requested: string | null): string {
-  if (requested === null) return ctx.modelNames[0];
-  if (!ctx.modelNames.includes(requested)) throw new HttpError(404, `The model \`${requested}\` does not exist.`, 'model');
-  return requested;
+/** The model a request names: a served name, a LoRA adapter (its name salts the blocks), or the first served name. */
+export function resolveModelName (ctx: SimContext, requested: string | null): { model: string; lora: string | null } {
+  if (requested === null) return { model: ctx.modelNames[0], lora: null };
+  if (ctx.modelNames.includes(requested)) return { model: requested, lora: null };
+  if (ctx.loraModules.some((m) => m.name === requested)) return { model: requested, lora: requested };
+  throw new HttpError(404, `The model \`${requested}\` does not exist.`, 'model');
 }
 
 function renderPrompts (ctx: SimContext, g: GenerationRequest): Prompt[] {
@@ -117,7 +119,7 @@ const requestIdHeader = (req: IncomingMessage): string | null => {
 export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'completion', body: unknown,
   req: IncomingMessage, res: ServerResponse): Promise<void> {
   const g = parseGenerationRequest(endpoint, body);
-  const model = resolveModelName(ctx, g.model);
+  const { model, lora } = resolveModelName(ctx, g.model);
   const prompts = renderPrompts(ctx, g);
   const maxTokens = prompts.map((p) => maxTokensFor(ctx.maxModelLen, p.ids.length, g.maxTokens));
 
@@ -350,7 +352,7 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
       minTokens: Math.min(g.minTokens, c.maxTokens),
       ignoreEos: g.ignoreEos,
       stopTokenIds,
-      loraName: null,
+      loraName: lora,
       cacheSalt: g.cacheSalt,
       seed: (g.seed ?? ctx.options.seed) + (c.index % g.n),
       kvExport: exporting,

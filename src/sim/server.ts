@@ -76,14 +76,18 @@ function modelCards (ctx: SimContext): string {
   const created = Math.floor(Date.now() / 1000);
   return JSON.stringify({
     object: 'list',
-    data: ctx.modelNames.map((id) => ({
+    data: [
+      ...ctx.modelNames.map((id) => ({ id, root: ctx.root, parent: null, maxModelLen: ctx.maxModelLen as number | null })),
+      // vLLM lists adapters with their path as root, their base as parent, and no max_model_len.
+      ...ctx.loraModules.map((m) => ({ id: m.name, root: m.path, parent: m.baseModelName ?? ctx.modelNames[0], maxModelLen: null }))
+    ].map(({ id, root, parent, maxModelLen }) => ({
       id,
       object: 'model',
       created,
       owned_by: 'vllm',
-      root: ctx.root,
-      parent: null,
-      max_model_len: ctx.maxModelLen,
+      root,
+      parent,
+      max_model_len: maxModelLen,
       permission: [{
         id: `modelperm-${randomBytes(16).toString('hex')}`,
         object: 'model_permission',
@@ -166,6 +170,7 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
   const ctx: SimContext = {
     options: opts,
     modelNames,
+    loraModules: opts.loraModules,
     root,
     maxModelLen: profile.maxModelLen,
     blockSize: engine.blockSize,

@@ -2,6 +2,13 @@
 // Flags named after `vllm serve` mean what they mean there; null means "the profile's value".
 import type { KvEventsConfig } from './kv-events-config.js';
 
+/** A LoRA adapter the engine serves (vLLM --lora-modules); requests name it as their model. */
+export interface LoraModule {
+  name: string;
+  path: string;
+  baseModelName: string | null;
+}
+
 export interface SimOptions {
   /** The model path vLLM would load; shown as ModelCard.root and the default served name. */
   model: string | null;
@@ -10,6 +17,7 @@ export interface SimOptions {
   port: number;
   /** Names the model answers to; the first is the one reported. Default: [model ?? profile's model name]. */
   servedModelName: string[] | null;
+  loraModules: LoraModule[];
   blockSize: number | null;
   numGpuBlocksOverride: number | null;
   maxNumSeqs: number | null;
@@ -44,6 +52,7 @@ export const defaultSimOptions: Readonly<SimOptions> = Object.freeze({
   host: '0.0.0.0',
   port: 8000,
   servedModelName: null,
+  loraModules: [],
   blockSize: null,
   numGpuBlocksOverride: null,
   maxNumSeqs: null,
@@ -75,6 +84,9 @@ export function resolveSimOptions (partial: Partial<SimOptions>): Readonly<SimOp
   if (!Number.isSafeInteger(o.port) || o.port < 0 || o.port > 65535) bad('port', 'must be an integer in 0..65535');
   if (o.servedModelName !== null && (!Array.isArray(o.servedModelName) || o.servedModelName.length === 0 ||
     !o.servedModelName.every((s) => typeof s === 'string' && s !== ''))) bad('servedModelName', 'must be a non-empty list of names');
+  if (!Array.isArray(o.loraModules) || !o.loraModules.every((m) => typeof m?.name === 'string' && m.name !== '' && typeof m.path === 'string' &&
+    (m.baseModelName === null || typeof m.baseModelName === 'string'))) bad('loraModules', 'must be a list of {name, path, baseModelName}');
+  if (new Set(o.loraModules.map((m) => m.name)).size !== o.loraModules.length) bad('loraModules', 'names must be unique');
   for (const k of ['blockSize', 'numGpuBlocksOverride', 'maxNumSeqs', 'maxNumBatchedTokens', 'maxModelLen'] as const) {
     if (o[k] !== null && !posInt(o[k])) bad(k, 'must be a positive integer');
   }
