@@ -21,6 +21,7 @@ import { RealClockHost } from './real-clock-host.js';
 import type { SimContext } from './sim-context.js';
 import { SimMetrics } from './sim-metrics.js';
 import { resolveSimOptions } from './sim-options.js';
+import { asVllmEvents } from './vllm-event-shape.js';
 import type { SimOptions } from './sim-options.js';
 import { handleDetokenize, handleTokenize } from './tokenize-handler.js';
 
@@ -137,7 +138,7 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
   const tokenizer = await createTokenizer(opts.tokenizer);
   const engine = new SimEngine({
     profile,
-    hashSeed: process.env.PYTHONHASHSEED ?? '0',
+    hashSeed: opts.hashSeed ?? process.env.PYTHONHASHSEED ?? '0',
     numGpuBlocks: opts.numGpuBlocksOverride ?? undefined,
     vocabulary: outputVocabulary(tokenizer),
     stopProbability: opts.stopProbability,
@@ -159,7 +160,7 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
 
   const host = new RealClockHost(engine, opts.timeScale, (events) => {
     if (publisher === null) return;
-    publisher.publish(encodeBatch({ ts: Date.now() / 1000, events, dataParallelRank: opts.engineIndex }, wire));
+    publisher.publish(encodeBatch({ ts: Date.now() / 1000, events: asVllmEvents(events), dataParallelRank: opts.engineIndex }, wire));
   }, () => metrics.syncCounters(engine.stats()));
   host.onListenerError = (err) => log.error({ err }, 'response handler failed; request aborted');
 

@@ -32,6 +32,8 @@ export interface SimOptions {
   timeScale: number;
   tokenizer: string;
   seed: number;
+  /** Seed of vLLM's NONE_HASH, as the string PYTHONHASHSEED holds; null: $PYTHONHASHSEED, else "0". */
+  hashSeed: string | null;
   /** Chance per generated word that the engine emits EOS instead (once min_tokens are out); 0 = run to max_tokens. */
   stopProbability: number;
   /** Inner event layout on the KV-event wire (the outer batch is an array, as in every vLLM release). */
@@ -65,6 +67,7 @@ export const defaultSimOptions: Readonly<SimOptions> = Object.freeze({
   timeScale: 1,
   tokenizer: 'character',
   seed: 0,
+  hashSeed: null,
   stopProbability: 0.02,
   kvEventFormat: 'array',
   kvHashFormat: 'int',
@@ -92,6 +95,7 @@ export function resolveSimOptions (partial: Partial<SimOptions>): Readonly<SimOp
   }
   if (typeof o.timeScale !== 'number' || !Number.isFinite(o.timeScale) || o.timeScale < 0) bad('timeScale', 'must be a number >= 0');
   if (!Number.isSafeInteger(o.seed)) bad('seed', 'must be an integer');
+  if (o.hashSeed !== null && typeof o.hashSeed !== 'string') bad('hashSeed', 'must be a string or null');
   if (typeof o.stopProbability !== 'number' || !(o.stopProbability >= 0 && o.stopProbability <= 1)) bad('stopProbability', 'must be a number in [0, 1]');
   if (o.kvEventFormat !== 'array' && o.kvEventFormat !== 'map') bad('kvEventFormat', 'must be "array" or "map"');
   if (o.kvHashFormat !== 'int' && o.kvHashFormat !== 'bytes') bad('kvHashFormat', 'must be "int" or "bytes"');
