@@ -26,7 +26,10 @@ export interface KvSubscriberOptions {
   /** Reconnect (and bind retry) backoff: starts here and doubles up to reconnectMaxMs. */
   reconnectMinMs?: number;
   reconnectMaxMs?: number;
-  /** Messages ZMQ queues for us while we replay or fall behind; past it the engine's PUB drops (a gap). */
+  /**
+   * Messages ZMQ queues for us while we replay or fall behind (default 10 000, ~100 MB at 10 KB a batch);
+   * past it the engine's PUB drops them, which we see as a gap and fill from the replay buffer.
+   */
   receiveHighWaterMark?: number;
   /** On the first live message, replay from 0 to learn what the engine cached before we joined. */
   catchUpOnStart?: boolean;
@@ -126,7 +129,7 @@ export class KvEventSubscriber {
       replayTimeoutMs: opts.replayTimeoutMs ?? 2000,
       reconnectMinMs: opts.reconnectMinMs ?? 100,
       reconnectMaxMs: opts.reconnectMaxMs ?? 5000,
-      receiveHighWaterMark: opts.receiveHighWaterMark ?? 100_000,
+      receiveHighWaterMark: opts.receiveHighWaterMark ?? 10_000,
       catchUpOnStart: opts.catchUpOnStart ?? true,
       now: opts.now ?? Date.now,
     };

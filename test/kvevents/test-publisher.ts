@@ -16,13 +16,15 @@ export interface TestPublisherOptions {
   connectTo?: string;
   /** Bind the PUB here (e.g. the address of a previous publisher, to play an engine restart); default an ephemeral port. */
   bindTo?: string;
+  /** The PUB's send high-water mark (messages queued per subscriber before ZMQ drops). */
+  sendHighWaterMark?: number;
 }
 
 export class TestPublisher {
   readonly topic: string;
   readonly #bufferSteps: number;
   readonly #silent: boolean;
-  readonly #pub = new XPublisher({ linger: 0 });
+  readonly #pub: XPublisher;
   readonly #router: Router | null;
   #buffer: Array<[bigint, Uint8Array]> = [];
   #seq = 0n;
@@ -35,6 +37,7 @@ export class TestPublisher {
     this.topic = opts.topic ?? '';
     this.#bufferSteps = opts.bufferSteps ?? 10_000;
     this.#silent = opts.silentReplay ?? false;
+    this.#pub = new XPublisher({ linger: 0, ...(opts.sendHighWaterMark !== undefined ? { sendHighWaterMark: opts.sendHighWaterMark } : {}) });
     this.#router = opts.replay === false ? null : new Router({ linger: 0 });
   }
 
@@ -44,7 +47,16 @@ export class TestPublisher {
       p.#pub.connect(opts.connectTo);
       p.endpoint = opts.connectTo;
     } else {
-      await p.#pub.bind(opts.bindTo ?? 'tcp://127.0.0.1:*');
+      // ZMQ releases a closed socket's port on its I/O thread, a moment after close(): retry a busy address.
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await p.#pub.bind(opts.bindTo ?? 'tcp://127.0.0.1:*');
+          break;
+        } catch (err) {
+          if ((err as { code?: string }).code !== 'EADDRINUSE' || attempt >= 100) throw err;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      }
       p.endpoint = p.#pub.lastEndpoint!;
     }
     if (p.#router !== null) {
