@@ -139,7 +139,10 @@ function readJson (path: string, what: string): unknown {
   }
 }
 
-/** Files for `hf:<path>`: a tokenizer.json (or its folder), with tokenizer_config.json and generation_config.json beside it if present. */
+/**
+ * Files for `hf:<path>` (relative paths from the working directory): a tokenizer.json (or its folder), with
+ * tokenizer_config.json, chat_template.jinja and generation_config.json beside it if present.
+ */
 export function readHfFiles (path: string): HfFiles {
   let file = resolve(path);
   if (existsSync(file) && statSync(file).isDirectory()) file = join(file, 'tokenizer.json');
@@ -151,6 +154,9 @@ export function readHfFiles (path: string): HfFiles {
     tokenizerJSON: readJson(file, 'tokenizer.json') as Record<string, unknown>,
     tokenizerConfig: existsSync(configPath) ? readJson(configPath, 'tokenizer_config.json') as Record<string, unknown> : {}
   };
+  // Newer checkpoints keep the template in chat_template.jinja, which transformers prefers over the config key.
+  const jinjaPath = join(dir, 'chat_template.jinja');
+  if (existsSync(jinjaPath)) files.tokenizerConfig = { ...files.tokenizerConfig, chat_template: readFileSync(jinjaPath, 'utf8') };
   if (existsSync(genPath)) files.generationEos = (readJson(genPath, 'generation_config.json') as { eos_token_id?: number | number[] }).eos_token_id;
   return files;
 }
