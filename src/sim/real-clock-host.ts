@@ -12,6 +12,7 @@ export class RealClockHost {
   private modelClock = 0;
   private wallAnchor = performance.now();
   private inFlight = false;
+  private delivering = false;
   private closed = false;
   private timer: NodeJS.Timeout | null = null;
   private immediate: NodeJS.Immediate | null = null;
@@ -52,6 +53,12 @@ export class RealClockHost {
     return released;
   }
 
+  /** Held blocks past their timeout are freed now rather than at the next step (an idle engine takes none). */
+  expireHolds (): void {
+    this.engine.expireHolds(this.now());
+    this.afterOutOfStepChange();
+  }
+
   /** vLLM's reset_prefix_cache; false while blocks are in use. */
   resetPrefixCache (): boolean {
     const ok = this.engine.resetPrefixCache();
@@ -71,7 +78,7 @@ export class RealClockHost {
    * never leaks into modelled time; after idling, the wall time that passed counts (divided by the scale).
    */
   private schedule (chained = false): void {
-    if (this.inFlight || this.closed || this.dead !== null) return;
+    if (this.inFlight || this.delivering || this.closed || this.dead !== null) return;
     const now = chained ? this.modelClock : this.now();
     const next = this.engine.nextStepTime(now);
     if (next === null) return;
@@ -106,7 +113,13 @@ export class RealClockHost {
       this.immediate = null;
       if (this.closed) return;
       this.inFlight = false;
-      this.deliver(result, start, end);
+      // Aborts and submits made by listeners wait: the next step is chained to this one.
+      this.delivering = true;
+      try {
+        this.deliver(result, start, end);
+      } finally {
+        this.delivering = false;
+      }
       this.schedule(true);
     };
     if (delayMs >= 1) this.timer = setTimeout(deliver, delayMs);
