@@ -1,6 +1,6 @@
 // Encode time per tokenizer for prompts of ~1k, 33.6k and 130k tokens (p50 over a few runs, each on a different
 // text so the BPE word caches see realistic hit rates). Run: `npm run build && node dist/bench/tokenize.js [runs]`.
-import { cpus, totalmem } from 'node:os';
+import { cpus, loadavg, totalmem } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { createTokenizerSync, IncrementalTokenizer } from '../src/tokenize/index.js';
 
@@ -136,7 +136,7 @@ export function runIncrementalBench (opts: { runs?: number; tokenizers?: string[
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const runs = Number(process.argv[2] ?? 5);
   const cpu = cpus();
-  console.log(`machine: ${cpu.length} × ${cpu[0]?.model ?? 'unknown cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}`);
+  console.log(`machine: ${cpu.length} × ${cpu[0]?.model ?? 'unknown cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}, load average ${loadavg()[0].toFixed(1)} (shared machine: figures scale with it)`);
   console.log(`command: node dist/bench/tokenize.js ${runs}   (encode only, addSpecialTokens=false, p50 of ${runs} texts)`);
   const rows = runTokenizeBench({ runs });
   console.log('| tokenizer | tokens | chars | p50 ms | tokens/ms |');
