@@ -2,7 +2,8 @@
 // text so the BPE word caches see realistic hit rates). Run: `npm run build && node dist/bench/tokenize.js [runs]`.
 import { cpus, loadavg, totalmem } from 'node:os';
 import { pathToFileURL } from 'node:url';
-import { createTokenizerSync, IncrementalTokenizer } from '../src/tokenize/index.js';
+import { createTokenizerSync, IncrementalTokenizer, type Tokenizer } from '../src/tokenize/index.js';
+import { HfTokenizer, qwen3Files } from '../src/tokenize/hf.js';
 
 export interface TokenizeBenchRow {
   tokenizer: string;
@@ -16,7 +17,13 @@ export interface TokenizeBenchRow {
   runs: number;
 }
 
-export const BENCH_TOKENIZERS = ['character', 'tiktoken:o200k_base', 'tiktoken:cl100k_base', 'hf:qwen3'];
+/** The baseline for hf:qwen3's ranked-BPE engine: the same files through the general pure-JS engine. */
+export const QWEN3_PURE_JS = 'hf:qwen3 (pure-JS engine)';
+export const BENCH_TOKENIZERS = ['character', 'tiktoken:o200k_base', 'tiktoken:cl100k_base', 'hf:qwen3', QWEN3_PURE_JS];
+
+function tokenizerFor (name: string): Tokenizer {
+  return name === QWEN3_PURE_JS ? new HfTokenizer(name, qwen3Files(), undefined, { engine: 'js' }) : createTokenizerSync(name);
+}
 export const BENCH_SIZES = [1_000, 33_600, 130_000];
 
 const WORDS = ('the of and to in is for that on with as are this be it by from at or an was can not have which ' +
@@ -66,7 +73,7 @@ export function runTokenizeBench (opts: { runs?: number; tokenizers?: string[]; 
   const runs = opts.runs ?? 5;
   const rows: TokenizeBenchRow[] = [];
   for (const name of opts.tokenizers ?? BENCH_TOKENIZERS) {
-    const tok = createTokenizerSync(name);
+    const tok = tokenizerFor(name);
     const encode = (t: string): number[] => tok.encode(t, { addSpecialTokens: false });
     encode(textOfChars(20_000, 999)); // warm-up: JIT and first-use allocations
     for (const size of opts.sizes ?? BENCH_SIZES) {
@@ -104,8 +111,8 @@ export interface IncrementalBenchRow {
 export function runIncrementalBench (opts: { runs?: number; tokenizers?: string[]; contextTokens?: number } = {}): IncrementalBenchRow[] {
   const runs = opts.runs ?? 5;
   const rows: IncrementalBenchRow[] = [];
-  for (const name of opts.tokenizers ?? BENCH_TOKENIZERS) {
-    const tok = createTokenizerSync(name);
+  for (const name of opts.tokenizers ?? BENCH_TOKENIZERS.filter((n) => n !== QWEN3_PURE_JS)) {
+    const tok = tokenizerFor(name);
     const encode = (t: string): number[] => tok.encode(t, { addSpecialTokens: false });
     const inc = new IncrementalTokenizer(tok);
     const inc_ms: number[] = [];
