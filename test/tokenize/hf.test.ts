@@ -112,7 +112,7 @@ test('hf:<dir>: post-processor BOS, config chat template, generation_config eos'
     // A built-in template can replace the file's: llama3.1 picks up the file's bos_token.
     // chat_template.jinja beside the files takes the place of the config's template (read at load).
     writeFileSync(join(dir, 'chat_template.jinja'), '{% for m in messages %}[{{ m.content }}]{% endfor %}');
-    assert.equal(createTokenizerSync(join(dir, 'tokenizer.json').replace(/^/, 'hf:')).chatTemplate.render([{ role: 'user', content: 'hi' }], { addGenerationPrompt: false }), '[hi]');
+    assert.equal(createTokenizerSync(`hf:${join(dir, 'tokenizer.json')}`).chatTemplate.render([{ role: 'user', content: 'hi' }], { addGenerationPrompt: false }), '[hi]');
     const llama = createTokenizerSync(`hf:${dir}`, { chatTemplate: 'llama3.1' });
     assert.ok(llama.chatTemplate.render([{ role: 'user', content: 'x' }], { addGenerationPrompt: false }).startsWith('<s><|start_header_id|>system'));
   } finally {
