@@ -59,3 +59,41 @@ export class SessionPrompt {
     return { tokens, blocks };
   }
 }
+
+/** The token ids of every request of a workload, for a driver: one SessionPrompt per live session, dropped
+ *  after the session's last turn (an open-loop trace has thousands of sessions). Turns of a session must be
+ *  asked for in order, each once. */
+export class PromptSource {
+  readonly #seed: number;
+  readonly #blockSize: number;
+  readonly #live = new Map<string, { prompt: SessionPrompt; next: number }>();
+
+  constructor (workload: { seed: number; blockSize: number }) {
+    this.#seed = workload.seed;
+    this.#blockSize = workload.blockSize;
+  }
+
+  /** Sessions whose prompt is held. */
+  get live (): number { return this.#live.size; }
+
+  /** Closed loop: turn k of a session. */
+  turn (session: { id: string; turns: readonly PromptSpec[] }, k: number): { tokens: number[]; blocks: number[] } {
+    return this.#advance(session.id, k, session.turns[k], k === session.turns.length - 1);
+  }
+
+  /** Open loop: the next request of its session. */
+  request (r: PromptSpec & { sessionId: string; turn: number; final: boolean }): { tokens: number[]; blocks: number[] } {
+    return this.#advance(r.sessionId, r.turn, r, r.final);
+  }
+
+  #advance (id: string, k: number, spec: PromptSpec | undefined, last: boolean): { tokens: number[]; blocks: number[] } {
+    if (spec === undefined) throw new RangeError(`session ${id} has no turn ${k}`);
+    let s = this.#live.get(id);
+    if (s === undefined) { s = { prompt: new SessionPrompt(this.#seed, this.#blockSize), next: 0 }; this.#live.set(id, s); }
+    if (k !== s.next) throw new Error(`session ${id}: turn ${k} asked for, expected turn ${s.next}`);
+    const out = s.prompt.advance(spec);
+    s.next++;
+    if (last) this.#live.delete(id);
+    return out;
+  }
+}
