@@ -43,11 +43,17 @@ export function gitCommit (dir = process.cwd()): Commit | null {
   return { sha: head.stdout.trim(), dirty: status.status === 0 && status.stdout.trim() !== '' };
 }
 
+/** Sweep points keep every metric but their pending-prefill timeline (a sweep of 5 flags × 5 values × 12
+ *  policies would otherwise carry 300 timelines). */
 export function buildResults (r: { config: Record<string, unknown>; policies: PolicyResult[]; sweeps?: Sweep[]; workload?: WorkloadStats | null; repoDir?: string }): Results {
   const names = r.policies.map((p) => p.policy);
   if (new Set(names).size !== names.length) throw new Error(`results: a policy appears twice (${names.join(', ')})`);
+  const sweeps = (r.sweeps ?? []).map((s) => ({
+    flag: s.flag,
+    points: s.points.map((p) => ({ ...p, metrics: { ...p.metrics, timeline: { t: [], pendingPrefill: [], migrations: [] } } })),
+  }));
   return {
     version: 1, createdAt: new Date().toISOString(), commit: gitCommit(r.repoDir), machine: machine(),
-    config: r.config, workload: r.workload ?? null, policies: r.policies, sweeps: r.sweeps ?? [],
+    config: r.config, workload: r.workload ?? null, policies: r.policies, sweeps,
   };
 }

@@ -42,6 +42,9 @@ test('results.json, report.md (a row per policy, best marked) and PNG plots are 
     assert.equal(typeof parsed.machine.cpus, 'number');
     assert.match(parsed.commit.sha, /^[0-9a-f]{40}$/);
     assert.equal(parsed.policies[2].metrics.migrations.thrash, 2);
+    assert.equal(parsed.policies[0].metrics.timeline.t.length, 200);
+    assert.equal(parsed.sweeps[0].points.length, 9);
+    assert.equal(parsed.sweeps[0].points[0].metrics.timeline.t.length, 0, 'sweep points drop their timelines');
 
     const md = readFileSync(join(dir, 'report.md'), 'utf8');
     for (const p of policies) assert.equal(md.split('\n').filter((l) => l.startsWith(`| \`${p.policy}\` |`)).length, 1, p.policy);

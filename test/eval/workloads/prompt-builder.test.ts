@@ -16,7 +16,7 @@ test('a block expands to the same ids for the same (seed, block), different ones
 });
 
 test('a cut block is the prefix of the whole block', () => {
-  assert.deepEqual(expandBlocks(1, [5, 9], 16, 20), [...expandBlocks(1, [5], 16, 16), ...expandBlocks(1, [9], 16, 16).slice(0, 4)]);
+  assert.deepEqual(expandBlocks(1, [5, 9], 16, 20), Uint32Array.from([...expandBlocks(1, [5], 16, 16), ...expandBlocks(1, [9], 16, 16).slice(0, 4)]));
   assert.throws(() => expandBlocks(1, [5], 16, 17), /needs more than 1 blocks/);
 });
 
