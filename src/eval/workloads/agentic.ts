@@ -20,7 +20,8 @@ export interface AgenticOptions {
   duration: number;
   /** Exact number of sessions (overrides `duration`). */
   sessions: number | null;
-  /** Keep this many sessions running instead of Poisson arrivals. */
+  /** Keep this many sessions running instead of Poisson arrivals (the sessions are still the Poisson count
+   *  over `duration`, or `sessions`). */
   concurrency: number | null;
   clients: number;
   blockSize: number;
@@ -142,7 +143,9 @@ export function agentic (options: Partial<AgenticOptions> = {}): ClosedLoopWorkl
   const ln = (r: Rng, median: number, sigma: number): number => Math.max(1, Math.round(r.logNormal(median, sigma)));
 
   for (let i = 0; i < starts.length; i++) {
-    const start = o.concurrency !== null ? 0 : starts[i];
+    // Forks and the nominal timeline follow the Poisson draw even under concurrency arrivals (start 0 there).
+    const nominalStart = starts[i];
+    const start = o.concurrency !== null ? 0 : nominalStart;
     const client = shape.int(o.clients);
     const nTurns = Math.min(o.turnsMax, ln(shape, o.turnsMedian, o.turnsSigma));
     const turns: Turn[] = [];
@@ -160,7 +163,7 @@ export function agentic (options: Partial<AgenticOptions> = {}): ClosedLoopWorkl
       // Resume the latest turn (nominally) sent before this session starts, of an earlier session of the client.
       for (let tries = 0; tries < 8 && candidates.length > 0; tries++) {
         const src = candidates[forks.int(candidates.length)];
-        const sent = src.sentAt.filter((t) => t < start).length;
+        const sent = src.sentAt.filter((t) => t < nominalStart).length;
         if (sent === 0) continue;
         const p = src.prefixes[sent - 1];
         blocks = p.arr.slice(0, p.len);
@@ -170,7 +173,7 @@ export function agentic (options: Partial<AgenticOptions> = {}): ClosedLoopWorkl
     }
     context += ln(tokens, o.taskMedian, o.taskSigma);
     let prevFull = 0;
-    let t = start;
+    let t = nominalStart;
     for (let k = 0; k < nTurns; k++) {
       if (k > 0) {
         const prevOut = turns[k - 1].outputTokens;
