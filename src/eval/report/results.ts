@@ -50,7 +50,7 @@ export function buildResults (r: { config: Record<string, unknown>; policies: Po
   if (new Set(names).size !== names.length) throw new Error(`results: a policy appears twice (${names.join(', ')})`);
   const sweeps = (r.sweeps ?? []).map((s) => ({
     flag: s.flag,
-    points: s.points.map((p) => ({ ...p, metrics: { ...p.metrics, timeline: { t: [], pendingPrefill: [], migrations: [] } } })),
+    points: s.points.map((p) => ({ ...p, metrics: { ...p.metrics, timeline: { t: [], pendingPrefill: [], migrations: [], droppedSamples: 0 } } })),
   }));
   return {
     version: 1, createdAt: new Date().toISOString(), commit: gitCommit(r.repoDir), machine: machine(),
