@@ -22,7 +22,9 @@ export class ApcBound {
     while (all < full && this.#seen.has(blocks[all])) all++;
     let intra = 0;
     while (intra < full && mine.has(blocks[intra])) intra++;
-    for (let i = 0; i < full; i++) { this.#seen.add(blocks[i]); mine.add(blocks[i]); }
+    // The hit prefixes are in the sets already.
+    for (let i = all; i < full; i++) this.#seen.add(blocks[i]);
+    for (let i = intra; i < full; i++) mine.add(blocks[i]);
     return { all: all * bs, intra: intra * bs };
   }
 }

@@ -20,8 +20,11 @@ export interface CollectorOptions {
   tCool?: number;
   /** Points kept in the pending-prefill timeline for plots (bucket maxima). */
   timelinePoints?: number;
-  /** Migration events kept for plots. */
+  /** Migration events kept for plots (all are counted). */
   migrationEventsKept?: number;
+  /** Per-engine samples stored for the timeline (2.8 h at 10 Hz by default); later samples still count for
+   *  the hotspot index, and the timeline reports how many it left out. */
+  timelineSamplesKept?: number;
 }
 
 export interface SentRequest {
@@ -83,7 +86,7 @@ export interface MetricsSummary {
   migrations: { count: number; tokens: number; bytes: number; transferTime: LatencySummary; thrash: number; thrashSessions: number; tCool: number };
   failures: Record<string, number>;
   gateway: { decision: LatencySummary; addedLatency: LatencySummary };
-  timeline: { t: number[]; pendingPrefill: number[][]; migrations: Array<{ t: number; from: number; to: number }> };
+  timeline: { t: number[]; pendingPrefill: number[][]; migrations: Array<{ t: number; from: number; to: number }>; droppedSamples: number };
 }
 
 interface Open { sessionId: string; root: string; sent: number; first: number; prompt: number; boundAll: number; boundIntra: number }
@@ -94,6 +97,8 @@ export class MetricsCollector {
   readonly #tCool: number;
   readonly #timelinePoints: number;
   readonly #eventsKept: number;
+  readonly #samplesKept: number;
+  #droppedSamples = 0;
   readonly #bound: ApcBound | null;
   readonly #open = new Map<string, Open>();
   readonly #ttft = new Latency(); readonly #tpot = new Latency(); readonly #e2e = new Latency();
@@ -120,6 +125,7 @@ export class MetricsCollector {
     this.#tCool = o.tCool ?? 60;
     this.#timelinePoints = o.timelinePoints ?? 600;
     this.#eventsKept = o.migrationEventsKept ?? 2000;
+    this.#samplesKept = o.timelineSamplesKept ?? 100_000;
     this.#bound = o.blockSize === undefined ? null : new ApcBound(o.blockSize);
   }
 
@@ -182,6 +188,7 @@ export class MetricsCollector {
     let sum = 0, max = 0;
     for (const x of v) { sum += x; if (x > max) max = x; }
     if (sum > 0) this.#index.push(max / (sum / v.length));
+    if (this.#samples.length >= this.#samplesKept) { this.#droppedSamples++; return; }
     this.#sampleT.push(at);
     this.#samples.push(v);
   }
@@ -219,7 +226,7 @@ export class MetricsCollector {
       },
       hotspot: {
         mean: this.#index.length === 0 ? 0 : this.#index.reduce((a, b) => a + b, 0) / this.#index.length,
-        p99: percentile(this.#index, 99), samples: this.#samples.length, loadedSamples: this.#index.length,
+        p99: percentile(this.#index, 99), samples: this.#samples.length + this.#droppedSamples, loadedSamples: this.#index.length,
       },
       makespan, idealMakespan: ideal, amplification: ideal === null ? null : amplification(makespan, ideal),
       throughput: {
@@ -234,7 +241,7 @@ export class MetricsCollector {
       },
       failures,
       gateway: { decision: this.#decision.summary(), addedLatency: this.#added.summary() },
-      timeline: { ...this.#timeline(), migrations: this.#moves.slice() },
+      timeline: { ...this.#timeline(), migrations: this.#moves.slice(), droppedSamples: this.#droppedSamples },
     };
   }
 

@@ -70,7 +70,7 @@ export function claudeCode (dir: string, options: Partial<ClaudeCodeOptions> = {
   });
 
   /** One agent (main or sub-agent) of one session copy: its turns and its children. */
-  const buildSession = (file: string, scope: string, id: string, parentId: string | null, client: string, family: string, raw: RawRequest, start: number): Session => {
+  const buildSession = (file: string, scope: Map<number, number>, id: string, parentId: string | null, client: string, family: string, raw: RawRequest, start: number): Session => {
     const sharedFull = Math.floor((num(raw.system_tokens ?? 0, file, 'system_tokens') + num(raw.tool_tokens ?? 0, file, 'tool_tokens')) / BLOCK);
     const sharedIds = new Map<number, number>(); // local id → shared block, from the agent's first prompt
     const turns: Turn[] = [];
@@ -96,7 +96,9 @@ export function claudeCode (dir: string, options: Partial<ClaudeCodeOptions> = {
       const blocks = hashIds.map((h) => {
         const s = sharedIds.get(h);
         if (s !== undefined) { sharedPrefixBlocks.add(s); return s; }
-        return intern(`${scope}:${h}`);
+        let v = scope.get(h);
+        if (v === undefined) { v = nextBlock++; scope.set(h, v); }
+        return v;
       });
       if (promptTokens > blocks.length * BLOCK) blocks.push(nextBlock++); // the cut last block, unique to this turn
       let keep = 0;
@@ -130,7 +132,8 @@ export function claudeCode (dir: string, options: Partial<ClaudeCodeOptions> = {
     for (const p of parsed) {
       const id = o.copies > 1 ? `${p.id}#${c}` : p.id;
       const start = o.concurrency !== null ? 0 : (t += arrivals.exponential(o.rate));
-      sessions.push(buildSession(p.file, id, id, null, p.id, 'main', p.root, start));
+      // One local block space per session copy, shared by its sub-agents (they number blocks in the same file).
+      sessions.push(buildSession(p.file, new Map(), id, null, p.id, 'main', p.root, start));
     }
   }
   const arrival: Arrival = o.concurrency !== null ? { mode: 'concurrency', n: o.concurrency } : { mode: 'poisson', rate: o.rate };

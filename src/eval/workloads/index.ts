@@ -7,16 +7,28 @@ import type { Workload } from './types.js';
 
 export type { Workload, ClosedLoopWorkload, OpenLoopWorkload, Session, Turn, ChildLaunch, OpenRequest, PromptSpec, Arrival } from './types.js';
 export { requestId, allSessions } from './types.js';
-export { SessionPrompt, expandBlock, expandBlocks } from './prompt-builder.js';
+export { SessionPrompt, PromptSource, expandBlock, expandBlocks, TOKEN_MIN, TOKEN_SPAN } from './prompt-builder.js';
 export { replay, type ReplayResult, type ReplayedRequest, type ServiceTime } from './replay.js';
 export { workloadStats, type WorkloadStats } from './stats.js';
 export { agentic, claudeCode, mooncake, AGENTIC_DEFAULTS, CLAUDE_CODE_DEFAULTS, MOONCAKE_DEFAULTS };
 
+/** Checks option names against the defaults and coerces flag strings ("0.5", "true") to the defaults' types. */
 function pick<T extends object> (what: string, defaults: Readonly<T>, options: Record<string, unknown>): Partial<T> {
-  for (const k of Object.keys(options)) {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(options)) {
     if (!(k in defaults)) throw new Error(`workload ${what}: unknown option ${k} (known: ${Object.keys(defaults).join(', ')})`);
+    const d = (defaults as Record<string, unknown>)[k];
+    if (typeof v !== 'string' || typeof d === 'string') { out[k] = v; continue; }
+    if (typeof d === 'boolean') {
+      if (v !== 'true' && v !== 'false') throw new Error(`workload ${what}: ${k} must be true or false, got ${JSON.stringify(v)}`);
+      out[k] = v === 'true';
+    } else { // numbers, and the number-or-null options
+      const n = Number(v);
+      if (v.trim() === '' || !Number.isFinite(n)) throw new Error(`workload ${what}: ${k} must be a number, got ${JSON.stringify(v)}`);
+      out[k] = n;
+    }
   }
-  return options as Partial<T>;
+  return out as Partial<T>;
 }
 
 /** `spec` is `agentic`, `claude-code:DIR` or `mooncake:FILE`. */

@@ -68,10 +68,13 @@ export function mooncake (file: string, options: Partial<MooncakeOptions> = {}):
     if (full >= 2) ends.set(ids[full - 1], { len: full, session });
     if (ids.length > 0) firstBlockSessions.set(ids[0], (firstBlockSessions.get(ids[0]) ?? 0) + (sessionTurns[session] === 0 ? 1 : 0));
     requests.push({
-      at, sessionId: `m${session}`, turn: sessionTurns[session]++, keepBlocks: keep,
+      at, sessionId: `m${session}`, turn: sessionTurns[session]++, final: false, keepBlocks: keep,
       newBlocks: Uint32Array.from(ids.slice(keep)), promptTokens: input, outputTokens: Math.max(1, output),
     });
   }
+  const last = new Map<string, number>();
+  requests.forEach((r, i) => last.set(r.sessionId, i));
+  for (const i of last.values()) (requests[i] as { final: boolean }).final = true;
   // The system block: a first block that starts more than one session.
   const sharedPrefixBlocks = new Set<number>();
   for (const [b, n] of firstBlockSessions) if (n > 1) sharedPrefixBlocks.add(b);

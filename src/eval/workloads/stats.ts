@@ -67,7 +67,10 @@ export function workloadStats (w: Workload): WorkloadStats {
       else cross++;
     }
     hits += i;
-    for (let j = 0; j < full; j++) { seen.add(blocks[j]); mine.add(blocks[j]); }
+    let own = 0;
+    while (own < full && mine.has(blocks[own])) own++;
+    for (let j = i; j < full; j++) seen.add(blocks[j]); // the hit prefixes are in the sets already
+    for (let j = own; j < full; j++) mine.add(blocks[j]);
   }
   const totals = [...perRoot.values()].sort((a, b) => b - a);
   const top = Math.max(1, Math.ceil(totals.length * 0.01));

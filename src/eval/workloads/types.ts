@@ -82,6 +82,8 @@ export interface OpenRequest extends PromptSpec {
   readonly sessionId: string;
   /** Index of the request within its session. */
   readonly turn: number;
+  /** The session's last request (its prompt state can be dropped after it). */
+  readonly final: boolean;
   readonly outputTokens: number;
 }
 

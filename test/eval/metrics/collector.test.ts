@@ -77,12 +77,17 @@ test('hotspot index: max / mean per loaded sample, mean over loaded samples and 
   assert.throws(() => m.pendingPrefill(0.4, [1, 2]), /has 2 engines, want 4/);
 });
 
-test('the timeline keeps bucket maxima when downsampled', () => {
+test('the timeline keeps bucket maxima when downsampled, and a bounded number of samples', () => {
   const m = new MetricsCollector({ engines: 1, timelinePoints: 2 });
   [5, 9, 1, 7].forEach((v, i) => m.pendingPrefill(i / 10, [v]));
   const s = m.summary();
   assert.deepEqual(s.timeline.t, [0, 0.2]);
   assert.deepEqual(s.timeline.pendingPrefill, [[9, 7]]);
+  const b = new MetricsCollector({ engines: 2, timelineSamplesKept: 2 });
+  [[1, 1], [2, 0], [0, 3]].forEach((v, i) => b.pendingPrefill(i / 10, v));
+  const bs = b.summary();
+  assert.deepEqual([bs.timeline.t, bs.timeline.droppedSamples, bs.hotspot.samples], [[0, 0.1], 1, 3]);
+  assert.equal(bs.hotspot.p99, 2, 'the dropped sample still counts for the index');
 });
 
 test('migrations: totals, transfer time and thrash (a session moved again within T_cool)', () => {

@@ -57,4 +57,9 @@ test('options: concurrency arrivals, validation, and the spec loader', () => {
   assert.throws(() => loadWorkload('agentic', { nope: 1 }), /unknown option nope/);
   assert.throws(() => loadWorkload('zipf'), /unknown workload/);
   assert.equal(loadWorkload('agentic', { sessions: 3 }).kind, 'closed');
+  // Flag strings are coerced to the option's type.
+  const fromFlags = loadWorkload('agentic', { sessions: '4', rate: '2', concurrency: '2' });
+  assert.equal(fromFlags.kind === 'closed' && fromFlags.sessions.length, 4);
+  assert.deepEqual(fromFlags.kind === 'closed' && fromFlags.arrival, { mode: 'concurrency', n: 2 });
+  assert.throws(() => loadWorkload('agentic', { rate: 'fast' }), /rate must be a number/);
 });

@@ -47,7 +47,7 @@ test('the five sessions with sub-agents, their children concurrent and joined by
 test('prompts expand to their recorded length; a turn shares its kept blocks with the previous one', () => {
   const s = byId.get('trace_0291') as Session;
   const p = new SessionPrompt(w.seed, 64);
-  let prev: number[] = [];
+  let prev: Uint32Array = new Uint32Array(0);
   for (const t of s.turns) {
     const { tokens } = p.advance(t);
     assert.equal(tokens.length, t.promptTokens);

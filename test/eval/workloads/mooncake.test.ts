@@ -49,6 +49,7 @@ test('inference on a constructed trace: extension of full blocks continues a ses
     const w = mooncake(f);
     assert.deepEqual(w.requests.map((r) => [r.sessionId, r.turn, r.keepBlocks, [...r.newBlocks], r.at, r.outputTokens]), [
       ['m0', 0, 0, [0, 1, 2], 0, 5], ['m1', 0, 0, [0, 3], 0.01, 5], ['m0', 1, 2, [4, 5], 0.02, 1], ['m0', 2, 3, [6], 0.03, 5]]);
+    assert.deepEqual(w.requests.map((r) => r.final), [false, true, false, true]);
     writeFileSync(f, JSON.stringify({ timestamp: 0, input_length: 600, output_length: 1, hash_ids: [0] }) + '\n');
     assert.throws(() => mooncake(f), /1 hash_ids for 600 tokens/);
     writeFileSync(f, '{"timestamp": 0\n');

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { expandBlock, expandBlocks, SessionPrompt, TOKEN_MIN, TOKEN_SPAN } from '../../../src/eval/workloads/prompt-builder.js';
+import { expandBlock, expandBlocks, PromptSource, SessionPrompt, TOKEN_MIN, TOKEN_SPAN } from '../../../src/eval/workloads/prompt-builder.js';
 
 const spec = (keepBlocks: number, newBlocks: number[], promptTokens: number) => ({ keepBlocks, newBlocks: Uint32Array.from(newBlocks), promptTokens });
 
@@ -16,7 +16,7 @@ test('a block expands to the same ids for the same (seed, block), different ones
 });
 
 test('a cut block is the prefix of the whole block', () => {
-  assert.deepEqual(expandBlocks(1, [5, 9], 16, 20), [...expandBlocks(1, [5], 16, 16), ...expandBlocks(1, [9], 16, 16).slice(0, 4)]);
+  assert.deepEqual(expandBlocks(1, [5, 9], 16, 20), Uint32Array.from([...expandBlocks(1, [5], 16, 16), ...expandBlocks(1, [9], 16, 16).slice(0, 4)]));
   assert.throws(() => expandBlocks(1, [5], 16, 17), /needs more than 1 blocks/);
 });
 
@@ -44,4 +44,20 @@ test('advance refuses a spec that does not fit', () => {
   const p = new SessionPrompt(1, 4);
   assert.throws(() => p.advance(spec(1, [1], 4)), /keepBlocks 1 > previous/);
   assert.throws(() => p.advance(spec(0, [1], 5)), /exceeds its 1 blocks/);
+});
+
+test('PromptSource serves turns in order per session and drops a session after its last turn', () => {
+  const src = new PromptSource({ seed: 2, blockSize: 4 });
+  const a = { id: 'a', turns: [spec(0, [1, 2], 7), spec(1, [3], 8)] };
+  const b = { id: 'b', turns: [spec(0, [1], 4)] };
+  assert.deepEqual(src.turn(a, 0).tokens, expandBlocks(2, [1, 2], 4, 7));
+  assert.throws(() => src.turn(a, 0), /turn 0 asked for, expected turn 1/);
+  assert.equal(src.turn(b, 0).tokens.length, 4);
+  assert.equal(src.live, 1, 'b had one turn: dropped');
+  assert.deepEqual(src.turn(a, 1).blocks, [1, 3]);
+  assert.equal(src.live, 0);
+  const r = { sessionId: 'm1', turn: 0, final: true, ...spec(0, [5], 3) };
+  assert.deepEqual(src.request(r).tokens, expandBlocks(2, [5], 4, 3));
+  assert.equal(src.live, 0);
+  assert.throws(() => src.turn(a, 5), /no turn 5/);
 });

@@ -42,7 +42,7 @@ test('concurrency arrivals keep N session trees running, the next starting when 
 });
 
 test('open loop: requests at their times whatever the service time; bad service times are refused', () => {
-  const req = (at: number, turn: number) => ({ at, sessionId: 'm0', turn, keepBlocks: 0, newBlocks: new Uint32Array([1]), promptTokens: 1, outputTokens: 1 });
+  const req = (at: number, turn: number) => ({ at, sessionId: 'm0', turn, final: turn === 1, keepBlocks: 0, newBlocks: new Uint32Array([1]), promptTokens: 1, outputTokens: 1 });
   const w: OpenLoopWorkload = { kind: 'open', name: 'o', blockSize: 1, seed: 1, sharedPrefixBlocks: new Set(), config: {}, requests: [req(1, 0), req(2, 1)] };
   const r = replay(w, (_, k) => (k === 0 ? 5 : 1));
   assert.deepEqual(r.requests.map((x) => [x.sent, x.end]), [[1, 6], [2, 3]]);
