@@ -1,21 +1,25 @@
-// kv-load: NVIDIA Dynamo's KV router cost (github.com/ai-dynamo/dynamo, lib/llm/src/kv_router/scheduler.rs,
-// DefaultWorkerSelector): for each pod
-//   cost = prefillScale · max(prompt blocks − cached blocks, 0) + decode blocks
+// kv-load: NVIDIA Dynamo's KV router cost (github.com/ai-dynamo/dynamo, lib/llm/src/kv_router: scheduler.rs
+// DefaultWorkerSelector, sequence.rs potential_blocks_and_tokens): for each pod
+//   cost = prefillScale · prefill blocks + decode blocks
 // and the pod of least cost (temperature 0: ties at random), or a softmax sample over the costs normalised by
 // their range, p ∝ exp(−(cost − min) / ((max − min) · temperature)), uniform when all costs are equal.
-//   prompt blocks  promptTokens / blockSize (fractional, as Dynamo's prefill tokens / block size)
-//   cached blocks  GPU-resident matched blocks + offloadCredit · matched blocks held only on an offload tier
-//                  (Dynamo weighs host/disk overlap into an "effective" overlap the same way)
-//   decode blocks  Dynamo counts the blocks of the worker's active sequences, which it tracks itself; our view
-//                  carries the engine's own count instead: kvUsage · kvCapacityBlocks (blocks held by running
-//                  requests; 0 when never scraped or capacity unknown) plus the prompt tokens sent but not yet
-//                  computed (pendingPrefill / blockSize), which will hold blocks once prefilled.
+// Dynamo's terms, and what stands for them here:
+//   prefill blocks  (the worker's queued prefill tokens + this prompt's uncached tokens) / block size, with
+//                   uncached = max(promptTokens − cached · blockSize, 0) and cached = GPU-resident matched blocks
+//                   + offloadCredit · matched blocks held only on an offload tier (Dynamo folds host/disk hits
+//                   into an "effective" overlap the same way). Queued prefill: our pendingPrefill.
+//   decode blocks   the blocks of the worker's active sequences, which Dynamo tracks from its own routing, plus
+//                   the blocks this request would add. Here: the engine's own count, kvUsage · kvCapacityBlocks
+//                   (0 when never scraped or capacity unknown), + pendingPrefill / blockSize (prompts sent but not
+//                   yet allocated: Dynamo counts them from the moment it routes) + the prompt's full blocks the
+//                   pod does not hold in GPU memory (Dynamo counts blocks not already active on the worker; the
+//                   view knows cached blocks, not active ones, so blocks shared with idle cache count as held).
 import { NoCandidateError, type PodView, type Policy } from '../policy.js';
 import { indexOfMinRandom, sampleWeighted } from './pick.js';
 import { num, readKnobs } from './knobs.js';
 
 export const KV_LOAD_DEFAULTS = {
-  // Dynamo --kv-overlap-score-weight, default 1.0 (0 ignores the cache: pure load balancing).
+  // Dynamo --kv-overlap-score-weight, default 1.0 (0 leaves the memory term only).
   prefillScale: 1,
   // Dynamo --router-temperature, default 0 (deterministic least cost).
   temperature: 0,
@@ -35,9 +39,10 @@ export function kvLoadCosts (k: KvLoadConfig, req: Parameters<Policy['route']>[0
     const matched = Math.min(prefix.matched(p.index), prefix.totalBlocks);
     const offloaded = Math.min(matched, Math.max(0, prefix.offloadedBlocks?.(p.index) ?? 0));
     const cached = matched - offloaded + k.offloadCredit * offloaded;
+    const pending = load.pendingPrefill(p.index) / Math.max(1, p.blockSize);
     const held = p.kvCapacityBlocks > 0 ? load.kvUsage(p.index) * p.kvCapacityBlocks : 0;
-    const decode = held + load.pendingPrefill(p.index) / Math.max(1, p.blockSize);
-    return k.prefillScale * Math.max(promptBlocks - cached, 0) + decode;
+    const added = prefix.totalBlocks - (matched - offloaded);
+    return k.prefillScale * (Math.max(promptBlocks - cached, 0) + pending) + held + pending + added;
   });
 }
 

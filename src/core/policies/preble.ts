@@ -16,11 +16,10 @@ import { indexOfMinRandom } from './pick.js';
 import { num, readKnobs } from './knobs.js';
 
 export const PREBLE_DEFAULTS = {
-  // The brief's Th_bal: rebalance past 1.5 × the lightest pod's load.
+  // The paper's Th_bal, 1.5 as our evaluation specifies (the public code's rebalancer, disabled there, uses 15).
   rebalanceRatio: 1.5,
-  // Ours: prefill tokens whose compute equals one running request's decode work over its life. The paper
-  // measures output length × TPOT per prefix; 256 is a mid-size agentic turn's output at ~1 prefill-token per
-  // decode-token of batched cost.
+  // Ours, not the paper's: prefill tokens taken to cost as much as one running request's decode. The paper
+  // measures output length × time per output token per prefix; the view carries neither, so this is a knob.
   decodeCostTokens: 256
 };
 

@@ -5,35 +5,37 @@ import { KV_LOAD_DEFAULTS, kvLoadCosts } from '../../../src/core/policies/kv-loa
 import { cluster, request, type PodLoad } from '../../fixtures/cluster.js';
 
 // Fixture pods: block size 16, 10000 KV blocks; prompts of 100 blocks (1600 tokens).
+// cost = prefillScale · (uncached + pending) + held + pending + added, in blocks.
 const loads: PodLoad[] = [
-  // 1·(100 − 80) + 0.003·10000 + 160/16 = 20 + 30 + 10 = 60
-  { matched: 80, kvUsage: 0.003, pendingPrefill: 160 },
-  // 100 + 0 + 0
+  // (100 − 80) + 160/16 = 30; 0.01 · 10000 + 10 + (100 − 80) = 130: 160
+  { matched: 80, kvUsage: 0.01, pendingPrefill: 160 },
+  // 100; 100: 200
   {},
-  // 50 matched, all offloaded at credit 0.5 → 25 cached: 75
+  // 50 matched, all offloaded, credit 0.5 → 25 cached: 75; none in GPU memory, 100 added: 175
   { matched: 50, offloaded: 50 }
 ];
 
 const close = (actual: number[], expected: number[]) =>
   actual.forEach((a, i) => assert.ok(Math.abs(a - expected[i]) < 1e-9, `cost ${i}: ${a} ≠ ${expected[i]}`));
 
-test('kv-load: cost = prefillScale · max(prompt − cached, 0) + decode blocks, by hand', () => {
-  close(kvLoadCosts(KV_LOAD_DEFAULTS, request(loads), cluster(loads)), [60, 100, 75]);
+test('kv-load: cost = prefillScale · prefill blocks + decode blocks, by hand', () => {
+  close(kvLoadCosts(KV_LOAD_DEFAULTS, request(loads), cluster(loads)), [160, 200, 175]);
   assert.deepEqual(createPolicy('kv-load').route(request(loads), cluster(loads), 0), { pod: 0, reason: 'least-cost' });
-  // credit 1: an offloaded block counts as cached → 50
-  close(kvLoadCosts({ ...KV_LOAD_DEFAULTS, offloadCredit: 1 }, request(loads), cluster(loads)), [60, 100, 50]);
+  // credit 1: an offloaded block saves its whole prefill (50 + 100 = 150), though it still has to come back
+  close(kvLoadCosts({ ...KV_LOAD_DEFAULTS, offloadCredit: 1 }, request(loads), cluster(loads)), [160, 200, 150]);
   assert.equal(createPolicy('kv-load', { offloadCredit: 1 }).route(request(loads), cluster(loads), 0).pod, 2);
-  // prefillScale 2 weighs the uncached part twice: 80, 200, 150
-  close(kvLoadCosts({ ...KV_LOAD_DEFAULTS, prefillScale: 2 }, request(loads), cluster(loads)), [80, 200, 150]);
-  // prefillScale 0 is pure load: pods 1 and 2 tie at 0, broken at random
+  // prefillScale 2 weighs the prefill term twice
+  close(kvLoadCosts({ ...KV_LOAD_DEFAULTS, prefillScale: 2 }, request(loads), cluster(loads)), [190, 300, 250]);
+  // prefillScale 0 is memory load only: pods 1 and 2 tie at 100, broken at random
   assert.deepEqual([0, 0.99].map((r) => createPolicy('kv-load', { prefillScale: 0 }).route(request(loads, { random: r }), cluster(loads), 0).pod), [1, 2]);
-  // a cache longer than the prompt never makes the prefill term negative; a partial block counts as a fraction
-  close(kvLoadCosts(KV_LOAD_DEFAULTS, request(loads, { promptTokens: 1608 }), cluster(loads)), [60.5, 100.5, 75.5]);
-  close(kvLoadCosts(KV_LOAD_DEFAULTS, request(loads, { promptTokens: 800 }), cluster(loads)), [40, 50, 25]);
+  // a partial last block counts as a fraction of prefill (not of memory)
+  close(kvLoadCosts(KV_LOAD_DEFAULTS, request(loads, { promptTokens: 1608 }), cluster(loads)), [160.5, 200.5, 175.5]);
+  // a cache longer than the prompt never makes the prefill term negative: 50-block prompt
+  close(kvLoadCosts(KV_LOAD_DEFAULTS, request(loads, { promptTokens: 800, totalBlocks: 50 }), cluster(loads)), [120, 100, 75]);
 });
 
 test('kv-load: with temperature, a softmax over range-normalised costs sampled with the host number', () => {
-  // costs 60, 100, 75; T = 1: weights e^0, e^(−40/40), e^(−15/40) → p ≈ 0.4866, 0.1790, 0.3344
+  // costs 160, 200, 175; T = 1: weights e^0, e^(−40/40), e^(−15/40) → p ≈ 0.4866, 0.1790, 0.3344
   const p = createPolicy('kv-load', { temperature: 1 });
   const pick = (r: number) => p.route(request(loads, { random: r }), cluster(loads), 0);
   assert.deepEqual(pick(0.48), { pod: 0, reason: 'softmax-sample' });
@@ -57,7 +59,7 @@ test('kv-load: with temperature, a softmax over range-normalised costs sampled w
 
 test('kv-load: empty index → the least loaded; knobs are checked', () => {
   const idle: PodLoad[] = [{ pendingPrefill: 320 }, { kvUsage: 0.001 }, { pendingPrefill: 16, kvUsage: 0.002 }];
-  // 100 + 20, 100 + 10, 100 + 1 + 20
+  // 120 + 120, 100 + 110, 101 + 121
   assert.equal(createPolicy('kv-load').route(request(idle), cluster(idle), 0).pod, 1);
   assert.throws(() => createPolicy('kv-load', { offloadCredit: 2 }), /knob "offloadCredit" must be a number in \[0, 1\]/);
   assert.throws(() => createPolicy('kv-load', { temperature: Number.NaN }), TypeError);
