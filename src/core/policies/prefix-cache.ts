@@ -1,12 +1,12 @@
 // prefix-cache: AIBrix's prefix-cache router (github.com/vllm-project/aibrix,
-// pkg/plugins/gateway/algorithms/prefix_cache.go, the form with the absolute imbalance guard, v0.3–v0.4):
+// pkg/plugins/gateway/algorithms/prefix_cache.go, in the releases with the absolute imbalance guard):
 // 1. if max − min requests across the pods > imbalanceAbsCount → a least-request pod (random among the least);
 // 2. else rank the pods that hold at least one block of the prompt by integer match percent (descending), then
 //    by requests (ascending), ties at random, and take the first with requests ≤ mean + stdDevFactor · σ
 //    (σ the sample standard deviation over all candidates, as AIBrix computes it);
 // 3. no pod matched, or none passed the σ rule → a least-request pod (random among the least).
 // "Requests" is AIBrix's realtime running-request count, which its gateway keeps itself (incremented at routing,
-// decremented at completion): our in-flight counter. Newer AIBrix (2025-11+) replaced the guard with
+// decremented at completion): our in-flight counter. AIBrix's main branch has since replaced the guard with
 // "max > 2 · (mean + 1) and max − min ≥ 8 → restrict matching to the least-loaded pods"; not modelled here.
 import { NoCandidateError, type Policy, type PodView } from '../policy.js';
 import { argminRandom, uniform } from './pick.js';
