@@ -25,8 +25,10 @@
 //     since readers may report it. Counters are read by the host for metrics only.
 //
 // Time is u32 milliseconds, passed in by the caller (no clock here): ages are computed as (now - t) in
-// wrapping u32 arithmetic, correct while an age is below 2^31 ms (24.8 days); the expiry sweep visits every
-// slot far more often than that, so a stored time is never older. u32 keeps an entry in two cache lines.
+// wrapping u32 arithmetic, correct while an age is below 2^31 ms (24.8 days). The only age the kernels use is
+// that of assumed presence, which the expiry sweep (called regularly, TTL far below 24 days) clears long
+// before it could wrap. Last access is refreshed on every insert for the host's diagnostics; CLOCK uses the
+// reference bit. u32 times keep the header of an entry in 32 bytes, so an entry fits two cache lines.
 //
 // Bounds:
 //   - capacity (keys): an insert of a new key into a full index first evicts one entry by CLOCK (a reference
@@ -36,6 +38,8 @@
 //     pod: 256 per-pod times would triple the entry); ixExpireAssumed clears every pod's ASSUMED bit once
 //     that time is ttl old, scanning `budget` slots per call from a cursor kept in the header.
 //   - a key left with no pod in any kind is deleted (remove, clearPod, expiry).
+//   - load <= 0.75 (size <= capacity), so a probe always meets an empty slot; probes are bounded by slots.
+//   - clearPod sweeps the whole table (a pod leaving, AllBlocksCleared): O(slots), on the writer thread.
 //   Counters are per key: size == inserts - removes - evictions - expirations.
 
 export const IX_MAX_PODS: u32 = 256;

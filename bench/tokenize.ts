@@ -1,8 +1,9 @@
 // Encode time per tokenizer for prompts of ~1k, 33.6k and 130k tokens (p50 over a few runs, each on a different
 // text so the BPE word caches see realistic hit rates). Run: `npm run build && node dist/bench/tokenize.js [runs]`.
-import { cpus, totalmem } from 'node:os';
+import { cpus, loadavg, totalmem } from 'node:os';
 import { pathToFileURL } from 'node:url';
-import { createTokenizerSync, IncrementalTokenizer } from '../src/tokenize/index.js';
+import { createTokenizerSync, IncrementalTokenizer, type Tokenizer } from '../src/tokenize/index.js';
+import { HfTokenizer, qwen3Files } from '../src/tokenize/hf.js';
 
 export interface TokenizeBenchRow {
   tokenizer: string;
@@ -16,7 +17,13 @@ export interface TokenizeBenchRow {
   runs: number;
 }
 
-export const BENCH_TOKENIZERS = ['character', 'tiktoken:o200k_base', 'tiktoken:cl100k_base', 'hf:qwen3'];
+/** The baseline for hf:qwen3's ranked-BPE engine: the same files through the general pure-JS engine. */
+export const QWEN3_PURE_JS = 'hf:qwen3 (pure-JS engine)';
+export const BENCH_TOKENIZERS = ['character', 'tiktoken:o200k_base', 'tiktoken:cl100k_base', 'hf:qwen3', QWEN3_PURE_JS];
+
+function tokenizerFor (name: string): Tokenizer {
+  return name === QWEN3_PURE_JS ? new HfTokenizer(name, qwen3Files(), undefined, { engine: 'js' }) : createTokenizerSync(name);
+}
 export const BENCH_SIZES = [1_000, 33_600, 130_000];
 
 const WORDS = ('the of and to in is for that on with as are this be it by from at or an was can not have which ' +
@@ -66,7 +73,7 @@ export function runTokenizeBench (opts: { runs?: number; tokenizers?: string[]; 
   const runs = opts.runs ?? 5;
   const rows: TokenizeBenchRow[] = [];
   for (const name of opts.tokenizers ?? BENCH_TOKENIZERS) {
-    const tok = createTokenizerSync(name);
+    const tok = tokenizerFor(name);
     const encode = (t: string): number[] => tok.encode(t, { addSpecialTokens: false });
     encode(textOfChars(20_000, 999)); // warm-up: JIT and first-use allocations
     for (const size of opts.sizes ?? BENCH_SIZES) {
@@ -104,8 +111,8 @@ export interface IncrementalBenchRow {
 export function runIncrementalBench (opts: { runs?: number; tokenizers?: string[]; contextTokens?: number } = {}): IncrementalBenchRow[] {
   const runs = opts.runs ?? 5;
   const rows: IncrementalBenchRow[] = [];
-  for (const name of opts.tokenizers ?? BENCH_TOKENIZERS) {
-    const tok = createTokenizerSync(name);
+  for (const name of opts.tokenizers ?? BENCH_TOKENIZERS.filter((n) => n !== QWEN3_PURE_JS)) {
+    const tok = tokenizerFor(name);
     const encode = (t: string): number[] => tok.encode(t, { addSpecialTokens: false });
     const inc = new IncrementalTokenizer(tok);
     const inc_ms: number[] = [];
@@ -136,7 +143,7 @@ export function runIncrementalBench (opts: { runs?: number; tokenizers?: string[
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const runs = Number(process.argv[2] ?? 5);
   const cpu = cpus();
-  console.log(`machine: ${cpu.length} × ${cpu[0]?.model ?? 'unknown cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}`);
+  console.log(`machine: ${cpu.length} × ${cpu[0]?.model ?? 'unknown cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}, load average ${loadavg()[0].toFixed(1)} (shared machine: figures scale with it)`);
   console.log(`command: node dist/bench/tokenize.js ${runs}   (encode only, addSpecialTokens=false, p50 of ${runs} texts)`);
   const rows = runTokenizeBench({ runs });
   console.log('| tokenizer | tokens | chars | p50 ms | tokens/ms |');

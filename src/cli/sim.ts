@@ -3,13 +3,13 @@
 import { pino } from 'pino';
 import { parseKvEventsConfig } from '../sim/kv-events-config.js';
 import { startSim } from '../sim/server.js';
-import type { SimOptions } from '../sim/sim-options.js';
+import type { LoraModule, SimOptions } from '../sim/sim-options.js';
 import { defaultSimOptions } from '../sim/sim-options.js';
 
 type Kind = 'string' | 'int' | 'number' | 'bool' | 'list';
 
 interface Flag {
-  key: keyof SimOptions;
+  key: keyof SimOptions | 'enableLora';
   kind: Kind;
   help: string;
   choices?: string[];
@@ -19,6 +19,8 @@ const vllmFlags: Record<string, Flag> = {
   host: { key: 'host', kind: 'string', help: 'address to listen on (default 0.0.0.0)' },
   port: { key: 'port', kind: 'int', help: 'port to listen on, 0 = any free port (default 8000)' },
   'served-model-name': { key: 'servedModelName', kind: 'list', help: 'model name(s) the API answers to; the first is reported' },
+  'lora-modules': { key: 'loraModules', kind: 'list', help: 'LoRA adapters as name=path or JSON {"name","path","base_model_name"}' },
+  'enable-lora': { key: 'enableLora', kind: 'bool', help: 'accepted for compatibility: adapters are always enabled' },
   'block-size': { key: 'blockSize', kind: 'int', help: 'tokens per KV block (default: the profile\'s, 16)' },
   'num-gpu-blocks-override': { key: 'numGpuBlocksOverride', kind: 'int', help: 'KV cache size in blocks instead of the profile\'s memory budget' },
   'max-num-seqs': { key: 'maxNumSeqs', kind: 'int', help: 'most requests running in one step' },
@@ -38,7 +40,7 @@ const ownFlags: Record<string, Flag> = {
   'kv-hash-format': { key: 'kvHashFormat', kind: 'string', choices: ['int', 'bytes'], help: 'block hashes as uint64 ints (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1) or 32-byte bin (default int)' },
   'stop-probability': { key: 'stopProbability', kind: 'number', help: 'chance per generated word of ending with EOS (default 0.02; 0 = always run to max_tokens)' },
   'kv-transfer-host': { key: 'kvTransferHost', kind: 'string', help: 'remote_host put in exported kv_transfer_params (default: --host, or 127.0.0.1 for a wildcard)' },
-  'kv-hold-timeout': { key: 'kvHoldTimeout', kind: 'number', help: 'seconds exported blocks stay held without a pull (default 480)' },
+  'kv-hold-timeout': { key: 'kvHoldTimeout', kind: 'number', help: 'modelled seconds exported blocks stay held without a pull (default 480)' },
   'engine-index': { key: 'engineIndex', kind: 'int', help: 'the `engine` metrics label and events\' data_parallel_rank (default 0)' }
 };
 
@@ -55,6 +57,20 @@ export function simUsage (): string {
 }
 
 export class UsageError extends Error {}
+
+/** vLLM's two forms: name=path, or JSON {"name","path","base_model_name"}. */
+function parseLoraModule (v: string, flag: string): LoraModule {
+  if (v.trim().startsWith('{')) {
+    let o: Record<string, unknown>;
+    try { o = JSON.parse(v) as Record<string, unknown>; } catch (err) { throw new UsageError(`--${flag}: invalid JSON ${JSON.stringify(v)} (${(err as Error).message})`); }
+    if (typeof o?.name !== 'string' || o.name === '' || typeof o.path !== 'string') throw new UsageError(`--${flag}: JSON form needs string "name" and "path"`);
+    if (o.base_model_name !== undefined && o.base_model_name !== null && typeof o.base_model_name !== 'string') throw new UsageError(`--${flag}: "base_model_name" must be a string`);
+    return { name: o.name, path: o.path, baseModelName: (o.base_model_name ?? null) as string | null };
+  }
+  const eq = v.indexOf('=');
+  if (eq <= 0 || eq === v.length - 1) throw new UsageError(`--${flag}: expected name=path, got ${JSON.stringify(v)}`);
+  return { name: v.slice(0, eq), path: v.slice(eq + 1), baseModelName: null };
+}
 
 /** argv → options; throws UsageError with a message naming the flag. Accepts --flag value, --flag=value, --flag_name. */
 export function parseSimArgs (argv: string[]): Partial<SimOptions> | 'help' {
@@ -75,14 +91,14 @@ export function parseSimArgs (argv: string[]): Partial<SimOptions> | 'help' {
     const inline = eq < 0 ? undefined : arg.slice(eq + 1);
     if (flag.kind === 'bool') {
       if (inline !== undefined && !['true', 'false'].includes(inline.toLowerCase())) throw new UsageError(`--${name} takes no value (or =true/=false)`);
-      set[flag.key] = inline === undefined || inline.toLowerCase() === 'true';
+      if (flag.key !== 'enableLora') set[flag.key] = inline === undefined || inline.toLowerCase() === 'true';
       continue;
     }
     if (flag.kind === 'list') {
       const values: string[] = inline !== undefined ? [inline] : [];
       while (inline === undefined && i + 1 < argv.length && !argv[i + 1].startsWith('--')) values.push(argv[++i]);
       if (values.length === 0 || values.some((v) => v === '')) throw new UsageError(`--${name} needs at least one name`);
-      set[flag.key] = values;
+      set[flag.key] = flag.key === 'loraModules' ? values.map((v) => parseLoraModule(v, name)) : values;
       continue;
     }
     const value = inline ?? argv[++i];

@@ -58,8 +58,18 @@ export interface PrefixMatch {
   /** Full blocks in the prompt. */
   readonly totalBlocks: number;
   readonly blockSize: number;
-  /** Consecutive blocks from block 0 that each pod holds, indexed by pod index. */
+  /** Consecutive blocks from block 0 that each pod holds (on any tier), indexed by pod index. */
   matched (pod: number): number;
+  /**
+   * Optional, filled by hosts whose index knows tiers: how many of `matched(pod)` blocks the pod holds only on
+   * an offload tier (CPU, disk), not in GPU memory. Absent means all matched blocks count as GPU-resident.
+   */
+  offloadedBlocks? (pod: number): number;
+  /**
+   * Optional: the chained key of the prompt's block `block` (0 ≤ block < totalBlocks). Key i hashes every token
+   * of blocks 0..i, so it stands for the prompt's first (i + 1) · blockSize tokens (chwbl hashes a prefix with it).
+   */
+  blockKey? (block: number): bigint;
 }
 
 export interface RequestFeatures {

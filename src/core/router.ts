@@ -70,8 +70,29 @@ export class Router {
     const { index, load, sessions } = this.#t;
     if (req.keys.count > 0) index.longestPrefix(req.keys);
     else index.counts.fill(0);
-    const counts = index.counts;
-    const prefix: PrefixMatch = { totalBlocks: req.keys.count, blockSize: req.blockSize, matched: (p) => counts[p] };
+    // A snapshot: the offload tier's lookup below reuses the index's output area.
+    const counts = index.counts.slice();
+    let onGpu: Uint32Array | null = null;
+    const keys = req.keys;
+    const u64 = index.region.u64;
+    const prefix: PrefixMatch = {
+      totalBlocks: keys.count,
+      blockSize: req.blockSize,
+      matched: (p) => counts[p],
+      blockKey: (i) => {
+        if (!(i >= 0 && i < keys.count)) throw new RangeError(`block ${i} is outside the prompt's ${keys.count} blocks`);
+        return u64[(keys.ptr >>> 3) + i];
+      },
+      // Matched blocks held only on an offload tier: the match over every kind minus the match in GPU memory
+      // (confirmed or assumed). Looked up only for the policies that ask.
+      offloadedBlocks: (p) => {
+        if (onGpu === null) {
+          if (keys.count > 0) index.longestPrefix(keys, index.mask.confirmed | index.mask.assumed);
+          onGpu = index.counts.slice();
+        }
+        return counts[p] - onGpu[p];
+      }
+    };
     let decisions = 0;
     for (const p of candidates) decisions += load.get(p.index).decisions;
     const cluster: ClusterView = { pods: candidates, load: this.#loadView, sessions: this.#sessionView, decisions };

@@ -8,7 +8,7 @@
 // - full blocks are hashed and cached as their tokens are scheduled, prompt and generated alike (→ BlockStored);
 // - kvExport requests stop after one token and hold their blocks for an importer (kv-transfer.md §2b);
 //   kvImport requests pull the prefix blocks they lack, wait for the transfer, then prefill the rest (§2a).
-import type { EngineStats, FinishReason, RequestOutput, SimRequest, StepResult } from './engine-types.js';
+import type { EngineStats, FinishReason, RequestOutput, SimRequest, StepResult, TokenIds } from './engine-types.js';
 import type { BlockStored } from '../kvevents/types.js';
 import { BlockHasher, blockExtraKeys, type BlockDigest } from './block-hash.js';
 import { BlockPool } from './block-pool.js';
@@ -40,7 +40,7 @@ const enum Status { Waiting, WaitingForRemoteKvs, Running }
 interface Req {
   r: SimRequest;
   /** The host's prompt array, kept by reference (hosts must not mutate it; copying 30k-token prompts costs). */
-  prompt: readonly number[];
+  prompt: TokenIds;
   /** Generated tokens. */
   out: number[];
   numPrompt: number;
@@ -555,7 +555,7 @@ export class SimEngine {
     };
     if (q.r.kvExport === true) {
       const full = Math.floor(q.numPrompt / this.blockSize) * this.blockSize;
-      this.#held.set(q.r.id, { blocks: q.blocks, tokens: q.prompt.slice(0, full), expiry: end + this.#holdTimeout });
+      this.#held.set(q.r.id, { blocks: q.blocks, tokens: Array.from(q.prompt.slice(0, full)), expiry: end + this.#holdTimeout });
       out.heldBlockIds = q.blocks.slice();
       q.blocks = [];
     } else {
@@ -578,7 +578,7 @@ export class SimEngine {
 
 /** Tokens [from, to) of prompt + output. */
 function tokenSlice (q: Req, from: number, to: number): number[] {
-  if (to <= q.numPrompt) return q.prompt.slice(from, to);
+  if (to <= q.numPrompt) return Array.from(q.prompt.slice(from, to));
   const a = new Array<number>(to - from);
   for (let i = from; i < to; i++) a[i - from] = i < q.numPrompt ? q.prompt[i] : q.out[i - q.numPrompt];
   return a;

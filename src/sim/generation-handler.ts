@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FinishReason, KvImport, RequestMetrics, RequestOutput, SimRequest } from './engine-types.js';
 import { EngineFullError } from './engine.js';
-import { HttpError, badRequest } from './http-errors.js';
+import { HttpError, badRequest, errorJson } from './http-errors.js';
 import { classifyKvTransferParams, exportParams, pullBlocks } from './kv-transfer.js';
 import type { ImportParams } from './kv-transfer.js';
 import type { GenerationRequest } from './openai-request.js';
@@ -45,10 +45,12 @@ interface Choice {
   lastToken: number;
 }
 
-export function resolveModelName (ctx: SimContext, requested: string | null): string {
-  if (requested === null) return ctx.modelNames[0];
-  if (!ctx.modelNames.includes(requested)) throw new HttpError(404, `The model \`${requested}\` does not exist.`, 'model');
-  return requested;
+/** The model a request names: a served name, a LoRA adapter (its name salts the blocks), or the first served name. */
+export function resolveModelName (ctx: SimContext, requested: string | null): { model: string; lora: string | null } {
+  if (requested === null) return { model: ctx.modelNames[0], lora: null };
+  if (ctx.modelNames.includes(requested)) return { model: requested, lora: null };
+  if (ctx.loraModules.some((m) => m.name === requested)) return { model: requested, lora: requested };
+  throw new HttpError(404, `The model \`${requested}\` does not exist.`, 'model');
 }
 
 function renderPrompts (ctx: SimContext, g: GenerationRequest): Prompt[] {
@@ -117,7 +119,7 @@ const requestIdHeader = (req: IncomingMessage): string | null => {
 export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'completion', body: unknown,
   req: IncomingMessage, res: ServerResponse): Promise<void> {
   const g = parseGenerationRequest(endpoint, body);
-  const model = resolveModelName(ctx, g.model);
+  const { model, lora } = resolveModelName(ctx, g.model);
   const prompts = renderPrompts(ctx, g);
   const maxTokens = prompts.map((p) => maxTokensFor(ctx.maxModelLen, p.ids.length, g.maxTokens));
 
@@ -222,7 +224,7 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
     }
     if (engineDead) {
       const err = new HttpError(500, 'EngineCore encountered an issue. See stack trace for the root cause.');
-      res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: err.message, type: err.type, param: null, code: 500 } }));
+      res.writeHead(500, { 'content-type': 'application/json' }).end(errorJson(err));
       return;
     }
     let kvParams: Record<string, unknown> | null = null;
@@ -325,6 +327,8 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
     }
   };
 
+  // A write racing a client that just left must not surface as an unhandled 'error'.
+  res.on('error', (err) => ctx.log.debug({ err }, 'response stream error'));
   res.on('close', () => {
     if (done) return;
     done = true;
@@ -348,7 +352,7 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
       minTokens: Math.min(g.minTokens, c.maxTokens),
       ignoreEos: g.ignoreEos,
       stopTokenIds,
-      loraName: null,
+      loraName: lora,
       cacheSalt: g.cacheSalt,
       seed: (g.seed ?? ctx.options.seed) + (c.index % g.n),
       kvExport: exporting,

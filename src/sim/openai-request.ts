@@ -2,7 +2,7 @@
 // with vLLM's 400 answers for invalid fields (vllm-wire.md §3.1). Fields the simulator has no use for
 // (temperature, top_p, logprobs, tools...) are type-checked where vLLM would reject them, then ignored.
 import type { ChatMessage } from '../tokenize/types.js';
-import { badRequest } from './http-errors.js';
+import { HttpError, badRequest } from './http-errors.js';
 
 export type PromptInput = { kind: 'text'; text: string } | { kind: 'ids'; ids: number[] };
 
@@ -108,14 +108,14 @@ function parseMessages (v: unknown): ChatMessage[] {
 
 /** prompt: str | list[str] | list[int] | list[list[int]]. */
 function parsePrompts (v: unknown): PromptInput[] {
-  const err = badRequest('Either prompt or prompt_embeds must be provided and non-empty.', 'prompt');
+  const empty = (): HttpError => badRequest('Either prompt or prompt_embeds must be provided and non-empty.', 'prompt');
   if (typeof v === 'string') return [{ kind: 'text', text: v }];
-  if (!Array.isArray(v) || v.length === 0) throw err;
+  if (!Array.isArray(v) || v.length === 0) throw empty();
   if (v.every((x) => typeof x === 'string')) return (v as string[]).map((text) => ({ kind: 'text', text }));
   if (v.every(isInt)) return [{ kind: 'ids', ids: parseIdList(v, 'prompt') }];
   if (v.every(Array.isArray)) {
     return v.map((ids) => {
-      if ((ids as unknown[]).length === 0) throw err;
+      if ((ids as unknown[]).length === 0) throw empty();
       return { kind: 'ids', ids: parseIdList(ids, 'prompt') };
     });
   }

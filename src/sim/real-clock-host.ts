@@ -11,7 +11,10 @@ export class RealClockHost {
   private readonly listeners = new Map<string, OutputListener>();
   private modelClock = 0;
   private wallAnchor = performance.now();
+  /** Modelled end of the last step, to recognise the next one as chained to it. */
+  private chainEnd = -1;
   private inFlight = false;
+  private delivering = false;
   private closed = false;
   private timer: NodeJS.Timeout | null = null;
   private immediate: NodeJS.Immediate | null = null;
@@ -52,6 +55,12 @@ export class RealClockHost {
     return released;
   }
 
+  /** Held blocks past their timeout are freed now rather than at the next step (an idle engine takes none). */
+  expireHolds (): void {
+    this.engine.expireHolds(this.now());
+    this.afterOutOfStepChange();
+  }
+
   /** vLLM's reset_prefix_cache; false while blocks are in use. */
   resetPrefixCache (): boolean {
     const ok = this.engine.resetPrefixCache();
@@ -71,7 +80,7 @@ export class RealClockHost {
    * never leaks into modelled time; after idling, the wall time that passed counts (divided by the scale).
    */
   private schedule (chained = false): void {
-    if (this.inFlight || this.closed || this.dead !== null) return;
+    if (this.inFlight || this.delivering || this.closed || this.dead !== null) return;
     const now = chained ? this.modelClock : this.now();
     const next = this.engine.nextStepTime(now);
     if (next === null) return;
@@ -100,17 +109,44 @@ export class RealClockHost {
     const end = start + result.duration;
     this.modelClock = end;
     const delayMs = result.duration * this.timeScale * 1000;
-    this.wallAnchor = performance.now() + delayMs;
+    // A step chained to the previous one is due delayMs after the previous step was due, so per-step host
+    // overhead does not pile up; a host more than 20 ms behind stops trying to catch up.
+    const wallNow = performance.now();
+    const chainedStep = this.steps > 1 && start === this.chainEnd;
+    const base = chainedStep && wallNow - this.wallAnchor < 20 ? this.wallAnchor : wallNow;
+    this.chainEnd = end;
+    this.wallAnchor = base + delayMs;
     const deliver = (): void => {
       this.timer = null;
       this.immediate = null;
       if (this.closed) return;
       this.inFlight = false;
-      this.deliver(result, start, end);
+      // Aborts and submits made by listeners wait: the next step is chained to this one.
+      this.delivering = true;
+      try {
+        this.deliver(result, start, end);
+      } finally {
+        this.delivering = false;
+      }
       this.schedule(true);
     };
-    if (delayMs >= 1) this.timer = setTimeout(deliver, delayMs);
-    else this.immediate = setImmediate(deliver);
+    this.#at(this.wallAnchor, deliver);
+  }
+
+  /**
+   * Runs `fn` once performance.now() reaches `deadline` (ms). Timers have a 1 ms grain, so the last part is
+   * waited out with immediates: delivering a sub-millisecond step at once would let modelled time run ahead of
+   * the wall clock at small time scales (a 0.1 scale would see decode steps finish early, every step).
+   */
+  #at (deadline: number, fn: () => void): void {
+    const left = deadline - performance.now();
+    if (left >= 1) {
+      this.timer = setTimeout(() => { this.timer = null; this.#at(deadline, fn); }, Math.floor(left));
+    } else if (left > 0) {
+      this.immediate = setImmediate(() => { this.immediate = null; this.#at(deadline, fn); });
+    } else {
+      fn();
+    }
   }
 
   private deliver (result: StepResult, start: number, end: number): void {

@@ -21,6 +21,7 @@ import { RealClockHost } from './real-clock-host.js';
 import type { SimContext } from './sim-context.js';
 import { SimMetrics } from './sim-metrics.js';
 import { resolveSimOptions } from './sim-options.js';
+import { asVllmEvents } from './vllm-event-shape.js';
 import type { SimOptions } from './sim-options.js';
 import { handleDetokenize, handleTokenize } from './tokenize-handler.js';
 
@@ -76,14 +77,18 @@ function modelCards (ctx: SimContext): string {
   const created = Math.floor(Date.now() / 1000);
   return JSON.stringify({
     object: 'list',
-    data: ctx.modelNames.map((id) => ({
+    data: [
+      ...ctx.modelNames.map((id) => ({ id, root: ctx.root, parent: null, maxModelLen: ctx.maxModelLen as number | null })),
+      // vLLM lists adapters with their path as root, their base as parent, and no max_model_len.
+      ...ctx.loraModules.map((m) => ({ id: m.name, root: m.path, parent: m.baseModelName ?? ctx.modelNames[0], maxModelLen: null }))
+    ].map(({ id, root, parent, maxModelLen }) => ({
       id,
       object: 'model',
       created,
       owned_by: 'vllm',
-      root: ctx.root,
-      parent: null,
-      max_model_len: ctx.maxModelLen,
+      root,
+      parent,
+      max_model_len: maxModelLen,
       permission: [{
         id: `modelperm-${randomBytes(16).toString('hex')}`,
         object: 'model_permission',
@@ -107,6 +112,7 @@ function handleKvPull (ctx: SimContext, raw: unknown): string {
   const b = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
   if (typeof b.remote_request_id !== 'string') throw badRequest('remote_request_id: a string is required', 'remote_request_id');
   const id = b.remote_request_id;
+  ctx.host.expireHolds();
   const tokens = b.remote_engine_id === ctx.engineId ? ctx.host.engine.heldBlocks(id) : null;
   if (tokens === null) throw new HttpError(404, `No KV blocks held for request ${JSON.stringify(id)} on engine ${ctx.engineId} (never exported, already read, or expired).`);
   const tokenIds = tokens.slice();
@@ -132,7 +138,7 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
   const tokenizer = await createTokenizer(opts.tokenizer);
   const engine = new SimEngine({
     profile,
-    hashSeed: process.env.PYTHONHASHSEED ?? '0',
+    hashSeed: opts.hashSeed ?? process.env.PYTHONHASHSEED ?? '0',
     numGpuBlocks: opts.numGpuBlocksOverride ?? undefined,
     vocabulary: outputVocabulary(tokenizer),
     stopProbability: opts.stopProbability,
@@ -154,7 +160,7 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
 
   const host = new RealClockHost(engine, opts.timeScale, (events) => {
     if (publisher === null) return;
-    publisher.publish(encodeBatch({ ts: Date.now() / 1000, events, dataParallelRank: opts.engineIndex }, wire));
+    publisher.publish(encodeBatch({ ts: Date.now() / 1000, events: asVllmEvents(events), dataParallelRank: opts.engineIndex }, wire));
   }, () => metrics.syncCounters(engine.stats()));
   host.onListenerError = (err) => log.error({ err }, 'response handler failed; request aborted');
 
@@ -165,6 +171,7 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
   const ctx: SimContext = {
     options: opts,
     modelNames,
+    loraModules: opts.loraModules,
     root,
     maxModelLen: profile.maxModelLen,
     blockSize: engine.blockSize,

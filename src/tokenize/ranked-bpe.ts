@@ -1,9 +1,10 @@
-// A fast encoder for byte-level BPE tokenizer.json files whose merges are in token-id order (one merge per
-// token, each producing a higher id than the last): then "apply the lowest-ranked merge" (HF) and "merge the
-// adjacent pair whose joined bytes have the lowest rank" (tiktoken) pick the same merges, so tiktoken's WASM
-// BPE, given the vocabulary as ranks and the file's split regex, encodes like the HF tokenizer at ~4x the
-// speed of the pure-JS port. Qwen2/2.5/3 files have this shape. Checked at load; any file outside the
-// supported shape returns null and the caller uses the general (pure JS) implementation.
+// A fast encoder for byte-level BPE tokenizer.json files whose merges are the ones tiktoken's rank-BPE
+// implies: merges in token-id order, and each token's merge (a, b) is the last pair rank-BPE joins when it
+// builds that token from its bytes (how vocabularies converted from tiktoken ranks are made: Qwen2/2.5/3,
+// Llama 3). Then "apply the lowest-ranked merge" (HF) and "join the adjacent pair whose bytes have the lowest
+// rank" (tiktoken) produce the same tokens, so tiktoken's WASM BPE, given the vocabulary as ranks and the
+// file's split regex, encodes like the HF tokenizer at ~4x the speed of the pure-JS port. Checked in full
+// at load; a file outside this shape gets null and the caller uses the general (pure JS) implementation.
 // Known divergence: code points assigned in recent Unicode versions (e.g. CJK extension H) may be classed
 // differently as \p{L} by different regex engines' Unicode tables; BMP text and 8 MB of real files matched.
 import { createRequire } from 'node:module';
@@ -78,6 +79,66 @@ function cleanUpTokenization (text: string): string {
     .replace(/ 've/g, "'ve").replace(/ 're/g, "'re");
 }
 
+/** Byte-level token text → its bytes as a latin1 string (one char per byte), or null if not byte-level. */
+function tokenBytes (token: string, decodeChar: Map<string, number>): string | null {
+  let out = '';
+  for (const ch of token) {
+    const b = decodeChar.get(ch);
+    if (b === undefined) return null;
+    out += String.fromCharCode(b);
+  }
+  return out;
+}
+
+/**
+ * Whether every merge is the one rank-BPE implies (see the head of this file): merges in id order, and for each
+ * merged token, rank-BPE over its bytes using only lower ranks ends in exactly its merge's two parts.
+ */
+function mergesFollowRanks (vocab: Record<string, number>, merges: (string | [string, string])[], decodeChar: Map<string, number>): boolean {
+  if (!Array.isArray(merges)) return false;
+  const rank = new Map<string, number>();
+  const bytesOf: string[] = [];
+  for (const [token, id] of Object.entries(vocab)) {
+    const bytes = tokenBytes(token, decodeChar);
+    if (bytes === null) return false;
+    rank.set(bytes, id);
+    bytesOf[id] = bytes;
+  }
+  let last = -1;
+  const parts: string[] = [];
+  const pairRank: number[] = []; // pairRank[i]: rank of parts[i] + parts[i + 1], or Infinity
+  const rankOf = (i: number, below: number): number => {
+    const r = rank.get(parts[i] + parts[i + 1]);
+    return r !== undefined && r < below ? r : Infinity;
+  };
+  for (const m of merges) {
+    const [a, b] = typeof m === 'string' ? m.split(' ') : m;
+    const ia = vocab[a];
+    const ib = vocab[b];
+    const id = vocab[a + b];
+    if (ia === undefined || ib === undefined || id === undefined || id <= last) return false;
+    last = id;
+    // rank-BPE over the token's bytes, joining only pairs whose rank is below the token's own
+    const bytes = bytesOf[id];
+    parts.length = 0;
+    for (let i = 0; i < bytes.length; i++) parts.push(bytes[i]);
+    pairRank.length = 0;
+    for (let i = 0; i + 1 < parts.length; i++) pairRank.push(rankOf(i, id));
+    while (parts.length > 2) {
+      let best = -1;
+      let bestRank = Infinity;
+      for (let i = 0; i < pairRank.length; i++) if (pairRank[i] < bestRank) { bestRank = pairRank[i]; best = i; }
+      if (best < 0) break;
+      parts.splice(best, 2, parts[best] + parts[best + 1]);
+      pairRank.splice(best, 1);
+      if (best < pairRank.length) pairRank[best] = rankOf(best, id);
+      if (best > 0) pairRank[best - 1] = rankOf(best - 1, id);
+    }
+    if (parts.length !== 2 || parts[0] !== bytesOf[ia] || parts[1] !== bytesOf[ib]) return false;
+  }
+  return true;
+}
+
 export class RankedBpe {
   readonly vocabSize: number;
   readonly #enc: Tiktoken;
@@ -96,8 +157,11 @@ export class RankedBpe {
     this.#cleanUp = cleanUp;
   }
 
-  /** The fast encoder for this tokenizer.json, or null when the file is outside the supported shape. */
-  static tryFrom (json: Json, config: Json): RankedBpe | null {
+  /**
+   * The fast encoder for this tokenizer.json, or null when the file is outside the supported shape.
+   * `mergesVerified` skips the merge check (~1 s of CPU for a 150k vocabulary) for a file a test has checked.
+   */
+  static tryFrom (json: Json, config: Json, opts: { mergesVerified?: boolean } = {}): RankedBpe | null {
     const model = json.model as Json | undefined;
     if (model?.type !== 'BPE' || (model.dropout ?? null) !== null || model.byte_fallback === true) return null;
     if ((model.continuing_subword_prefix ?? '') !== '' || (model.end_of_word_suffix ?? '') !== '') return null;
@@ -125,14 +189,7 @@ export class RankedBpe {
       }
       b64[id] = Buffer.from(bytes).toString('base64');
     }
-    // Merges in id order, one per token: the condition under which rank-BPE equals merge-BPE.
-    let last = -1;
-    for (const m of model.merges as (string | [string, string])[]) {
-      const [a, b] = typeof m === 'string' ? m.split(' ') : m;
-      const id = vocab[a + b];
-      if (vocab[a] === undefined || vocab[b] === undefined || id === undefined || id <= last) return null;
-      last = id;
-    }
+    if (opts.mergesVerified !== true && !mergesFollowRanks(vocab, model.merges as (string | [string, string])[], decodeChar)) return null;
     const specials: Record<string, number> = {};
     let maxId = entries.length - 1;
     for (const a of addedTokens) {

@@ -29,6 +29,11 @@ test('parseSimArgs: vllm-style flags, --flag=value, underscores, lists, choices,
   assert.throws(() => parseSimArgs(['--kv-events-config', '{"bogus":1}']), /unknown key "bogus"/);
   assert.throws(() => parseSimArgs(['--kv-events-config', '{']), /not valid JSON/);
   assert.throws(() => parseSimArgs(['m1', 'm2']), /unexpected argument "m2"/);
+  const lora = parseSimArgs(['--enable-lora', '--lora-modules', 'a=/p/a', '{"name":"b","path":"/p/b","base_model_name":"m"}']);
+  assert.ok(lora !== 'help');
+  assert.deepEqual(lora.loraModules, [{ name: 'a', path: '/p/a', baseModelName: null }, { name: 'b', path: '/p/b', baseModelName: 'm' }]);
+  assert.equal('enableLora' in lora, false);
+  assert.throws(() => parseSimArgs(['--lora-modules', 'nopath']), /expected name=path/);
 });
 
 test('ear sim: --help, a bad flag, an unknown command', () => {

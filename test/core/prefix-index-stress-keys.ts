@@ -22,9 +22,28 @@ export function keyOf (i: number): bigint {
   return z ^ (z >> 31n);
 }
 
-/** Stable key s is held by one pod in 0..127 (its chain's). */
-export function stablePod (s: StressShape, i: number): number {
-  return Math.floor(i / s.chainLength) % 128;
+/**
+ * Stable key i is held by exactly two pods: its chain's (0..63, so longestPrefix matches the whole chain) and
+ * its own (64..127, different from its neighbours', so a read that mixes two keys shows up).
+ */
+export function stablePods (s: StressShape, i: number): [number, number] {
+  return [Math.floor(i / s.chainLength) % 64, 64 + (i % 64)];
+}
+
+/** Stable key indices of reader walk c: chain c repeated `repeat` times (long walks keep readers in WASM). */
+export function walkOf (s: StressShape, c: number, repeat: number): number[] {
+  return Array.from({ length: s.chainLength * repeat }, (_, t) => c * s.chainLength + (t % s.chainLength));
+}
+
+/** What longestPrefix must report for a walk: per pod, its leading blocks. */
+export function walkCounts (s: StressShape, walk: number[]): Uint32Array {
+  const counts = new Uint32Array(256);
+  for (let pod = 0; pod < 128; pod++) {
+    let n = 0;
+    while (n < walk.length && stablePods(s, walk[n]).includes(pod)) n++;
+    counts[pod] = n;
+  }
+  return counts;
 }
 
 export function churnKey (s: StressShape, j: number): bigint {

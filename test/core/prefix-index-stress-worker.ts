@@ -3,7 +3,7 @@
 import { workerData, parentPort } from 'node:worker_threads';
 import { Region, type SharedRegion } from '../../src/core/region.js';
 import { PrefixIndex, PrefixIndexWriter } from '../../src/core/prefix-index.js';
-import { churnKey, churnPods, keyOf, stablePod, type StressShape } from './prefix-index-stress-keys.js';
+import { churnKey, churnPods, keyOf, stablePods, walkCounts, walkOf, type StressShape } from './prefix-index-stress-keys.js';
 
 const { shared, shape, role, ctrlPtr, durationMs, seed } = workerData as {
   shared: SharedRegion; shape: StressShape; role: 'writer' | 'reader'; ctrlPtr: number; durationMs: number; seed: number;
@@ -19,7 +19,7 @@ const churn = Array.from({ length: shape.churnKeys }, (_, j) => churnKey(shape, 
 
 if (role === 'writer') {
   const ix = new PrefixIndexWriter(region);
-  for (let i = 0; i < nStable; i++) ix.insert(stable[i], stablePod(shape, i), ix.kind.confirmed, 0);
+  for (let i = 0; i < nStable; i++) for (const pod of stablePods(shape, i)) ix.insert(stable[i], pod, ix.kind.confirmed, 0);
   parentPort!.postMessage({ ready: true });
   for (let n; (n = Atomics.load(region.i32, readersReady)) < 3;) Atomics.wait(region.i32, readersReady, n, 1000);
   const t0 = Date.now();
@@ -27,7 +27,7 @@ if (role === 'writer') {
   for (let now = t0; now - t0 < durationMs; now = Date.now()) {
     for (let n = 0; n < 1000; n++, ops++) {
       const j = rand(shape.churnKeys);
-      const pod = churnPods(j)[rand(2)];
+      const pod = 128 + (j % 64) + 64 * rand(2); // churnPods(j), without an allocation per op
       if (rand(100) < 55) ix.insert(churn[j], pod, rand(3), now);
       else ix.remove(churn[j], pod, ix.mask.all);
     }
@@ -39,11 +39,15 @@ if (role === 'writer') {
   ix.release();
   parentPort!.postMessage(report);
 } else {
-  // One scratch area: the index's output first, then this reader's copy of the stable chains' keys.
+  // One scratch area: the index's output first, then this reader's walks (each chain repeated, ~400 blocks).
   const area = region.claimScratch();
   const ix = new PrefixIndex(region, { ptr: area.ptr, bytes: 4096 });
-  const keysPtr = area.ptr + 4096;
-  region.u64.set(stable, keysPtr >>> 3);
+  const repeat = Math.ceil(400 / shape.chainLength);
+  const walkLength = shape.chainLength * repeat;
+  const walks = Array.from({ length: shape.chains }, (_, c) => walkOf(shape, c, repeat));
+  const walksPtr = area.ptr + 4096;
+  walks.forEach((w, c) => region.u64.set(w.map((i) => stable[i]), (walksPtr >>> 3) + c * walkLength));
+  const expected = walks.map((w) => walkCounts(shape, w));
   const errors: string[] = [];
   let lookups = 0, prefixes = 0, churnHits = 0;
   Atomics.add(region.i32, readersReady, 1);
@@ -52,7 +56,10 @@ if (role === 'writer') {
     for (let n = 0; n < 4; n++) {
       const i = rand(nStable);
       const pods = ix.lookup(stable[i]);
-      if (pods === null || pods.length !== 1 || pods[0] !== stablePod(shape, i)) errors.push(`stable key ${i}: ${JSON.stringify(pods)}`);
+      const want = stablePods(shape, i);
+      if (pods === null || pods.length !== 2 || pods[0] !== want[0] || pods[1] !== want[1]) {
+        errors.push(`stable key ${i}: ${JSON.stringify(pods)}, want ${want}`);
+      }
     }
     const j = rand(shape.churnKeys);
     const got = ix.lookup(churn[j]);
@@ -62,14 +69,14 @@ if (role === 'writer') {
       if (got.some((p) => !legal.includes(p))) errors.push(`churn key ${j}: pods ${got}, legal ${legal}`);
     }
     lookups += 5;
-    // Whole chains in one WASM call: many probes per call, so moves overlap them often.
+    // Long walks in one WASM call: many probes per call, so the writer's moves overlap them often.
     for (let n = 0; n < 4; n++) {
       const c = rand(shape.chains);
-      const depth = ix.longestPrefix({ ptr: keysPtr + c * shape.chainLength * 8, count: shape.chainLength });
-      const pod = stablePod(shape, c * shape.chainLength);
-      const others = ix.counts.reduce((a, v, p) => a + (p === pod ? 0 : v), 0);
-      if (depth !== shape.chainLength || ix.counts[pod] !== shape.chainLength || others !== 0) {
-        errors.push(`chain ${c}: depth ${depth}, pod ${pod} matched ${ix.counts[pod]}, others ${others}`);
+      const depth = ix.longestPrefix({ ptr: walksPtr + c * walkLength * 8, count: walkLength });
+      const want = expected[c];
+      const bad = ix.counts.findIndex((v, p) => v !== want[p]);
+      if (depth !== walkLength || bad >= 0) {
+        errors.push(`chain ${c}: depth ${depth}, pod ${bad} matched ${ix.counts[bad]}, want ${want[bad]}`);
       }
       prefixes++;
     }

@@ -7,7 +7,7 @@ import { LoadTable } from '../../src/core/load-table.js';
 import { SessionTable } from '../../src/core/session-table.js';
 import { Router, type RouteRequest } from '../../src/core/router.js';
 import { createPolicy } from '../../src/core/policies/index.js';
-import type { PodView } from '../../src/core/policy.js';
+import type { Policy, PodView, RequestFeatures } from '../../src/core/policy.js';
 
 function setup (policy: string) {
   const region = createAndAttach({ prefixIndexKeys: 1 << 12, sessions: 256, heapJobs: 16, recordRingOps: 64, pods: 8, scratchSlots: 8, scratchBytes: 1 << 16 });
@@ -74,4 +74,21 @@ test('round-robin reads its position from the decisions the tables counted', () 
   const { router, pods } = setup('round-robin');
   const none = { ptr: 0, count: 0 };
   assert.deepEqual([0, 1, 2, 3].map((t) => router.route(req(none, 10), pods, t, 0).pod), [0, 1, 2, 0]);
+});
+
+test('policies see each block key and how much of a match sits only on the offload tier', () => {
+  const { hasher, pods, index, load, sessions } = setup('sticky');
+  const keys = hasher.hash(Array.from({ length: 160 }, (_, i) => i + 5), 16, hasher.rootSeed('m'));
+  index.insertMany(keys, 1, index.kind.confirmed, 0);
+  index.insertMany({ ptr: keys.ptr, count: 10 }, 2, index.kind.offloaded, 0);
+  let seen: Record<string, unknown> | null = null;
+  const spy: Policy = {
+    name: 'spy',
+    route (f: RequestFeatures) {
+      seen = { key3: f.prefix.blockKey!(3), off1: f.prefix.offloadedBlocks!(1), off2: f.prefix.offloadedBlocks!(2), matched1: f.prefix.matched(1), matched2: f.prefix.matched(2) };
+      return { pod: 0, reason: 'spy' };
+    }
+  };
+  new Router({ index, load, sessions }, spy, { sessionTtlMs: 1000, record: () => {} }).route(req(keys, 160), pods, 0, 0);
+  assert.deepEqual(seen, { key3: keys.keys[3], off1: 0, off2: 10, matched1: 10, matched2: 10 });
 });

@@ -22,7 +22,7 @@ test('record ops pushed on the main thread reach the index through the kv-events
   const hasher = new BlockHasher(region);
   const reader = new PrefixIndex(region);
   const ring = new RingProducer(region);
-  const thread = startKvEventsThread(shared, { assumedTtlMs: 1000 });
+  const thread = startKvEventsThread(shared, { assumedTtlMs: 3000 });
   try {
     await thread.stats(); // the thread is up: ops pushed from here are applied well within their TTL
     const keys = hasher.hash(Array.from({ length: 320 }, (_, i) => i * 7), 16, hasher.rootSeed('m'));

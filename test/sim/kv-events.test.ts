@@ -87,6 +87,13 @@ test('BlockStored per step: 3 frames, consecutive seqs, chained hashes, the bloc
   assert.equal(first.blockSize, 16);
   assert.equal(first.medium, 'GPU');
   assert.equal(typeof first.blockHashes[0], 'bigint');
+  // Current vLLM's shape: one extra_keys entry per block, group 0, full attention.
+  assert.deepEqual(first.extraKeys, first.blockHashes.map(() => null));
+  assert.equal(first.groupIdx, 0);
+  assert.equal(first.kvCacheSpecKind, 'full_attention');
+  // The array layout has all 12 elements of the BlockStored struct.
+  const raw = new Decoder({ useBigInt64: true }).decode(m.payload) as unknown[][];
+  assert.equal((raw[1][0] as unknown[]).length, 12);
   const seqs = events.msgs.map((x) => x.seq);
   for (let i = 1; i < seqs.length; i++) assert.equal(seqs[i], seqs[i - 1] + 1n, 'no gaps in the sequence');
 });
@@ -149,12 +156,14 @@ test('--kv-event-format map --kv-hash-format bytes: outer array, events as maps,
   const m2 = await sim({
     kvEventFormat: 'map',
     kvHashFormat: 'bytes',
+    hashSeed: '0',
     stopProbability: 0,
     kvEventsConfig: parseKvEventsConfig({ enable_kv_cache_events: true, endpoint: 'tcp://127.0.0.1:*', replay_endpoint: 'tcp://127.0.0.1:*' })
   });
   const dealer = new Dealer({ linger: 0 });
   try {
-    await post(`${m2.url}/v1/completions`, { prompt: text(40, 3), max_tokens: 1 });
+    // Tokens 1..33: two full blocks, whose sha256_cbor hashes (PYTHONHASHSEED=0) are the spec's test vectors.
+    await post(`${m2.url}/v1/completions`, { prompt: Array.from({ length: 33 }, (_, i) => i + 1), max_tokens: 1 });
     // Read it back through replay (no subscriber join race).
     dealer.connect(m2.kvReplayEndpoint!);
     await dealer.send(buildReplayRequest(0n));
@@ -165,10 +174,37 @@ test('--kv-event-format map --kv-hash-format bytes: outer array, events as maps,
     const ev = (raw[1] as Array<Record<string, unknown>>)[0];
     assert.equal(ev.type, 'BlockStored');
     assert.ok(ev.block_hashes instanceof Array && (ev.block_hashes as unknown[])[0] instanceof Uint8Array);
-    assert.equal(((ev.block_hashes as Uint8Array[])[0]).length, 32);
+    const hashes = (ev.block_hashes as Uint8Array[]).map((h) => Buffer.from(h).toString('hex'));
+    assert.equal(hashes.length, 2);
+    assert.match(hashes[0], /^202da172[0-9a-f]{50}d332ea$/);
+    assert.match(hashes[1], /^4a0a3938[0-9a-f]{50}27f5bf$/);
+    const asInt = decodeBatch(first.payload).events[0];
+    assert.ok(asInt.type === 'BlockStored');
+    assert.deepEqual(asInt.blockHashes, [3236607068019569386n, 2758186210834249151n]);
     assert.ok('parent_block_hash' in ev && ev.parent_block_hash === null);
+    assert.deepEqual(Object.keys(ev), ['type', 'block_hashes', 'parent_block_hash', 'token_ids', 'block_size', 'lora_id', 'medium', 'lora_name', 'extra_keys', 'group_idx', 'kv_cache_spec_kind']);
   } finally {
     dealer.close();
     await m2.close();
+  }
+});
+
+test('an endpoint without a wildcard is connected to (llm-d centralized mode: the subscriber binds)', async () => {
+  const central = new Subscriber({ linger: 0 });
+  await central.bind('tcp://127.0.0.1:*');
+  central.subscribe();
+  const c = await sim({ stopProbability: 0, kvEventsConfig: parseKvEventsConfig({ enable_kv_cache_events: true, endpoint: central.lastEndpoint!, topic: 'kv@pod-a@m' }) });
+  try {
+    assert.equal(c.kvEventsEndpoint, central.lastEndpoint);
+    const got = new Collector(central);
+    for (let i = 0; got.msgs.length === 0; i++) {
+      assert.ok(i < 200, 'the bound subscriber never received a batch');
+      await post(`${c.url}/v1/completions`, { prompt: text(20, 500 + i), max_tokens: 1 });
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(got.msgs[0].topic, 'kv@pod-a@m');
+  } finally {
+    await c.close();
+    central.close();
   }
 });

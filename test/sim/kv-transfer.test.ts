@@ -79,3 +79,19 @@ test('invalid or stale params: the request is computed locally, as vLLM does', a
   });
   assert.equal(dead.status, 200);
 });
+
+test('an export nobody pulls expires after --kv-hold-timeout (modelled seconds) and is then gone', async () => {
+  const c = await sim({ stopProbability: 0, kvHoldTimeout: 0.5, timeScale: 0.01 });
+  try {
+    const p = await post(`${c.url}/v1/completions`, { prompt: text(64, 77), max_tokens: 1, kv_transfer_params: exportLeg });
+    const params = p.json.kv_transfer_params;
+    assert.ok(c.engine.heldBlocks(params.remote_request_id) !== null, 'held right after the export');
+    // 0.5 modelled seconds at time-scale 0.01 is 5 ms of wall time.
+    await new Promise((r) => setTimeout(r, 50));
+    const pull = await post(`${c.url}/ear/v1/kv/pull`, { remote_engine_id: c.engineId, remote_request_id: params.remote_request_id });
+    assert.equal(pull.status, 404);
+    assert.equal(c.engine.expiredHolds, 1);
+  } finally {
+    await c.close();
+  }
+});

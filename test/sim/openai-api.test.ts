@@ -7,7 +7,8 @@ import { post, sim, sseData, text } from './http-helpers.js';
 let s: SimServer;
 let client: OpenAI;
 before(async () => {
-  s = await sim({ enablePromptTokensDetails: true, servedModelName: ['sim-model', 'alias'], maxModelLen: 4096, stopProbability: 0 });
+  s = await sim({ enablePromptTokensDetails: true, servedModelName: ['sim-model', 'alias'], maxModelLen: 4096, stopProbability: 0,
+    loraModules: [{ name: 'adapter-a', path: '/loras/a', baseModelName: null }] });
   client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'unused', maxRetries: 0 });
 });
 after(() => s.close());
@@ -145,7 +146,8 @@ test('/tokenize (prompt and messages forms), /detokenize, /v1/models, /health', 
 
   const models = await (await fetch(`${s.url}/v1/models`)).json() as any;
   assert.equal(models.object, 'list');
-  assert.deepEqual(models.data.map((m: { id: string }) => m.id), ['sim-model', 'alias']);
+  assert.deepEqual(models.data.map((m: { id: string }) => m.id), ['sim-model', 'alias', 'adapter-a']);
+  assert.deepEqual([models.data[2].root, models.data[2].parent, models.data[2].max_model_len], ['/loras/a', 'sim-model', null]);
   assert.deepEqual(Object.keys(models.data[0]), ['id', 'object', 'created', 'owned_by', 'root', 'parent', 'max_model_len', 'permission']);
   assert.equal(models.data[0].owned_by, 'vllm');
   assert.equal(models.data[0].max_model_len, 4096);
@@ -240,4 +242,15 @@ test('/metrics: vllm: names with model_name and engine labels, cache_config_info
   assert.match(m, /^vllm:cache_config_info\{block_size="16",.*num_gpu_blocks="\d+".*engine="0"\} 1$/m);
   const hits = Number(/^vllm:prefix_cache_hits_total\{[^}]*\} (\d+)/m.exec(m)![1]);
   assert.ok(hits > 0);
+});
+
+test('a LoRA adapter is a model of its own: its blocks are salted by its name', async () => {
+  const prompt = text(160, 31);
+  const base1 = await post(`${s.url}/v1/completions`, { model: 'sim-model', prompt, max_tokens: 1 });
+  assert.equal(base1.status, 200);
+  const lora1 = await post(`${s.url}/v1/completions`, { model: 'adapter-a', prompt, max_tokens: 1 });
+  assert.equal(lora1.json.model, 'adapter-a');
+  assert.equal(lora1.json.usage.prompt_tokens_details, null, 'the base model\'s blocks do not serve the adapter');
+  const lora2 = await post(`${s.url}/v1/completions`, { model: 'adapter-a', prompt, max_tokens: 1 });
+  assert.ok(lora2.json.usage.prompt_tokens_details.cached_tokens > 0);
 });

@@ -5,13 +5,23 @@ import { createRoundRobin } from './round-robin.js';
 import { createLeastRequest } from './least-request.js';
 import { createLeastLoad } from './least-load.js';
 import { createSticky } from './sticky.js';
+import { createPrefixCache } from './prefix-cache.js';
+import { createScorer } from './scorer.js';
+import { createKvLoad } from './kv-load.js';
+import { createChwbl } from './chwbl.js';
+import { createPreble } from './preble.js';
 
 const registry = new Map<string, PolicyFactory>([
   ['random', createRandom],
   ['round-robin', createRoundRobin],
   ['least-request', createLeastRequest],
   ['least-load', createLeastLoad],
-  ['sticky', createSticky]
+  ['sticky', createSticky],
+  ['prefix-cache', createPrefixCache],
+  ['scorer', createScorer],
+  ['kv-load', createKvLoad],
+  ['chwbl', createChwbl],
+  ['preble', createPreble]
 ]);
 
 export function policyNames (): string[] {

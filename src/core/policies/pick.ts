@@ -37,3 +37,48 @@ export function findPod (cluster: ClusterView, index: number): PodView | undefin
   for (const p of cluster.pods) if (p.index === index) return p;
   return undefined;
 }
+
+/**
+ * The candidate with the lowest score; ties go to one of the tied pods chosen uniformly with `random` in [0, 1)
+ * (the sources these policies follow break ties at random, not in turn).
+ */
+export function argminRandom (pods: readonly PodView[], score: (p: PodView) => number, random: number): PodView {
+  if (pods.length === 0) throw new NoCandidateError();
+  return pods[indexOfMinRandom(pods.map(score), random)];
+}
+
+/** Index of the least value, ties chosen uniformly by `random`; all NaN or +Infinity → any index, uniformly. */
+export function indexOfMinRandom (values: readonly number[], random: number): number {
+  let best = Infinity;
+  const tied: number[] = [];
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (v < best) {
+      best = v;
+      tied.length = 0;
+    }
+    if (v === best) tied.push(i);
+  }
+  return tied.length > 0 ? uniform(tied, random) : Math.min(values.length - 1, Math.floor(random * values.length));
+}
+
+/** One of `items` chosen uniformly by `random` in [0, 1). */
+export function uniform<T> (items: readonly T[], random: number): T {
+  return items[Math.min(items.length - 1, Math.floor(random * items.length))];
+}
+
+/** Index i with probability weights[i] / Σ weights (weights ≥ 0, Σ > 0), by inverse CDF at `random` in [0, 1). */
+export function sampleWeighted (weights: readonly number[], random: number): number {
+  let total = 0;
+  for (const w of weights) total += w;
+  const target = random * total;
+  let acc = 0;
+  let last = -1;
+  for (let i = 0; i < weights.length; i++) {
+    if (weights[i] <= 0) continue;
+    acc += weights[i];
+    last = i;
+    if (target < acc) return i;
+  }
+  return last; // rounding left target at the very top
+}

@@ -5,8 +5,10 @@ import { createPolicy, policyNames, registerPolicy } from '../../../src/core/pol
 import { NoCandidateError } from '../../../src/core/policy.js';
 import { cluster, request, type PodLoad } from '../../fixtures/cluster.js';
 
-test('the registry names every basic policy and rejects unknown or duplicate names', () => {
-  for (const n of ['random', 'round-robin', 'least-request', 'least-load', 'sticky']) assert.ok(policyNames().includes(n), n);
+test('the registry names every policy and rejects unknown or duplicate names', () => {
+  for (const n of ['random', 'round-robin', 'least-request', 'least-load', 'sticky', 'prefix-cache', 'scorer', 'kv-load', 'chwbl', 'preble']) {
+    assert.ok(policyNames().includes(n), n);
+  }
   assert.throws(() => createPolicy('nope'), /unknown policy "nope"; known: .*sticky/);
   assert.throws(() => registerPolicy('sticky', () => createPolicy('sticky')), /already registered/);
 });
@@ -20,12 +22,16 @@ test('every policy answers NoCandidateError when no pod is a candidate', () => {
 
 test('every policy picks a candidate, never an excluded pod (property)', () => {
   fc.assert(fc.property(
-    fc.array(fc.record({ inFlight: fc.nat(50), pendingPrefill: fc.nat(100000), running: fc.nat(50), matched: fc.nat(120) }), { minLength: 2, maxLength: 12 }),
-    fc.nat(), fc.double({ min: 0, max: 0.999999, noNaN: true }), fc.constantFrom(...policyNames()),
-    (loads, decisions, random, name) => {
+    fc.array(fc.record({
+      inFlight: fc.nat(50), pendingPrefill: fc.nat(100000), running: fc.nat(50), waiting: fc.nat(50),
+      kvUsage: fc.double({ min: 0, max: 1, noNaN: true }), matched: fc.nat(120), offloaded: fc.nat(120)
+    }), { minLength: 2, maxLength: 12 }),
+    fc.nat(), fc.double({ min: 0, max: 0.999999, noNaN: true }), fc.constantFrom(...policyNames()), fc.bigInt({ min: 0n, max: (1n << 64n) - 1n }),
+    (loads, decisions, random, name, seed) => {
       const exclude = [decisions % loads.length];
       const view = cluster(loads, { decisions, exclude });
-      const d = createPolicy(name).route(request(loads, { random, sessionKey: 7n }), view, 0);
+      const keys = Array.from({ length: 100 }, (_, i) => BigInt.asUintN(64, seed + BigInt(i) * 0x9e3779b97f4a7c15n));
+      const d = createPolicy(name).route(request(loads, { random, sessionKey: 7n, keys }), view, 0);
       assert.ok(view.pods.some((p) => p.index === d.pod), `${name} chose ${d.pod}`);
       assert.equal(typeof d.reason, 'string');
     }));

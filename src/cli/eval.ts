@@ -1,0 +1,170 @@
+// `ear eval`: one workload, every policy asked for, the same metrics and report (specs/evaluation.md).
+//   ear eval --driver des|e2e --workload agentic|claude-code:DIR|mooncake:FILE --policies a,b,c --engines N
+//            --profile NAME [--duration S] [--seed N] [--out DIR] [--sweep name=v1,v2,...] [--set opt=value]...
+import { parseArgs } from 'node:util';
+import { policyNames } from '../core/policies/index.js';
+import { runDes } from '../eval/drivers/des.js';
+import { runE2e } from '../eval/drivers/e2e.js';
+import { loadWorkload, workloadStats, type Workload } from '../eval/workloads/index.js';
+import { buildResults, policyTable, Progress, writeReport, type PolicyResult, type Sweep } from '../eval/report/index.js';
+import type { MetricsSummary } from '../eval/metrics/index.js';
+
+const USAGE = `usage: ear eval [--driver des|e2e] [--workload agentic|claude-code:DIR|mooncake:FILE] [--policies a,b,c]
+                [--engines N] [--profile NAME] [--duration S] [--seed N] [--out DIR] [--sweep name=v1,v2,...]
+                [--set option=value]... [--time-scale X] [--ttft-slo S] [--no-plots]
+
+Runs the workload against each policy and writes results.json, report.md and PNG plots to --out.
+  --policies    default: every registered policy (${policyNames().join(', ')})
+  --duration    agentic: seconds of session arrivals; traces: virtual seconds after which the run stops
+  --set         a workload option (e.g. --set rate=1 --set clients=4), or numGpuBlocks=N for the engines
+  --sweep       one flag over several values: engines, numGpuBlocks, or any workload option (e.g. rate=0.25,0.5,1)
+  --time-scale  e2e only: wall seconds per workload second (default 0.1)`;
+
+interface Plan {
+  driver: 'des' | 'e2e';
+  workload: string;
+  workloadOptions: Record<string, unknown>;
+  policies: string[];
+  engines: number;
+  profile: string;
+  seed: number;
+  duration: number | null;
+  numGpuBlocks: number | undefined;
+  timeScale: number;
+  ttftSlo: number;
+}
+
+class UsageError extends Error {}
+
+function num (flag: string, v: unknown, min: number, integer = false): number {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < min || (integer && !Number.isInteger(n))) throw new UsageError(`--${flag} must be ${integer ? 'an integer' : 'a number'} ≥ ${min}, got ${String(v)}`);
+  return n;
+}
+
+function keyValue (flag: string, s: string): [string, string] {
+  const eq = s.indexOf('=');
+  if (eq <= 0) throw new UsageError(`--${flag} takes name=value, got "${s}"`);
+  return [s.slice(0, eq), s.slice(eq + 1)];
+}
+
+function buildWorkload (p: Plan, over: Record<string, unknown> = {}): Workload {
+  const options: Record<string, unknown> = { ...p.workloadOptions, ...over };
+  if (p.workload === 'agentic') {
+    options.seed ??= p.seed;
+    if (p.duration !== null) options.duration ??= p.duration;
+  }
+  return loadWorkload(p.workload, options);
+}
+
+async function runOne (p: Plan, w: Workload, policy: string, engines: number, numGpuBlocks: number | undefined, progress: Progress): Promise<MetricsSummary> {
+  const until = p.workload === 'agentic' ? undefined : p.duration ?? undefined;
+  const onProgress = (t: number): void => progress.update(Math.round(t), until ?? Math.round(t), `${policy} (virtual ${Math.round(t)} s)`);
+  if (p.driver === 'des') {
+    return runDes({ workload: w, policy, engines, profile: p.profile, seed: p.seed, numGpuBlocks, until, ttftSlo: p.ttftSlo, onProgress }).summary;
+  }
+  return (await runE2e({ workload: w, policy, engines, profile: p.profile, seed: p.seed, timeScale: p.timeScale, until, ttftSlo: p.ttftSlo, onProgress })).summary;
+}
+
+export async function main (argv: string[]): Promise<number> {
+  let plan: Plan;
+  let out: string;
+  let sweep: { flag: string; values: string[] } | null = null;
+  let plots = true;
+  try {
+    const { values } = parseArgs({
+      args: argv,
+      strict: true,
+      options: {
+        driver: { type: 'string', default: 'des' },
+        workload: { type: 'string', default: 'agentic' },
+        policies: { type: 'string' },
+        engines: { type: 'string', default: '8' },
+        profile: { type: 'string', default: 'h20-qwen3-coder' },
+        duration: { type: 'string' },
+        seed: { type: 'string', default: '1' },
+        out: { type: 'string', default: 'results' },
+        sweep: { type: 'string' },
+        set: { type: 'string', multiple: true },
+        'time-scale': { type: 'string', default: '0.1' },
+        'ttft-slo': { type: 'string', default: '2' },
+        'no-plots': { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' }
+      }
+    });
+    if (values.help) {
+      console.log(USAGE);
+      return 0;
+    }
+    if (values.driver !== 'des' && values.driver !== 'e2e') throw new UsageError('--driver must be des or e2e');
+    const known = policyNames();
+    const policies = values.policies ? values.policies.split(',').map((s) => s.trim()).filter(Boolean) : known;
+    for (const name of policies) if (!known.includes(name)) throw new UsageError(`unknown policy "${name}"; known: ${known.join(', ')}`);
+    const workloadOptions: Record<string, unknown> = {};
+    let numGpuBlocks: number | undefined;
+    for (const s of values.set ?? []) {
+      const [k, v] = keyValue('set', s);
+      if (k === 'numGpuBlocks') numGpuBlocks = num('set numGpuBlocks', v, 1, true);
+      else workloadOptions[k] = v;
+    }
+    plan = {
+      driver: values.driver,
+      workload: values.workload!,
+      workloadOptions,
+      policies,
+      engines: num('engines', values.engines, 1, true),
+      profile: values.profile!,
+      seed: num('seed', values.seed, 0, true),
+      duration: values.duration === undefined ? null : num('duration', values.duration, 1),
+      numGpuBlocks,
+      timeScale: num('time-scale', values['time-scale'], 0.001),
+      ttftSlo: num('ttft-slo', values['ttft-slo'], 0)
+    };
+    if (plan.engines > 256) throw new UsageError('--engines must be at most 256 (the pod table bound)');
+    out = values.out!;
+    plots = !values['no-plots'];
+    if (values.sweep) {
+      const [flag, list] = keyValue('sweep', values.sweep);
+      const vs = list.split(',').filter(Boolean);
+      if (vs.length < 2) throw new UsageError('--sweep needs at least two values');
+      sweep = { flag, values: vs };
+    }
+    buildWorkload(plan); // validates the workload and its options before any run starts
+  } catch (err) {
+    if (err instanceof UsageError || /workload|unknown option|must be/.test((err as Error).message)) {
+      console.error(`ear eval: ${(err as Error).message}\n\n${USAGE}`);
+      return 2;
+    }
+    throw err;
+  }
+
+  const w = buildWorkload(plan);
+  const progress = new Progress({ label: `eval ${plan.driver} ${plan.workload}` });
+  const results: PolicyResult[] = [];
+  for (const policy of plan.policies) {
+    results.push({ policy, metrics: await runOne(plan, w, policy, plan.engines, plan.numGpuBlocks, progress) });
+  }
+  const sweeps: Sweep[] = [];
+  if (sweep) {
+    const s: Sweep = { flag: sweep.flag, points: [] };
+    for (const v of sweep.values) {
+      const engines = sweep.flag === 'engines' ? num('sweep engines', v, 1, true) : plan.engines;
+      const blocks = sweep.flag === 'numGpuBlocks' ? num('sweep numGpuBlocks', v, 1, true) : plan.numGpuBlocks;
+      const wv = sweep.flag === 'engines' || sweep.flag === 'numGpuBlocks' ? w : buildWorkload(plan, { [sweep.flag]: v });
+      for (const policy of plan.policies) {
+        s.points.push({ value: Number.isFinite(Number(v)) ? Number(v) : v, policy, metrics: await runOne(plan, wv, policy, engines, blocks, progress) });
+      }
+    }
+    sweeps.push(s);
+  }
+  progress.finish();
+  const config = {
+    driver: plan.driver, workload: plan.workload, workloadOptions: w.config, policies: plan.policies, engines: plan.engines,
+    profile: plan.profile, seed: plan.seed, duration: plan.duration, numGpuBlocks: plan.numGpuBlocks ?? null,
+    timeScale: plan.driver === 'e2e' ? plan.timeScale : null, ttftSlo: plan.ttftSlo, sweep, command: `ear eval ${argv.join(' ')}`
+  };
+  const files = await writeReport(out, buildResults({ config, policies: results, sweeps, workload: workloadStats(w) }), { plots });
+  console.log(policyTable(results));
+  console.log(`\nwrote ${files.length} files to ${out}/`);
+  return 0;
+}

@@ -1,0 +1,177 @@
+// The `e2e` driver: the real gateway (`ear serve`, its own process) in front of K real simulated engines on
+// loopback, driven over HTTP with streaming responses. Engines and think times share one time scale, so a
+// 600 s workload takes 600 × scale wall seconds; every time the metrics see is unscaled (workload seconds).
+// The engines run in this process (startSim) so the driver can sample their pending prefill every 100 ms;
+// the gateway runs apart so its event loop is its own.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { Agent, request } from 'undici';
+import pino from 'pino';
+import { startSim, type SimServer } from '../../sim/server.js';
+import { ApcBound, MetricsCollector, type MetricsSummary } from '../metrics/index.js';
+import { replay, SessionPrompt, requestId, type Workload } from '../workloads/index.js';
+import { runWorkload, type Scheduler } from '../workloads/runner.js';
+import { loadProfile } from '../../sim/profile.js';
+import { isolatedServiceTime } from './isolated.js';
+
+export interface E2eRunOptions {
+  workload: Workload;
+  policy: string;
+  engines: number;
+  profile: string;
+  seed: number;
+  /** Wall seconds per workload second (engines and think times alike). */
+  timeScale: number;
+  /** Workload seconds after which no new request is sent and open ones are abandoned. */
+  until?: number;
+  ttftSlo?: number;
+  onProgress?: (t: number) => void;
+}
+
+export interface E2eRunResult {
+  summary: MetricsSummary;
+  wallSeconds: number;
+}
+
+const BIN = new URL('../../cli/ear.js', import.meta.url).pathname;
+const MODEL = 'ear-eval';
+
+async function startGatewayProcess (backends: string[], policy: string): Promise<{ child: ChildProcess; url: string }> {
+  const args = [BIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--policy', policy, '--route-threads', '1',
+    ...backends.flatMap((b, i) => ['--backend', `${b},id=engine-${i}`])];
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, EAR_LOG_LEVEL: 'info' } });
+  let out = '';
+  child.stdout!.on('data', (d) => { out += d; });
+  child.stderr!.on('data', (d) => { out += d; });
+  for (let i = 0; i < 500; i++) {
+    const m = /listening on (http:\/\/[^"\s]+)/.exec(out);
+    if (m) return { child, url: m[1] };
+    if (child.exitCode !== null) break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  child.kill('SIGKILL');
+  throw new Error(`ear serve did not start:\n${out}`);
+}
+
+/** Reads an SSE completion stream: first content chunk time, usage (cached tokens), output tokens. */
+async function stream (dispatcher: Agent, url: string, body: string, headers: Record<string, string>, onFirst: () => void): Promise<{ cached: number; output: number }> {
+  const r = await request(`${url}/v1/completions`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json', ...headers }, body });
+  if (r.statusCode !== 200) throw new Error(`status ${r.statusCode}: ${(await r.body.text()).slice(0, 200)}`);
+  let carry = '';
+  let first = false;
+  let cached = 0;
+  let output = 0;
+  for await (const chunk of r.body) {
+    carry += chunk.toString();
+    let i;
+    while ((i = carry.indexOf('\n\n')) >= 0) {
+      const ev = carry.slice(0, i);
+      carry = carry.slice(i + 2);
+      if (!ev.startsWith('data: ') || ev === 'data: [DONE]') continue;
+      const doc = JSON.parse(ev.slice(6));
+      if (doc.error) throw new Error(`stream error: ${doc.error.message}`);
+      if (!first && doc.choices?.[0]?.text) { first = true; onFirst(); }
+      if (doc.usage) {
+        cached = doc.usage.prompt_tokens_details?.cached_tokens ?? 0;
+        output = doc.usage.completion_tokens ?? 0;
+      }
+    }
+  }
+  return { cached, output };
+}
+
+export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
+  const wall0 = performance.now();
+  const w = o.workload;
+  const scale = o.timeScale;
+  if (!(scale > 0)) throw new RangeError('e2e needs a time scale > 0');
+  const profile = loadProfile(o.profile);
+  const silent = pino({ level: 'silent' });
+  const sims: SimServer[] = [];
+  let gw: { child: ChildProcess; url: string } | null = null;
+  const dispatcher = new Agent({ connections: 512, headersTimeout: 0, bodyTimeout: 0 });
+  try {
+    for (let i = 0; i < o.engines; i++) {
+      sims.push(await startSim({
+        host: '127.0.0.1', port: 0, profile: o.profile, timeScale: scale, tokenizer: 'hf:qwen3', servedModelName: [MODEL],
+        enablePromptTokensDetails: true, seed: o.seed + i, stopProbability: 0, logger: silent
+      }));
+    }
+    gw = await startGatewayProcess(sims.map((s) => s.url), o.policy);
+    const metrics = new MetricsCollector({ engines: o.engines, blockSize: w.blockSize, ttftSlo: o.ttftSlo });
+    const t0 = performance.now();
+    const now = (): number => (performance.now() - t0) / 1000 / scale;
+    const sched: Scheduler = { at: (t, fn) => { setTimeout(() => fn(Math.max(t, now())), Math.max(0, (t - now()) * scale * 1000)); } };
+    const prompts = new Map<string, SessionPrompt>();
+    const isolated = new Map<string, number>();
+    const ideal = new ApcBound(w.blockSize);
+    let open = 0;
+    let finishedAll!: () => void;
+    const allDone = new Promise<void>((resolve) => { finishedAll = resolve; });
+    let roots = w.kind === 'closed' ? w.sessions.length : w.requests.length;
+    const url = gw.url;
+    runWorkload(w, sched, (d, done) => {
+      if (o.until !== undefined && d.at > o.until) return;
+      let sp = prompts.get(d.sessionId);
+      if (!sp) prompts.set(d.sessionId, (sp = new SessionPrompt(w.seed, w.blockSize)));
+      const { tokens, blocks } = sp.advance(d.spec);
+      const id = requestId(d.sessionId, d.turn);
+      // Ideal: an idle engine holding every prefix this prompt could reuse (one infinite cache's hit).
+      isolated.set(id, isolatedServiceTime(profile, tokens.length, ideal.observe(d.rootSessionId, blocks, tokens.length).all, d.outputTokens));
+      metrics.requestSent({ id, sessionId: d.sessionId, rootSessionId: d.rootSessionId, at: d.at, promptTokens: tokens.length, blocks });
+      open++;
+      // Written by hand: JSON.stringify turns a Uint32Array into an object, and this is the hot path of the client.
+      const body = `{"model":"${MODEL}","prompt":[${tokens.join(',')}],"max_tokens":${d.outputTokens},"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`;
+      stream(dispatcher, url, body, { 'x-session-id': d.sessionId }, () => metrics.firstToken(id, now()))
+        .then(({ cached, output }) => {
+          const t = now();
+          metrics.requestFinished(id, { at: t, cachedTokens: cached, outputTokens: output });
+          done(t);
+        }, (err: Error) => {
+          const t = now();
+          if (process.env.EAR_EVAL_DEBUG) console.error(id, err.message);
+          metrics.requestFailed(id, t, err.message.startsWith('status') ? err.message.slice(0, 10) : 'connection');
+          done(t);
+        })
+        .finally(() => {
+          open--;
+          if (w.kind === 'open' && --roots === 0) finishedAll();
+        });
+    }, {
+      sessionDone: (rootId, _s, end) => {
+        metrics.sessionDone(rootId, end);
+        if (--roots === 0) finishedAll();
+      }
+    });
+    const sampler = setInterval(() => {
+      const t = now();
+      metrics.pendingPrefill(t, sims.map((s) => s.engine.stats().pendingPrefillTokens));
+      o.onProgress?.(t);
+    }, 100 * scale);
+    const limit = o.until === undefined ? null : setTimeout(finishedAll, (o.until * 1.5 + 5) * scale * 1000);
+    await allDone;
+    clearInterval(sampler);
+    if (limit) clearTimeout(limit);
+    const decision = await gatewayDecisionSeconds(url);
+    if (decision !== null) metrics.routingDecision(decision);
+    const idealRun = replay(w, (s, k) => isolated.get(requestId(s, k)) ?? 0);
+    return { summary: metrics.summary({ idealMakespan: idealRun.makespan }), wallSeconds: (performance.now() - wall0) / 1000 };
+  } finally {
+    if (gw) {
+      gw.child.kill('SIGTERM');
+      if (gw.child.exitCode === null) await once(gw.child, 'exit');
+    }
+    await dispatcher.close();
+    await Promise.all(sims.map((s) => s.close()));
+  }
+}
+
+/** Mean routing decision time the gateway measured (its histogram's sum / count), seconds. */
+async function gatewayDecisionSeconds (url: string): Promise<number | null> {
+  const r = await request(`${url}/metrics`);
+  const text = await r.body.text();
+  const sum = /^ear_routing_decision_seconds_sum\{[^}]*\} (\S+)/m.exec(text);
+  const count = /^ear_routing_decision_seconds_count\{[^}]*\} (\S+)/m.exec(text);
+  if (!sum || !count || Number(count[1]) === 0) return null;
+  return Number(sum[1]) / Number(count[1]);
+}

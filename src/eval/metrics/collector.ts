@@ -1,0 +1,270 @@
+// The metrics of one run of one policy (evaluation.md, "Metrics"). A driver feeds it events in time order
+// (virtual seconds for `des`, unscaled seconds for `e2e`) and asks for a plain-JSON summary at the end.
+//
+//   requestSent → firstToken → requestFinished | requestFailed      (per request, by id)
+//   sessionDone                      (a root session and all its sub-agents have finished)
+//   pendingPrefill                   (every 100 ms: per-engine prompt tokens queued or in progress)
+//   migration, routingDecision       (as they happen)
+import { ApcBound } from './apc-bound.js';
+import { amplification } from './amplification.js';
+import { Latency, percentile, type LatencySummary } from './latency.js';
+
+export interface CollectorOptions {
+  /** Engines in the run (the length of every pendingPrefill sample). */
+  engines: number;
+  /** Block size of the workload's block ids (enables the APC upper bounds). */
+  blockSize?: number;
+  /** Goodput SLO on TTFT, seconds. */
+  ttftSlo?: number;
+  /** A session moved again within tCool seconds of its previous move is a thrash. */
+  tCool?: number;
+  /** Points kept in the pending-prefill timeline for plots (bucket maxima). */
+  timelinePoints?: number;
+  /** Migration events kept for plots (all are counted). */
+  migrationEventsKept?: number;
+  /** Per-engine samples stored for the timeline (2.8 h at 10 Hz by default); later samples still count for
+   *  the hotspot index, and the timeline reports how many it left out. */
+  timelineSamplesKept?: number;
+}
+
+export interface SentRequest {
+  id: string;
+  sessionId: string;
+  /** The root of the session's tree (itself for a session with no parent): the scope of "intra-session" reuse. */
+  rootSessionId?: string;
+  at: number;
+  promptTokens: number;
+  /** Workload block ids of the prompt (SessionPrompt.blocks), for the APC bounds. */
+  blocks?: ArrayLike<number>;
+}
+
+export interface FinishedRequest {
+  at: number;
+  /** Prompt tokens the engine served from its prefix cache (`usage.prompt_tokens_details.cached_tokens`). */
+  cachedTokens: number;
+  outputTokens: number;
+  /** TTFT the engine itself measured (e2e), for the gateway's added latency. */
+  engineTtft?: number;
+}
+
+export interface Migration {
+  at: number;
+  sessionId: string;
+  from: number;
+  to: number;
+  tokens: number;
+  bytes: number;
+  /** Seconds the KV transfer took. */
+  transferTime: number;
+}
+
+export interface MetricsSummary {
+  requests: { sent: number; completed: number; failed: number; incomplete: number };
+  /** µs */
+  ttft: LatencySummary;
+  tpot: LatencySummary;
+  e2e: LatencySummary;
+  sessionCompletion: LatencySummary;
+  /** TTFT CDF for plots: [µs, percentile]. */
+  ttftCdf: Array<[number, number]>;
+  apc: {
+    value: number;
+    /** One infinite cache over all requests in order; null without block ids. */
+    bound: number | null;
+    /** The same restricted to intra-session reuse. */
+    intraSessionBound: number | null;
+    ratio: number | null;
+    promptTokens: number;
+    cachedTokens: number;
+  };
+  hotspot: { mean: number; p99: number; samples: number; loadedSamples: number };
+  makespan: number;
+  idealMakespan: number | null;
+  amplification: number | null;
+  throughput: { outputTokensPerSec: number; sessionsPerMin: number; outputTokens: number; sessionsCompleted: number };
+  goodput: { ttftSlo: number; share: number };
+  migrations: { count: number; tokens: number; bytes: number; transferTime: LatencySummary; thrash: number; thrashSessions: number; tCool: number };
+  failures: Record<string, number>;
+  gateway: { decision: LatencySummary; addedLatency: LatencySummary };
+  timeline: { t: number[]; pendingPrefill: number[][]; migrations: Array<{ t: number; from: number; to: number }>; droppedSamples: number };
+}
+
+interface Open { sessionId: string; root: string; sent: number; first: number; prompt: number; boundAll: number; boundIntra: number }
+
+export class MetricsCollector {
+  readonly #engines: number;
+  readonly #slo: number;
+  readonly #tCool: number;
+  readonly #timelinePoints: number;
+  readonly #eventsKept: number;
+  readonly #samplesKept: number;
+  #droppedSamples = 0;
+  readonly #bound: ApcBound | null;
+  readonly #open = new Map<string, Open>();
+  readonly #ttft = new Latency(); readonly #tpot = new Latency(); readonly #e2e = new Latency();
+  readonly #session = new Latency(); readonly #decision = new Latency(); readonly #added = new Latency();
+  readonly #transfer = new Latency();
+  readonly #sessionStart = new Map<string, number>();
+  readonly #failures: Record<string, number> = {};
+  readonly #lastMove = new Map<string, number>();
+  readonly #thrashed = new Set<string>();
+  readonly #moves: Array<{ t: number; from: number; to: number }> = [];
+  readonly #sampleT: number[] = [];
+  readonly #samples: Float64Array[] = [];
+  readonly #index: number[] = [];
+  #sent = 0; #completed = 0; #failed = 0; #good = 0;
+  #prompt = 0; #cached = 0; #boundAll = 0; #boundIntra = 0; #output = 0; #sessionsDone = 0;
+  #migrations = 0; #migTokens = 0; #migBytes = 0; #thrash = 0;
+  #firstSent = Infinity; #lastEnd = -Infinity;
+  #blocksSeen = true;
+
+  constructor (o: CollectorOptions) {
+    if (!(Number.isInteger(o.engines) && o.engines > 0)) throw new RangeError(`engines must be an integer > 0, got ${o.engines}`);
+    this.#engines = o.engines;
+    this.#slo = o.ttftSlo ?? 2;
+    this.#tCool = o.tCool ?? 60;
+    this.#timelinePoints = o.timelinePoints ?? 600;
+    this.#eventsKept = o.migrationEventsKept ?? 2000;
+    this.#samplesKept = o.timelineSamplesKept ?? 100_000;
+    this.#bound = o.blockSize === undefined ? null : new ApcBound(o.blockSize);
+  }
+
+  requestSent (r: SentRequest): void {
+    if (this.#open.has(r.id)) throw new Error(`request ${r.id} sent twice`);
+    const root = r.rootSessionId ?? r.sessionId;
+    let boundAll = 0, boundIntra = 0;
+    if (this.#bound !== null && r.blocks !== undefined) ({ all: boundAll, intra: boundIntra } = this.#bound.observe(root, r.blocks, r.promptTokens));
+    else this.#blocksSeen = false;
+    this.#open.set(r.id, { sessionId: r.sessionId, root, sent: r.at, first: -1, prompt: r.promptTokens, boundAll, boundIntra });
+    if (!this.#sessionStart.has(r.sessionId)) this.#sessionStart.set(r.sessionId, r.at);
+    if (r.at < this.#firstSent) this.#firstSent = r.at;
+    this.#sent++;
+  }
+
+  firstToken (id: string, at: number): void {
+    const o = this.#get(id);
+    if (o.first < 0) o.first = at;
+  }
+
+  requestFinished (id: string, f: FinishedRequest): void {
+    const o = this.#get(id);
+    this.#open.delete(id);
+    const ttft = (o.first < 0 ? f.at : o.first) - o.sent;
+    const e2e = f.at - o.sent;
+    this.#ttft.record(ttft);
+    this.#e2e.record(e2e);
+    if (f.outputTokens > 1) this.#tpot.record((e2e - ttft) / (f.outputTokens - 1));
+    if (ttft <= this.#slo) this.#good++;
+    if (f.engineTtft !== undefined) this.#added.record(ttft - f.engineTtft);
+    this.#completed++;
+    this.#prompt += o.prompt;
+    this.#cached += Math.min(f.cachedTokens, o.prompt);
+    this.#boundAll += o.boundAll;
+    this.#boundIntra += o.boundIntra;
+    this.#output += f.outputTokens;
+    if (f.at > this.#lastEnd) this.#lastEnd = f.at;
+  }
+
+  requestFailed (id: string, at: number, cause: string): void {
+    this.#get(id);
+    this.#open.delete(id);
+    this.#failed++;
+    this.#failures[cause] = (this.#failures[cause] ?? 0) + 1;
+    if (at > this.#lastEnd) this.#lastEnd = at;
+  }
+
+  /** A session (the root of a tree: with all its sub-agents) has finished. */
+  sessionDone (sessionId: string, at: number): void {
+    const start = this.#sessionStart.get(sessionId);
+    if (start === undefined) throw new Error(`session ${sessionId} done but never sent a request`);
+    this.#session.record(at - start);
+    this.#sessionsDone++;
+  }
+
+  /** One 100 ms sample: pending prefill tokens per engine, indexed by engine. */
+  pendingPrefill (at: number, perEngine: ArrayLike<number>): void {
+    if (perEngine.length !== this.#engines) throw new RangeError(`pending prefill sample has ${perEngine.length} engines, want ${this.#engines}`);
+    const v = Float64Array.from(perEngine);
+    let sum = 0, max = 0;
+    for (const x of v) { sum += x; if (x > max) max = x; }
+    if (sum > 0) this.#index.push(max / (sum / v.length));
+    if (this.#samples.length >= this.#samplesKept) { this.#droppedSamples++; return; }
+    this.#sampleT.push(at);
+    this.#samples.push(v);
+  }
+
+  migration (m: Migration): void {
+    this.#migrations++;
+    this.#migTokens += m.tokens;
+    this.#migBytes += m.bytes;
+    this.#transfer.record(m.transferTime);
+    const last = this.#lastMove.get(m.sessionId);
+    if (last !== undefined && m.at - last < this.#tCool) { this.#thrash++; this.#thrashed.add(m.sessionId); }
+    this.#lastMove.set(m.sessionId, m.at);
+    if (this.#moves.length < this.#eventsKept) this.#moves.push({ t: m.at, from: m.from, to: m.to });
+  }
+
+  /** Time the gateway spent deciding where a request goes, seconds. */
+  routingDecision (seconds: number): void { this.#decision.record(seconds); }
+
+  /** `idealMakespan` from amplification.ts (the driver measured the isolated times). */
+  summary (opts: { idealMakespan?: number } = {}): MetricsSummary {
+    const makespan = this.#firstSent === Infinity || this.#lastEnd === -Infinity ? 0 : Math.max(0, this.#lastEnd - this.#firstSent);
+    const ideal = opts.idealMakespan ?? null;
+    const bounded = this.#bound !== null && this.#blocksSeen && this.#prompt > 0;
+    const apc = this.#prompt > 0 ? this.#cached / this.#prompt : 0;
+    const bound = bounded ? this.#boundAll / this.#prompt : null;
+    const failures = { ...this.#failures };
+    if (this.#open.size > 0) failures.incomplete = this.#open.size;
+    return {
+      requests: { sent: this.#sent, completed: this.#completed, failed: this.#failed, incomplete: this.#open.size },
+      ttft: this.#ttft.summary(), tpot: this.#tpot.summary(), e2e: this.#e2e.summary(), sessionCompletion: this.#session.summary(),
+      ttftCdf: this.#ttft.cdf(),
+      apc: {
+        value: apc, bound, intraSessionBound: bounded ? this.#boundIntra / this.#prompt : null,
+        ratio: bound !== null && bound > 0 ? apc / bound : null, promptTokens: this.#prompt, cachedTokens: this.#cached,
+      },
+      hotspot: {
+        mean: this.#index.length === 0 ? 0 : this.#index.reduce((a, b) => a + b, 0) / this.#index.length,
+        p99: percentile(this.#index, 99), samples: this.#samples.length + this.#droppedSamples, loadedSamples: this.#index.length,
+      },
+      makespan, idealMakespan: ideal, amplification: ideal === null ? null : amplification(makespan, ideal),
+      throughput: {
+        outputTokensPerSec: makespan > 0 ? this.#output / makespan : 0,
+        sessionsPerMin: makespan > 0 ? (this.#sessionsDone * 60) / makespan : 0,
+        outputTokens: this.#output, sessionsCompleted: this.#sessionsDone,
+      },
+      goodput: { ttftSlo: this.#slo, share: this.#sent > 0 ? this.#good / this.#sent : 0 },
+      migrations: {
+        count: this.#migrations, tokens: this.#migTokens, bytes: this.#migBytes, transferTime: this.#transfer.summary(),
+        thrash: this.#thrash, thrashSessions: this.#thrashed.size, tCool: this.#tCool,
+      },
+      failures,
+      gateway: { decision: this.#decision.summary(), addedLatency: this.#added.summary() },
+      timeline: { ...this.#timeline(), migrations: this.#moves.slice(), droppedSamples: this.#droppedSamples },
+    };
+  }
+
+  /** Pending prefill per engine over time, at most timelinePoints points (bucket maxima keep the peaks). */
+  #timeline (): { t: number[]; pendingPrefill: number[][] } {
+    const n = this.#samples.length;
+    const per = Math.max(1, Math.ceil(n / this.#timelinePoints));
+    const t: number[] = [];
+    const pending: number[][] = Array.from({ length: this.#engines }, () => []);
+    for (let i = 0; i < n; i += per) {
+      t.push(this.#sampleT[i]);
+      for (let e = 0; e < this.#engines; e++) {
+        let m = 0;
+        for (let j = i; j < Math.min(n, i + per); j++) m = Math.max(m, this.#samples[j][e]);
+        pending[e].push(m);
+      }
+    }
+    return { t, pendingPrefill: pending };
+  }
+
+  #get (id: string): Open {
+    const o = this.#open.get(id);
+    if (o === undefined) throw new Error(`request ${id} is not in flight (never sent, or already finished)`);
+    return o;
+  }
+}

@@ -1,0 +1,4 @@
+export { MetricsCollector, type CollectorOptions, type SentRequest, type FinishedRequest, type Migration, type MetricsSummary } from './collector.js';
+export { idealMakespan, amplification } from './amplification.js';
+export { ApcBound } from './apc-bound.js';
+export { Latency, percentile, type LatencySummary } from './latency.js';

@@ -1,0 +1,80 @@
+// report.md: one row per policy, the best value of each column in bold (ties all bold).
+import type { MetricsSummary } from '../metrics/collector.js';
+import type { Results } from './results.js';
+
+interface Column { label: string; value: (m: MetricsSummary) => number | null; better: 'lower' | 'higher' | null; digits: number }
+
+const ms = (us: number) => us / 1000;
+export const COLUMNS: readonly Column[] = [
+  { label: 'TTFT p50 (ms)', value: (m) => ms(m.ttft.p50), better: 'lower', digits: 1 },
+  { label: 'TTFT p99 (ms)', value: (m) => ms(m.ttft.p99), better: 'lower', digits: 1 },
+  { label: 'TPOT p50 (ms)', value: (m) => ms(m.tpot.p50), better: 'lower', digits: 2 },
+  { label: 'E2E p99 (s)', value: (m) => m.e2e.p99 / 1e6, better: 'lower', digits: 2 },
+  { label: 'session mean (s)', value: (m) => m.sessionCompletion.mean / 1e6, better: 'lower', digits: 1 },
+  { label: 'APC', value: (m) => m.apc.value, better: 'higher', digits: 3 },
+  { label: 'APC / bound', value: (m) => m.apc.ratio, better: 'higher', digits: 3 },
+  { label: 'hotspot mean', value: (m) => m.hotspot.mean, better: 'lower', digits: 2 },
+  { label: 'hotspot p99', value: (m) => m.hotspot.p99, better: 'lower', digits: 2 },
+  { label: 'amplification', value: (m) => m.amplification, better: 'lower', digits: 2 },
+  { label: 'output tok/s', value: (m) => m.throughput.outputTokensPerSec, better: 'higher', digits: 0 },
+  { label: 'sessions/min', value: (m) => m.throughput.sessionsPerMin, better: 'higher', digits: 2 },
+  { label: 'goodput', value: (m) => m.goodput.share, better: 'higher', digits: 3 },
+  { label: 'migrations', value: (m) => m.migrations.count, better: null, digits: 0 },
+  { label: 'thrash', value: (m) => m.migrations.thrash, better: 'lower', digits: 0 },
+  { label: 'failures', value: (m) => m.requests.failed + m.requests.incomplete, better: 'lower', digits: 0 },
+];
+
+function fmt (v: number | null, digits: number): string {
+  return v === null || !Number.isFinite(v) ? '—' : v.toFixed(digits);
+}
+
+function table (header: string[], rows: string[][]): string {
+  return [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
+}
+
+export function policyTable (policies: Results['policies']): string {
+  const cells = policies.map((p) => COLUMNS.map((c) => c.value(p.metrics)));
+  const rows = policies.map((p, i) => [`\`${p.policy}\``, ...COLUMNS.map((c, j) => {
+    const v = cells[i][j];
+    const text = fmt(v, c.digits);
+    if (c.better === null || v === null || policies.length < 2) return text;
+    // Compare as printed, so that values that look equal are equally best.
+    const shown = cells.map((r) => r[j]).filter((x): x is number => x !== null && Number.isFinite(x)).map((x) => Number(x.toFixed(c.digits)));
+    const best = c.better === 'lower' ? Math.min(...shown) : Math.max(...shown);
+    return Number(text) === best ? `**${text}**` : text;
+  })]);
+  return table(['policy', ...COLUMNS.map((c) => c.label)], rows);
+}
+
+export function renderMarkdown (r: Results, plots: string[] = []): string {
+  const out: string[] = ['# EAR evaluation', ''];
+  const cfg = r.config;
+  const line = (k: string, v: unknown) => out.push(`- ${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`);
+  for (const k of ['driver', 'workload', 'engines', 'profile', 'seed']) if (cfg[k] !== undefined) line(k, cfg[k]);
+  line('commit', r.commit === null ? 'unknown' : `${r.commit.sha.slice(0, 12)}${r.commit.dirty ? ' (dirty)' : ''}`);
+  line('machine', `${r.machine.cpuModel}, ${r.machine.cpus} CPUs, ${r.machine.memoryGiB} GiB, ${r.machine.platform} ${r.machine.release}, Node ${r.machine.node}`);
+  line('created', r.createdAt);
+  if (r.workload !== null) {
+    const w = r.workload;
+    line('workload statistics', `${w.sessions} sessions, ${w.requests} requests, mean prompt ${Math.round(w.meanPrompt)}, prompt/output ${w.promptOutputRatio.toFixed(1)}, ` +
+      `top 1% of sessions ${(w.top1PctTokenShare * 100).toFixed(1)}% of input, reuse ${(w.reuseSplit.intraSession * 100).toFixed(1)}% intra / ` +
+      `${(w.reuseSplit.crossSession * 100).toFixed(1)}% cross / ${(w.reuseSplit.sharedPrefix * 100).toFixed(1)}% shared prefix`);
+  }
+  out.push('', 'Best value per column in bold. Latencies from HDR histograms (µs, 3 significant digits); APC bound = one infinite cache seeing every request in order; hotspot = max / mean pending prefill over engines (100 ms samples with load); amplification = makespan / ideal makespan.', '');
+  out.push(policyTable(r.policies), '');
+  for (const s of r.sweeps) {
+    const values = [...new Set(s.points.map((p) => p.value))];
+    const policies = [...new Set(s.points.map((p) => p.policy))];
+    out.push(`## Sweep: ${s.flag} (amplification)`, '');
+    out.push(table([s.flag, ...policies.map((p) => `\`${p}\``)], values.map((v) => [String(v), ...policies.map((p) => {
+      const pt = s.points.find((x) => x.value === v && x.policy === p);
+      return pt === undefined ? '—' : fmt(pt.metrics.amplification, 2);
+    })])), '');
+  }
+  if (plots.length > 0) {
+    out.push('## Plots', '');
+    for (const p of plots) out.push(`![${p}](${p})`);
+    out.push('');
+  }
+  return out.join('\n');
+}

@@ -1,0 +1,66 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { runDes } from '../../../src/eval/drivers/des.js';
+import { runE2e } from '../../../src/eval/drivers/e2e.js';
+import { isolatedServiceTime } from '../../../src/eval/drivers/isolated.js';
+import { loadWorkload } from '../../../src/eval/workloads/index.js';
+import { loadProfile } from '../../../src/sim/profile.js';
+
+const small = () => loadWorkload('agentic', { duration: 60, rate: 0.4, seed: 3 });
+
+test('des is deterministic for a seed, and sane: sticky beats round-robin on APC, amplification ≥ 1, no failures', () => {
+  const w = small();
+  const a = runDes({ workload: w, policy: 'sticky', engines: 4, profile: 'h20-qwen3-coder', seed: 7 }).summary;
+  const b = runDes({ workload: w, policy: 'sticky', engines: 4, profile: 'h20-qwen3-coder', seed: 7 }).summary;
+  const strip = (s: typeof a) => ({ ...s, gateway: null });
+  assert.deepEqual(strip(a), strip(b));
+  const rr = runDes({ workload: w, policy: 'round-robin', engines: 4, profile: 'h20-qwen3-coder', seed: 7 }).summary;
+  assert.ok(a.apc.value > rr.apc.value, `sticky ${a.apc.value} vs round-robin ${rr.apc.value}`);
+  for (const s of [a, rr]) {
+    assert.equal(s.requests.failed, 0);
+    assert.equal(s.requests.incomplete, 0);
+    assert.ok(s.amplification !== null && s.amplification >= 0.999, `amplification ${s.amplification}`);
+    assert.ok(s.apc.bound !== null && s.apc.value <= s.apc.bound + 1e-9);
+  }
+});
+
+test('the isolated time follows the profile: cached blocks skip prefill, each further token is one batch-1 step', () => {
+  const p = loadProfile('h100-llama-3.1-8b');
+  const s = p.step;
+  const cold = isolatedServiceTime(p, 160, 0, 1);
+  assert.ok(Math.abs(cold - (s.stepOverhead + s.prefillPerToken * 160 + s.prefillAttnPerTokenPair * 160 * 80)) < 1e-12);
+  // 128 cached tokens (8 blocks of 16): only 32 are computed, attending to 128 past tokens
+  const warm = isolatedServiceTime(p, 160, 130, 3);
+  const prefill = s.stepOverhead + s.prefillPerToken * 32 + s.prefillAttnPerTokenPair * 32 * (128 + 16);
+  const decode = [161, 162].reduce((t, ctx) => t + s.stepOverhead + s.decodePerSeq + s.decodePerContextToken * ctx, 0);
+  assert.ok(Math.abs(warm - (prefill + decode)) < 1e-12);
+});
+
+test('e2e smoke: the real gateway in front of two simulated engines serves a short workload without failures', async () => {
+  const w = loadWorkload('agentic', { duration: 15, rate: 0.4, seed: 5 });
+  const r = await runE2e({ workload: w, policy: 'sticky', engines: 2, profile: 'h100-llama-3.1-8b', seed: 1, timeScale: 0.05 });
+  const s = r.summary;
+  assert.ok(s.requests.sent > 0);
+  assert.equal(s.requests.failed, 0, JSON.stringify(s.failures));
+  assert.equal(s.requests.completed, s.requests.sent);
+  assert.ok(s.apc.value > 0.3, `APC ${s.apc.value}`);
+  assert.ok(s.gateway.decision.count > 0);
+});
+
+test('ear eval writes results.json and report.md, and refuses a bad flag', () => {
+  const out = mkdtempSync(join(tmpdir(), 'ear-eval-'));
+  const bin = new URL('../../../src/cli/ear.js', import.meta.url).pathname;
+  const ok = spawnSync(process.execPath, [bin, 'eval', '--duration', '30', '--engines', '2', '--policies', 'round-robin,sticky', '--no-plots', '--out', out], { encoding: 'utf8' });
+  assert.equal(ok.status, 0, ok.stderr);
+  const results = JSON.parse(readFileSync(join(out, 'results.json'), 'utf8'));
+  assert.deepEqual(results.policies.map((p: { policy: string }) => p.policy), ['round-robin', 'sticky']);
+  assert.equal(results.config.engines, 2);
+  assert.match(readFileSync(join(out, 'report.md'), 'utf8'), /\| `sticky` \|/);
+  const bad = spawnSync(process.execPath, [bin, 'eval', '--policies', 'nope'], { encoding: 'utf8' });
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /unknown policy "nope"/);
+});
