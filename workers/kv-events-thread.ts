@@ -4,7 +4,7 @@
 // Messages from the parent carry an id that the reply repeats: 'backends' (the list to follow), 'stats', 'stop'.
 import { parentPort, workerData } from 'node:worker_threads';
 import { Region, type SharedRegion } from '../src/core/region.js';
-import { PrefixIndexWriter } from '../src/core/prefix-index.js';
+import { PrefixIndex, PrefixIndexWriter } from '../src/core/prefix-index.js';
 import { BlockHasher } from '../src/core/block-keys.js';
 import { RingConsumer } from '../src/core/ring.js';
 import { IndexFeeder } from '../src/kvevents/index-feeder.js';
@@ -28,8 +28,11 @@ interface Followed {
 
 const data = workerData as KvEventsThreadData;
 const region = new Region(data.shared);
-const writer = new PrefixIndexWriter(region);
-const hasher = new BlockHasher(region);
+// One scratch area for both: the writer's output words first, the hasher's tokens and keys after them.
+const area = region.claimScratch();
+const ixBytes = Math.ceil(PrefixIndex.areaBytes(region) / 64) * 64;
+const writer = new PrefixIndexWriter(region, { ptr: area.ptr, bytes: ixBytes });
+const hasher = new BlockHasher(region, { ptr: area.ptr + ixBytes, bytes: area.bytes - ixBytes });
 const feeder = new IndexFeeder(writer, new RingConsumer(region), { assumedTtlMs: data.assumedTtlMs, expiryBudget: 4096 });
 const epochMs = (): number => performance.timeOrigin + performance.now();
 

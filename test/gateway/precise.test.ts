@@ -1,8 +1,7 @@
 // Precise mode end to end: `ear sim` engines publishing KV events and the real gateway (startEar) following
 // them. A prompt an engine has cached is in the gateway's prefix index with no routing history: warmed on the
-// engine directly, after a gateway restart, or routed by another gateway replica. The prefix-aware policies
-// are written on another branch: these tests assert on the gateway's index (TableRouting.index), which is
-// what those policies read.
+// engine directly, after a gateway restart, or routed by another gateway replica; a prefix-aware policy then
+// routes it to that engine.
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { getGlobalDispatcher, request } from 'undici';
@@ -20,9 +19,9 @@ const tokenizer = createTokenizerSync('hf:qwen3');
 let sims: SimServer[] = [];
 const ears: Ear[] = [];
 
-async function gateway (): Promise<Ear> {
+async function gateway (policy = 'round-robin'): Promise<Ear> {
   const ear = await startEar(buildConfig(
-    { host: '127.0.0.1', port: 0, policy: 'round-robin', tokenizer: 'hf:qwen3', routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0 },
+    { host: '127.0.0.1', port: 0, policy, tokenizer: 'hf:qwen3', routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0 },
     { backend: sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`) }
   ));
   ears.push(ear);
@@ -78,7 +77,7 @@ after(async () => {
 });
 
 const system = 'You are a careful coding agent working in a large repository. Read before you write. '.repeat(20);
-const chat = (user: string) => ({ model: 'm', messages: [{ role: 'system', content: system }, { role: 'user', content: user }], max_tokens: 4 });
+const chat = (user: string, sys = system) => ({ model: 'm', messages: [{ role: 'system', content: sys }, { role: 'user', content: user }], max_tokens: 4 });
 
 async function post (url: string, body: object): Promise<{ backend: string; cached: number }> {
   const r = await request(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -92,8 +91,11 @@ test('a prompt warmed on an engine directly is in the gateway\'s index for that 
   assert.equal(assumedTtlMs(buildConfig({}, { backend: ['http://127.0.0.1:1,kv-events=tcp://127.0.0.1:2'] }), ear.gateway.backends), PRECISE_ASSUMED_TTL_MS);
   const hasher = hasherFor(ear);
   const body = chat('list the files under src/ and explain the layout');
-  // Straight to engine 1: the gateway never routed this prompt.
+  // Straight to the engines: the gateway never routed these prompts.
   await post(sims[1].url, body);
+  // (another system prompt: the two share no block)
+  const body0 = chat('open a pull request with the fix and describe it', 'You review pull requests for a storage engine team. '.repeat(20));
+  await post(sims[0].url, body0);
   await until('the warmed prompt in the index', () => {
     const m = matchIn(ear, hasher, body);
     return m.blocks > 20 && m.counts[1] === m.blocks;
@@ -107,12 +109,21 @@ test('a prompt warmed on an engine directly is in the gateway\'s index for that 
 
   // A new gateway (no routing history, engines idle): the start replay brings the engines' caches in.
   await stop(ear);
-  ear = await gateway();
+  ear = await gateway('prefix-cache');
   const h2 = hasherFor(ear);
   await until('the prompt in the restarted gateway\'s index', () => {
     const m = matchIn(ear, h2, body);
     return m.counts[1] === m.blocks && m.counts[0] === 0;
   });
+  // A prefix-aware policy (AIBrix's prefix-cache) sends the prompt where the engine says it is cached.
+  await until('the other prompt on engine 0', () => {
+    const m = matchIn(ear, h2, body0);
+    return m.counts[0] === m.blocks && m.counts[1] === 0;
+  });
+  const routed = await post(`http://127.0.0.1:${ear.gateway.port}`, body);
+  assert.equal(routed.backend, 'sim-1');
+  assert.equal((await post(`http://127.0.0.1:${ear.gateway.port}`, body0)).backend, 'sim-0');
+  assert.ok(routed.cached >= (matchIn(ear, h2, body).blocks - 1) * 16, `cached ${routed.cached}`);
   // A reload that removes the engine purges what its events said.
   await ear.gateway.reload(buildConfig({}, { backend: [`${sims[0].url},id=sim-0,kv-events=${sims[0].kvEventsEndpoint},replay=${sims[0].kvReplayEndpoint}`] }));
   await ear.kvSynced();
