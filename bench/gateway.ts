@@ -6,7 +6,7 @@
 // so none shares an event loop with another or with the client. Writes the `bench-gateway` section of
 // bench/RESULTS.md. Run: `npm run build && node dist/bench/gateway.js` (`--help` for options).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -147,13 +147,13 @@ async function waitForStatus (url: string, child: Child, timeoutMs: number): Pro
   throw new Error(`${child.name}: ${url} did not answer 200 within ${timeoutMs} ms:\n${child.tail}`);
 }
 
-async function startUpstream (): Promise<string> {
+async function startUpstream (): Promise<{ url: string; pid: number }> {
   const c = startChild('upstream', process.execPath, [UPSTREAM_JS]);
   const m = await waitForOutput(c, /\{"port":(\d+)\}/, 10_000);
-  return `http://127.0.0.1:${m[1]}`;
+  return { url: `http://127.0.0.1:${m[1]}`, pid: c.proc.pid! };
 }
 
-async function startEar (upstream: string, routeThreads: string | undefined, cpuProfDir: string | undefined): Promise<{ url: string; command: string }> {
+async function startEar (upstream: string, routeThreads: string | undefined, cpuProfDir: string | undefined): Promise<{ url: string; pid: number; command: string }> {
   const args = ['serve', '--host', '127.0.0.1', '--port', '0', '--backend', `${upstream},id=up`];
   if (routeThreads) args.push('--route-threads', routeThreads);
   const node = cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir] : [];
@@ -161,7 +161,7 @@ async function startEar (upstream: string, routeThreads: string | undefined, cpu
   const m = await waitForOutput(c, /"url":"(http:\/\/[^"]+)"/, 20_000);
   const url = m[1];
   await waitForStatus(`${url}/ready`, c, 10_000);
-  return { url, command: `ear ${args.join(' ').replace(upstream, 'http://127.0.0.1:UPSTREAM')}` };
+  return { url, pid: c.proc.pid!, command: `ear ${args.join(' ').replace(upstream, 'http://127.0.0.1:UPSTREAM')}` };
 }
 
 function nginxBinary (): string {
@@ -218,7 +218,7 @@ http {
 `;
 }
 
-async function startNginx (bin: string, upstream: string, workers: number): Promise<string> {
+async function startNginx (bin: string, upstream: string, workers: number): Promise<{ url: string; pid: number }> {
   const dir = mkdtempSync(join(tmpdir(), `ear-bench-nginx${workers}-`));
   chmodSync(dir, 0o755); // workers run as an unprivileged user
   const port = await freePort();
@@ -233,12 +233,41 @@ async function startNginx (bin: string, upstream: string, workers: number): Prom
     try { log = readFileSync(join(dir, 'error.log'), 'utf8'); } catch {}
     throw new Error(`${(err as Error).message}\n${log}`);
   }
-  return url;
+  return { url, pid: c.proc.pid! };
 }
 
 // ---- measuring ----
 
-interface Target { name: string; url: string }
+interface Target {
+  name: string;
+  url: string;
+  /** The process that serves it (its children too: nginx's workers): its CPU time is charged to the target. */
+  pid: number;
+}
+
+/** CPU seconds (user + system, all threads) of a process and its children, from /proc. */
+function cpuSeconds (pid: number): number {
+  let ticks = 0;
+  const pids = [pid];
+  for (const tid of safeList(`/proc/${pid}/task`)) {
+    for (const c of safeRead(`/proc/${pid}/task/${tid}/children`).split(' ')) if (c.trim()) pids.push(Number(c));
+  }
+  for (const p of pids) {
+    const stat = safeRead(`/proc/${p}/stat`);
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    ticks += Number(f[11] ?? 0) + Number(f[12] ?? 0); // utime, stime: fields 14 and 15 of proc(5)
+  }
+  return ticks / CLOCK_TICKS;
+}
+const CLOCK_TICKS = 100;
+
+function safeRead (path: string): string {
+  try { return readFileSync(path, 'utf8'); } catch { return ''; }
+}
+
+function safeList (path: string): string[] {
+  try { return readdirSync(path); } catch { return []; }
+}
 
 interface Cell {
   target: string;
@@ -247,6 +276,8 @@ interface Cell {
   requests: number;
   seconds: number;
   rps: number;
+  /** CPU time the serving process spent per response, µs (the proxy's own cost, whatever else runs on the machine). */
+  cpuUs: number;
   /** Latencies in ms, sorted. */
   latencies: Float64Array;
 }
@@ -282,7 +313,9 @@ async function cannon (t: Target, load: Load, connections: number, seconds: numb
     }
     lat[n++] = ms;
   });
+  const cpu0 = cpuSeconds(t.pid);
   const r = await inst;
+  const cpu = cpuSeconds(t.pid) - cpu0;
   const bad = r.errors + r.timeouts + r.non2xx + r.mismatches;
   if (bad > 0) {
     throw new Error(`${t.name} ${load} c=${connections}: ${r.errors} errors, ${r.timeouts} timeouts, ${r.non2xx} non-2xx, ${r.mismatches} wrong bodies`);
@@ -290,7 +323,7 @@ async function cannon (t: Target, load: Load, connections: number, seconds: numb
   if (n === 0) throw new Error(`${t.name} ${load} c=${connections}: no response at all`);
   assertAlive();
   const latencies = lat.slice(0, n).sort();
-  return { target: t.name, load, connections, requests: n, seconds: r.duration, rps: n / r.duration, latencies };
+  return { target: t.name, load, connections, requests: n, seconds: r.duration, rps: n / r.duration, cpuUs: (cpu * 1e6) / n, latencies };
 }
 
 /** One request of each kind by hand, before any load: a server that answers wrongly fails here, plainly. */
@@ -313,7 +346,8 @@ function merge (cells: Cell[]): Cell {
   }
   const requests = cells.reduce((s, c) => s + c.requests, 0);
   const seconds = cells.reduce((s, c) => s + c.seconds, 0);
-  return { ...cells[0], requests, seconds, rps: requests / seconds, latencies: all.sort() };
+  const cpuUs = cells.reduce((s, c) => s + c.cpuUs * c.requests, 0) / requests;
+  return { ...cells[0], requests, seconds, rps: requests / seconds, cpuUs, latencies: all.sort() };
 }
 
 // ---- the report ----
@@ -341,16 +375,17 @@ function report (o: {
     'latency is per-response time measured by autocannon (request written → response complete), p50/p99 from every response', '');
 
   lines.push('### Throughput and latency', '');
-  lines.push(`| load | conns | ${targets.map((t) => `${t.name} req/s`).join(' | ')} | ${targets.map((t) => `${t.name} p50 / p99 ms`).join(' | ')} |`);
-  lines.push(`| --- | ---: | ${targets.map(() => '---:').join(' | ')} | ${targets.map(() => '---:').join(' | ')} |`);
+  lines.push('| load | conns | target | req/s | p50 ms | p99 ms | server CPU µs/req |', '| --- | ---: | --- | ---: | ---: | ---: | ---: |');
   for (const load of ['short', 'stream'] as const) {
     for (const c of connections) {
-      const row = targets.map((t) => cell(t.name, load, c));
-      lines.push(`| ${load} | ${c} | ${row.map((x) => (x ? num(x.rps) : '–')).join(' | ')} | ` +
-        `${row.map((x) => (x ? `${ms(percentile(x.latencies, 50))} / ${ms(percentile(x.latencies, 99))}` : '–')).join(' | ')} |`);
+      for (const t of targets) {
+        const x = cell(t.name, load, c);
+        if (x) lines.push(`| ${load} | ${c} | ${t.name} | ${num(x.rps)} | ${ms(percentile(x.latencies, 50))} | ${ms(percentile(x.latencies, 99))} | ${x.cpuUs.toFixed(0)} |`);
+      }
     }
   }
-  lines.push('');
+  lines.push('', 'Server CPU is the serving process\'s own (all threads, and nginx\'s workers) per response: for `direct` the upstream\'s, ' +
+    'for the proxies the proxy\'s alone. It does not depend on what else the shared machine runs, unlike req/s.', '');
 
   const ratios: Array<{ load: Load; c: number; n1: number; n2: number; direct: number }> = [];
   for (const load of ['short', 'stream'] as const) {
@@ -429,14 +464,14 @@ async function main (): Promise<number> {
 
   const nginxBin = onlyEar ? '' : nginxBinary();
   const upstream = await startUpstream();
-  const ear = await startEar(upstream, values['route-threads'], values['ear-cpu-prof']);
+  const ear = await startEar(upstream.url, values['route-threads'], values['ear-cpu-prof']);
   const targets: Target[] = onlyEar
-    ? [{ name: 'ear', url: ear.url }]
+    ? [{ name: 'ear', ...ear }]
     : [
-        { name: 'direct', url: upstream },
-        { name: 'ear', url: ear.url },
-        { name: 'nginx-1w', url: await startNginx(nginxBin, upstream, 1) },
-        { name: 'nginx-2w', url: await startNginx(nginxBin, upstream, 2) }
+        { name: 'direct', ...upstream },
+        { name: 'ear', ...ear },
+        { name: 'nginx-1w', ...await startNginx(nginxBin, upstream.url, 1) },
+        { name: 'nginx-2w', ...await startNginx(nginxBin, upstream.url, 2) }
       ];
   for (const t of targets) await sanity(t);
   console.error(`targets: ${targets.map((t) => `${t.name} ${t.url}`).join(', ')}`);
@@ -450,7 +485,7 @@ async function main (): Promise<number> {
       for (const t of targets) {
         const x = await cannon(t, load, c, duration);
         cells.push(x);
-        console.error(`${load.padEnd(6)} c=${String(c).padStart(3)} ${t.name.padEnd(9)} ${num(x.rps).padStart(7)} req/s  p50 ${ms(percentile(x.latencies, 50))} ms  p99 ${ms(percentile(x.latencies, 99))} ms`);
+        console.error(`${load.padEnd(6)} c=${String(c).padStart(3)} ${t.name.padEnd(9)} ${num(x.rps).padStart(7)} req/s  p50 ${ms(percentile(x.latencies, 50))} ms  p99 ${ms(percentile(x.latencies, 99))} ms  cpu ${x.cpuUs.toFixed(1)} µs/req`);
       }
     }
   }
@@ -463,7 +498,7 @@ async function main (): Promise<number> {
     for (const t of latencyTargets) {
       const x = merge(rounds.get(t.name)!);
       latency.push(x);
-      console.error(`${load.padEnd(6)} c=  1 ${t.name.padEnd(9)} p50 ${ms(percentile(x.latencies, 50))} ms  p99 ${ms(percentile(x.latencies, 99))} ms  (${x.requests} requests)`);
+      console.error(`${load.padEnd(6)} c=  1 ${t.name.padEnd(9)} p50 ${ms(percentile(x.latencies, 50))} ms  p99 ${ms(percentile(x.latencies, 99))} ms  cpu ${x.cpuUs.toFixed(1)} µs/req  (${x.requests} requests)`);
     }
   }
 

@@ -7,6 +7,7 @@ import type { GatewayConfig } from './config.js';
 import { createRoutePool, type RoutePool } from './route-pool.js';
 import { startGateway, type Gateway } from './server.js';
 import { TableRouting } from './table-routing.js';
+import { featureSource } from './inline-features.js';
 
 export interface Ear {
   gateway: Gateway;
@@ -27,11 +28,12 @@ export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
     kv = startKvEventsThread(shared, { assumedTtlMs: APPROXIMATE_ASSUMED_TTL_MS });
     pool = createRoutePool(shared, { threads: config.routeThreads, tokenizer: config.tokenizer, blockSize: config.blockSize });
     const p = pool;
+    const features = featureSource(region, config, p);
     let routing!: TableRouting;
     const gateway = await startGateway({
       config,
       state: (backends) => (routing = new TableRouting(region, backends, policy, { sessionTtlMs: config.sessionIdleMs })),
-      features: (endpoint, body) => p.features(endpoint, body),
+      features,
       now: () => performance.timeOrigin + performance.now()
     });
     const k = kv;
