@@ -36,7 +36,8 @@ const USAGE = `usage: node dist/bench/gateway.js [--duration S] [--connections 1
 type Load = 'short' | 'stream' | 'long';
 
 function chatBody (content: string, stream: boolean): string {
-  return JSON.stringify({ model: BENCH_MODEL, stream, messages: [{ role: 'user', content }], max_tokens: 32 });
+  const streamOptions = stream ? { stream_options: { include_usage: true } } : {};
+  return JSON.stringify({ model: BENCH_MODEL, stream, ...streamOptions, messages: [{ role: 'user', content }], max_tokens: 32 });
 }
 
 /** ~130 KB of ordinary text: an agent's long context. */

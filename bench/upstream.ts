@@ -21,12 +21,13 @@ export const CANNED_COMPLETION = JSON.stringify({
 
 const WORDS = 'Sure , here is a short answer : the gateway forwards each token as soon as the engine sends it .'.split(' ');
 
-function chunk (delta: Record<string, unknown>, finish: string | null, usage: Record<string, number> | null = null): string {
+function chunk (delta: Record<string, unknown>, finish: string | null, usage?: Record<string, number>): string {
+  // vLLM leaves unset fields out: `usage` appears only on the last chunk (stream_options.include_usage).
   const doc = { id: 'chatcmpl-bench', object: 'chat.completion.chunk', created: CREATED, model: BENCH_MODEL, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], usage };
   return `data: ${JSON.stringify(doc)}\n\n`;
 }
 
-/** 21 SSE events, as vLLM frames them: the role, one event per word, the finish with usage, then [DONE]. */
+/** SSE events as vLLM frames them: the role, one event per word, the finish with usage, then [DONE]. */
 export const CANNED_STREAM: readonly string[] = [
   chunk({ role: 'assistant', content: '' }, null),
   ...WORDS.map((w, i) => chunk({ content: i === 0 ? w : ` ${w}` }, null)),
