@@ -23,7 +23,7 @@ const EAR_JS = fileURLToPath(new URL('../src/cli/ear.js', import.meta.url));
 const PATH = '/v1/chat/completions';
 
 const USAGE = `usage: node dist/bench/gateway.js [--duration S] [--connections 1,16,64] [--latency-seconds S] [--latency-rounds N]
-                                   [--route-threads N] [--ear-cpu-prof DIR] [--only-ear] [--no-write]
+                                   [--route-threads N] [--ear-cpu-prof DIR] [--only-ear] [--loads L] [--no-write]
   --duration S          seconds per throughput cell (default 5)
   --connections LIST    connection counts of the throughput sweep (default 1,16,64)
   --latency-seconds S   seconds per added-latency sample at 1 connection (default 2), taken --latency-rounds times (default 3)
@@ -31,6 +31,7 @@ const USAGE = `usage: node dist/bench/gateway.js [--duration S] [--connections 1
   --route-threads N     EAR's route pool size (default: EAR's own default)
   --ear-cpu-prof DIR    run EAR under node --cpu-prof, profiles written to DIR when it exits
   --only-ear            measure EAR alone (no direct, no nginx): for profiling
+  --loads LIST          loads of the throughput sweep: short,stream (default both)
   --no-write            print only; bench/RESULTS.md is written only by a full run without this flag`;
 
 type Load = 'short' | 'stream' | 'long';
@@ -444,6 +445,7 @@ async function main (): Promise<number> {
       'route-threads': { type: 'string' },
       'ear-cpu-prof': { type: 'string' },
       'only-ear': { type: 'boolean', default: false },
+      loads: { type: 'string', default: 'short,stream' },
       'no-write': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h' }
     }
@@ -462,6 +464,11 @@ async function main (): Promise<number> {
     return 2;
   }
   const onlyEar = values['only-ear'];
+  const loads = values.loads.split(',') as Array<'short' | 'stream'>;
+  if (loads.some((l) => l !== 'short' && l !== 'stream')) {
+    console.error(USAGE);
+    return 2;
+  }
 
   const nginxBin = onlyEar ? '' : nginxBinary();
   const upstream = await startUpstream();
@@ -478,10 +485,10 @@ async function main (): Promise<number> {
   console.error(`targets: ${targets.map((t) => `${t.name} ${t.url}`).join(', ')}`);
 
   // JIT and connection pools warm before anything counts.
-  for (const t of targets) for (const load of ['short', 'stream'] as const) await cannon(t, load, 16, 1);
+  for (const t of targets) for (const load of loads) await cannon(t, load, 16, 1);
 
   const cells: Cell[] = [];
-  for (const load of ['short', 'stream'] as const) {
+  for (const load of loads) {
     for (const c of connections) {
       for (const t of targets) {
         const x = await cannon(t, load, c, duration);
@@ -503,14 +510,14 @@ async function main (): Promise<number> {
     }
   }
 
-  const defaults = values.duration === '5' && values.connections === '1,16,64' && !values['route-threads'] && !values['ear-cpu-prof'] && !onlyEar;
+  const defaults = process.argv.length === 2;
   const command = defaults ? 'npm run bench:gateway' : `node dist/bench/gateway.js ${process.argv.slice(2).join(' ')}`;
   const { text, met } = report({
     cells, latency, targets, connections, duration, latencySeconds, latencyRounds,
     earCommand: ear.command, nginx: onlyEar ? '' : nginxVersion(nginxBin), command
   });
   console.log(`\n${text}\n`);
-  if (!onlyEar && !values['no-write']) writeSection('bench-gateway', text);
+  if (!onlyEar && loads.length === 2 && !values['no-write']) writeSection('bench-gateway', text);
   if (!met) console.error('gateway benchmark: a target is not met (see above)');
   return 0;
 }
