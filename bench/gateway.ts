@@ -8,7 +8,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -354,6 +354,28 @@ function merge (cells: Cell[]): Cell {
 
 // ---- the report ----
 
+/** From `node --cpu-prof` on the gateway (`--only-ear --ear-cpu-prof DIR`); shown while a target is missed. */
+const STANDS_IN_THE_WAY = `### What stands in the way (profiled 2026-11-22, after features went inline for small bodies)
+
+EAR spends ~105–140 µs of CPU a request where nginx spends ~15 (short) to ~27 (streamed) and the upstream alone ~11, so on
+2 cores shared with the client and the upstream it reaches a quarter to a third of nginx's throughput. Where the
+main thread's time goes for short non-streaming requests at 32 connections: writing the response to the client
+through uWS (send syscall included) 20%; undici 28% (its writev syscall 13%, its JS and the Readable/async-
+iteration plumbing 14%); rendering the one-message ChatML prompt with the @huggingface/jinja interpreter 13%
+(~25 µs a request; parsing, byte tokens and block hashes take 4% more); GC 7%; the gateway's own JS (handler,
+AbortController, listeners) 9%; routing (WASM prefix match, policy, session table) 4.5%; prom-client 2%;
+piscina 1% (bodies over 4 KiB only). Before features went inline the route-pool round trip cost ~30 µs of main-
+thread time and ~75 µs of worker time a request, and added two thread wake-ups to the latency. What would
+help most: a direct ChatML renderer for the built-in template (src/tokenize; −25 µs), proxying with undici's
+dispatch() handler API instead of request() + async iteration (measured alone against this upstream: 15 vs
+24–29 µs a request short, 18–22 vs 34–42 streamed, at 16 concurrent), and for long prompts with the character
+tokenizer (one token per byte: 8,320 blocks for 130 KB, ~12–16 ms of CPU a request): the kv-events thread
+decodes every recorded block as a JS object with three BigInts (ring.ts op(), index-feeder.ts; ~12 ms and most
+of its GC), the character tokenizer pushes bytes one by one into a number[] (~5 ms in the route worker), and
+the prefix match takes ~2.6 ms on the main thread. The added latency at one connection is EAR's per-request CPU
+on the path, so the same cuts bring it toward the 0.1 ms target; 0.8× nginx's throughput needs ~4× less CPU
+per request, which a Node proxy with a JavaScript request path is unlikely to reach on this machine.`;
+
 const ms = (x: number): string => x.toFixed(3);
 const us = (x: number): string => `${(x * 1000).toFixed(0)} µs`;
 const num = (x: number): string => Math.round(x).toLocaleString('en-US');
@@ -373,6 +395,8 @@ function report (o: {
     `${Buffer.byteLength(CANNED_COMPLETION)}-byte chat completion, or ${CANNED_STREAM.length} SSE events (one HTTP chunk each, written together)`);
   lines.push(`- EAR: \`${o.earCommand}\`, its own process; nginx ${o.nginx}: keep-alive upstream, proxy_http_version 1.1, ` +
     'proxy_buffering off, access_log off, worker_processes 1 and 2');
+  lines.push(`- Load average of the shared machine when the run ended: ${loadavg().map((x) => x.toFixed(1)).join(', ')} ` +
+    '(other work shares the 2 cores: req/s moves with it, server CPU per request much less)');
   lines.push(`- Client: autocannon in the benchmark's process, ${o.duration} s per cell, all targets on the same 2 cores; ` +
     'latency is per-response time measured by autocannon (request written → response complete), p50/p99 from every response', '');
 
@@ -430,6 +454,7 @@ function report (o: {
   lines.push(`- EAR throughput ≥ 0.8× nginx (every load at ≥ 16 connections, against nginx with worker_processes 1, one event loop like EAR's): ` +
     `lowest ${minRatio.toFixed(2)}× — **${throughputMet ? 'met' : 'not met'}** (against worker_processes 2: lowest ${minRatio2.toFixed(2)}×)`);
   lines.push(`- Added p50 latency < 0.1 ms for a short prompt: ${added['ear-short-p50'] === undefined ? '–' : us(added['ear-short-p50'])} — **${latencyMet ? 'met' : 'not met'}**`);
+  if (!throughputMet || !latencyMet) lines.push('', STANDS_IN_THE_WAY);
   return { text: lines.join('\n'), met: throughputMet && latencyMet };
 }
 
