@@ -9,6 +9,7 @@ import { registerKvEventMetrics } from './metrics.js';
 import { createRoutePool, type RoutePool } from './route-pool.js';
 import { startGateway, type Gateway } from './server.js';
 import { TableRouting } from './table-routing.js';
+import { featureSource } from './inline-features.js';
 
 export interface Ear {
   gateway: Gateway;
@@ -47,7 +48,7 @@ export function kvBackendSpecs (backends: readonly Backend[]): KvBackendSpec[] {
 
 export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
   const policy = createPolicy(config.policy, config.policyConfig);
-  const shared = createRegion({ sessions: config.maxSessions, scratchSlots: config.routeThreads + 8 });
+  const shared = createRegion({ sessions: config.maxSessions, scratchSlots: config.routeThreads + 12 }) // main 6, kv-events thread 3, one per route worker, and spares for a restarted worker;
   const region = new Region(shared);
   let kv: KvEventsThread | null = null;
   let pool: RoutePool | null = null;
@@ -76,7 +77,7 @@ export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
         routing = new TableRouting(region, backends, policy, { sessionTtlMs: config.sessionIdleMs, onBackendChanged: sync });
         return routing;
       },
-      features: (endpoint, body) => p.features(endpoint, body),
+      features: featureSource(region, config, p),
       now: () => performance.timeOrigin + performance.now()
     });
     registerKvEventMetrics(gateway.metrics.registry, () => k.stats());

@@ -1,0 +1,55 @@
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRegion, Region } from '../../src/core/region.js';
+import { createRoutePool, type RoutePool } from '../../src/gateway/route-pool.js';
+import { featureSource, INLINE_FEATURES_MAX_BYTES } from '../../src/gateway/inline-features.js';
+import { GatewayError } from '../../src/gateway/errors.js';
+import type { Endpoint } from '../../src/gateway/request-body.js';
+
+const shared = createRegion({ prefixIndexKeys: 1 << 12, sessions: 64, heapJobs: 64, recordRingOps: 64, scratchSlots: 4 });
+const real = createRoutePool(shared, { threads: 1, tokenizer: 'character', blockSize: 16 });
+after(() => real.close());
+
+/** The real pool, counting what reaches it. */
+function counting (pool: RoutePool): RoutePool & { calls: number } {
+  const c = { calls: 0, features: (e: Endpoint, b: Buffer) => { c.calls++; return pool.features(e, b); }, close: () => pool.close() };
+  return c;
+}
+
+const chat = (content: string, extra: Record<string, unknown> = {}) =>
+  Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content }], ...extra }));
+
+test('character tokenizer: small bodies are computed inline, exactly as the pool computes them; large ones go to the pool', async () => {
+  const pool = counting(real);
+  const features = featureSource(new Region(shared), { tokenizer: 'character', blockSize: 16 }, pool);
+  const small = chat('Read src/index.ts and fix the failing test. '.repeat(20), { cache_salt: 's1', max_tokens: 7 });
+  assert.ok(small.length <= INLINE_FEATURES_MAX_BYTES);
+  const inline = await features('chat', small);
+  assert.equal(pool.calls, 0);
+  const pooled = await real.features('chat', small);
+  assert.deepEqual(inline, pooled);
+  assert.ok(inline.blockKeys.length > 10);
+  const large = chat('x'.repeat(INLINE_FEATURES_MAX_BYTES));
+  const f = await features('chat', large);
+  assert.equal(pool.calls, 1);
+  assert.equal(f.blockKeys.length, Math.floor(f.promptTokens / 16));
+  // A client's kv_transfer_params are stripped inline too.
+  const stripped = await features('completions', Buffer.from(JSON.stringify({ model: 'm', prompt: 'hi', kv_transfer_params: { do_remote_decode: true } })));
+  assert.deepEqual(JSON.parse(Buffer.from(stripped.forward!).toString()), { model: 'm', prompt: 'hi' });
+});
+
+test('inline errors are rejected promises carrying the client error, as from the pool', async () => {
+  const features = featureSource(new Region(shared), { tokenizer: 'character', blockSize: 16 }, counting(real));
+  let p: Promise<unknown> | undefined;
+  assert.doesNotThrow(() => { p = features('chat', Buffer.from('{"model":')); });
+  await assert.rejects(p!, (e: unknown) => e instanceof GatewayError && e.code === 'EAR_ERR_BAD_JSON');
+  await assert.rejects(features('chat', chat('hi', { cache_salt: '' })), (e: unknown) => e instanceof GatewayError && e.status === 400);
+});
+
+test('any other tokenizer always uses the pool', async () => {
+  let calls = 0;
+  const fake: RoutePool = { features: async (e, b) => { calls++; return real.features(e, b); }, close: async () => {} };
+  const features = featureSource(new Region(shared), { tokenizer: 'tiktoken:o200k_base', blockSize: 16 }, fake);
+  await features('chat', chat('hi'));
+  assert.equal(calls, 1);
+});
