@@ -97,7 +97,8 @@ test('property: the engine never leaks or double-frees a block, and every reques
     seen.evictions += e.pool.evictions;
     seen.imports += e.importedTokens;
     seen.expired += e.expiredHolds;
-  }), { numRuns: 150 });
+  // Seeded: the coverage check below must not depend on the draw (an unseeded run once saw no expired hold).
+  }), { numRuns: 150, seed: 20261122 });
   // The runs did exercise what they are meant to.
   for (const [k, v] of Object.entries(seen)) assert.ok(v > 0, `no ${k} in any run`);
 });
