@@ -403,13 +403,7 @@ export class SimEngine {
     const bs = this.blockSize;
     const total = q.numComputed + hits * bs + numNew;
     const need = Math.ceil(total / bs) - q.blocks.length - hits;
-    let evictableHits = 0;
-    for (let i = 0; i < hits; i++) if (this.pool.refCount[this.#hitBlocks[i]] === 0) evictableHits++;
-    if (need + evictableHits > this.pool.numFree) return false;
-    for (let i = 0; i < hits; i++) {
-      this.pool.touch(this.#hitBlocks[i]);
-      q.blocks.push(this.#hitBlocks[i]);
-    }
+    if (!this.#takeHits(q, hits, need)) return false;
     q.numCachedBlocks += hits;
     q.numComputed += hits * bs;
     if (need > 0) this.pool.allocate(need, q.blocks);
@@ -496,8 +490,11 @@ export class SimEngine {
     return true;
   }
 
-  #allocateNoCache (q: Req, numBlocks: number, hits: number): boolean {
-    const need = numBlocks - hits;
+  /**
+   * Takes the `hits` cached blocks found by #lookup into q, if the pool can also supply `need` fresh blocks
+   * (a hit block with no other holder sits in the free queue, so taking it uses up a free block too).
+   */
+  #takeHits (q: Req, hits: number, need: number): boolean {
     let evictableHits = 0;
     for (let i = 0; i < hits; i++) if (this.pool.refCount[this.#hitBlocks[i]] === 0) evictableHits++;
     if (need + evictableHits > this.pool.numFree) return false;
@@ -505,6 +502,12 @@ export class SimEngine {
       this.pool.touch(this.#hitBlocks[i]);
       q.blocks.push(this.#hitBlocks[i]);
     }
+    return true;
+  }
+
+  #allocateNoCache (q: Req, numBlocks: number, hits: number): boolean {
+    const need = numBlocks - hits;
+    if (!this.#takeHits(q, hits, need)) return false;
     q.numCachedBlocks = hits;
     this.pool.allocate(need, q.blocks);
     return true;
