@@ -3,29 +3,19 @@
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { Agent, request } from 'undici';
-import pino from 'pino';
-import { buildConfig } from '../../src/gateway/config.js';
-import { startEar, type Ear } from '../../src/gateway/ear.js';
-import { startSim, type SimServer } from '../../src/sim/server.js';
+import { fleet, type Fleet } from '../fixtures/fleet.js';
 
-let sims: SimServer[] = [];
-let ear: Ear;
+let f: Fleet;
 let base: string;
 // One client for this file, destroyed at the end with its keep-alive sockets.
 const client = new Agent({ connections: 32 });
 
 before(async () => {
-  sims = await Promise.all([0, 1, 2, 3].map((i) => startSim({
-    host: '127.0.0.1', port: 0, profile: 'h100-llama-3.1-8b', timeScale: 0.02, tokenizer: 'hf:qwen3',
-    servedModelName: ['m'], enablePromptTokensDetails: true, seed: i, stopProbability: 0, logger: pino({ level: 'silent' })
-  })));
-  ear = await startEar(buildConfig({ host: '127.0.0.1', port: 0, policy: 'prefix-cache', tokenizer: 'hf:qwen3', routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0 },
-    { backend: sims.map((s, i) => `${s.url},id=sim-${i}`) }));
-  base = `http://127.0.0.1:${ear.gateway.port}`;
+  f = await fleet(4, { timeScale: 0.02, tokenizer: 'hf:qwen3', enablePromptTokensDetails: true, stopProbability: 0 }, { policy: 'prefix-cache', tokenizer: 'hf:qwen3' });
+  base = f.base;
 });
 after(async () => {
-  await ear.close();
-  await Promise.all(sims.map((s) => s.close()));
+  await f.close();
   // destroy() tears the sockets down at once, but its promise has been seen never to settle after the gateway
   // closed (undici 7): not awaited, so teardown cannot hang on it.
   void client.destroy().catch(() => {});

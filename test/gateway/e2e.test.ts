@@ -3,28 +3,21 @@ import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { request, getGlobalDispatcher } from 'undici';
-import pino from 'pino';
-import { buildConfig } from '../../src/gateway/config.js';
-import { startEar, type Ear } from '../../src/gateway/ear.js';
-import { startSim, type SimServer } from '../../src/sim/server.js';
+import type { Ear } from '../../src/gateway/ear.js';
+import type { SimServer } from '../../src/sim/server.js';
+import { fleet, type Fleet } from '../fixtures/fleet.js';
 
-const silent = pino({ level: 'silent' });
-let sims: SimServer[] = [];
+let f: Fleet;
+let sims: SimServer[];
 let ear: Ear;
 let base: string;
 
 before(async () => {
-  sims = await Promise.all([0, 1, 2].map((i) => startSim({
-    host: '127.0.0.1', port: 0, profile: 'h100-llama-3.1-8b', timeScale: 0.02, tokenizer: 'hf:qwen3',
-    servedModelName: ['m'], enablePromptTokensDetails: true, seed: i, logger: silent
-  })));
-  ear = await startEar(buildConfig({ host: '127.0.0.1', port: 0, policy: 'sticky', tokenizer: 'hf:qwen3', routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0, adminToken: 't' },
-    { backend: sims.map((s, i) => `${s.url},id=sim-${i}`) }));
-  base = `http://127.0.0.1:${ear.gateway.port}`;
+  f = await fleet(3, { timeScale: 0.02, tokenizer: 'hf:qwen3', enablePromptTokensDetails: true }, { policy: 'sticky', tokenizer: 'hf:qwen3', adminToken: 't' });
+  ({ sims, ear, base } = f);
 });
 after(async () => {
-  await ear.close();
-  await Promise.all(sims.map((s) => s.close()));
+  await f.close();
   await getGlobalDispatcher().close();
 });
 
