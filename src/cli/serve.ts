@@ -22,6 +22,9 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --demo N             start N simulated engines here and route to them
 SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), exit.`;
 
+/** The demo engines' tokenizer (a real BPE, so their output reads as text), unless --tokenizer names another. */
+const DEMO_TOKENIZER = 'hf:qwen3';
+
 export async function main (argv: string[]): Promise<number> {
   let values: Record<string, unknown>;
   try {
@@ -66,7 +69,8 @@ export async function main (argv: string[]): Promise<number> {
     host: values.host,
     port: values.port,
     policy: values.policy,
-    tokenizer: values.tokenizer,
+    // Precise mode needs the gateway's tokens to be the engines' own: demo engines and gateway share one tokenizer.
+    tokenizer: values.tokenizer ?? (demo > 0 ? DEMO_TOKENIZER : undefined),
     blockSize: values['block-size'],
     routeThreads: values['route-threads'],
     assumedTtlMs: values['assumed-ttl-ms'],
@@ -86,7 +90,7 @@ export async function main (argv: string[]): Promise<number> {
         port: 0,
         profile: (values['demo-profile'] as string | undefined) ?? 'h100-llama-3.1-8b',
         timeScale: values['demo-time-scale'] === undefined ? 1 : Number(values['demo-time-scale']),
-        tokenizer: config.tokenizer === 'character' ? 'hf:qwen3' : config.tokenizer,
+        tokenizer: config.tokenizer,
         servedModelName: ['ear-demo'],
         kvEventsConfig: parseKvEventsConfig({ enable_kv_cache_events: true, endpoint: 'tcp://127.0.0.1:*', replay_endpoint: 'tcp://127.0.0.1:*' }),
         enablePromptTokensDetails: true,
