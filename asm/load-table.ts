@@ -8,7 +8,7 @@
 // f64 fields with loadGetF64); a reader may see running/waiting from one
 // scrape and KV usage from the next, which a load score tolerates.
 //   main thread      — LOAD_F_IN_FLIGHT, LOAD_F_PENDING_PREFILL, LOAD_F_DECISIONS (loadAdd*, loadCountDecision)
-//   kv-events thread — LOAD_F_RUNNING, LOAD_F_WAITING, LOAD_F_KV_USAGE, LOAD_F_LAST_SCRAPE (loadSetEngine)
+//   the scraping thread (the gateway's main thread) — LOAD_F_RUNNING, LOAD_F_WAITING, LOAD_F_KV_USAGE, LOAD_F_LAST_SCRAPE (loadSetEngine)
 //
 // At the bound: pod ids are in [0, capacity); any other id is refused (−1) and changes nothing. Counters that
 // would go below zero stop at zero (a release without its acquire must not wrap to 4 billion), and at
@@ -77,7 +77,7 @@ export function loadCountDecision (base: u32, pod: u32): i32 {
   return 1;
 }
 
-/** kv-events thread: the engine's metrics from one scrape at `time`. Returns 1, or −1 for a bad pod. */
+/** The scraping thread: the engine's metrics from one scrape at `time`. Returns 1, or −1 for a bad pod. */
 export function loadSetEngine (base: u32, pod: u32, running: u32, waiting: u32, kvUsage: f64, time: f64): i32 {
   if (!inRange(base, pod)) return -1;
   const p = rowPtr(base, pod);

@@ -1,6 +1,7 @@
 // Typed view of the load table (asm/load-table.ts). Each field has one writing thread:
-//   main thread      — addInFlight, addPendingPrefill, countDecision
-//   kv-events thread — setEngine
+//   gateway counters — addInFlight, addPendingPrefill, countDecision: the main thread
+//   engine metrics   — setEngine: the thread that scrapes the engines' /metrics (the gateway's main thread,
+//                      whose scrapes are async I/O; ARCHITECTURE.md had the kv-events thread do it)
 // Every read (get, inFlight, pendingPrefill) is safe on any thread.
 import type { Region } from './region.js';
 
@@ -91,7 +92,7 @@ export class LoadTable {
     this.#countDecision(this.#base, pod);
   }
 
-  /** kv-events thread: the engine's metrics from one scrape. */
+  /** The scraping thread: the engine's metrics from one scrape. */
   setEngine (pod: number, m: EngineMetrics): void {
     this.#row(pod);
     if (!(m.kvUsage >= 0 && m.kvUsage <= 1)) throw new RangeError(`kvUsage must be in [0, 1], got ${m.kvUsage}`);
