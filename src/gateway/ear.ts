@@ -48,7 +48,9 @@ export function kvBackendSpecs (backends: readonly Backend[]): KvBackendSpec[] {
 
 export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
   const policy = createPolicy(config.policy, config.policyConfig);
-  const shared = createRegion({ sessions: config.maxSessions, scratchSlots: config.routeThreads + 12 }) // main 6, kv-events thread 3, one per route worker, and spares for a restarted worker;
+  // Scratch areas: six for the main thread, three for the kv-events thread, one per route worker, and spares so a
+  // restarted worker can claim one.
+  const shared = createRegion({ sessions: config.maxSessions, scratchSlots: config.routeThreads + 12 });
   const region = new Region(shared);
   let kv: KvEventsThread | null = null;
   let pool: RoutePool | null = null;
