@@ -12,7 +12,7 @@ after(() => real.close());
 
 /** The real pool, counting what reaches it. */
 function counting (pool: RoutePool): RoutePool & { calls: number } {
-  const c = { calls: 0, features: (e: Endpoint, b: Buffer) => { c.calls++; return pool.features(e, b); }, close: () => pool.close() };
+  const c = { calls: 0, features: (e: Endpoint, b: Buffer) => { c.calls++; return pool.features(e, b); }, stats: () => pool.stats(), close: () => pool.close() };
   return c;
 }
 
@@ -48,7 +48,7 @@ test('inline errors are rejected promises carrying the client error, as from the
 
 test('any other tokenizer always uses the pool', async () => {
   let calls = 0;
-  const fake: RoutePool = { features: async (e, b) => { calls++; return real.features(e, b); }, close: async () => {} };
+  const fake: RoutePool = { features: async (e, b) => { calls++; return real.features(e, b); }, stats: () => real.stats(), close: async () => {} };
   const features = featureSource(new Region(shared), { tokenizer: 'tiktoken:o200k_base', blockSize: 16 }, fake);
   await features('chat', chat('hi'));
   assert.equal(calls, 1);
