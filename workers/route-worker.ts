@@ -18,6 +18,8 @@ export interface RouteWorkerData {
   blockSize: number;
   /** Sessions kept per worker for incremental turns. */
   sessions: number;
+  /** A session idle this long loses its state here (the gateway's session expiry). */
+  sessionIdleMs: number;
   remote: Partial<RemoteTokenizerOptions>;
 }
 
@@ -42,7 +44,7 @@ const ctx: FeatureContext = {
   hasher: new BlockHasher(region),
   blockSize: data.blockSize,
   // The engine renders and tokenizes remote prompts, so there is nothing to reuse locally.
-  sessions: remote === null ? new SessionFeatures(local, { maxSessions: data.sessions }) : undefined
+  sessions: remote === null ? new SessionFeatures(local, { maxSessions: data.sessions, idleMs: data.sessionIdleMs }) : undefined
 };
 
 async function remoteFeatures (r: RemoteTokenizer, endpoint: Endpoint, body: Buffer): Promise<{ features: Features; fallback: boolean }> {

@@ -58,7 +58,7 @@ export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
     const k = kv = startKvEventsThread(shared, { assumedTtlMs: initialTtl, blockSize: config.blockSize, maxMappedBlocks: config.kvMaxMappedBlocks });
     pool = createRoutePool(shared, {
       threads: config.routeThreads, tokenizer: config.tokenizer, blockSize: config.blockSize,
-      sessionsPerThread: config.sessionsPerRouteThread, remote: config.remoteTokenizer
+      sessionsPerThread: config.sessionsPerRouteThread, sessionIdleMs: config.sessionIdleMs, remote: config.remoteTokenizer
     });
     const p = pool;
     // Tell the thread only what changed; calls stay in order on one chain.

@@ -21,6 +21,8 @@ export interface RoutePoolOptions {
   maxQueue?: number;
   /** Sessions whose tokens and keys each thread keeps (LRU). Default 4096. */
   sessionsPerThread?: number;
+  /** A session idle this long loses its per-thread state. Default 30 min. */
+  sessionIdleMs?: number;
   /** Settings of the `remote:` tokenizer. */
   remote?: Partial<RemoteTokenizerOptions>;
 }
@@ -51,7 +53,8 @@ export function sessionShard (sessionId: string, shards: number): number {
 export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): RoutePool {
   const maxQueue = opts.maxQueue ?? 4096;
   const workerData: RouteWorkerData = {
-    shared, tokenizer: opts.tokenizer, blockSize: opts.blockSize, sessions: opts.sessionsPerThread ?? 4096, remote: opts.remote ?? {}
+    shared, tokenizer: opts.tokenizer, blockSize: opts.blockSize, sessions: opts.sessionsPerThread ?? 4096,
+    sessionIdleMs: opts.sessionIdleMs ?? 30 * 60_000, remote: opts.remote ?? {}
   };
   const shards = Array.from({ length: opts.threads }, () => ({
     pool: new Piscina({ filename: WORKER, minThreads: 1, maxThreads: 1, idleTimeout: Infinity, maxQueue, workerData }),

@@ -5,7 +5,8 @@
 //
 // One instance per route worker (the pool sends a session's requests to the same worker). Bounds: the
 // tokenizer's own (sessions, bytes) and at most `maxSessions` key lists of `maxKeyBytes` in all, least recently
-// used evicted first; an evicted or missing entry only costs a cold computation, never a wrong key.
+// used evicted first; a session idle for `idleMs` (the gateway's session expiry) is dropped at the next turn of
+// any session. An evicted or missing entry only costs a cold computation, never a wrong key.
 import type { BlockHasher } from '../core/block-keys.js';
 import { IncrementalTokenizer, type IncrementalStats } from '../tokenize/incremental.js';
 import type { Tokenizer } from '../tokenize/types.js';
@@ -16,6 +17,10 @@ export interface SessionFeaturesOptions {
   maxTokenBytes?: number;
   /** Bytes of stored keys over all sessions (8 per block). Default 32 MiB. */
   maxKeyBytes?: number;
+  /** A session idle this long is forgotten (ms). Default 30 min. */
+  idleMs?: number;
+  /** Clock in ms. */
+  now?: () => number;
 }
 
 interface KeyState {
@@ -29,6 +34,8 @@ export interface SessionFeaturesStats extends IncrementalStats {
   reusedBlocks: number;
   hashedBlocks: number;
   keyEvictions: number;
+  /** Sessions dropped for being idle longer than idleMs. */
+  expired: number;
 }
 
 export interface SessionTokensAndKeys {
@@ -42,17 +49,23 @@ export class SessionFeatures {
   readonly #keys = new Map<string, KeyState>(); // insertion order = LRU order
   readonly #maxSessions: number;
   readonly #maxKeyBytes: number;
+  readonly #lastSeen = new Map<string, number>(); // insertion order = time order
+  readonly #idleMs: number;
+  readonly #now: () => number;
   #keyBytes = 0;
-  #stats = { reusedBlocks: 0, hashedBlocks: 0, keyEvictions: 0 };
+  #stats = { reusedBlocks: 0, hashedBlocks: 0, keyEvictions: 0, expired: 0 };
 
   constructor (tokenizer: Tokenizer, opts: SessionFeaturesOptions = {}) {
     this.#maxSessions = opts.maxSessions ?? 4096;
     this.#maxKeyBytes = opts.maxKeyBytes ?? 32 * 2 ** 20;
+    this.#idleMs = opts.idleMs ?? 30 * 60_000;
+    this.#now = opts.now ?? (() => performance.now());
     this.#inc = new IncrementalTokenizer(tokenizer, { maxSessions: this.#maxSessions, maxBytes: opts.maxTokenBytes ?? 256 * 2 ** 20 });
   }
 
   /** Tokens and block keys of a rendered chat prompt (`text`, encoded without added special tokens). */
   tokensAndKeys (session: string, text: string, hasher: BlockHasher, blockSize: number, seed: bigint): SessionTokensAndKeys {
+    this.#touch(session);
     const r = this.#inc.encodeText(session, text);
     const prev = this.#keys.get(session);
     if (prev !== undefined) this.#drop(session, prev);
@@ -73,6 +86,19 @@ export class SessionFeatures {
     return { tokens: r.ids, keys: keys.slice() };
   }
 
+  /** Records the session's use and forgets sessions idle past idleMs (and, at the bound, the least recent). */
+  #touch (session: string): void {
+    const now = this.#now();
+    this.#lastSeen.delete(session);
+    for (const [id, at] of this.#lastSeen) {
+      const idle = now - at >= this.#idleMs;
+      if (!idle && this.#lastSeen.size < this.#maxSessions) break;
+      this.forget(id);
+      if (idle) this.#stats.expired++;
+    }
+    this.#lastSeen.set(session, now);
+  }
+
   #store (session: string, s: KeyState): void {
     if (s.keys.byteLength > this.#maxKeyBytes) return;
     while (this.#keys.size >= this.#maxSessions || this.#keyBytes + s.keys.byteLength > this.#maxKeyBytes) {
@@ -91,6 +117,7 @@ export class SessionFeatures {
 
   /** Drops a session's state (when the session ends). */
   forget (session: string): void {
+    this.#lastSeen.delete(session);
     this.#inc.forget(session);
     const s = this.#keys.get(session);
     if (s !== undefined) this.#drop(session, s);

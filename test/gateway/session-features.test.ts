@@ -77,3 +77,21 @@ test('an appended turn reuses the previous keys and hashes only the new blocks; 
   computeFeatures(ctx, 'chat', body(next), 's');
   assert.equal(sessions.stats().reusedBlocks, s2.reusedBlocks);
 });
+
+test('a session idle past idleMs is forgotten at the next turn of any session; the session bound holds', () => {
+  const tok = createTokenizerSync('character');
+  let now = 0;
+  const sessions = new SessionFeatures(tok, { idleMs: 1000, maxSessions: 3, now: () => now });
+  const ctx: FeatureContext = { tokenizer: tok, hasher, blockSize: 16, sessions };
+  const body = (s: string) => Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: s.repeat(100) }] }));
+  computeFeatures(ctx, 'chat', body('a'), 'a');
+  now = 500;
+  computeFeatures(ctx, 'chat', body('b'), 'b');
+  now = 1200; // a is idle for 1200 ms, b for 700 ms
+  computeFeatures(ctx, 'chat', body('c'), 'c');
+  assert.deepEqual([sessions.stats().sessions, sessions.stats().expired], [2, 1]);
+  computeFeatures(ctx, 'chat', body('d'), 'd');
+  computeFeatures(ctx, 'chat', body('e'), 'e');
+  assert.equal(sessions.stats().sessions, 3);
+  assert.equal(sessions.stats().expired, 1);
+});
