@@ -4,6 +4,7 @@
 // adds ~2k tokens to the session's previous turn, with that session's state in SessionFeatures).
 // All in one thread: the gateway adds a thread hop each way (~0.15 ms, see inline-features.ts) on top.
 // Run: `npm run build && node dist/bench/decision.js [samples]`.
+import { loadavg } from 'node:os';
 import { createAndAttach } from '../src/core/region.js';
 import { BlockHasher, type KeySpan } from '../src/core/block-keys.js';
 import { PrefixIndexWriter } from '../src/core/prefix-index.js';
@@ -157,7 +158,7 @@ console.log(`\n${table}\n\n${targets.join('\n')}`);
 writeSection('bench-decision', [
   '## Routing decision time (`node dist/bench/decision.js`)',
   '',
-  `Machine: ${machine()}. Commit ${gitCommit()}, ${new Date().toISOString().slice(0, 10)}. Shared machine: figures move with its load.`,
+  `Machine: ${machine()}. Commit ${gitCommit()}, ${new Date().toISOString().slice(0, 10)}. Shared machine: load average ${loadavg()[0].toFixed(1)} at the end of the run, and figures move with it.`,
   `Command: \`npm run build && node dist/bench/decision.js${samplesArg > 0 ? ` ${samplesArg}` : ''}\`.`,
   'Decision = parse the body + render the chat + tokenize + hash blocks (computeFeatures) + copy keys to shared memory +',
   'longest-prefix match over 8 pods + prefix-cache policy (Router.route), in one thread; the gateway adds the route',
