@@ -36,7 +36,7 @@ const SNIPPETS = [
 ];
 
 /** Deterministic text of roughly agent-trace shape: prose, code, JSON, numbers, a little non-Latin. */
-function textOfChars (chars: number, seed: number): string {
+export function textOfChars (chars: number, seed: number): string {
   let s = seed >>> 0 || 1;
   const rnd = (n: number): number => { s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0; return s % n; };
   const parts: string[] = [];
@@ -54,7 +54,7 @@ function textOfChars (chars: number, seed: number): string {
 }
 
 /** A text that encodes to about `tokens` tokens with `encode`: scale the length by the measured chars/token. */
-function textOfTokens (encode: (t: string) => number[], tokens: number, seed: number): string {
+export function textOfTokens (encode: (t: string) => number[], tokens: number, seed: number): string {
   let chars = tokens * 4;
   for (let i = 0; i < 4; i++) {
     const n = encode(textOfChars(chars, seed)).length;

@@ -1,37 +1,75 @@
 // The route pool's worker: attaches to the shared region, then computes each request's features
-// (src/gateway/features.ts). Piscina runs one task at a time per worker, so one scratch area suffices.
+// (src/gateway/features.ts). Piscina runs one task at a time per worker (also while a remote tokenization is
+// awaited), so one scratch area suffices. The pool sends a session's requests to the same worker, whose
+// SessionFeatures keeps each session's previous tokens and keys so a turn costs O(new tokens).
 import { workerData } from 'piscina';
 import { Region, type SharedRegion } from '../src/core/region.js';
 import { BlockHasher } from '../src/core/block-keys.js';
 import { createTokenizerSync } from '../src/tokenize/index.js';
-import { computeFeatures, type Features } from '../src/gateway/features.js';
-import type { Endpoint } from '../src/gateway/request-body.js';
+import { RemoteTokenizer, remoteTokenizerUrl, type RemoteTokenizerOptions } from '../src/tokenize/remote.js';
+import { computeFeatures, featuresFromTokens, type FeatureContext, type Features } from '../src/gateway/features.js';
+import { parseRequestBody, type Endpoint } from '../src/gateway/request-body.js';
+import { SessionFeatures } from '../src/gateway/session-features.js';
 import { errorBody, GatewayError } from '../src/gateway/errors.js';
 
 export interface RouteWorkerData {
   shared: SharedRegion;
   tokenizer: string;
   blockSize: number;
+  /** Sessions kept per worker for incremental turns. */
+  sessions: number;
+  /** A session idle this long loses its state here (the gateway's session expiry). */
+  sessionIdleMs: number;
+  remote: Partial<RemoteTokenizerOptions>;
 }
 
 export interface RouteTask {
   endpoint: Endpoint;
   body: Uint8Array;
+  sessionId: string | null;
 }
 
-/** Errors cross the thread boundary as data, so the main thread can answer with the right status. */
-export type RouteResult = { ok: true; features: Features } | { ok: false; status: number; code: string; message: string };
+/**
+ * Errors cross the thread boundary as data, so the main thread can answer with the right status. `fallback`:
+ * the remote tokenizer was not used for this request (counted by the pool).
+ */
+export type RouteResult = ({ ok: true; features: Features } | { ok: false; status: number; code: string; message: string }) & { fallback?: boolean };
 
 const data = workerData as RouteWorkerData;
 const region = new Region(data.shared);
-const ctx = { tokenizer: createTokenizerSync(data.tokenizer), hasher: new BlockHasher(region), blockSize: data.blockSize };
+const remote = remoteTokenizerUrl(data.tokenizer) === null ? null : new RemoteTokenizer(data.tokenizer, createTokenizerSync('character'), data.remote);
+const local = remote?.fallback ?? createTokenizerSync(data.tokenizer);
+const ctx: FeatureContext = {
+  tokenizer: local,
+  hasher: new BlockHasher(region),
+  blockSize: data.blockSize,
+  // The engine renders and tokenizes remote prompts, so there is nothing to reuse locally.
+  sessions: remote === null ? new SessionFeatures(local, { maxSessions: data.sessions, idleMs: data.sessionIdleMs }) : undefined
+};
 
-export default function routeTask (task: RouteTask): RouteResult {
+async function remoteFeatures (r: RemoteTokenizer, endpoint: Endpoint, body: Buffer): Promise<{ features: Features; fallback: boolean }> {
+  const p = parseRequestBody(endpoint, body);
+  let t: { ids: number[]; fallback: boolean } | null = null;
+  try {
+    if (p.messages) t = await r.encodeChat(p.model, p.messages, p.render);
+    else if (typeof p.prompt === 'string') t = await r.encodePrompt(p.model, p.prompt);
+  } catch (err) {
+    // Only the local fallback can throw (a chat its template cannot render).
+    throw new GatewayError('EAR_ERR_BAD_REQUEST', `cannot render the request: ${(err as Error).message}`);
+  }
+  const tokens = t?.ids ?? (Array.isArray(p.prompt) ? p.prompt : null);
+  return { features: featuresFromTokens(ctx, p, body, tokens), fallback: t?.fallback ?? false };
+}
+
+export default async function routeTask (task: RouteTask): Promise<RouteResult> {
   try {
     const body = Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength);
-    const features = computeFeatures(ctx, task.endpoint, body);
+    if (remote !== null) {
+      const r = await remoteFeatures(remote, task.endpoint, body);
+      return { ok: true, features: r.features, fallback: r.fallback };
+    }
     // Structured clone copies the keys (8 bytes a block: ~17 KB for a 33.6k-token prompt), cheaper than a transfer's bookkeeping.
-    return { ok: true, features };
+    return { ok: true, features: computeFeatures(ctx, task.endpoint, body, task.sessionId) };
   } catch (err) {
     const e = err instanceof GatewayError ? err : new GatewayError('EAR_ERR_INTERNAL', 'internal error');
     const { status } = errorBody(e);

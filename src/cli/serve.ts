@@ -16,7 +16,7 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --config FILE        YAML with any of the fields below (camelCase) and a \`backends\` list; SIGHUP reloads its backends
   --backend SPEC       an engine (repeatable); replaces the file's list
   --policy NAME        routing policy: ${policyNames().join(', ')} (default ${DEFAULTS.policy})
-  --tokenizer NAME     tokenizer for block keys (default ${DEFAULTS.tokenizer}): character, tiktoken:o200k_base, hf:qwen3, hf:PATH
+  --tokenizer NAME     tokenizer for block keys (default ${DEFAULTS.tokenizer}): character, tiktoken:o200k_base, hf:qwen3, hf:PATH, remote:URL (engine /tokenize)
   --assumed-ttl-ms N   how long a routing decision's assumed prefix stays in the index (default: 5000 when a
                        backend has kv-events, i.e. precise mode; else 20 min)
   --demo N             start N simulated engines here and route to them
@@ -90,7 +90,8 @@ export async function main (argv: string[]): Promise<number> {
         port: 0,
         profile: (values['demo-profile'] as string | undefined) ?? 'h100-llama-3.1-8b',
         timeScale: values['demo-time-scale'] === undefined ? 1 : Number(values['demo-time-scale']),
-        tokenizer: config.tokenizer,
+        // A remote tokenizer asks an engine; the engines themselves need a local one.
+        tokenizer: config.tokenizer.startsWith('remote:') ? DEMO_TOKENIZER : config.tokenizer,
         servedModelName: ['ear-demo'],
         kvEventsConfig: parseKvEventsConfig({ enable_kv_cache_events: true, endpoint: 'tcp://127.0.0.1:*', replay_endpoint: 'tcp://127.0.0.1:*' }),
         enablePromptTokensDetails: true,

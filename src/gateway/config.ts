@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import YAML from 'yaml';
 import type { PodRole } from '../core/policy.js';
+import { REMOTE_TOKENIZER_DEFAULTS, remoteTokenizerUrl, type RemoteTokenizerOptions } from '../tokenize/remote.js';
 
 export interface BackendConfig {
   id: string;
@@ -43,8 +44,15 @@ export interface GatewayConfig {
   connectionsPerBackend: number;
   /** Threads of the route pool. */
   routeThreads: number;
-  /** Tokenizer for block keys; 'character' hashes the bytes of the rendered prompt. */
+  /**
+   * Tokenizer for block keys; 'character' hashes the bytes of the rendered prompt; 'remote:<engine URL>' asks
+   * that engine's /tokenize (settings in remoteTokenizer).
+   */
   tokenizer: string;
+  /** Timeout per attempt, retries and circuit breaker of a remote tokenizer (src/tokenize/remote.ts). */
+  remoteTokenizer: RemoteTokenizerOptions;
+  /** Sessions whose previous tokens and block keys each route thread keeps for incremental turns (LRU). */
+  sessionsPerRouteThread: number;
   /** Block size for block keys (the engines' block size in precise mode). */
   blockSize: number;
   /**
@@ -79,6 +87,8 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   connectionsPerBackend: 128,
   routeThreads: 2,
   tokenizer: 'character',
+  remoteTokenizer: REMOTE_TOKENIZER_DEFAULTS,
+  sessionsPerRouteThread: 4096,
   blockSize: 16,
   assumedTtlMs: null,
   kvMaxMappedBlocks: 1 << 18,
@@ -184,7 +194,30 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
   upstreamBodyTimeoutMs: (p, v) => checkInt(p, v, 100, 86_400_000),
   connectionsPerBackend: (p, v) => checkInt(p, v, 1, 10_000),
   routeThreads: (p, v) => checkInt(p, v, 1, 64),
-  tokenizer: checkString,
+  tokenizer: (p, v) => {
+    const name = checkString(p, v);
+    try {
+      remoteTokenizerUrl(name);
+    } catch (err) {
+      throw new ConfigError(p, (err as Error).message);
+    }
+    return name;
+  },
+  remoteTokenizer: (p, v) => {
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ConfigError(p, 'must be a mapping');
+    const r = v as Record<string, unknown>;
+    const limits: Record<keyof RemoteTokenizerOptions, [number, number]> = {
+      timeoutMs: [1, 600_000], retries: [0, 10], breakerFailures: [1, 1000], breakerCooldownMs: [0, 3_600_000]
+    };
+    const out: Record<string, number> = { ...REMOTE_TOKENIZER_DEFAULTS };
+    for (const [k, x] of Object.entries(r)) {
+      const lim = limits[k as keyof RemoteTokenizerOptions];
+      if (lim === undefined) throw new ConfigError(`${p}.${k}`, `unknown field (known: ${Object.keys(limits).join(', ')})`);
+      out[k] = checkInt(`${p}.${k}`, x, lim[0], lim[1]);
+    }
+    return out;
+  },
+  sessionsPerRouteThread: (p, v) => checkInt(p, v, 1, 1 << 20),
   blockSize: (p, v) => checkInt(p, v, 1, 4096),
   assumedTtlMs: (p, v) => (v === null ? null : checkInt(p, v, 0, 2 ** 31 - 1)),
   kvMaxMappedBlocks: (p, v) => checkInt(p, v, 1024, 1 << 26),

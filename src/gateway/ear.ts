@@ -10,6 +10,7 @@ import { createRoutePool, type RoutePool } from './route-pool.js';
 import { startGateway, type Gateway } from './server.js';
 import { TableRouting } from './table-routing.js';
 import { featureSource } from './inline-features.js';
+import { registerRoutePoolMetrics } from './route-pool-metrics.js';
 
 export interface Ear {
   gateway: Gateway;
@@ -57,7 +58,10 @@ export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
   try {
     const initialTtl = config.assumedTtlMs ?? (config.backends.some((b) => b.kvEvents !== null) ? PRECISE_ASSUMED_TTL_MS : APPROXIMATE_ASSUMED_TTL_MS);
     const k = kv = startKvEventsThread(shared, { assumedTtlMs: initialTtl, blockSize: config.blockSize, maxMappedBlocks: config.kvMaxMappedBlocks });
-    pool = createRoutePool(shared, { threads: config.routeThreads, tokenizer: config.tokenizer, blockSize: config.blockSize });
+    pool = createRoutePool(shared, {
+      threads: config.routeThreads, tokenizer: config.tokenizer, blockSize: config.blockSize,
+      sessionsPerThread: config.sessionsPerRouteThread, sessionIdleMs: config.sessionIdleMs, remote: config.remoteTokenizer
+    });
     const p = pool;
     // Tell the thread only what changed; calls stay in order on one chain.
     let list: readonly Backend[] = [];
@@ -83,6 +87,7 @@ export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
       now: () => performance.timeOrigin + performance.now()
     });
     registerKvEventMetrics(gateway.metrics.registry, () => k.stats());
+    registerRoutePoolMetrics(gateway.metrics.registry, () => p.stats());
     sync();
     return {
       gateway,

@@ -1,9 +1,12 @@
 // A request's routing features, computed where the work is proportional to the prompt (the route pool):
 // parse the body, render chat messages with the engine's template, tokenize, and hash full blocks into keys.
+// With a session id and per-session state (SessionFeatures), a chat turn that extends the session's previous
+// turn encodes and hashes only what is new; the result equals a cold computation.
 import type { BlockHasher } from '../core/block-keys.js';
 import type { Tokenizer } from '../tokenize/types.js';
 import { GatewayError } from './errors.js';
-import { parseRequestBody, type Endpoint } from './request-body.js';
+import { parseRequestBody, type Endpoint, type ParsedRequest } from './request-body.js';
+import type { SessionFeatures } from './session-features.js';
 
 export interface Features {
   model: string;
@@ -20,30 +23,42 @@ export interface FeatureContext {
   tokenizer: Tokenizer;
   hasher: BlockHasher;
   blockSize: number;
+  /** Per-session tokens and keys for incremental turns; absent = every request is computed cold. */
+  sessions?: SessionFeatures;
 }
 
-export function computeFeatures (ctx: FeatureContext, endpoint: Endpoint, body: Buffer): Features {
+export function computeFeatures (ctx: FeatureContext, endpoint: Endpoint, body: Buffer, sessionId: string | null = null): Features {
   const p = parseRequestBody(endpoint, body);
+  const incremental = sessionId !== null && ctx.sessions !== undefined;
+  let text: string | null = null;
   let tokens: readonly number[] | null = null;
   try {
-    if (p.messages) tokens = ctx.tokenizer.encode(ctx.tokenizer.chatTemplate.render(p.messages, p.render), { addSpecialTokens: false });
+    if (p.messages) text = ctx.tokenizer.chatTemplate.render(p.messages, p.render);
+    if (text !== null && !incremental) tokens = ctx.tokenizer.encode(text, { addSpecialTokens: false });
     else if (typeof p.prompt === 'string') tokens = ctx.tokenizer.encode(p.prompt);
     else if (p.prompt) tokens = p.prompt;
   } catch (err) {
     // A template the messages do not fit is the client's problem, as the engine would also say.
     throw new GatewayError('EAR_ERR_BAD_REQUEST', `cannot render the request: ${(err as Error).message}`);
   }
+  if (text !== null && incremental) {
+    const seed = ctx.hasher.rootSeed(p.model, null, p.cacheSalt);
+    const r = ctx.sessions!.tokensAndKeys(sessionId!, text, ctx.hasher, ctx.blockSize, seed);
+    return featuresOf(p, body, r.tokens.length, r.keys);
+  }
+  return featuresFromTokens(ctx, p, body, tokens);
+}
+
+/** Features of a parsed request whose prompt is `tokens` (null: no tokens known, estimated from the body size). */
+export function featuresFromTokens (ctx: FeatureContext, p: ParsedRequest, body: Buffer, tokens: readonly number[] | Uint32Array | null): Features {
   let blockKeys = new BigUint64Array(0);
   if (tokens && tokens.length >= ctx.blockSize) {
     const keys = ctx.hasher.hash(tokens, ctx.blockSize, ctx.hasher.rootSeed(p.model, null, p.cacheSalt));
     blockKeys = keys.keys.slice();
   }
-  return {
-    model: p.model,
-    stream: p.stream,
-    promptTokens: tokens?.length ?? Math.ceil(body.length / 4),
-    blockKeys,
-    maxTokens: p.maxTokens,
-    forward: p.forward === body ? null : p.forward
-  };
+  return featuresOf(p, body, tokens?.length ?? Math.ceil(body.length / 4), blockKeys);
+}
+
+function featuresOf (p: ParsedRequest, body: Buffer, promptTokens: number, blockKeys: BigUint64Array): Features {
+  return { model: p.model, stream: p.stream, promptTokens, blockKeys, maxTokens: p.maxTokens, forward: p.forward === body ? null : p.forward };
 }

@@ -13,14 +13,16 @@ import type { RoutePool } from './route-pool.js';
 
 export const INLINE_FEATURES_MAX_BYTES = 4096;
 
-export type FeatureSource = (endpoint: Endpoint, body: Buffer) => Promise<Features>;
+/** `sessionId` lets the pool send a session's turns to the thread that holds its previous tokens. */
+export type FeatureSource = (endpoint: Endpoint, body: Buffer, sessionId?: string | null) => Promise<Features>;
 
 /** Claims a scratch area of `region` for the main thread when it will hash inline. */
 export function featureSource (region: Region, opts: { tokenizer: string; blockSize: number }, pool: RoutePool): FeatureSource {
-  if (opts.tokenizer !== 'character') return (endpoint, body) => pool.features(endpoint, body);
+  if (opts.tokenizer !== 'character') return (endpoint, body, sessionId = null) => pool.features(endpoint, body, sessionId);
   const ctx: FeatureContext = { tokenizer: createTokenizerSync(opts.tokenizer), hasher: new BlockHasher(region), blockSize: opts.blockSize };
-  return (endpoint, body) => {
-    if (body.length > INLINE_FEATURES_MAX_BYTES) return pool.features(endpoint, body);
+  return (endpoint, body, sessionId = null) => {
+    // Small bodies are computed cold here (cheap either way); their session's state in the pool is only refreshed by larger turns.
+    if (body.length > INLINE_FEATURES_MAX_BYTES) return pool.features(endpoint, body, sessionId);
     try {
       return Promise.resolve(computeFeatures(ctx, endpoint, body));
     } catch (err) {

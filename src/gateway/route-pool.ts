@@ -1,42 +1,103 @@
-// The route pool: piscina workers that compute request features (workers/route-worker.ts) over the shared
-// region. Its queue is bounded: past `maxQueue` waiting tasks a request is refused with 429 rather than
-// letting latency grow without limit.
+// The route pool: worker threads that compute request features (workers/route-worker.ts) over the shared
+// region. It is session-affine: one single-thread piscina pool per thread, a session's requests always go to
+// the same thread (by a hash of the session id), so that thread's per-session state makes a turn cost O(new
+// tokens); requests without a session go to the least busy thread. Its queue is bounded: past `maxQueue`
+// waiting tasks over all threads a request is refused with 429 rather than letting latency grow without limit.
 import { Piscina } from 'piscina';
 import type { SharedRegion } from '../core/region.js';
 import { GatewayError, type ErrorCode } from './errors.js';
 import type { Endpoint } from './request-body.js';
 import type { Features } from './features.js';
+import type { RemoteTokenizerOptions } from '../tokenize/remote.js';
 import type { RouteResult, RouteTask, RouteWorkerData } from '../../workers/route-worker.js';
 
 const WORKER = new URL('../../workers/route-worker.js', import.meta.url).href;
 
+export interface RoutePoolOptions {
+  threads: number;
+  tokenizer: string;
+  blockSize: number;
+  /** Waiting tasks over all threads before 429. Default 4096. */
+  maxQueue?: number;
+  /** Sessions whose tokens and keys each thread keeps (LRU). Default 4096. */
+  sessionsPerThread?: number;
+  /** A session idle this long loses its per-thread state. Default 30 min. */
+  sessionIdleMs?: number;
+  /** Settings of the `remote:` tokenizer. */
+  remote?: Partial<RemoteTokenizerOptions>;
+}
+
+export interface RoutePoolStats {
+  /** Requests refused because the queue was full. */
+  queueFull: number;
+  /** Requests whose remote tokenization failed (or was skipped by an open breaker) and used `character`. */
+  tokenizerFallbacks: number;
+}
+
 export interface RoutePool {
-  features (endpoint: Endpoint, body: Buffer): Promise<Features>;
+  features (endpoint: Endpoint, body: Buffer, sessionId?: string | null): Promise<Features>;
+  stats (): RoutePoolStats;
   close (): Promise<void>;
 }
 
-export function createRoutePool (shared: SharedRegion, opts: { threads: number; tokenizer: string; blockSize: number; maxQueue?: number }): RoutePool {
-  const workerData: RouteWorkerData = { shared, tokenizer: opts.tokenizer, blockSize: opts.blockSize };
-  const pool = new Piscina({
-    filename: WORKER,
-    minThreads: opts.threads,
-    maxThreads: opts.threads,
-    idleTimeout: Infinity,
-    maxQueue: opts.maxQueue ?? 4096,
-    workerData
-  });
+/** FNV-1a of the session id: a stable thread for a session. */
+export function sessionShard (sessionId: string, shards: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < sessionId.length; i++) {
+    h ^= sessionId.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0) % shards;
+}
+
+export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): RoutePool {
+  const maxQueue = opts.maxQueue ?? 4096;
+  const workerData: RouteWorkerData = {
+    shared, tokenizer: opts.tokenizer, blockSize: opts.blockSize, sessions: opts.sessionsPerThread ?? 4096,
+    sessionIdleMs: opts.sessionIdleMs ?? 30 * 60_000, remote: opts.remote ?? {}
+  };
+  const shards = Array.from({ length: opts.threads }, () => ({
+    pool: new Piscina({ filename: WORKER, minThreads: 1, maxThreads: 1, idleTimeout: Infinity, maxQueue, workerData }),
+    inFlight: 0
+  }));
+  let inFlight = 0;
+  const stats: RoutePoolStats = { queueFull: 0, tokenizerFallbacks: 0 };
+
+  function pick (sessionId: string | null): (typeof shards)[number] {
+    if (sessionId !== null) return shards[sessionShard(sessionId, shards.length)];
+    let best = shards[0];
+    for (const s of shards) if (s.inFlight < best.inFlight) best = s;
+    return best;
+  }
+
   return {
-    async features (endpoint, body) {
-      let r: RouteResult;
-      try {
-        r = await pool.run({ endpoint, body } satisfies RouteTask);
-      } catch (err) {
-        if (/queue is at limit/i.test((err as Error).message)) throw new GatewayError('EAR_ERR_QUEUE_FULL', 'the gateway is overloaded: try again');
-        throw err;
+    async features (endpoint, body, sessionId = null) {
+      // One running task per thread; the rest wait, and at most maxQueue of them.
+      if (inFlight - shards.length >= maxQueue) {
+        stats.queueFull++;
+        throw new GatewayError('EAR_ERR_QUEUE_FULL', 'the gateway is overloaded: try again');
       }
+      const shard = pick(sessionId);
+      let r: RouteResult;
+      inFlight++;
+      shard.inFlight++;
+      try {
+        r = await shard.pool.run({ endpoint, body, sessionId } satisfies RouteTask);
+      } catch (err) {
+        if (/queue is at limit/i.test((err as Error).message)) {
+          stats.queueFull++;
+          throw new GatewayError('EAR_ERR_QUEUE_FULL', 'the gateway is overloaded: try again');
+        }
+        throw err;
+      } finally {
+        inFlight--;
+        shard.inFlight--;
+      }
+      if (r.fallback) stats.tokenizerFallbacks++;
       if (!r.ok) throw new GatewayError(r.code as ErrorCode, r.message);
       return r.features;
     },
-    close: () => pool.destroy()
+    stats: () => ({ ...stats }),
+    close: async () => { await Promise.all(shards.map((s) => s.pool.destroy())); }
   };
 }

@@ -18,7 +18,7 @@ import { sessionIdFrom, SESSION_HEADERS } from './session-id.js';
 import { StreamObserver } from './stream-observer.js';
 import { readBody, ResponseState } from './uws-io.js';
 
-export type FeatureFn = (endpoint: Endpoint, body: Buffer) => Promise<Features>;
+export type FeatureFn = (endpoint: Endpoint, body: Buffer, sessionId: string | null) => Promise<Features>;
 
 export interface GatewayDeps {
   config: Readonly<GatewayConfig>;
@@ -108,7 +108,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   async function handle (endpoint: Endpoint, rs: ResponseState, body: Buffer, rid: string, sessionId: string | null, t0: number): Promise<void> {
     const route = UPSTREAM_PATH[endpoint];
     const f0 = now();
-    const f = await deps.features(endpoint, body);
+    const f = await deps.features(endpoint, body, sessionId);
     metrics.featureSeconds.observe((now() - f0) / 1000);
     if (rs.aborted) return;
     if (!backends.some((b) => b.models.has(f.model))) {

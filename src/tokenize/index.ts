@@ -5,3 +5,4 @@ export { createChatTemplate, BUILTIN_TEMPLATE_NAMES } from './builtin-templates.
 export { JinjaChatTemplate, prepareMessages, toolDicts } from './chat-template.js';
 export { TokenizeError } from './errors.js';
 export { IncrementalTokenizer, type IncrementalOptions, type IncrementalResult, type IncrementalStats } from './incremental.js';
+export { RemoteTokenizer, CircuitBreaker, remoteTokenizerUrl, REMOTE_TOKENIZER_DEFAULTS, type RemoteTokenizerOptions, type RemoteTokenizerStats } from './remote.js';

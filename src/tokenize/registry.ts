@@ -12,7 +12,8 @@ export const TOKENIZER_NAMES: readonly string[] = [
   'character',
   ...Object.keys(TIKTOKEN_ENCODINGS).map((e) => `tiktoken:${e}`),
   'hf:qwen3',
-  'hf:<path to tokenizer.json or its folder>'
+  'hf:<path to tokenizer.json or its folder>',
+  'remote:<engine base URL>'
 ];
 
 export interface TokenizerOptions {
@@ -32,6 +33,9 @@ function build (name: string, opts: TokenizerOptions): Tokenizer {
     const target = name.slice(3);
     const files = target === 'qwen3' ? qwen3Files() : readHfFiles(target);
     return new HfTokenizer(name, files, override === undefined ? undefined : (specials) => createChatTemplate(override, specials));
+  }
+  if (name.startsWith('remote:')) {
+    throw new TokenizeError('EAR_ERR_TOKENIZER_UNKNOWN', `"${name}" asks the engine over HTTP: it is a RemoteTokenizer (remote.ts), not a local one`);
   }
   throw new TokenizeError('EAR_ERR_TOKENIZER_UNKNOWN', `unknown tokenizer "${name}"; valid names: ${TOKENIZER_NAMES.join(', ')}`);
 }

@@ -33,8 +33,14 @@ test('every config mistake names the field and the rule', () => {
     [{ apiKeys: ['ok', ''] }, {}, /apiKeys\[1\]: must be a non-empty string/],
     [{ assumedTtlMs: -1 }, {}, /config assumedTtlMs: must be an integer in \[0, 2147483647\]/],
     [{ kvMaxMappedBlocks: 10 }, {}, /config kvMaxMappedBlocks: must be an integer in \[1024, /],
-    [{ backends: [{ url: 'http://x', topic: 5 }] }, {}, /backends\[0\]\.topic: must be a string/]
+    [{ backends: [{ url: 'http://x', topic: 5 }] }, {}, /backends\[0\]\.topic: must be a string/],
+    [{ tokenizer: 'remote:ftp://x' }, {}, /config tokenizer: .*http or https/],
+    [{ tokenizer: 'remote:localhost' }, {}, /config tokenizer: .*not a URL/],
+    [{ remoteTokenizer: { timeoutMs: 0 } }, {}, /config remoteTokenizer\.timeoutMs: must be an integer in \[1, /],
+    [{ remoteTokenizer: { retry: 2 } }, {}, /config remoteTokenizer\.retry: unknown field/]
   ];
+  const remote = buildConfig({ tokenizer: 'remote:http://10.0.0.5:8000', remoteTokenizer: { retries: 3 } });
+  assert.deepEqual(remote.remoteTokenizer, { timeoutMs: 1000, retries: 3, breakerFailures: 5, breakerCooldownMs: 10_000 });
   const precise = buildConfig({ assumedTtlMs: '2500' }, { backend: ['http://x,kv-events=tcp://127.0.0.1:5557,topic=kv@'] });
   assert.equal(precise.assumedTtlMs, 2500);
   assert.equal(precise.backends[0].kvTopic, 'kv@');

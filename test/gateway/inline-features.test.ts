@@ -12,7 +12,7 @@ after(() => real.close());
 
 /** The real pool, counting what reaches it. */
 function counting (pool: RoutePool): RoutePool & { calls: number } {
-  const c = { calls: 0, features: (e: Endpoint, b: Buffer) => { c.calls++; return pool.features(e, b); }, close: () => pool.close() };
+  const c = { calls: 0, features: (e: Endpoint, b: Buffer) => { c.calls++; return pool.features(e, b); }, stats: () => pool.stats(), close: () => pool.close() };
   return c;
 }
 
@@ -46,10 +46,15 @@ test('inline errors are rejected promises carrying the client error, as from the
   await assert.rejects(features('chat', chat('hi', { cache_salt: '' })), (e: unknown) => e instanceof GatewayError && e.status === 400);
 });
 
-test('any other tokenizer always uses the pool', async () => {
-  let calls = 0;
-  const fake: RoutePool = { features: async (e, b) => { calls++; return real.features(e, b); }, close: async () => {} };
+test('any other tokenizer always uses the pool, which gets the session id (for its session-affine threads)', async () => {
+  const sessions: Array<string | null | undefined> = [];
+  const fake: RoutePool = { features: async (e, b, sid) => { sessions.push(sid); return real.features(e, b); }, stats: () => real.stats(), close: async () => {} };
   const features = featureSource(new Region(shared), { tokenizer: 'tiktoken:o200k_base', blockSize: 16 }, fake);
   await features('chat', chat('hi'));
-  assert.equal(calls, 1);
+  await features('chat', chat('hi'), 'sess-1');
+  assert.deepEqual(sessions, [null, 'sess-1']);
+  // With `character`, a large body goes to the pool with its session too.
+  const big = featureSource(new Region(shared), { tokenizer: 'character', blockSize: 16 }, fake);
+  await big('chat', chat('x'.repeat(INLINE_FEATURES_MAX_BYTES)), 'sess-2');
+  assert.deepEqual(sessions, [null, 'sess-1', 'sess-2']);
 });

@@ -1,0 +1,97 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { createRegion, Region } from '../../src/core/region.js';
+import { BlockHasher } from '../../src/core/block-keys.js';
+import { createTokenizerSync } from '../../src/tokenize/index.js';
+import type { ChatMessage } from '../../src/tokenize/types.js';
+import { computeFeatures, type FeatureContext } from '../../src/gateway/features.js';
+import { SessionFeatures } from '../../src/gateway/session-features.js';
+
+const region = new Region(createRegion({ prefixIndexKeys: 1 << 10, sessions: 16, heapJobs: 16, recordRingOps: 16, scratchSlots: 2 }));
+const hasher = new BlockHasher(region);
+
+const text = fc.oneof(
+  { weight: 4, arbitrary: fc.string({ unit: 'grapheme', maxLength: 60 }) },
+  { weight: 1, arbitrary: fc.constantFrom('', '\n', '<|im_start|>', '<|im_end|>', 'fn f() {}\n'.repeat(8), 'é'.repeat(40)) }
+);
+const message: fc.Arbitrary<ChatMessage> = fc.record({ role: fc.constantFrom('user', 'assistant', 'tool'), content: text });
+// A session: turns that append messages, now and then one that rewrites history, changes the salt or the model.
+const conversation = fc.record({
+  system: text,
+  blockSize: fc.constantFrom(1, 4, 16),
+  turns: fc.array(fc.record({
+    add: fc.array(message, { minLength: 1, maxLength: 3 }),
+    rewrite: fc.boolean(),
+    salt: fc.constantFrom(undefined, undefined, undefined, 'tenant-a'),
+    model: fc.constantFrom('m', 'm', 'm', 'm2'),
+    gen: fc.boolean()
+  }), { minLength: 1, maxLength: 6 })
+});
+
+function check (tokenizer: string, runs: number, bounds: { maxSessions?: number; maxKeyBytes?: number } = {}): void {
+  const tok = createTokenizerSync(tokenizer);
+  fc.assert(fc.property(conversation, fc.constantFrom('s1', 's2'), ({ system, blockSize, turns }, other) => {
+    const sessions = new SessionFeatures(tok, { maxSessions: bounds.maxSessions ?? 4, maxKeyBytes: bounds.maxKeyBytes });
+    const warm: FeatureContext = { tokenizer: tok, hasher, blockSize, sessions };
+    const cold: FeatureContext = { tokenizer: tok, hasher, blockSize };
+    let messages: ChatMessage[] = [{ role: 'system', content: system }];
+    for (const t of turns) {
+      messages = t.rewrite && messages.length > 2 ? [...messages.slice(0, 2), ...t.add] : [...messages, ...t.add];
+      const body = Buffer.from(JSON.stringify({ model: t.model, messages, cache_salt: t.salt, add_generation_prompt: t.gen }));
+      const a = computeFeatures(warm, 'chat', body, 's1');
+      // Another session in between, so LRU bounds are exercised.
+      computeFeatures(warm, 'chat', Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: system }] })), other);
+      const b = computeFeatures(cold, 'chat', body);
+      assert.equal(a.promptTokens, b.promptTokens);
+      assert.deepEqual(a.blockKeys, b.blockKeys);
+    }
+  }), { numRuns: runs, seed: 20261122 });
+}
+
+test('incremental features (token count and block keys) equal a cold computation: character', () => check('character', 150));
+test('... tiktoken:o200k_base', () => check('tiktoken:o200k_base', 80));
+test('... hf:qwen3 (its template re-renders earlier assistant turns)', () => check('hf:qwen3', 40));
+test('... under tight bounds (one session, tiny key budget), where state is evicted between turns', () => check('character', 80, { maxSessions: 1, maxKeyBytes: 64 }));
+
+test('an appended turn reuses the previous keys and hashes only the new blocks; forget drops the state', () => {
+  const tok = createTokenizerSync('character');
+  const sessions = new SessionFeatures(tok);
+  const ctx: FeatureContext = { tokenizer: tok, hasher, blockSize: 16, sessions };
+  const history: ChatMessage[] = [{ role: 'system', content: 'x'.repeat(4000) }, { role: 'user', content: 'first' }];
+  const body = (m: ChatMessage[]) => Buffer.from(JSON.stringify({ model: 'm', messages: m }));
+  const first = computeFeatures(ctx, 'chat', body(history), 's');
+  const s1 = sessions.stats();
+  assert.equal(s1.reusedBlocks, 0);
+  assert.equal(s1.hashedBlocks, first.blockKeys.length);
+  const next = [...history, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'y'.repeat(320) }];
+  const second = computeFeatures(ctx, 'chat', body(next), 's');
+  const s2 = sessions.stats();
+  const newBlocks = s2.hashedBlocks - s1.hashedBlocks;
+  assert.ok(s2.reusedBlocks >= first.blockKeys.length - 2, `reused ${s2.reusedBlocks} of ${first.blockKeys.length}`);
+  assert.equal(s2.reusedBlocks + newBlocks, second.blockKeys.length);
+  assert.ok(newBlocks <= 25, `hashed ${newBlocks} blocks for ~340 new tokens`);
+  assert.ok(s2.reusedTokens > 4000 && s2.encodedTokens - s1.encodedTokens < 400);
+  sessions.forget('s');
+  assert.equal(sessions.stats().sessions, 0);
+  computeFeatures(ctx, 'chat', body(next), 's');
+  assert.equal(sessions.stats().reusedBlocks, s2.reusedBlocks);
+});
+
+test('a session idle past idleMs is forgotten at the next turn of any session; the session bound holds', () => {
+  const tok = createTokenizerSync('character');
+  let now = 0;
+  const sessions = new SessionFeatures(tok, { idleMs: 1000, maxSessions: 3, now: () => now });
+  const ctx: FeatureContext = { tokenizer: tok, hasher, blockSize: 16, sessions };
+  const body = (s: string) => Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: s.repeat(100) }] }));
+  computeFeatures(ctx, 'chat', body('a'), 'a');
+  now = 500;
+  computeFeatures(ctx, 'chat', body('b'), 'b');
+  now = 1200; // a is idle for 1200 ms, b for 700 ms
+  computeFeatures(ctx, 'chat', body('c'), 'c');
+  assert.deepEqual([sessions.stats().sessions, sessions.stats().expired], [2, 1]);
+  computeFeatures(ctx, 'chat', body('d'), 'd');
+  computeFeatures(ctx, 'chat', body('e'), 'e');
+  assert.equal(sessions.stats().sessions, 3);
+  assert.equal(sessions.stats().expired, 1);
+});
