@@ -135,7 +135,9 @@ class UpstreamAttempt implements Dispatcher.DispatchHandler {
     const chunks = this.#chunks;
     if (chunks.length === 0 && !end) return;
     this.#chunks = [];
-    if (!this.state.stream(this.#status, this.#head, chunks, end) && !end && !this.#backpressure) {
+    // One uWS write (one HTTP chunk) for the lot: each write() crosses into C++ and frames its own chunk.
+    const data = chunks.length > 1 ? Buffer.concat(chunks) : chunks[0];
+    if (!this.state.stream(this.#status, this.#head, data, end) && !end && !this.#backpressure) {
       this.#backpressure = true;
       this.state.whenWritable(this.#drained);
     }

@@ -42,15 +42,15 @@ export class ResponseState {
   }
 
   /**
-   * Writes the status and headers if not sent yet, then `chunks`, then ends the response if `end`: all under one
-   * cork, so one send. Returns false under backpressure: the chunks are kept; wait for whenWritable before more.
+   * Writes the status and headers if not sent yet, then `data`, then ends the response if `end`: all under one
+   * cork, so one send. Returns false under backpressure: the data is kept; wait for whenWritable before more.
    */
-  stream (status: number, headers: Iterable<[string, string]>, chunks: readonly Uint8Array[], end: boolean): boolean {
+  stream (status: number, headers: Iterable<[string, string]>, data: Uint8Array | undefined, end: boolean): boolean {
     if (!this.live) return true;
     let ok = true;
     this.res.cork(() => {
       if (!this.headersSent) this.#head(status, headers);
-      for (const c of chunks) ok = this.res.write(c) && ok;
+      if (data) ok = this.res.write(data);
       if (end) {
         this.ended = true;
         this.res.end();
