@@ -59,6 +59,8 @@ class UpstreamAttempt implements Dispatcher.DispatchHandler {
   #head: Array<[string, string]> = [];
   #observer: StreamObserver | null = null;
   #mode = Mode.Drain;
+  /** An SSE answer is observed a socket read at a time (in #write), any other as each chunk comes. */
+  #sse = false;
   /** Buffer mode: the whole body so far. Stream mode: chunks from this socket read, written together once it is parsed. */
   #chunks: Buffer[] = [];
   #bytes = 0;
@@ -106,6 +108,7 @@ class UpstreamAttempt implements Dispatcher.DispatchHandler {
     if (contentType.includes('text/event-stream')) {
       head.push(['cache-control', 'no-cache']);
       this.#mode = Mode.Stream;
+      this.#sse = true;
     } else {
       this.#mode = Mode.Buffer;
     }
@@ -114,7 +117,7 @@ class UpstreamAttempt implements Dispatcher.DispatchHandler {
 
   onData (chunk: Buffer): boolean {
     if (this.#settled || this.state.aborted) return true;
-    if (this.#observer!.push(chunk)) this.opts.onFirstToken?.();
+    if (!this.#sse && this.#observer!.push(chunk)) this.opts.onFirstToken?.();
     this.#chunks.push(chunk);
     this.#bytes += chunk.length;
     if (this.#mode === Mode.Buffer) {
@@ -137,6 +140,8 @@ class UpstreamAttempt implements Dispatcher.DispatchHandler {
     this.#chunks = [];
     // One uWS write (one HTTP chunk) for the lot: each write() crosses into C++ and frames its own chunk.
     const data = chunks.length > 1 ? Buffer.concat(chunks) : chunks[0];
+    if (this.#sse && data !== undefined && this.#observer!.push(data)) this.opts.onFirstToken?.();
+    if (end) this.#observeEnd();
     if (!this.state.stream(this.#status, this.#head, data, end) && !end && !this.#backpressure) {
       this.#backpressure = true;
       this.state.whenWritable(this.#drained);
@@ -147,12 +152,8 @@ class UpstreamAttempt implements Dispatcher.DispatchHandler {
     if (this.#settled) return;
     const state = this.state;
     if (state.aborted) return this.#settle({ kind: 'aborted' });
-    const observer = this.#observer!;
-    const sawFirst = observer.firstTokenSeen;
-    observer.end();
-    // A buffered (non-streaming) response reveals its first token only now, with the whole body.
-    if (!sawFirst && observer.firstTokenSeen) this.opts.onFirstToken?.();
     if (this.#mode === Mode.Buffer) {
+      this.#observeEnd();
       const chunks = this.#chunks;
       state.send(this.#status, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, this.#bytes), this.#head);
     } else {
@@ -161,10 +162,20 @@ class UpstreamAttempt implements Dispatcher.DispatchHandler {
     this.#settle({ kind: 'done', status: this.#status });
   }
 
+  #observeEnd (): void {
+    const observer = this.#observer!;
+    const sawFirst = observer.firstTokenSeen;
+    observer.end();
+    // A buffered (non-streaming) response reveals its first token only now, with the whole body.
+    if (!sawFirst && observer.firstTokenSeen) this.opts.onFirstToken?.();
+  }
+
   onError (error: Error): void {
     if (this.#settled) return;
     const state = this.state;
     if (state.aborted) return this.#settle({ kind: 'aborted' });
+    // What came before the error goes out first, as it would have without the batching.
+    if (this.#mode === Mode.Stream) this.#write(false);
     // No answer at all (connect error, timeout before headers): always retryable; the caller answers 502 at the end.
     if (this.#status === 0) return this.#settle({ kind: 'retryable', status: null, error });
     if (!state.headersSent && !this.opts.final) return this.#settle({ kind: 'retryable', status: this.#status, error });
