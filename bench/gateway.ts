@@ -373,8 +373,8 @@ The syscalls are the same four a request that nginx makes (strace: one recv and 
 epoll waits), so what is left to cut is JavaScript: the ChatML render (src/tokenize has the fast path to
 take; −25 µs), then undici's and Node's socket layers, which a gateway on undici keeps. Proxying with dispatch()
 instead of request() + async iteration, one uWS write per upstream socket read, observing a stream once per
-read and label children made once per backend took EAR from ~95 to ~75 µs a request short and from ~137 to
-~100 streamed (16 connections). For long prompts with the character tokenizer (one token per byte: 8,320
+read and label children made once per backend took EAR from 100–128 to 82–94 µs a request short and from
+135–180 to 108–118 streamed (16 connections, old and new builds interleaved). For long prompts with the character tokenizer (one token per byte: 8,320
 blocks for 130 KB, ~12–16 ms of CPU a request): the kv-events thread decodes every recorded block as a JS
 object with three BigInts (ring.ts op(), index-feeder.ts; ~12 ms and most of its GC), the character tokenizer
 pushes bytes one by one into a number[] (~5 ms in the route worker), and the prefix match takes ~2.6 ms on the
