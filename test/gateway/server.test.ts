@@ -164,3 +164,19 @@ test('a stream larger than the socket buffers reaches a slow client whole: the u
   assert.ok(text.endsWith('data: [DONE]\n\n'));
   assert.equal(routing.inFlight.get(0), 0);
 });
+
+test('a client that aborts while the upstream is paused for it ends the upstream request too', async () => {
+  const e = await fakeEngine('m', 'big-stream');
+  after(() => e.close());
+  const { url, routing } = await gateway([e]);
+  const ac = new AbortController();
+  const r = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat(true), signal: ac.signal });
+  for (let i = 0; i < 500 && e.drainWaits === 0; i++) await new Promise((res) => setTimeout(res, 10));
+  assert.ok(e.drainWaits > 0);
+  ac.abort();
+  await r.body.dump().catch(() => {});
+  for (let i = 0; i < 200 && e.closedEarly === 0; i++) await new Promise((res) => setTimeout(res, 10));
+  assert.equal(e.closedEarly, 1);
+  for (let i = 0; i < 100 && routing.inFlight.get(0) !== 0; i++) await new Promise((res) => setTimeout(res, 10));
+  assert.equal(routing.inFlight.get(0), 0);
+});
