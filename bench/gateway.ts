@@ -360,26 +360,27 @@ function standsInTheWay (cells: Cell[]): string {
     const xs = cells.filter((c) => c.target === target).map((c) => c.cpuUs);
     return `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)}`;
   };
-  return `### What stands in the way (profiled 2026-11-22, after features went inline for small bodies)
+  return `### What stands in the way (profiled 2026-11-22, after the proxy moved to undici's dispatch() handler)
 
 In this run EAR spent ${range('ear')} µs of CPU a request, nginx ${range('nginx-1w')} and the upstream alone ${range('direct')}:
 on 2 cores shared with the client and the upstream, that caps EAR's throughput well below nginx's. Where the
-main thread's time goes for short non-streaming requests at 32 connections: writing the response to the client
-through uWS (send syscall included) 20%; undici 28% (its writev syscall 13%, its JS and the Readable/async-
-iteration plumbing 14%); rendering the one-message ChatML prompt with the @huggingface/jinja interpreter 13%
-(~25 µs a request; parsing, byte tokens and block hashes take 4% more); GC 7%; the gateway's own JS (handler,
-AbortController, listeners) 9%; routing (WASM prefix match, policy, session table) 4.5%; prom-client 2%;
-piscina 1% (bodies over 4 KiB only). Before features went inline the route-pool round trip cost ~30 µs of main-
-thread time and ~75 µs of worker time a request, and added two thread wake-ups to the latency. What would
-help most: a direct ChatML renderer for the built-in template (src/tokenize; −25 µs), proxying with undici's
-dispatch() handler API instead of request() + async iteration (measured alone against this upstream: 15 vs
-24–29 µs a request short, 18–22 vs 34–42 streamed, at 16 concurrent), and for long prompts with the character
-tokenizer (one token per byte: 8,320 blocks for 130 KB, ~12–16 ms of CPU a request): the kv-events thread
-decodes every recorded block as a JS object with three BigInts (ring.ts op(), index-feeder.ts; ~12 ms and most
-of its GC), the character tokenizer pushes bytes one by one into a number[] (~5 ms in the route worker), and
-the prefix match takes ~2.6 ms on the main thread. The added latency at one connection is EAR's per-request CPU
-on the path, so the same cuts bring it toward the 0.1 ms target; 0.8× nginx's throughput needs several times
-less CPU per request, which a Node proxy with a JavaScript request path is unlikely to reach on this machine.`;
+main thread's busy time goes for short non-streaming requests at 32 connections: writing the response to the
+client through uWS 19% (nearly all its send syscall); undici 33% (its writev syscall 17%, its JS and Node's
+socket plumbing 16%); rendering the one-message ChatML prompt with the @huggingface/jinja interpreter 18%
+(~25 µs a request; parsing, byte tokens and block hashes take 3% more); routing (WASM prefix match, policy,
+session table) 5%; GC 4%; prom-client 3%; the gateway's own JS (handler, proxy callbacks, stream observer) 7%.
+The syscalls are the same four a request that nginx makes (strace: one recv and one send each side, plus four
+epoll waits), so what is left to cut is JavaScript: the ChatML render (src/tokenize has the fast path to
+take; −25 µs), then undici's and Node's socket layers, which a gateway on undici keeps. Proxying with dispatch()
+instead of request() + async iteration, one uWS write per upstream socket read, observing a stream once per
+read and label children made once per backend took EAR from 100–128 to 82–94 µs a request short and from
+135–180 to 108–118 streamed (16 connections, old and new builds interleaved). For long prompts with the character tokenizer (one token per byte: 8,320
+blocks for 130 KB, ~12–16 ms of CPU a request): the kv-events thread decodes every recorded block as a JS
+object with three BigInts (ring.ts op(), index-feeder.ts; ~12 ms and most of its GC), the character tokenizer
+pushes bytes one by one into a number[] (~5 ms in the route worker), and the prefix match takes ~2.6 ms on the
+main thread. The added latency at one connection is EAR's per-request CPU on the path, so the same cuts bring
+it toward the 0.1 ms target; 0.8× nginx's throughput needs several times less CPU per request, which a Node
+proxy with a JavaScript request path is unlikely to reach on this machine.`;
 }
 
 const ms = (x: number): string => x.toFixed(3);

@@ -23,8 +23,53 @@ export class GatewayMetrics {
   readonly tableDropped = new Gauge({ name: 'ear_table_dropped_total', help: 'What each table\'s bound dropped (evictions, rejected pushes, dropped ring ops) since start.', labelNames: ['table'], registers: [this.registry] });
   readonly clientAborts = new Counter({ name: 'ear_client_aborts_total', help: 'Requests the client abandoned before the response ended.', registers: [this.registry] });
 
+  readonly #backends = new Map<string, BackendSeries>();
+
+  /** The series labelled with one backend, made once per backend id (ids come from the config: bounded). */
+  backend (id: string): BackendSeries {
+    let s = this.#backends.get(id);
+    if (!s) this.#backends.set(id, s = new BackendSeries(this, id));
+    return s;
+  }
+
   async text (): Promise<string> {
     return this.registry.metrics();
+  }
+}
+
+/**
+ * One backend's children of the labelled metrics: the request path calls these instead of building a label
+ * object per request. The maps are bounded by what keys them (routes × statuses, routing reasons).
+ */
+export class BackendSeries {
+  readonly ttft: Histogram.Internal<string>;
+  readonly e2e: Histogram.Internal<string>;
+  readonly tpot: Histogram.Internal<string>;
+  readonly inFlight: Gauge.Internal<string>;
+  readonly #requests = new Map<string, Counter.Internal>();
+  readonly #decisions = new Map<string, Counter.Internal>();
+
+  constructor (readonly metrics: GatewayMetrics, readonly id: string) {
+    this.ttft = metrics.ttftSeconds.labels(id);
+    this.e2e = metrics.e2eSeconds.labels(id);
+    this.tpot = metrics.tpotSeconds.labels(id);
+    this.inFlight = metrics.inFlight.labels(id);
+  }
+
+  /** ear_requests_total{route, status, backend}. */
+  requests (route: string, status: number): Counter.Internal {
+    const key = route + status;
+    let c = this.#requests.get(key);
+    if (!c) this.#requests.set(key, c = this.metrics.requests.labels({ route, status: String(status), backend: this.id }));
+    return c;
+  }
+
+  /** ear_routing_decisions_total{policy, backend, reason}. */
+  decisions (policy: string, reason: string): Counter.Internal {
+    const key = policy + ' ' + reason;
+    let c = this.#decisions.get(key);
+    if (!c) this.#decisions.set(key, c = this.metrics.decisions.labels({ policy, backend: this.id, reason }));
+    return c;
   }
 }
 

@@ -1,6 +1,9 @@
 // One upstream attempt: send the body to a backend through its undici Pool and stream the answer back through
-// uWS with backpressure (undici's body is pulled only as fast as the client takes it). The caller decides
+// uWS with backpressure (the upstream socket is paused while uWS holds unsent bytes). The caller decides
 // what to do with an attempt that failed before any byte reached the client (retry on the next-best backend).
+// undici's dispatch() handler is used instead of request(): no Readable, no async iteration, no AbortSignal, and
+// its callbacks are the classic ones (onConnect/onHeaders/onData/...) because undici 7 runs them natively while
+// the controller API (onRequestStart/...) goes through an adapter that parses every header into an object.
 import type { Dispatcher } from 'undici';
 import { GatewayError } from './errors.js';
 import { StreamObserver } from './stream-observer.js';
@@ -19,7 +22,7 @@ export interface AttemptOptions {
   path: string;
   body: Buffer;
   /** Headers sent upstream. */
-  headers: Record<string, string>;
+  headers: Record<string, string> | string[];
   /** Headers added to the client's response (x-ear-backend, x-request-id). */
   responseHeaders: Array<[string, string]>;
   /** The last attempt forwards a 5xx as it is instead of asking for a retry. */
@@ -31,68 +34,161 @@ export interface AttemptOptions {
   maxBufferedBytes?: number;
 }
 
-export async function attempt (state: ResponseState, pool: Dispatcher, opts: AttemptOptions): Promise<{ result: AttemptResult; observer: StreamObserver | null }> {
-  let up: Dispatcher.ResponseData;
-  try {
-    up = await pool.request({ path: opts.path, method: 'POST', body: opts.body, headers: opts.headers, signal: state.abort.signal });
-  } catch (error) {
-    if (state.aborted) return { result: { kind: 'aborted' }, observer: null };
-    return { result: { kind: 'retryable', status: null, error }, observer: null };
+export interface AttemptOutcome {
+  result: AttemptResult;
+  observer: StreamObserver | null;
+}
+
+export function attempt (state: ResponseState, pool: Dispatcher, opts: AttemptOptions): Promise<AttemptOutcome> {
+  return new Promise((resolve) => {
+    pool.dispatch({ path: opts.path, method: 'POST', body: opts.body, headers: opts.headers }, new UpstreamAttempt(state, opts, resolve));
+  });
+}
+
+const CLIENT_GONE = new Error('the client went away');
+const DEFAULT_MAX_BUFFERED = 16 << 20;
+
+/** Where the body of the upstream's answer goes. */
+const enum Mode { Drain, Buffer, Stream }
+
+class UpstreamAttempt implements Dispatcher.DispatchHandler {
+  #abort: ((err?: Error) => void) | null = null;
+  #resume: (() => void) | null = null;
+  #settled = false;
+  #status = 0;
+  #head: Array<[string, string]> = [];
+  #observer: StreamObserver | null = null;
+  #mode = Mode.Drain;
+  /** An SSE answer is observed a socket read at a time (in #write), any other as each chunk comes. */
+  #sse = false;
+  /** Buffer mode: the whole body so far. Stream mode: chunks from this socket read, written together once it is parsed. */
+  #chunks: Buffer[] = [];
+  #bytes = 0;
+  #flushQueued = false;
+  /** uWS holds unsent bytes: the next onData pauses the upstream until the client socket drains. */
+  #backpressure = false;
+  readonly #flush = (): void => { this.#flushQueued = false; this.#write(false); };
+  readonly #drained = (): void => {
+    this.#backpressure = false;
+    const r = this.#resume;
+    r?.();
+  };
+
+  constructor (readonly state: ResponseState, readonly opts: AttemptOptions, readonly done: (o: AttemptOutcome) => void) {
+    state.onAbort = () => this.#abort?.(CLIENT_GONE);
   }
-  const { statusCode, headers, body } = up;
-  if (state.aborted) {
-    body.destroy();
-    return { result: { kind: 'aborted' }, observer: null };
+
+  #settle (result: AttemptResult): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    if (this.state.onAbort) this.state.onAbort = null;
+    this.done({ result, observer: this.#observer });
   }
-  if (statusCode >= 500 && !opts.final) {
-    body.resume().on('error', () => {});
-    return { result: { kind: 'retryable', status: statusCode, error: new Error(`upstream answered ${statusCode}`) }, observer: null };
+
+  onConnect (abort: (err?: Error) => void): void {
+    this.#abort = abort;
+    if (this.state.aborted) abort(CLIENT_GONE);
   }
-  const contentType = String(headers['content-type'] ?? 'application/json');
-  const observer = opts.observer(contentType);
-  const head: Array<[string, string]> = [['content-type', contentType], ...opts.responseHeaders];
-  const sse = contentType.includes('text/event-stream');
-  if (sse) head.push(['cache-control', 'no-cache']);
-  const maxBuffered = opts.maxBufferedBytes ?? (16 << 20);
-  const buffered: Buffer[] = [];
-  let bufferedBytes = 0;
-  let streaming = sse;
-  try {
-    for await (const chunk of body as AsyncIterable<Buffer>) {
-      if (state.aborted) break;
-      if (observer.push(chunk)) opts.onFirstToken?.();
-      if (!streaming) {
-        buffered.push(chunk);
-        bufferedBytes += chunk.length;
-        if (bufferedBytes <= maxBuffered) continue;
-        streaming = true; // too large to buffer: stream what we have and the rest
-        state.head(statusCode, head);
-        for (const b of buffered.splice(0)) await state.write(b);
-        continue;
-      }
-      if (!state.headersSent) state.head(statusCode, head);
-      const wait = state.write(chunk);
-      if (wait) await wait;
+
+  onHeaders (statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    if (statusCode < 200) return true; // 1xx: the real answer follows
+    this.#status = statusCode;
+    this.#resume = resume;
+    if (this.state.aborted) return true;
+    if (statusCode >= 500 && !this.opts.final) {
+      // The body is read and dropped so the connection stays reusable.
+      this.#settle({ kind: 'retryable', status: statusCode, error: new Error(`upstream answered ${statusCode}`) });
+      return true;
     }
-  } catch (error) {
-    if (state.aborted) return { result: { kind: 'aborted' }, observer };
-    if (!state.headersSent && !opts.final) return { result: { kind: 'retryable', status: statusCode, error }, observer };
+    const contentType = headerValue(rawHeaders, 'content-type') ?? 'application/json';
+    this.#observer = this.opts.observer(contentType);
+    const head = this.#head;
+    head.push(['content-type', contentType]);
+    for (const h of this.opts.responseHeaders) head.push(h);
+    if (contentType.includes('text/event-stream')) {
+      head.push(['cache-control', 'no-cache']);
+      this.#mode = Mode.Stream;
+      this.#sse = true;
+    } else {
+      this.#mode = Mode.Buffer;
+    }
+    return true;
+  }
+
+  onData (chunk: Buffer): boolean {
+    if (this.#settled || this.state.aborted) return true;
+    if (!this.#sse && this.#observer!.push(chunk)) this.opts.onFirstToken?.();
+    this.#chunks.push(chunk);
+    this.#bytes += chunk.length;
+    if (this.#mode === Mode.Buffer) {
+      if (this.#bytes <= (this.opts.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED)) return true;
+      this.#mode = Mode.Stream; // too large to buffer: stream what we have and the rest
+    }
+    // One socket read can carry many chunks (SSE events): they are written together once undici has parsed it.
+    if (!this.#flushQueued) {
+      this.#flushQueued = true;
+      queueMicrotask(this.#flush);
+    }
+    return !this.#backpressure;
+  }
+
+  /** Writes the queued chunks (and ends the response if `end`); on backpressure, pauses until uWS drains. */
+  #write (end: boolean): void {
+    if (this.#settled || !this.state.live) return;
+    const chunks = this.#chunks;
+    if (chunks.length === 0 && !end) return;
+    this.#chunks = [];
+    // One uWS write (one HTTP chunk) for the lot: each write() crosses into C++ and frames its own chunk.
+    const data = chunks.length > 1 ? Buffer.concat(chunks) : chunks[0];
+    if (this.#sse && data !== undefined && this.#observer!.push(data)) this.opts.onFirstToken?.();
+    if (end) this.#observeEnd();
+    if (!this.state.stream(this.#status, this.#head, data, end) && !end && !this.#backpressure) {
+      this.#backpressure = true;
+      this.state.whenWritable(this.#drained);
+    }
+  }
+
+  onComplete (): void {
+    if (this.#settled) return;
+    const state = this.state;
+    if (state.aborted) return this.#settle({ kind: 'aborted' });
+    if (this.#mode === Mode.Buffer) {
+      this.#observeEnd();
+      const chunks = this.#chunks;
+      state.send(this.#status, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, this.#bytes), this.#head);
+    } else {
+      this.#write(true);
+    }
+    this.#settle({ kind: 'done', status: this.#status });
+  }
+
+  #observeEnd (): void {
+    const observer = this.#observer!;
+    const sawFirst = observer.firstTokenSeen;
+    observer.end();
+    // A buffered (non-streaming) response reveals its first token only now, with the whole body.
+    if (!sawFirst && observer.firstTokenSeen) this.opts.onFirstToken?.();
+  }
+
+  onError (error: Error): void {
+    if (this.#settled) return;
+    const state = this.state;
+    if (state.aborted) return this.#settle({ kind: 'aborted' });
+    // What came before the error goes out first, as it would have without the batching.
+    if (this.#mode === Mode.Stream) this.#write(false);
+    // No answer at all (connect error, timeout before headers): always retryable; the caller answers 502 at the end.
+    if (this.#status === 0) return this.#settle({ kind: 'retryable', status: null, error });
+    if (!state.headersSent && !this.opts.final) return this.#settle({ kind: 'retryable', status: this.#status, error });
     state.fail(new GatewayError('EAR_ERR_UPSTREAM', 'upstream connection failed mid-response', { cause: error }));
-    return { result: { kind: 'broken', error }, observer };
+    this.#settle({ kind: 'broken', error });
   }
-  if (state.aborted) {
-    body.destroy();
-    return { result: { kind: 'aborted' }, observer };
+}
+
+/** A header's value from undici's raw [name, value, ...] list. */
+function headerValue (raw: Buffer[], name: string): string | null {
+  for (let i = 0; i < raw.length; i += 2) {
+    const k = raw[i];
+    if (k.length === name.length && k.toString('latin1').toLowerCase() === name) return raw[i + 1].toString('latin1');
   }
-  const sawFirst = observer.firstTokenSeen;
-  observer.end();
-  // A buffered (non-streaming) response reveals its first token only now, with the whole body.
-  if (!sawFirst && observer.firstTokenSeen) opts.onFirstToken?.();
-  if (streaming) {
-    if (!state.headersSent) state.head(statusCode, head);
-    state.end();
-  } else {
-    state.send(statusCode, buffered.length === 1 ? buffered[0] : Buffer.concat(buffered, bufferedBytes), head);
-  }
-  return { result: { kind: 'done', status: statusCode }, observer };
+  return null;
 }

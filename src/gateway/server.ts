@@ -45,6 +45,8 @@ export interface Gateway {
 
 const UPSTREAM_PATH: Record<Endpoint, string> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
 
+const newObserver = (contentType: string): StreamObserver => new StreamObserver(contentType);
+
 function assertNativeUws (): void {
   // The pinned build ships binaries for these ABIs only; anything else silently falls back to a slow shim.
   if (!['93', '108', '115'].includes(process.versions.modules)) {
@@ -65,6 +67,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const { config } = deps;
   const now = deps.now ?? (() => performance.now());
   const metrics = new GatewayMetrics();
+  const decisionSeconds = metrics.decisionSeconds.labels(config.policy);
   // Append-only: a backend's index is its row in the shared pod and load tables for the life of the process.
   const backends: Backend[] = config.backends.map((b, i) => new Backend(i, b, config));
   const state = deps.state(backends);
@@ -94,15 +97,19 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       }
       readBody(rs, config.maxBodyBytes, (body) => {
         inFlight++;
-        handle(endpoint, rs, body, rid, sessionId, t0)
-          .catch((err) => rs.fail(err, [ridHeader]))
-          .finally(() => {
-            if (!rs.ended && !rs.aborted) rs.fail(new GatewayError('EAR_ERR_INTERNAL', 'internal error'), [ridHeader]);
-            if (rs.aborted) metrics.clientAborts.inc();
-            if (--inFlight === 0 && idle) idle();
-          });
+        handle(endpoint, rs, body, rid, sessionId, t0).then(() => handled(rs, ridHeader), (err) => {
+          rs.fail(err, [ridHeader]);
+          handled(rs, ridHeader);
+        });
       });
     };
+  }
+
+  /** After a completion request's handler settled: whatever happened, the client got an answer. */
+  function handled (rs: ResponseState, ridHeader: [string, string]): void {
+    if (!rs.ended && !rs.aborted) rs.fail(new GatewayError('EAR_ERR_INTERNAL', 'internal error'), [ridHeader]);
+    if (rs.aborted) metrics.clientAborts.inc();
+    if (--inFlight === 0 && idle) idle();
   }
 
   async function handle (endpoint: Endpoint, rs: ResponseState, body: Buffer, rid: string, sessionId: string | null, t0: number): Promise<void> {
@@ -128,12 +135,13 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
         if (!(err instanceof NoCandidateError)) throw err;
         break;
       }
-      metrics.decisionSeconds.observe({ policy: config.policy }, (now() - d0) / 1000);
-      metrics.decisions.inc({ policy: config.policy, backend: placement.backend.id, reason: placement.reason });
-      if (n > 0) metrics.retries.inc();
+      decisionSeconds.observe((now() - d0) / 1000);
       const b = placement.backend;
+      const series = metrics.backend(b.id);
+      series.decisions(config.policy, placement.reason).inc();
+      if (n > 0) metrics.retries.inc();
       state.started(placement, input, now());
-      metrics.inFlight.inc({ backend: b.id });
+      series.inFlight.inc();
       b.inFlight++;
       let firstAt = 0;
       let result: AttemptResult;
@@ -146,15 +154,15 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
           responseHeaders: [['x-ear-backend', b.id], ['x-request-id', rid]],
           // With no attempt or no other backend left, an engine's 5xx goes to the client as it is.
           final: n === config.maxAttempts - 1 || !backends.some((x) => x !== b && x.serves(f.model) && !exclude.has(x.index)),
-          observer: (ct) => new StreamObserver(ct),
+          observer: newObserver,
           onFirstToken: () => {
             firstAt = now();
             state.firstToken(placement, firstAt);
-            metrics.ttftSeconds.observe({ backend: b.id }, (firstAt - t0) / 1000);
+            series.ttft.observe((firstAt - t0) / 1000);
           }
         }));
       } finally {
-        metrics.inFlight.dec({ backend: b.id });
+        series.inFlight.dec();
         if (--b.inFlight === 0 && b.draining) void b.pool.close().catch(() => {});
       }
       const tEnd = now();
@@ -168,10 +176,10 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       }
       if (result.kind === 'broken') metrics.upstreamErrors.inc({ backend: b.id, kind: 'midstream' });
       if (result.kind === 'done') {
-        metrics.requests.inc({ route, status: String(result.status), backend: b.id });
-        metrics.e2eSeconds.observe({ backend: b.id }, (tEnd - t0) / 1000);
+        series.requests(route, result.status).inc();
+        series.e2e.observe((tEnd - t0) / 1000);
         const out = usage?.completionTokens ?? observer?.contentEvents ?? 0;
-        if (firstAt > 0 && out > 1) metrics.tpotSeconds.observe({ backend: b.id }, (tEnd - firstAt) / 1000 / (out - 1));
+        if (firstAt > 0 && out > 1) series.tpot.observe((tEnd - firstAt) / 1000 / (out - 1));
       }
       return;
     }

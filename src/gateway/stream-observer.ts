@@ -39,9 +39,24 @@ export class StreamObserver {
     const before = this.firstTokenSeen;
     const text = this.#carry + chunk.toString('utf8');
     let start = 0;
+    // Where the next "usage" / "error" might be: events before it that are one data line need no parsing.
+    let usageAt = -2;
+    let errorAt = -2;
     for (;;) {
       const end = text.indexOf('\n\n', start);
       if (end < 0) break;
+      if (this.firstTokenSeen && text.startsWith('data:', start)) {
+        if (usageAt !== -1 && usageAt < start) usageAt = text.indexOf('"usage"', start);
+        if (errorAt !== -1 && errorAt < start) errorAt = text.indexOf('"error"', start);
+        const nl = text.indexOf('\n', start);
+        if ((usageAt < 0 || usageAt >= end) && (errorAt < 0 || errorAt >= end) && nl === end) {
+          // The same count #event would make, without slicing the event out.
+          const from = start + (text.charCodeAt(start + 5) === 32 ? 6 : 5);
+          if (from < end && !(end - from === 6 && text.startsWith('[DONE]', from))) this.contentEvents++;
+          start = end + 2;
+          continue;
+        }
+      }
       this.#event(text.slice(start, end));
       start = end + 2;
     }

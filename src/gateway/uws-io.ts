@@ -11,16 +11,17 @@ export class ResponseState {
   ended = false;
   /** Status line and headers are out: from here on an error can only end the stream. */
   headersSent = false;
-  readonly abort = new AbortController();
+  /** Called once if the client goes away (cancels the upstream request); a field, not an AbortController, to spare one a request. */
+  onAbort: (() => void) | null = null;
   #writable: (() => void) | null = null;
 
   constructor (readonly res: HttpResponse) {
     res.onAborted(() => {
       this.aborted = true;
-      this.abort.abort();
-      const w = this.#writable;
+      const a = this.onAbort;
+      this.onAbort = null;
+      a?.();
       this.#writable = null;
-      w?.();
     });
   }
 
@@ -31,28 +32,43 @@ export class ResponseState {
   /** Writes the status and headers (once). */
   head (status: number, headers: Iterable<[string, string]>): void {
     if (!this.live || this.headersSent) return;
-    this.res.cork(() => {
-      this.res.writeStatus(statusLine(status));
-      for (const [k, v] of headers) this.res.writeHeader(k, v);
-    });
+    this.res.cork(() => { this.#head(status, headers); });
+  }
+
+  #head (status: number, headers: Iterable<[string, string]>): void {
+    this.res.writeStatus(statusLine(status));
+    for (const [k, v] of headers) this.res.writeHeader(k, v);
     this.headersSent = true;
   }
 
-  /** Writes a chunk; resolves when the socket can take more (immediately unless under backpressure). */
-  write (chunk: Uint8Array): Promise<void> | undefined {
-    if (!this.live) return undefined;
+  /**
+   * Writes the status and headers if not sent yet, then `data`, then ends the response if `end`: all under one
+   * cork, so one send. Returns false under backpressure: the data is kept; wait for whenWritable before more.
+   */
+  stream (status: number, headers: Iterable<[string, string]>, data: Uint8Array | undefined, end: boolean): boolean {
+    if (!this.live) return true;
     let ok = true;
-    this.res.cork(() => { ok = this.res.write(chunk); });
-    if (ok) return undefined;
-    return new Promise((resolve) => {
-      // One onWritable per response at a time (uWebSockets.js#961): this one resolves and unregisters itself.
-      this.#writable = resolve;
-      this.res.onWritable(() => {
-        const w = this.#writable;
-        this.#writable = null;
-        w?.();
-        return true;
-      });
+    this.res.cork(() => {
+      if (!this.headersSent) this.#head(status, headers);
+      if (data) ok = this.res.write(data);
+      if (end) {
+        this.ended = true;
+        this.res.end();
+      }
+    });
+    return ok;
+  }
+
+  /** Calls `fn` once when the socket can take more (never if the client goes away first). */
+  whenWritable (fn: () => void): void {
+    if (!this.live) return;
+    // One onWritable per response at a time (uWebSockets.js#961): this one calls back and unregisters itself.
+    this.#writable = fn;
+    this.res.onWritable(() => {
+      const w = this.#writable;
+      this.#writable = null;
+      w?.();
+      return true;
     });
   }
 

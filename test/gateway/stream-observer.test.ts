@@ -34,8 +34,26 @@ test('any split of the byte stream gives the same observation (property)', () =>
     }
     o.end();
     assert.equal(firsts, 1);
+    assert.equal(o.contentEvents, 2);
     assert.deepEqual(o.usage, { promptTokens: 40, completionTokens: 2, cachedTokens: 32 });
   }));
+});
+
+test('after the first token, events are counted without parsing, and usage or errors are still read', () => {
+  const o = new StreamObserver('text/event-stream');
+  o.push(Buffer.from(events[1]));
+  o.push(Buffer.from(
+    'data:{"choices":[{"delta":{"content":"a"}}]}\n\n' + // no space after the colon
+    ': keep-alive\n\n' + // a comment: not an event
+    'data: {"choices":[{"delta":\ndata: {"content":"b"}}]}\n\n' + // two data lines
+    'data: \n\n' + // empty data
+    'data: {"choices":[{"delta":{"content":"c"}}],"usage":{"prompt_tokens":7,"completion_tokens":4}}\n\n' +
+    'data: {"error":{"message":"late","type":"x","code":500}}\n\n' +
+    'data: [DONE]\n\n'));
+  o.end();
+  assert.equal(o.contentEvents, 4); // Hel, a, b and the last chunk (its usage read too)
+  assert.deepEqual(o.usage, { promptTokens: 7, completionTokens: 4, cachedTokens: null });
+  assert.equal(o.streamError, 'late');
 });
 
 test('a non-streaming response is read at the end; completions text counts as content', () => {
