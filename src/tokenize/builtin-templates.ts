@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { JinjaChatTemplate, type SpecialTokenStrings } from './chat-template.js';
 import { CHATML_TEMPLATE } from './templates/chatml.js';
+import { renderChatmlDirect } from './templates/chatml-direct.js';
 import { LLAMA3_TEMPLATE } from './templates/llama3.js';
 import { LLAMA31_TEMPLATE } from './templates/llama31.js';
 import { TokenizeError } from './errors.js';
@@ -40,7 +41,7 @@ export function createChatTemplate (nameOrSource: string, specials?: SpecialToke
   if ((BUILTIN_TEMPLATE_NAMES as readonly string[]).includes(nameOrSource)) {
     const name = nameOrSource as BuiltinTemplateName;
     const defaults = name.startsWith('llama') ? LLAMA_SPECIALS : CHATML_SPECIALS;
-    return new JinjaChatTemplate(name, builtinTemplateSource(name), specials ?? defaults);
+    return new JinjaChatTemplate(name, builtinTemplateSource(name), specials ?? defaults, name === 'chatml' ? renderChatmlDirect : null);
   }
   if (!nameOrSource.includes('{')) {
     throw new TokenizeError('EAR_ERR_CHAT_TEMPLATE', `unknown chat template "${nameOrSource}"; valid names: ${BUILTIN_TEMPLATE_NAMES.join(', ')} (or jinja source)`);

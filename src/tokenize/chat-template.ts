@@ -105,6 +105,9 @@ export function toolDicts (tools: readonly unknown[]): unknown[] {
   });
 }
 
+/** A renderer equivalent to one template for the inputs it accepts; null for the others. */
+export type DirectRenderer = (conversation: readonly Record<string, unknown>[], addGenerationPrompt: boolean, tools: unknown) => string | null;
+
 /** A chat template from jinja source (a tokenizer_config.json's chat_template, or one of EAR's built-ins). */
 export class JinjaChatTemplate implements ChatTemplate {
   readonly name: string;
@@ -112,7 +115,11 @@ export class JinjaChatTemplate implements ChatTemplate {
   readonly #template: Template;
   readonly #specials: Record<string, string>;
 
-  constructor (name: string, source: string, specials: SpecialTokenStrings = {}) {
+  /** Renders without jinja where it can (null: use jinja); must give the template's exact output. */
+  readonly #direct: DirectRenderer | null;
+
+  constructor (name: string, source: string, specials: SpecialTokenStrings = {}, direct: DirectRenderer | null = null) {
+    this.#direct = direct;
     this.name = name;
     this.contentFormat = detectContentFormat(source);
     try {
@@ -135,6 +142,8 @@ export class JinjaChatTemplate implements ChatTemplate {
     if (continueFinal && last.role !== 'assistant') {
       throw new TokenizeError('EAR_ERR_CHAT_TEMPLATE', 'continue_final_message needs the last message to be from the assistant');
     }
+    const fast = this.#direct?.(conversation, addGenerationPrompt, opts.tools) ?? null;
+    if (fast !== null) return continueFinal ? cutAfterFinalMessage(fast, finalText(last.content)) : fast;
     // Same precedence as transformers' apply_chat_template: special tokens, then caller kwargs, then the fixed names.
     const context: Record<string, unknown> = {
       ...this.#specials,
