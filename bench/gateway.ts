@@ -364,17 +364,18 @@ function standsInTheWay (cells: Cell[]): string {
 
 In this run EAR spent ${range('ear')} µs of CPU a request, nginx ${range('nginx-1w')} and the upstream alone ${range('direct')}:
 on 2 cores shared with the client and the upstream, that caps EAR's throughput well below nginx's. Where the
-main thread's busy time goes for short non-streaming requests at 32 connections: writing the response to the
-client through uWS 19% (nearly all its send syscall); undici 33% (its writev syscall 17%, its JS and Node's
-socket plumbing 16%); rendering the one-message ChatML prompt with the @huggingface/jinja interpreter 18%
-(~25 µs a request; parsing, byte tokens and block hashes take 3% more); routing (WASM prefix match, policy,
-session table) 5%; GC 4%; prom-client 3%; the gateway's own JS (handler, proxy callbacks, stream observer) 7%.
-The syscalls are the same four a request that nginx makes (strace: one recv and one send each side, plus four
-epoll waits), so what is left to cut is JavaScript: the ChatML render (src/tokenize has the fast path to
-take; −25 µs), then undici's and Node's socket layers, which a gateway on undici keeps. Proxying with dispatch()
-instead of request() + async iteration, one uWS write per upstream socket read, observing a stream once per
-read and label children made once per backend took EAR from 100–128 to 82–94 µs a request short and from
-135–180 to 108–118 streamed (16 connections, old and new builds interleaved). For long prompts with the character tokenizer (one token per byte: 8,320
+main thread's busy time went for short non-streaming requests at 32 connections (profile taken before the ChatML
+fast path): writing the response to the client through uWS 19% (nearly all its send syscall); undici 33% (its
+writev syscall 17%, its JS and Node's socket plumbing 16%); rendering the ChatML prompt with the
+@huggingface/jinja interpreter 18% (17–25 µs a request; now rendered directly when there are no tools: 0.2 µs);
+parsing, byte tokens and block hashes 3%; routing (WASM prefix match, policy, session table) 5%; GC 4%;
+prom-client 3%; the gateway's own JS (handler, proxy callbacks, stream observer) 7%. The syscalls are the same
+four a request that nginx makes (strace: one recv and one send each side, plus four epoll waits), so what is
+left to cut is JavaScript: undici's and Node's socket layers (a gateway on undici keeps them; a minimal
+HTTP/1.1 client on raw sockets is the next step), prom-client, and the gateway's own per-request objects.
+Proxying with dispatch() instead of request() + async iteration, one uWS write per upstream socket read,
+observing a stream once per read and label children made once per backend took EAR from 100–128 to 82–94 µs
+a request short and from 135–180 to 108–118 streamed (16 connections, old and new builds interleaved). For long prompts with the character tokenizer (one token per byte: 8,320
 blocks for 130 KB, ~12–16 ms of CPU a request): the kv-events thread decodes every recorded block as a JS
 object with three BigInts (ring.ts op(), index-feeder.ts; ~12 ms and most of its GC), the character tokenizer
 pushes bytes one by one into a number[] (~5 ms in the route worker), and the prefix match takes ~2.6 ms on the
