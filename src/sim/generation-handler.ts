@@ -198,6 +198,7 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
       const times = m !== undefined
         ? { arrival: m.arrivalTime, firstScheduled: m.firstScheduledTime, firstToken: m.firstTokenTime, finished: m.finishTime }
         : { arrival: c.arrival, firstScheduled: c.firstScheduled, firstToken: Number.isNaN(c.firstToken) ? now : c.firstToken, finished: now };
+      ctx.onRequestFinished?.(requestIdHeader(req), times);
       ctx.metrics.observeFinished({
         times,
         promptTokens: c.prompt.ids.length,

@@ -18,7 +18,7 @@ import { KV_PULL_PATH } from './kv-transfer.js';
 import { outputVocabulary } from './output-vocabulary.js';
 import { loadProfile } from './profile.js';
 import { RealClockHost } from './real-clock-host.js';
-import type { SimContext } from './sim-context.js';
+import type { RequestFinishedHook, SimContext } from './sim-context.js';
 import { SimMetrics } from './sim-metrics.js';
 import { resolveSimOptions } from './sim-options.js';
 import { asVllmEvents } from './vllm-event-shape.js';
@@ -28,6 +28,8 @@ import { handleDetokenize, handleTokenize } from './tokenize-handler.js';
 export interface StartSimOptions extends Partial<SimOptions> {
   /** Defaults to a pino logger at EAR_LOG_LEVEL (info). */
   logger?: Logger;
+  /** Called in-process with each finished request's modelled times (the e2e driver's engine TTFT). */
+  onRequestFinished?: RequestFinishedHook;
 }
 
 export interface SimServer {
@@ -123,7 +125,7 @@ function handleKvPull (ctx: SimContext, raw: unknown): string {
 type Route = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
 
 export async function startSim (options: StartSimOptions = {}): Promise<SimServer> {
-  const { logger, ...rest } = options;
+  const { logger, onRequestFinished, ...rest } = options;
   const opts = resolveSimOptions(rest);
   const log = logger ?? pino({ level: process.env.EAR_LOG_LEVEL ?? 'info' });
 
@@ -181,7 +183,8 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
     engineId,
     log,
     sideChannel: () => ({ host: sideHost, port }),
-    nextSeq: () => seq++
+    nextSeq: () => seq++,
+    onRequestFinished
   };
 
   const json = (res: ServerResponse, body: string, status = 200): void => {

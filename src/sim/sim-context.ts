@@ -24,4 +24,10 @@ export interface SimContext {
   sideChannel (): { host: string; port: number };
   /** A process-unique number for engine request ids. */
   nextSeq (): number;
+  /** In-process observers (the e2e evaluation driver): each finished request's modelled times, by its x-request-id. */
+  onRequestFinished?: RequestFinishedHook;
 }
+
+/** Modelled seconds of one finished request: arrival, first scheduled, first token, finished. */
+export interface RequestTimes { arrival: number; firstScheduled: number; firstToken: number; finished: number }
+export type RequestFinishedHook = (requestId: string | null, times: RequestTimes) => void;

@@ -91,8 +91,11 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
   let gw: { child: ChildProcess; url: string } | null = null;
   const dispatcher = new Agent({ connections: 512, headersTimeout: 0, bodyTimeout: 0 });
   try {
+    // Each request's engine TTFT (modelled seconds), by the x-request-id the gateway forwards.
+    const engineTtft = new Map<string, number>();
     for (let i = 0; i < o.engines; i++) {
       sims.push(await startSim({
+        onRequestFinished: (rid, t) => { if (rid !== null) engineTtft.set(rid, t.firstToken - t.arrival); },
         host: '127.0.0.1', port: 0, profile: o.profile, timeScale: scale, tokenizer: 'hf:qwen3', servedModelName: [MODEL],
         enablePromptTokensDetails: true, seed: o.seed + i, stopProbability: 0, logger: silent
       }));
@@ -122,10 +125,19 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
       open++;
       // Written by hand: JSON.stringify turns a Uint32Array into an object, and this is the hot path of the client.
       const body = `{"model":"${MODEL}","prompt":[${tokens.join(',')}],"max_tokens":${d.outputTokens},"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`;
-      stream(dispatcher, url, body, { 'x-session-id': d.sessionId }, () => metrics.firstToken(id, now()))
+      // The gateway forwards a sane x-request-id as it is ('/' is not one of its characters).
+      const rid = `eval:${id.replace(/[^A-Za-z0-9._:-]/g, ':')}`;
+      let first = NaN;
+      stream(dispatcher, url, body, { 'x-session-id': d.sessionId, 'x-request-id': rid }, () => { first = now(); metrics.firstToken(id, first); })
         .then(({ cached, output }) => {
           const t = now();
-          metrics.requestFinished(id, { at: t, cachedTokens: cached, outputTokens: output });
+          // Added latency in wall seconds: client TTFT minus the engine's, both scaled to the wall clock. The
+          // collector takes it as ttft − engineTtft on its own (workload) clock, so the engine TTFT is expressed there.
+          const eng = engineTtft.get(rid);
+          engineTtft.delete(rid);
+          const ttft = (Number.isNaN(first) ? t : first) - d.at;
+          const added = eng === undefined ? undefined : (ttft - eng) * scale;
+          metrics.requestFinished(id, { at: t, cachedTokens: cached, outputTokens: output, engineTtft: added === undefined ? undefined : ttft - added });
           done(t);
         }, (err: Error) => {
           const t = now();
@@ -152,8 +164,7 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
     await allDone;
     clearInterval(sampler);
     if (limit) clearTimeout(limit);
-    const decision = await gatewayDecisionSeconds(url);
-    if (decision !== null) metrics.routingDecision(decision);
+    for (const [seconds, count] of await gatewayDecisionSamples(url)) for (let i = 0; i < count; i++) metrics.routingDecision(seconds);
     const idealRun = replay(w, (s, k) => isolated.get(requestId(s, k)) ?? 0);
     return { summary: metrics.summary({ idealMakespan: idealRun.makespan }), wallSeconds: (performance.now() - wall0) / 1000 };
   } finally {
@@ -166,12 +177,20 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
   }
 }
 
-/** Mean routing decision time the gateway measured (its histogram's sum / count), seconds. */
-async function gatewayDecisionSeconds (url: string): Promise<number | null> {
+/**
+ * The gateway's routing decision times from its histogram (ear_routing_decision_seconds): each bucket's count at
+ * the bucket's upper bound, so percentiles come out at the histogram's resolution.
+ */
+async function gatewayDecisionSamples (url: string): Promise<Array<[number, number]>> {
   const r = await request(`${url}/metrics`);
   const text = await r.body.text();
-  const sum = /^ear_routing_decision_seconds_sum\{[^}]*\} (\S+)/m.exec(text);
-  const count = /^ear_routing_decision_seconds_count\{[^}]*\} (\S+)/m.exec(text);
-  if (!sum || !count || Number(count[1]) === 0) return null;
-  return Number(sum[1]) / Number(count[1]);
+  const out: Array<[number, number]> = [];
+  let below = 0;
+  for (const m of text.matchAll(/^ear_routing_decision_seconds_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)/gm)) {
+    if (m[1] === '+Inf') continue;
+    const cumulative = Number(m[2]);
+    if (cumulative > below) out.push([Number(m[1]), cumulative - below]);
+    below = cumulative;
+  }
+  return out;
 }

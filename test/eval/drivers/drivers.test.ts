@@ -48,7 +48,11 @@ test('e2e smoke: the real gateway in front of two simulated engines serves a sho
   assert.equal(s.requests.failed, 0, JSON.stringify(s.failures));
   assert.equal(s.requests.completed, s.requests.sent);
   assert.ok(s.apc.value > 0.3, `APC ${s.apc.value}`);
-  assert.ok(s.gateway.decision.count > 0);
+  // The gateway's cost: its decision times (one sample per routed request, from its histogram) and the latency it
+  // adds to every request (client TTFT minus the engine's own, in wall seconds).
+  assert.ok(s.gateway.decision.count >= s.requests.sent, `decisions ${s.gateway.decision.count}`);
+  assert.equal(s.gateway.addedLatency.count, s.requests.completed);
+  assert.ok(s.gateway.addedLatency.p50 > 0 && s.gateway.addedLatency.p50 < 1e6, `added p50 ${s.gateway.addedLatency.p50} µs`);
 });
 
 test('ear eval writes results.json and report.md, and refuses a bad flag', () => {
