@@ -6,7 +6,7 @@ import { policyNames } from '../core/policies/index.js';
 import { runDes } from '../eval/drivers/des.js';
 import { runE2e } from '../eval/drivers/e2e.js';
 import { loadWorkload, workloadStats, type Workload } from '../eval/workloads/index.js';
-import { buildResults, policyTable, Progress, writeReport, type PolicyResult, type Sweep } from '../eval/report/index.js';
+import { buildResults, describeWorkload, policyTable, Progress, writeReport, type PolicyResult, type Sweep } from '../eval/report/index.js';
 import type { MetricsSummary } from '../eval/metrics/index.js';
 
 const USAGE = `usage: ear eval [--driver des|e2e] [--workload agentic|claude-code:DIR|mooncake:FILE] [--policies a,b,c]
@@ -139,6 +139,8 @@ export async function main (argv: string[]): Promise<number> {
   }
 
   const w = buildWorkload(plan);
+  const stats = workloadStats(w);
+  console.log(`workload ${plan.workload} as realised: ${describeWorkload(stats)}`);
   const progress = new Progress({ label: `eval ${plan.driver} ${plan.workload}` });
   const results: PolicyResult[] = [];
   for (const policy of plan.policies) {
@@ -163,7 +165,7 @@ export async function main (argv: string[]): Promise<number> {
     profile: plan.profile, seed: plan.seed, duration: plan.duration, numGpuBlocks: plan.numGpuBlocks ?? null,
     timeScale: plan.driver === 'e2e' ? plan.timeScale : null, ttftSlo: plan.ttftSlo, sweep, command: `ear eval ${argv.join(' ')}`
   };
-  const files = await writeReport(out, buildResults({ config, policies: results, sweeps, workload: workloadStats(w) }), { plots });
+  const files = await writeReport(out, buildResults({ config, policies: results, sweeps, workload: stats }), { plots });
   console.log(policyTable(results));
   console.log(`\nwrote ${files.length} files to ${out}/`);
   return 0;

@@ -6,7 +6,7 @@ import { plotsOf, renderPng } from './plots.js';
 import type { Results } from './results.js';
 
 export { buildResults, gitCommit, machine, type Results, type PolicyResult, type Sweep, type SweepPoint, type Machine, type Commit } from './results.js';
-export { renderMarkdown, policyTable, COLUMNS } from './markdown.js';
+export { renderMarkdown, policyTable, describeWorkload, COLUMNS } from './markdown.js';
 export { plotsOf, renderPng, slug, type Plot } from './plots.js';
 export { Progress, type ProgressOptions } from './progress.js';
 

@@ -46,6 +46,13 @@ export function policyTable (policies: Results['policies']): string {
   return table(['policy', ...COLUMNS.map((c) => c.label)], rows);
 }
 
+/** The workload as realised, in one line (report.md and `ear eval`'s output). */
+export function describeWorkload (w: NonNullable<Results['workload']>): string {
+  return `${w.sessions} sessions, ${w.requests} requests, mean prompt ${Math.round(w.meanPrompt)}, prompt/output ${w.promptOutputRatio.toFixed(1)}, ` +
+    `top 1% of sessions ${(w.top1PctTokenShare * 100).toFixed(1)}% of input, reuse ${(w.reuseSplit.intraSession * 100).toFixed(1)}% intra / ` +
+    `${(w.reuseSplit.crossSession * 100).toFixed(1)}% cross / ${(w.reuseSplit.sharedPrefix * 100).toFixed(1)}% shared prefix`;
+}
+
 export function renderMarkdown (r: Results, plots: string[] = []): string {
   const out: string[] = ['# EAR evaluation', ''];
   const cfg = r.config;
@@ -56,9 +63,7 @@ export function renderMarkdown (r: Results, plots: string[] = []): string {
   line('created', r.createdAt);
   if (r.workload !== null) {
     const w = r.workload;
-    line('workload statistics', `${w.sessions} sessions, ${w.requests} requests, mean prompt ${Math.round(w.meanPrompt)}, prompt/output ${w.promptOutputRatio.toFixed(1)}, ` +
-      `top 1% of sessions ${(w.top1PctTokenShare * 100).toFixed(1)}% of input, reuse ${(w.reuseSplit.intraSession * 100).toFixed(1)}% intra / ` +
-      `${(w.reuseSplit.crossSession * 100).toFixed(1)}% cross / ${(w.reuseSplit.sharedPrefix * 100).toFixed(1)}% shared prefix`);
+    line('workload statistics', describeWorkload(w));
   }
   out.push('', 'Best value per column in bold. Latencies from HDR histograms (µs, 3 significant digits); APC bound = one infinite cache seeing every request in order; hotspot = max / mean pending prefill over engines (100 ms samples with load); amplification = makespan / ideal makespan.', '');
   out.push(policyTable(r.policies), '');
