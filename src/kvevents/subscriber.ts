@@ -39,6 +39,11 @@ export interface KvSubscriberOptions {
    * engine's by their bytes (the last START_WINDOW replayed payloads are kept until live passes them).
    */
   replayOnStart?: boolean;
+  /**
+   * After this long without a live batch, ask the replay socket once for anything past the last sequence: ZMQ may
+   * drop the last batches of a burst, and no later batch would then reveal the gap (0 disables). Default 1000.
+   */
+  tailCheckMs?: number;
   /** Clock in ms since the epoch, for the apply lag. */
   now?: () => number;
 }
@@ -76,6 +81,8 @@ export interface KvSubscriberStats {
   gaps: number;
   /** Replay requests sent (gaps with a replay endpoint, plus the catch-up on start). */
   replays: number;
+  /** Replays asked after a quiet period, in case the last batches of a burst were dropped (see tailCheckMs). */
+  tailChecks: number;
   replayedBatches: number;
   resyncs: number;
   /** Payloads or frames that did not decode; counted and skipped. */
@@ -120,6 +127,9 @@ export class KvEventSubscriber {
   #loop: Promise<void> | null = null;
   #timer: NodeJS.Timeout | null = null;
   #wake: (() => void) | null = null;
+  /** Live handling and tail checks run one at a time on this chain (both may replay). */
+  #serial: Promise<void> = Promise.resolve();
+  #tailTimer: NodeJS.Timeout | null = null;
   /** Last sequence number applied (live or replayed). */
   #last: bigint | null = null;
   /** Last sequence number seen on the live stream: the live stream only goes backwards when the publisher restarts. */
@@ -127,7 +137,7 @@ export class KvEventSubscriber {
   /** Payloads of the start replay by seq (replayOnStart), until the live stream passes them. */
   #startWindow: Map<bigint, Uint8Array> | null = null;
   readonly #stats: KvSubscriberStats = {
-    batches: 0, events: 0, skippedEvents: 0, gaps: 0, replays: 0, replayedBatches: 0, resyncs: 0, decodeErrors: 0,
+    batches: 0, events: 0, skippedEvents: 0, gaps: 0, replays: 0, tailChecks: 0, replayedBatches: 0, resyncs: 0, decodeErrors: 0,
     duplicates: 0, handlerErrors: 0, socketErrors: 0, lastSeq: null, lastApplyLagMs: null,
   };
 
@@ -147,6 +157,7 @@ export class KvEventSubscriber {
       receiveHighWaterMark: opts.receiveHighWaterMark ?? 10_000,
       catchUpOnStart: opts.catchUpOnStart ?? true,
       replayOnStart: opts.replayOnStart ?? false,
+      tailCheckMs: opts.tailCheckMs ?? 1000,
       now: opts.now ?? Date.now,
     };
     this.#sub = new Subscriber(this.#socketOptions({ receiveHighWaterMark: this.#opts.receiveHighWaterMark }));
@@ -177,6 +188,7 @@ export class KvEventSubscriber {
     if (this.#closed) return this.#loop ?? undefined;
     this.#closed = true;
     if (this.#timer !== null) clearTimeout(this.#timer);
+    if (this.#tailTimer !== null) clearTimeout(this.#tailTimer);
     this.#wake?.();
     this.#sub.close();
     this.#dealer?.close();
@@ -235,8 +247,32 @@ export class KvEventSubscriber {
         this.#stats.decodeErrors++;
         continue;
       }
-      await this.#onLive(msg.seq, msg.topic, msg.payload);
+      const { seq, topic, payload } = msg;
+      await this.#exclusive(() => this.#onLive(seq, topic, payload));
+      this.#armTailCheck(topic);
     }
+  }
+
+  #exclusive (fn: () => Promise<void>): Promise<void> {
+    const run = this.#serial.then(fn);
+    this.#serial = run.catch(() => {});
+    return run;
+  }
+
+  /** One tail check per quiet period after live traffic (an idle engine is not polled). */
+  #armTailCheck (topic: string): void {
+    if (this.#opts.tailCheckMs <= 0 || this.#cfg.replayEndpoint === null) return;
+    if (this.#tailTimer !== null) clearTimeout(this.#tailTimer);
+    this.#tailTimer = setTimeout(() => {
+      this.#tailTimer = null;
+      if (this.#closed || this.#last === null) return;
+      void this.#exclusive(async () => {
+        if (this.#closed || this.#last === null) return;
+        this.#stats.tailChecks++;
+        await this.#replay(this.#last + 1n, topic, false);
+      });
+    }, this.#opts.tailCheckMs);
+    this.#tailTimer.unref();
   }
 
   async #onLive (seq: bigint, topic: string, payload: Uint8Array): Promise<void> {
@@ -279,9 +315,9 @@ export class KvEventSubscriber {
   }
 
   /** Asks the ROUTER for every buffered batch from `from` on and applies them in order until the end marker. */
-  async #replay (from: bigint, topic: string): Promise<void> {
+  async #replay (from: bigint, topic: string, counted = true): Promise<void> {
     if (this.#closed) return;
-    this.#stats.replays++;
+    if (counted) this.#stats.replays++;
     const dealer = this.#dealer ??= this.#newDealer();
     try {
       await dealer.send(buildReplayRequest(from));
