@@ -9,3 +9,4 @@ export * from './heap';
 export * from './ring';
 export * from './pod-table';
 export * from './load-table';
+export * from './ring-apply';

@@ -5,6 +5,7 @@
 import { threadId } from 'node:worker_threads';
 import type { KeySpan } from './block-keys.js';
 import type { Region } from './region.js';
+import type { RingConsumer } from './ring.js';
 
 /** Kind ids and kind masks (bit 1 << kind), read from the kernels module. */
 export interface IndexKinds {
@@ -141,6 +142,7 @@ export class PrefixIndexWriter extends PrefixIndex {
   readonly #clearPod: Fn<[number, number, number]>;
   readonly #expire: Fn<[number, number, number, number]>;
   readonly #probeStats: Fn<[number, number], void>;
+  readonly #applyRing: Fn<[number, number, number, number, number, number], bigint>;
 
   /** Claims the writer role for this thread; throws if another thread holds it. */
   constructor (region: Region, area?: { ptr: number; bytes: number }) {
@@ -157,6 +159,7 @@ export class PrefixIndexWriter extends PrefixIndex {
     this.#clearPod = region.fn('ixClearPod');
     this.#expire = region.fn('ixExpireAssumed');
     this.#probeStats = region.fn('ixProbeStats');
+    this.#applyRing = region.fn('ixApplyRing');
   }
 
   /** Gives the writer role up (thread shutdown), so another thread may claim it. */
@@ -202,6 +205,16 @@ export class PrefixIndexWriter extends PrefixIndex {
   expireAssumed (now: number, ttlMs: number, budget: number): number {
     if (!(ttlMs >= 0 && ttlMs < 2 ** 31)) throw new RangeError(`assumed TTL must be in [0, 2^31) ms, got ${ttlMs}`);
     return this.#expire(this.base, now >>> 0, ttlMs, budget >>> 0);
+  }
+
+  /**
+   * Drains up to `limit` record ops from the ring into the index in one kernel call (asm/ring-apply.ts): this
+   * thread must also be the ring's one consumer. Returns the ops applied and the pods forgotten.
+   */
+  applyRing (ring: RingConsumer, limit: number): { applied: number; forgotten: number } {
+    const presence = this.area + this.region.const('IX_COUNTS_BYTES');
+    const r = BigInt.asUintN(64, this.#applyRing(this.base, ring.base, ring.outPtr, ring.maxOps, Math.min(limit, 0xffffffff) >>> 0, presence));
+    return { applied: Number(r & 0xffffffffn), forgotten: Number(r >> 32n) };
   }
 
   /** Diagnostic full scan: probe lengths and a clean-slot check. */

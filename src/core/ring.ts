@@ -135,6 +135,16 @@ export class RingConsumer {
     this.#pop = region.fn('ringPop');
   }
 
+  /** The ring's base offset (for kernels that pop on their own, e.g. ixApplyRing). */
+  get base (): number {
+    return this.#base;
+  }
+
+  /** Ops one pop can hold in this consumer's area. */
+  get maxOps (): number {
+    return this.#maxOps;
+  }
+
   /** Where popped op i lies: `outPtr + i * layout.opBytes`, valid until the next pop. */
   get outPtr (): number {
     return this.#out;

@@ -2,7 +2,7 @@
 // (a routing decision's prompt keys, assumed on the chosen pod), and ages assumed entries out a slice at a time
 // so no single call sweeps the whole table. Engine events (precise mode) are applied by the same thread.
 import type { PrefixIndexWriter } from '../core/prefix-index.js';
-import { opTime, type RingConsumer } from '../core/ring.js';
+import type { RingConsumer } from '../core/ring.js';
 
 export interface FeederOptions {
   /** Assumed presence is dropped this long after it was recorded: 20 min approximate, 5 s precise. */
@@ -22,18 +22,11 @@ export class IndexFeeder {
   readonly #w: PrefixIndexWriter;
   readonly #ring: RingConsumer;
   readonly #opts: FeederOptions;
-  readonly #assumed: number;
-  readonly #touch: number;
-  readonly #forget: number;
 
   constructor (writer: PrefixIndexWriter, ring: RingConsumer, opts: FeederOptions) {
     this.#w = writer;
     this.#ring = ring;
     this.#opts = opts;
-    const oc = ring.layout.opcodes;
-    this.#assumed = oc.assumed;
-    this.#touch = oc.touch;
-    this.#forget = oc.forgetPod;
   }
 
   /** Precise mode switches on or off with the backend list (a reload). */
@@ -42,21 +35,15 @@ export class IndexFeeder {
     this.#opts.assumedTtlMs = ms;
   }
 
-  /** Applies up to `limit` ring ops; returns how many were applied. */
+  /**
+   * Applies up to `limit` ring ops in one kernel call (assumed: add the pod; touch: refresh a key the index still
+   * has; forgetPod: clear the pod); returns how many were applied.
+   */
   pump (limit = 1 << 16): number {
-    const w = this.#w;
-    const kind = w.kind.assumed;
-    const n = this.#ring.drain((op) => {
-      if (op.opcode === this.#assumed || op.opcode === this.#touch) {
-        // touch refreshes only keys the index still has; assumed adds the pod.
-        if (op.opcode === this.#assumed || w.lookup(op.key) !== null) w.insert(op.key, op.pod, kind, opTime(op.a));
-      } else if (op.opcode === this.#forget) {
-        w.clearPod(op.pod, w.mask.all);
-        this.stats.forgotten++;
-      }
-    }, limit);
-    this.stats.applied += n;
-    return n;
+    const { applied, forgotten } = this.#w.applyRing(this.#ring, limit);
+    this.stats.applied += applied;
+    this.stats.forgotten += forgotten;
+    return applied;
   }
 
   /** Ages out one slice of assumed entries. */
