@@ -33,7 +33,8 @@ const area = region.claimScratch();
 const ixBytes = Math.ceil(PrefixIndex.areaBytes(region) / 64) * 64;
 const writer = new PrefixIndexWriter(region, { ptr: area.ptr, bytes: ixBytes });
 const hasher = new BlockHasher(region, { ptr: area.ptr + ixBytes, bytes: area.bytes - ixBytes });
-const feeder = new IndexFeeder(writer, new RingConsumer(region), { assumedTtlMs: data.assumedTtlMs, expiryBudget: 4096 });
+const ring = new RingConsumer(region);
+const feeder = new IndexFeeder(writer, ring, { assumedTtlMs: data.assumedTtlMs, expiryBudget: 4096 });
 const epochMs = (): number => performance.timeOrigin + performance.now();
 
 /** Followed backends by pod index. */
@@ -50,18 +51,21 @@ let stopped = false;
 let timer: NodeJS.Timeout | null = null;
 let lastExpiry = 0;
 
+const EXPIRY_EVERY_MS = 100;
+
 function tick (): void {
   timer = null;
   if (stopped) return;
+  const tail = ring.tail(); // before the pop: a push after it makes the wait below return at once
   const applied = feeder.pump();
   const now = epochMs();
-  if (now - lastExpiry >= 100) {
+  if (now - lastExpiry >= EXPIRY_EVERY_MS) {
     feeder.expire(now);
     lastExpiry = now;
   }
-  // Busy while ops arrive; otherwise a short sleep (the ring is bounded and counts what it drops).
+  // Busy while ops arrive; otherwise asleep until a producer pushes (it notifies) or the next expiry slice.
   if (applied > 0) setImmediate(tick);
-  else timer = setTimeout(tick, 1);
+  else void ring.waitForOps(tail, EXPIRY_EVERY_MS).then(() => { if (!stopped) timer = setTimeout(tick, 0); });
 }
 
 function sameStream (a: KvBackendSpec, b: KvBackendSpec): boolean {

@@ -29,6 +29,8 @@ export function ringLayout (region: Region) {
       forgetPod: region.const('RING_OPCODE_FORGET_POD')
     } as Record<RingOpcode, number>,
     opBytes: region.const('RING_OP_BYTES'),
+    /** Header offset of the producers' claim counter: it changes with every push, so a consumer can wait on it. */
+    tail: region.const('RING_H_TAIL'),
     opcode: region.const('RING_OP_OPCODE'),
     pod: region.const('RING_OP_POD'),
     key: region.const('RING_OP_KEY'),
@@ -79,7 +81,14 @@ export class RingProducer {
     u64[(p + L.key) >>> 3] = key;
     u64[(p + L.a) >>> 3] = a;
     u64[(p + L.b) >>> 3] = b;
-    return this.#push(this.#base, p) === 1;
+    const ok = this.#push(this.#base, p) === 1;
+    this.#wake();
+    return ok;
+  }
+
+  /** Wakes a consumer waiting in RingConsumer.waitForOps (a no-op when none waits). */
+  #wake (): void {
+    Atomics.notify(this.#r.i32, (this.#base + this.layout.tail) >>> 2);
   }
 
   /**
@@ -87,7 +96,9 @@ export class RingProducer {
    * a = time, b = firstPosition + i. Keeps the first ops that fit; returns how many were pushed.
    */
   pushKeysAt (opcode: number, pod: number, keysPtr: number, n: number, time: number, firstPosition = 0): number {
-    return this.#pushKeys(this.#base, opcode, pod, keysPtr, n, time, firstPosition) >>> 0;
+    const pushed = this.#pushKeys(this.#base, opcode, pod, keysPtr, n, time, firstPosition) >>> 0;
+    this.#wake();
+    return pushed;
   }
 
   /** Like pushKeysAt for keys held in JS; they are copied through this view's scratch area. */
@@ -138,6 +149,20 @@ export class RingConsumer {
   /** The ring's base offset (for kernels that pop on their own, e.g. ixApplyRing). */
   get base (): number {
     return this.#base;
+  }
+
+  /** The producers' claim counter now: read it before a pop that may find the ring empty, then waitForOps(it). */
+  tail (): number {
+    return Atomics.load(this.#r.i32, (this.#base + this.layout.tail) >>> 2);
+  }
+
+  /**
+   * Resolves once a producer has pushed since `tail` was read (at once if one already has), or after `timeoutMs`.
+   * Producers wake it (RingProducer notifies after each push), so an idle consumer costs no polling.
+   */
+  waitForOps (tail: number, timeoutMs: number): Promise<unknown> {
+    const r = Atomics.waitAsync(this.#r.i32, (this.#base + this.layout.tail) >>> 2, tail, timeoutMs);
+    return r.async ? r.value : Promise.resolve(r.value);
   }
 
   /** Ops one pop can hold in this consumer's area. */
