@@ -141,7 +141,6 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
           done(t);
         }, (err: Error) => {
           const t = now();
-          if (process.env.EAR_EVAL_DEBUG) console.error(id, err.message);
           metrics.requestFailed(id, t, err.message.startsWith('status') ? err.message.slice(0, 10) : 'connection');
           done(t);
         })
