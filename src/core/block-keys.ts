@@ -47,16 +47,21 @@ export class BlockHasher {
    */
   rootSeed (model: string, lora: string | null = null, cacheSalt: string | null = null): bigint {
     const parts = [utf8.encode(model), utf8.encode(lora ?? ''), utf8.encode(cacheSalt ?? '')];
-    const len = parts[0].length + parts[1].length + parts[2].length + 2;
-    if (len > this.#bytes) throw new RangeError(`model, adapter and salt take ${len} bytes, more than the scratch area`);
-    const u8 = this.#region.u8;
-    let p = this.#ptr;
+    const bytes = new Uint8Array(parts[0].length + parts[1].length + parts[2].length + 2);
+    let p = 0;
     for (let i = 0; i < 3; i++) {
-      u8.set(parts[i], p);
+      bytes.set(parts[i], p);
       p += parts[i].length;
-      if (i < 2) u8[p++] = ROOT_SEPARATOR;
+      if (i < 2) bytes[p++] = ROOT_SEPARATOR;
     }
-    return BigInt.asUintN(64, this.#xxh64(this.#ptr, len, 0n));
+    return this.hashBytes(bytes, 0n);
+  }
+
+  /** XXH64 of `bytes` with `seed`, computed in this hasher's scratch area. */
+  hashBytes (bytes: Uint8Array, seed: bigint): bigint {
+    if (bytes.length > this.#bytes) throw new RangeError(`${bytes.length} bytes do not fit the ${this.#bytes}-byte scratch area`);
+    this.#region.u8.set(bytes, this.#ptr);
+    return BigInt.asUintN(64, this.#xxh64(this.#ptr, bytes.length, seed));
   }
 
   /**
