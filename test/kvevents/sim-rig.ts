@@ -97,12 +97,4 @@ export async function until (what: string, cond: () => boolean | Promise<boolean
 }
 
 /** A prompt of n lowercase letters (n tokens with the character tokenizer), different for every seed. */
-export function prompt (n: number, seed: number): string {
-  let x = (seed * 2654435761 + 1) >>> 0;
-  let out = '';
-  for (let i = 0; i < n; i++) {
-    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
-    out += String.fromCharCode(97 + (x >>> 24) % 26);
-  }
-  return out;
-}
+export { text as prompt } from '../sim/http-helpers.js';
