@@ -109,6 +109,28 @@ export class LoadTable {
     return this.#u32(pod, this.#f.pendingPrefill);
   }
 
+  /** Any thread: the engine's running requests at the last scrape. */
+  running (pod: number): number {
+    return this.#u32(pod, this.#f.running);
+  }
+
+  /** Any thread: the engine's waiting requests at the last scrape. */
+  waiting (pod: number): number {
+    return this.#u32(pod, this.#f.waiting);
+  }
+
+  /** Any thread: the engine's KV usage (0..1) at the last scrape. */
+  kvUsage (pod: number): number {
+    this.#row(pod);
+    return this.#getF64(this.#base, pod, this.#f.kvUsage);
+  }
+
+  /** Any thread: routing decisions counted for the pod. */
+  decisions (pod: number): number {
+    this.#row(pod);
+    return this.#getF64(this.#base, pod, this.#f.decisions);
+  }
+
   /** Any thread: every field (each read atomically on its own). */
   get (pod: number): PodLoad {
     const f = this.#f;

@@ -52,9 +52,9 @@ export class Router {
     this.#loadView = {
       inFlight: (p) => load.inFlight(p),
       pendingPrefill: (p) => load.pendingPrefill(p),
-      running: (p) => load.get(p).running,
-      waiting: (p) => load.get(p).waiting,
-      kvUsage: (p) => load.get(p).kvUsage
+      running: (p) => load.running(p),
+      waiting: (p) => load.waiting(p),
+      kvUsage: (p) => load.kvUsage(p)
     };
     this.#sessionView = {
       get (key): SessionInfo | null {
@@ -94,7 +94,7 @@ export class Router {
       }
     };
     let decisions = 0;
-    for (const p of candidates) decisions += load.get(p.index).decisions;
+    for (const p of candidates) decisions += load.decisions(p.index);
     const cluster: ClusterView = { pods: candidates, load: this.#loadView, sessions: this.#sessionView, decisions };
     const features: RequestFeatures = {
       model: req.model,

@@ -92,3 +92,15 @@ test('policies see each block key and how much of a match sits only on the offlo
   new Router({ index, load, sessions }, spy, { sessionTtlMs: 1000, record: () => {} }).route(req(keys, 160), pods, 0, 0);
   assert.deepEqual(seen, { key3: keys.keys[3], off1: 0, off2: 10, matched1: 10, matched2: 10 });
 });
+
+test('the load view reads the same figures field by field as the whole row', () => {
+  const { load } = setup('least-load');
+  load.addInFlight(2, 3);
+  load.countDecision(2);
+  load.countDecision(2);
+  load.setEngine(2, { running: 5, waiting: 7, kvUsage: 0.25, time: 10 });
+  const row = load.get(2);
+  assert.deepEqual([load.running(2), load.waiting(2), load.kvUsage(2), load.decisions(2)], [row.running, row.waiting, row.kvUsage, row.decisions]);
+  assert.deepEqual([row.running, row.waiting, row.kvUsage, row.decisions], [5, 7, 0.25, 2]);
+  assert.throws(() => load.kvUsage(999), RangeError);
+});
