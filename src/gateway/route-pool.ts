@@ -12,6 +12,10 @@ import type { RemoteTokenizerOptions } from '../tokenize/remote.js';
 import type { RouteResult, RouteTask, RouteWorkerData } from '../../workers/route-worker.js';
 
 const WORKER = new URL('../../workers/route-worker.js', import.meta.url).href;
+// piscina loads a worker file with require() first and import() only when that throws. On Node 20.19+ require()
+// of an ES module succeeds, but racing the loader it can abort the whole process (a V8 fatal in IsGraphAsync,
+// seen in CI). Turning require(esm) off in the pool's threads makes piscina take the import() path every time.
+const WORKER_ARGV = [...process.execArgv, '--no-experimental-require-module'];
 
 export interface RoutePoolOptions {
   threads: number;
@@ -57,7 +61,7 @@ export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): 
     sessionIdleMs: opts.sessionIdleMs ?? 30 * 60_000, remote: opts.remote ?? {}
   };
   const shards = Array.from({ length: opts.threads }, () => ({
-    pool: new Piscina({ filename: WORKER, minThreads: 1, maxThreads: 1, idleTimeout: Infinity, maxQueue, workerData }),
+    pool: new Piscina({ filename: WORKER, minThreads: 1, maxThreads: 1, idleTimeout: Infinity, maxQueue, workerData, execArgv: WORKER_ARGV }),
     inFlight: 0
   }));
   let inFlight = 0;
