@@ -33,7 +33,11 @@ export interface RouteTask {
  * Errors cross the thread boundary as data, so the main thread can answer with the right status. `fallback`:
  * the remote tokenizer was not used for this request (counted by the pool).
  */
-export type RouteResult = ({ ok: true; features: Features } | { ok: false; status: number; code: string; message: string }) & { fallback?: boolean };
+export type RouteResult = ({ ok: true; features: Features } | { ok: false; status: number; code: string; message: string }) & {
+  fallback?: boolean;
+  /** When this thread took the task (epoch ms, sub-ms precision), for the pool's queue-wait histogram. */
+  startedAt: number;
+};
 
 const data = workerData as RouteWorkerData;
 const region = new Region(data.shared);
@@ -62,17 +66,18 @@ async function remoteFeatures (r: RemoteTokenizer, endpoint: Endpoint, body: Buf
 }
 
 export default async function routeTask (task: RouteTask): Promise<RouteResult> {
+  const startedAt = performance.timeOrigin + performance.now();
   try {
     const body = Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength);
     if (remote !== null) {
       const r = await remoteFeatures(remote, task.endpoint, body);
-      return { ok: true, features: r.features, fallback: r.fallback };
+      return { ok: true, features: r.features, fallback: r.fallback, startedAt };
     }
     // Structured clone copies the keys (8 bytes a block: ~17 KB for a 33.6k-token prompt), cheaper than a transfer's bookkeeping.
-    return { ok: true, features: computeFeatures(ctx, task.endpoint, body, task.sessionId) };
+    return { ok: true, features: computeFeatures(ctx, task.endpoint, body, task.sessionId), startedAt };
   } catch (err) {
     const e = err instanceof GatewayError ? err : new GatewayError('EAR_ERR_INTERNAL', 'internal error');
     const { status } = errorBody(e);
-    return { ok: false, status, code: e.code, message: e.message };
+    return { ok: false, status, code: e.code, message: e.message, startedAt };
   }
 }

@@ -58,9 +58,12 @@ export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
   try {
     const initialTtl = config.assumedTtlMs ?? (config.backends.some((b) => b.kvEvents !== null) ? PRECISE_ASSUMED_TTL_MS : APPROXIMATE_ASSUMED_TTL_MS);
     const k = kv = startKvEventsThread(shared, { assumedTtlMs: initialTtl, blockSize: config.blockSize, maxMappedBlocks: config.kvMaxMappedBlocks });
+    // The gateway (and its metrics) starts after the pool; no task runs before it does.
+    let observeQueueWait = (_seconds: number): void => {};
     pool = createRoutePool(shared, {
       threads: config.routeThreads, tokenizer: config.tokenizer, blockSize: config.blockSize,
-      sessionsPerThread: config.sessionsPerRouteThread, sessionIdleMs: config.sessionIdleMs, remote: config.remoteTokenizer
+      sessionsPerThread: config.sessionsPerRouteThread, sessionIdleMs: config.sessionIdleMs, remote: config.remoteTokenizer,
+      onQueueWait: (seconds) => observeQueueWait(seconds)
     });
     const p = pool;
     // Tell the thread only what changed; calls stay in order on one chain.
@@ -88,6 +91,8 @@ export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
     });
     registerKvEventMetrics(gateway.metrics.registry, () => k.stats());
     registerRoutePoolMetrics(gateway.metrics.registry, () => p.stats());
+    const queueWait = gateway.metrics.queueWaitSeconds;
+    observeQueueWait = (seconds) => queueWait.observe(seconds);
     sync();
     return {
       gateway,

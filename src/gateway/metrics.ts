@@ -10,7 +10,7 @@ export class GatewayMetrics {
   readonly requests = new Counter({ name: 'ear_requests_total', help: 'Requests answered, by route, status and backend.', labelNames: ['route', 'status', 'backend'], registers: [this.registry] });
   readonly decisionSeconds = new Histogram({ name: 'ear_routing_decision_seconds', help: 'Time to route one request (prefix match and policy).', buckets: FAST_BUCKETS, labelNames: ['policy'], registers: [this.registry] });
   readonly featureSeconds = new Histogram({ name: 'ear_request_features_seconds', help: 'Time to parse, render, tokenize and hash a request in the route pool (round trip).', buckets: FAST_BUCKETS, registers: [this.registry] });
-  readonly queueWaitSeconds = new Histogram({ name: 'ear_queue_wait_seconds', help: 'Time a request waited for admission.', buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  readonly queueWaitSeconds = new Histogram({ name: 'ear_queue_wait_seconds', help: 'Time a request waited in the gateway before routing (for a route thread).', buckets: LATENCY_BUCKETS, registers: [this.registry] });
   readonly ttftSeconds = new Histogram({ name: 'ear_time_to_first_token_seconds', help: 'Request received to first content token sent.', buckets: LATENCY_BUCKETS, labelNames: ['backend'], registers: [this.registry] });
   readonly tpotSeconds = new Histogram({ name: 'ear_time_per_output_token_seconds', help: '(E2E − TTFT) / (output tokens − 1).', buckets: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1], labelNames: ['backend'], registers: [this.registry] });
   readonly e2eSeconds = new Histogram({ name: 'ear_e2e_request_latency_seconds', help: 'Request received to response ended.', buckets: LATENCY_BUCKETS, labelNames: ['backend'], registers: [this.registry] });

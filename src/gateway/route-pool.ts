@@ -29,6 +29,8 @@ export interface RoutePoolOptions {
   sessionIdleMs?: number;
   /** Settings of the `remote:` tokenizer. */
   remote?: Partial<RemoteTokenizerOptions>;
+  /** Called with the seconds each task waited for its thread (the gateway's queue before routing). */
+  onQueueWait?: (seconds: number) => void;
 }
 
 export interface RoutePoolStats {
@@ -85,6 +87,7 @@ export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): 
       let r: RouteResult;
       inFlight++;
       shard.inFlight++;
+      const queuedAt = performance.timeOrigin + performance.now();
       try {
         r = await shard.pool.run({ endpoint, body, sessionId } satisfies RouteTask);
       } catch (err) {
@@ -97,6 +100,8 @@ export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): 
         inFlight--;
         shard.inFlight--;
       }
+      // Both clocks are the epoch in ms; a thread's timeOrigin can differ from ours by a few µs, hence the floor.
+      opts.onQueueWait?.(Math.max(0, r.startedAt - queuedAt) / 1000);
       if (r.fallback) stats.tokenizerFallbacks++;
       if (!r.ok) throw new GatewayError(r.code as ErrorCode, r.message);
       return r.features;

@@ -46,6 +46,9 @@ test('with the engine\'s /tokenize reachable, requests route and nothing falls b
   assert.equal(await chat(good.base, 's', 'first'), 200);
   assert.equal(await chat(good.base, 's', 'second'), 200);
   assert.equal(await metric(good.base, 'ear_tokenizer_fallbacks_total'), 0);
+  // Both went through a route thread, and the wait for it was observed once each.
+  assert.equal(await metric(good.base, 'ear_queue_wait_seconds_count'), 2);
+  assert.ok(await metric(good.base, 'ear_queue_wait_seconds_sum') >= 0);
 });
 
 test('with the tokenizer unreachable, requests still route on character tokens, and each is counted', async () => {
