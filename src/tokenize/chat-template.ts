@@ -206,6 +206,11 @@ function cutAfterFinalMessage (text: string, final: string): string {
   throw new TokenizeError('EAR_ERR_CHAT_TEMPLATE', 'continue_final_message: the final message text is not in the rendered prompt');
 }
 
+/** The template's render in pieces (JinjaChatTemplate.renderPieces), or null if it has none for this request. */
+export function renderPieces (template: ChatTemplate, messages: ChatMessage[], opts: RenderOptions): RenderedPieces | null {
+  return template instanceof JinjaChatTemplate ? template.renderPieces(messages, opts) : null;
+}
+
 /** A template that cannot render, for tokenizers shipped without one: the error says what to do. */
 export class MissingChatTemplate implements ChatTemplate {
   readonly name = 'none';

@@ -4,12 +4,12 @@
 // and a property test holds the two to the same output.
 import type { RenderedPieces } from '../chat-template.js';
 
-// What a message's piece depends on besides the message itself (RenderedPieces.contexts).
-const FIRST = 1;
-const LAST = 2;
-const AFTER_LAST_QUERY = 4;
-const PREV_TOOL = 8;
-const NEXT_TOOL = 16;
+// What a message's piece depends on besides the message itself (RenderedPieces.contexts), per role: only what
+// the template reads for that role, so appending messages leaves earlier contexts as they were where it can.
+const AFTER_LAST_QUERY = 1; // assistant: after the last user query (its reasoning is shown)...
+const LAST = 2; //             ... and it is the last message
+const OPENS = 4; // tool: first of a run of tool messages (opens the user turn)
+const CLOSES = 8; // tool: last of a run (closes it)
 
 /** Python's str.strip family with a set of characters, as the template calls them ('\n' only here). */
 function lstripNl (s: string): string {
@@ -55,14 +55,18 @@ export function renderQwen3Direct (conversation: readonly Record<string, unknown
     const m = conversation[i];
     const role = m.role as string;
     const content = m.content as string;
-    const prevTool = i > 0 && conversation[i - 1].role === 'tool';
-    const nextTool = i + 1 < n && conversation[i + 1].role === 'tool';
-    contexts[i] = (i === 0 ? FIRST : 0) | (i === n - 1 ? LAST : 0) | (i > lastQuery ? AFTER_LAST_QUERY : 0) | (prevTool ? PREV_TOOL : 0) | (nextTool ? NEXT_TOOL : 0);
-    if (i === 0 && role === 'system') pieces[i] = `<|im_start|>system\n${content}<|im_end|>\n`;
-    else if (role === 'user' || role === 'system') pieces[i] = `<|im_start|>${role}\n${content}<|im_end|>\n`;
-    else if (role === 'assistant') pieces[i] = assistantPiece(content, m.reasoning_content as string | undefined, i > lastQuery, i === n - 1);
-    else if (role === 'tool') {
-      pieces[i] = `${i === 0 || !prevTool ? '<|im_start|>user' : ''}\n<tool_response>\n${content}\n</tool_response>${i === n - 1 || !nextTool ? '<|im_end|>\n' : ''}`;
+    contexts[i] = 0;
+    // A leading system message is rendered before the loop, a later one in it: the same text either way.
+    if (role === 'user' || role === 'system') pieces[i] = `<|im_start|>${role}\n${content}<|im_end|>\n`;
+    else if (role === 'assistant') {
+      const after = i > lastQuery;
+      contexts[i] = after ? AFTER_LAST_QUERY | (i === n - 1 ? LAST : 0) : 0;
+      pieces[i] = assistantPiece(content, m.reasoning_content as string | undefined, after, i === n - 1);
+    } else if (role === 'tool') {
+      const opens = i === 0 || conversation[i - 1].role !== 'tool';
+      const closes = i === n - 1 || conversation[i + 1].role !== 'tool';
+      contexts[i] = (opens ? OPENS : 0) | (closes ? CLOSES : 0);
+      pieces[i] = `${opens ? '<|im_start|>user' : ''}\n<tool_response>\n${content}\n</tool_response>${closes ? '<|im_end|>\n' : ''}`;
     } else pieces[i] = '';
   }
   let end = '';
