@@ -175,7 +175,7 @@ export class SessionFeatures {
       this.#chat.delete(session);
       this.#chatBytes -= old.bytes;
     }
-    const s: ChatState = { body, render, bytes: (body?.bytes.length ?? 0) + (render === null ? 0 : 2 * render.starts[render.starts.length - 1]) };
+    const s: ChatState = { body, render, bytes: (body?.bytes.buffer.byteLength ?? 0) + (render === null ? 0 : 2 * render.starts[render.starts.length - 1]) };
     if (s.bytes > this.#maxChatBytes) return;
     while (this.#chat.size >= this.#maxSessions || this.#chatBytes + s.bytes > this.#maxChatBytes) {
       const [oldest, o] = this.#chat.entries().next().value as [string, ChatState];

@@ -30,7 +30,7 @@ export interface IncrementalOptions {
 }
 
 export interface SuffixResult {
-  /** The prompt's token ids. Shared with the session's stored state: read it, do not write to it. */
+  /** The prompt's token ids. Shared with the session's stored state: read it, do not write to it; valid until the session's next turn. */
   ids: Uint32Array;
   /** Tokens taken from the session's previous turn without re-encoding. */
   reusedTokens: number;
@@ -59,6 +59,8 @@ interface SessionState {
   /** Total length of the parts. */
   length: number;
   turn: number;
+  /** Holds ids, with room to grow (reused by the next turn). */
+  buf: Uint32Array;
   ids: Uint32Array;
   /** Pairs (char offset, token index) at each marker start, ascending; [0, 0] first. */
   cuts: Int32Array;
@@ -247,15 +249,21 @@ export class IncrementalTokenizer {
   #finish (session: string, prev: SessionState | undefined, parts: string[], length: number, turn: number, rest: string,
     keepChars: number, keepTokens: number, keepCuts: number, recordFirst: boolean): Uint32Array {
     const tail = this.#encodeFrom(rest, keepChars, keepTokens, recordFirst);
-    const ids = new Uint32Array(keepTokens + tail.ids.length);
-    if (prev !== undefined && keepTokens > 0) ids.set(prev.ids.subarray(0, keepTokens));
-    ids.set(tail.ids, keepTokens);
+    const n = keepTokens + tail.ids.length;
+    // The previous turn's buffer, when it has room, already holds the kept tokens: only the new ones are written.
+    let buf = prev?.buf;
+    if (buf === undefined || buf.length < n) {
+      buf = new Uint32Array(Math.max(n, Math.ceil(n * 1.25)));
+      if (prev !== undefined && keepTokens > 0) buf.set(prev.ids.subarray(0, keepTokens));
+    }
+    buf.set(tail.ids, keepTokens);
+    const ids = buf.subarray(0, n);
     const cuts = new Int32Array(2 * keepCuts + tail.cuts.length);
     if (prev !== undefined) cuts.set(prev.cuts.subarray(0, 2 * keepCuts));
     cuts.set(tail.cuts, 2 * keepCuts);
     this.#stats.reusedTokens += keepTokens;
     this.#stats.encodedTokens += tail.ids.length;
-    const state: SessionState = { parts, length, turn, ids, cuts, bytes: 2 * length + 4 * ids.length + 4 * cuts.length };
+    const state: SessionState = { parts, length, turn, buf, ids, cuts, bytes: 2 * length + 4 * buf.length + 4 * cuts.length };
     if (parts.length > MAX_PARTS) textOf(state);
     this.#store(session, state);
     return ids;

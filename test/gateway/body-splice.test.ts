@@ -47,13 +47,25 @@ test('any bytes after a previous body\'s prefix parse as JSON.parse does, or fai
   const junk = fc.array(fc.constantFrom(',', ']', '}', '{', '[', '"', ' ', '\n', '"messages"', ':', '1', 'null', '{"role":"user"}', '\\', 'é'), { maxLength: 10 }).map((xs) => xs.join(''));
   fc.assert(fc.property(fc.array(message, { minLength: 1, maxLength: 4 }), layout, fc.double({ min: 0, max: 1, noNaN: true }), junk, (msgs, l, cut, tail) => {
     const prevBody = bodyOf(msgs, l);
-    const prev = parseChatBody(prevBody, null).state;
-    assert.ok(prev !== null);
+    const prev = (): ChatBodyState => parseChatBody(prevBody, null).state!; // a state is used once
     const at = Math.floor(cut * prevBody.length);
-    same(Buffer.concat([prevBody.subarray(0, at), Buffer.from(tail)]), prev);
+    same(Buffer.concat([prevBody.subarray(0, at), Buffer.from(tail)]), prev());
     // The same body with junk inserted, so the tail after it is the old one.
-    same(Buffer.concat([prevBody.subarray(0, at), Buffer.from(tail), prevBody.subarray(at)]), prev);
+    same(Buffer.concat([prevBody.subarray(0, at), Buffer.from(tail), prevBody.subarray(at)]), prev());
   }), { numRuns: 1500 });
+});
+
+test('a failed parse leaves the previous state as it was; a successful one reuses its buffer', () => {
+  const body = (extra: string): Buffer => Buffer.from(`{"model":"m","messages":[{"role":"user","content":"a"}${extra}]}`);
+  const first = parseChatBody(body(''), null).state!;
+  assert.throws(() => parseChatBody(Buffer.from('{"model":"m","messages":[{"role":"user","content":"a"},{"x'), first), SyntaxError);
+  assert.deepEqual(first.bytes, body(''));
+  const next = parseChatBody(body(',{"role":"user","content":"b"}'), first);
+  assert.equal(next.reused, 1);
+  assert.deepEqual(next.state!.bytes, body(',{"role":"user","content":"b"}'));
+  const third = parseChatBody(body(',{"role":"user","content":"c"}'), next.state);
+  assert.equal(third.state!.bytes.buffer, next.state!.bytes.buffer);
+  assert.deepEqual(third.state!.bytes, body(',{"role":"user","content":"c"}'));
 });
 
 test('leading messages are reused, and only while every byte before their end is unchanged', () => {
@@ -69,10 +81,9 @@ test('leading messages are reused, and only while every byte before their end is
 });
 
 test('a later "messages" key (even escaped) replaces the array, as JSON.parse does', () => {
-  const prev = parseChatBody(Buffer.from('{"messages":[{"role":"user","content":"a"}]}'), null).state;
   for (const raw of ['{"messages":[{"role":"user","content":"a"}],"messages":[]}', '{"messages":[{"role":"user","content":"a"}],"m\\u0065ssages":[1]}',
     '{"messages":[{"role":"user","content":"a"}],}', '{"messages":[{"role":"user","content":"a"},]}', '{"messages":[{"role":"user","content":"a"}]} x']) {
-    same(Buffer.from(raw), prev);
+    same(Buffer.from(raw), parseChatBody(Buffer.from('{"messages":[{"role":"user","content":"a"}]}'), null).state);
   }
   // An earlier "messages" key is replaced by the later array, whose elements are located.
   const dup = parseChatBody(Buffer.from('{"messages":1,"messages":[{"role":"user","content":"a"}]}'), null);
