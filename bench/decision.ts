@@ -1,7 +1,8 @@
 // Routing decision time (issue 6 item 6): parse + render + tokenize + hash (computeFeatures, as the route worker
 // runs it) + match + score (Router.route against a populated prefix index, 8 pods, the prefix-cache policy),
 // for chats of ~1k, 33.6k and 130k tokens, per tokenizer, cold (no session state) and incremental (a turn that
-// adds ~2k tokens to the session's previous turn, with that session's state in SessionFeatures).
+// adds ~2k tokens to the session's previous turn, with that session's state in SessionFeatures). Run alone: the
+// figures are sub-millisecond and move with the machine's load.
 // All in one thread: the gateway adds a thread hop each way (~0.15 ms, see inline-features.ts) on top.
 // Run: `npm run build && node dist/bench/decision.js [samples]`.
 import { loadavg } from 'node:os';
@@ -140,8 +141,9 @@ for (const name of TOKENIZERS) {
   const r = find(name, 33_600, 'incremental')!;
   targets.push(`- Incremental p50 < 1 ms for a 33.6k-token session turn adding 2k tokens, ${name}: ${r.p50.toFixed(3)} ms — **${r.p50 < 1 ? 'met' : 'not met'}**` +
     (r.p50 < 1 ? '.' : `: encoding the turn's ~2k new tokens alone takes ${r.encodeP50.toFixed(3)} ms with this encoder (${(TURN_TOKENS / r.encodeP50 / 1000).toFixed(2)} tokens/µs here); ` +
-      `the rest of the features (parse and render of the whole ${r.promptTokens}-token chat, text compare, hash of the new blocks) ~${Math.max(0, r.featuresP50 - r.encodeP50).toFixed(3)} ms, ` +
-      `match + score of its ${Math.floor(r.promptTokens / BLOCK)} blocks ${r.routeP50.toFixed(3)} ms. The BPE encoder is the largest part; under 1 ms also needs the chat not re-parsed and re-rendered whole each turn.`));
+      `the rest of the features (parse of the new messages, render, bookkeeping, hash of the new blocks) ~${Math.max(0, r.featuresP50 - r.encodeP50).toFixed(3)} ms, ` +
+      `match + score of its ${Math.floor(r.promptTokens / BLOCK)} blocks ${r.routeP50.toFixed(3)} ms (a cold-cache walk: the encoder's tables evict the index entries between turns). ` +
+      'The BPE encoder is the largest part.'));
 }
 const tk = find('tiktoken:o200k_base', 130_000, 'cold')!;
 targets.push(`- Cold < 40 ms for 130k tokens with tiktoken: p50 ${tk.p50.toFixed(1)} ms, p99 ${tk.p99.toFixed(1)} ms — **${tk.p99 < 40 ? 'met (p99)' : tk.p50 < 40 ? 'met at p50, not at p99' : 'not met'}**` +
@@ -163,8 +165,9 @@ writeSection('bench-decision', [
   'Decision = parse the body + render the chat + tokenize + hash blocks (computeFeatures) + copy keys to shared memory +',
   'longest-prefix match over 8 pods + prefix-cache policy (Router.route), in one thread; the gateway adds the route',
   'pool\'s thread hop (~0.15 ms each way). Cold: no session state. Incremental: the same session\'s previous turn was',
-  'the conversation without its last ~2k tokens (an assistant answer and a tool result), so only those are encoded',
-  'and hashed; parse, render and the text comparison still read the whole prompt. "prompt" is the conversation size',
+  'the conversation without its last ~2k tokens (an assistant answer and a tool result); the body\'s unchanged messages',
+  'are reused parsed, their rendered text and tokens kept, so only the new messages are parsed, rendered, encoded and',
+  'hashed (SessionFeatures: body-splice.ts, RenderedPieces, IncrementalTokenizer.encodeSuffix). "prompt" is the conversation size',
   'before the turn; "prompt tokens" the request\'s own. Cold prompts are new conversations (their match stops early);',
   'incremental ones match the previous turn on one pod, so their match + score walks the whole prefix.',
   '',
