@@ -1,7 +1,8 @@
 // A request's routing features, computed where the work is proportional to the prompt (the route pool):
 // parse the body, render chat messages with the engine's template, tokenize, and hash full blocks into keys.
 // With a session id and per-session state (SessionFeatures), a chat turn that extends the session's previous
-// turn encodes and hashes only what is new; the result equals a cold computation.
+// turn parses, renders, encodes and hashes only what is new; the result equals a cold computation. With a
+// session, the body is copied for the next turn; parsed messages may be shared with it (nothing modifies them).
 import type { BlockHasher } from '../core/block-keys.js';
 import type { Tokenizer } from '../tokenize/types.js';
 import { renderPieces, type RenderedPieces } from '../tokenize/chat-template.js';
