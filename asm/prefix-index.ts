@@ -97,7 +97,8 @@ export const IX_PS_BYTES: u32 = 24;
 const FLAG_REF: u32 = 1;
 const GOLDEN: u64 = 0x9E3779B97F4A7C15;
 const MIN_SLOTS: u32 = 16;
-const PREFETCH_BLOCKS: u32 = 8;
+/** ixLongestPrefix touches the home slots of the next group of this many blocks at once (see touchSlots). */
+const PREFETCH_BLOCKS: u32 = 32;
 
 // @ts-ignore: decorator
 @inline function slotAt (base: usize, slot: u32): usize {
@@ -506,6 +507,21 @@ export function ixLookup (base: usize, key: u64, kindMask: u32, outPtr: usize): 
   return 0;
 }
 
+/**
+ * Loads both lines of the home slots of blocks [from, to), values unused. WASM has no prefetch: a load the
+ * CPU must wait for stalls retirement, so loads spread one per block keep only the few that fit the reorder
+ * window in flight. Issued back to back, a group's misses (and TLB walks) overlap: on a cold cache a long
+ * walk costs about one miss per group instead of one per few blocks.
+ */
+// @ts-ignore: decorator
+@inline function touchSlots (base: usize, keysPtr: usize, from: u32, to: u32): void {
+  for (let j = from; j < to; j++) {
+    const e = slotAt(base, homeOf(base, load<u64>(keysPtr + (<usize>j << 3))));
+    load<u64>(e);
+    load<u64>(e, 64);
+  }
+}
+
 // @ts-ignore: decorator
 @inline function record (outPtr: usize, w: u32, bits: u64, value: u32): void {
   while (bits != 0) {
@@ -526,14 +542,9 @@ export function ixLongestPrefix (base: usize, keysPtr: usize, n: u32, kindMask: 
   let a2: u64 = ~0;
   let a3: u64 = ~0;
   let depth: u32 = 0;
+  touchSlots(base, keysPtr, 0, min(n, PREFETCH_BLOCKS));
   for (let i: u32 = 0; i < n; i++) {
-    if (i + PREFETCH_BLOCKS < n) {
-      // Touch both lines of a block's home slot a few blocks ahead: the misses (and TLB walks) of a long
-      // prompt then overlap instead of stalling one lookup at a time. A plain load, its value unused.
-      const ahead = slotAt(base, homeOf(base, load<u64>(keysPtr + (<usize>(i + PREFETCH_BLOCKS) << 3))));
-      load<u64>(ahead);
-      load<u64>(ahead, 64);
-    }
+    if (i % PREFETCH_BLOCKS == 0 && i + PREFETCH_BLOCKS < n) touchSlots(base, keysPtr, i + PREFETCH_BLOCKS, min(n, i + 2 * PREFETCH_BLOCKS));
     const key = normKey(load<u64>(keysPtr + (<usize>i << 3)));
     let p0: u64 = 0;
     let p1: u64 = 0;

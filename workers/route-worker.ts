@@ -1,7 +1,7 @@
 // The route pool's worker: attaches to the shared region, then computes each request's features
 // (src/gateway/features.ts). Piscina runs one task at a time per worker (also while a remote tokenization is
 // awaited), so one scratch area suffices. The pool sends a session's requests to the same worker, whose
-// SessionFeatures keeps each session's previous tokens and keys so a turn costs O(new tokens).
+// SessionFeatures keeps each session's previous body, render, tokens and keys so a turn costs O(new messages).
 import { workerData } from 'piscina';
 import { Region, type SharedRegion } from '../src/core/region.js';
 import { BlockHasher } from '../src/core/block-keys.js';

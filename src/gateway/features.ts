@@ -1,9 +1,11 @@
 // A request's routing features, computed where the work is proportional to the prompt (the route pool):
 // parse the body, render chat messages with the engine's template, tokenize, and hash full blocks into keys.
 // With a session id and per-session state (SessionFeatures), a chat turn that extends the session's previous
-// turn encodes and hashes only what is new; the result equals a cold computation.
+// turn parses, renders, encodes and hashes only what is new; the result equals a cold computation. With a
+// session, the body is copied for the next turn; parsed messages may be shared with it (nothing modifies them).
 import type { BlockHasher } from '../core/block-keys.js';
 import type { Tokenizer } from '../tokenize/types.js';
+import { renderPieces, type RenderedPieces } from '../tokenize/chat-template.js';
 import { GatewayError } from './errors.js';
 import { parseRequestBody, type Endpoint, type ParsedRequest } from './request-body.js';
 import type { SessionFeatures } from './session-features.js';
@@ -28,22 +30,27 @@ export interface FeatureContext {
 }
 
 export function computeFeatures (ctx: FeatureContext, endpoint: Endpoint, body: Buffer, sessionId: string | null = null): Features {
-  const p = parseRequestBody(endpoint, body);
-  const incremental = sessionId !== null && ctx.sessions !== undefined;
+  const sessions = sessionId !== null ? ctx.sessions : undefined;
+  const p = sessions !== undefined && endpoint === 'chat' ? sessions.parseChat(sessionId!, body) : parseRequestBody(endpoint, body);
   let text: string | null = null;
+  let pieces: RenderedPieces | null = null;
   let tokens: readonly number[] | null = null;
   try {
-    if (p.messages) text = ctx.tokenizer.chatTemplate.render(p.messages, p.render);
-    if (text !== null && !incremental) tokens = ctx.tokenizer.encode(text, { addSpecialTokens: false });
+    // A session's chat is rendered in pieces where the template allows, so the next turn can keep its leading ones.
+    if (p.messages && sessions !== undefined) pieces = renderPieces(ctx.tokenizer.chatTemplate, p.messages, p.render);
+    if (p.messages && pieces === null) text = ctx.tokenizer.chatTemplate.render(p.messages, p.render);
+    if (text !== null && sessions === undefined) tokens = ctx.tokenizer.encode(text, { addSpecialTokens: false });
     else if (typeof p.prompt === 'string') tokens = ctx.tokenizer.encode(p.prompt);
     else if (p.prompt) tokens = p.prompt;
   } catch (err) {
     // A template the messages do not fit is the client's problem, as the engine would also say.
     throw new GatewayError('EAR_ERR_BAD_REQUEST', `cannot render the request: ${(err as Error).message}`);
   }
-  if (text !== null && incremental) {
+  if (p.messages && sessions !== undefined) {
     const seed = ctx.hasher.rootSeed(p.model, null, p.cacheSalt);
-    const r = ctx.sessions!.tokensAndKeys(sessionId!, text, ctx.hasher, ctx.blockSize, seed);
+    const r = pieces !== null
+      ? sessions.tokensAndKeysOfPieces(sessionId!, p.messages, pieces, ctx.hasher, ctx.blockSize, seed)
+      : sessions.tokensAndKeys(sessionId!, text!, ctx.hasher, ctx.blockSize, seed);
     return featuresOf(p, body, r.tokens.length, r.keys);
   }
   return featuresFromTokens(ctx, p, body, tokens);

@@ -34,13 +34,23 @@ function isTokenIds (v: unknown): v is number[] {
   return true;
 }
 
+/** The error for a body JSON.parse refused. */
+export function badJson (err: unknown): GatewayError {
+  return new GatewayError('EAR_ERR_BAD_JSON', `request body is not valid JSON: ${(err as Error).message}`);
+}
+
 export function parseRequestBody (endpoint: Endpoint, raw: Buffer): ParsedRequest {
   let doc: unknown;
   try {
     doc = JSON.parse(raw.toString('utf8'));
   } catch (err) {
-    throw new GatewayError('EAR_ERR_BAD_JSON', `request body is not valid JSON: ${(err as Error).message}`);
+    throw badJson(err);
   }
+  return requestFromDoc(endpoint, raw, doc);
+}
+
+/** parseRequestBody for a body already parsed: `doc` is JSON.parse(raw) (and is modified: see forward). */
+export function requestFromDoc (endpoint: Endpoint, raw: Buffer, doc: unknown): ParsedRequest {
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw bad('request body must be a JSON object');
   const b = doc as Record<string, unknown>;
   if (typeof b.model !== 'string' || b.model === '') throw bad('"model" is required and must be a non-empty string');

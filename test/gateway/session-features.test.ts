@@ -15,36 +15,56 @@ const text = fc.oneof(
   { weight: 4, arbitrary: fc.string({ unit: 'grapheme', maxLength: 60 }) },
   { weight: 1, arbitrary: fc.constantFrom('', '\n', '<|im_start|>', '<|im_end|>', 'fn f() {}\n'.repeat(8), 'é'.repeat(40)) }
 );
-const message: fc.Arbitrary<ChatMessage> = fc.record({ role: fc.constantFrom('user', 'assistant', 'tool'), content: text });
-// A session: turns that append messages, now and then one that rewrites history, changes the salt or the model.
+const message: fc.Arbitrary<ChatMessage> = fc.oneof(
+  { weight: 6, arbitrary: fc.record({ role: fc.constantFrom('user', 'assistant', 'tool'), content: text }) },
+  { weight: 1, arbitrary: fc.record({ role: fc.constant('assistant'), content: text, reasoning: text }) },
+  { weight: 1, arbitrary: fc.record({ role: fc.constant('user'), content: fc.constantFrom('<tool_response>\nx\n</tool_response>', '<think>a</think>b') }) },
+  { weight: 1, arbitrary: fc.record({ role: fc.constant('assistant'), content: fc.constant(null), tool_calls: fc.constant([{ id: 'c1', type: 'function', function: { name: 'read', arguments: '{"p": 1}' } }]) }) }
+) as fc.Arbitrary<ChatMessage>;
+const TOOLS = [{ type: 'function', function: { name: 'read', description: 'Reads a file', parameters: { type: 'object' } } }];
+// A session: turns that append messages; now and then one that truncates history, edits an earlier message,
+// changes the system prompt, adds or drops tools, changes the salt, the model, template kwargs or how the body
+// is written (indentation, field order, client kv_transfer_params).
 const conversation = fc.record({
   system: text,
   blockSize: fc.constantFrom(1, 4, 16),
   turns: fc.array(fc.record({
     add: fc.array(message, { minLength: 1, maxLength: 3 }),
-    rewrite: fc.boolean(),
+    change: fc.constantFrom('append', 'append', 'append', 'truncate', 'edit', 'system'),
+    at: fc.nat(),
     salt: fc.constantFrom(undefined, undefined, undefined, 'tenant-a'),
     model: fc.constantFrom('m', 'm', 'm', 'm2'),
-    gen: fc.boolean()
+    gen: fc.boolean(),
+    tools: fc.constantFrom(undefined, undefined, undefined, [], TOOLS),
+    kwargs: fc.constantFrom(undefined, undefined, { enable_thinking: false }),
+    indent: fc.constantFrom(undefined, undefined, 1),
+    kv: fc.constantFrom(undefined, undefined, undefined, { do_remote_prefill: true }),
+    modelLast: fc.boolean()
   }), { minLength: 1, maxLength: 6 })
 });
 
-function check (tokenizer: string, runs: number, bounds: { maxSessions?: number; maxKeyBytes?: number } = {}): void {
+function check (tokenizer: string, runs: number, bounds: { maxSessions?: number; maxKeyBytes?: number; maxChatBytes?: number } = {}): void {
   const tok = createTokenizerSync(tokenizer);
   fc.assert(fc.property(conversation, fc.constantFrom('s1', 's2'), ({ system, blockSize, turns }, other) => {
-    const sessions = new SessionFeatures(tok, { maxSessions: bounds.maxSessions ?? 4, maxKeyBytes: bounds.maxKeyBytes });
+    const sessions = new SessionFeatures(tok, { maxSessions: bounds.maxSessions ?? 4, maxKeyBytes: bounds.maxKeyBytes, maxChatBytes: bounds.maxChatBytes });
     const warm: FeatureContext = { tokenizer: tok, hasher, blockSize, sessions };
     const cold: FeatureContext = { tokenizer: tok, hasher, blockSize };
     let messages: ChatMessage[] = [{ role: 'system', content: system }];
     for (const t of turns) {
-      messages = t.rewrite && messages.length > 2 ? [...messages.slice(0, 2), ...t.add] : [...messages, ...t.add];
-      const body = Buffer.from(JSON.stringify({ model: t.model, messages, cache_salt: t.salt, add_generation_prompt: t.gen }));
+      if (t.change === 'truncate' && messages.length > 2) messages = [...messages.slice(0, 1 + (t.at % (messages.length - 1))), ...t.add];
+      else if (t.change === 'edit' && messages.length > 1) {
+        const i = 1 + (t.at % (messages.length - 1));
+        messages = [...messages.slice(0, i), { ...messages[i], content: `${String(messages[i].content)} (edited)` }, ...messages.slice(i + 1), ...t.add];
+      } else if (t.change === 'system') messages = [{ role: 'system', content: `${system} v${t.at % 3}` }, ...messages.slice(1), ...t.add];
+      else messages = [...messages, ...t.add];
+      const fields = { cache_salt: t.salt, add_generation_prompt: t.gen, tools: t.tools, chat_template_kwargs: t.kwargs, kv_transfer_params: t.kv };
+      const doc = t.modelLast ? { messages, ...fields, model: t.model } : { model: t.model, ...fields, messages };
+      const body = Buffer.from(JSON.stringify(doc, null, t.indent));
       const a = computeFeatures(warm, 'chat', body, 's1');
       // Another session in between, so LRU bounds are exercised.
       computeFeatures(warm, 'chat', Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: system }] })), other);
       const b = computeFeatures(cold, 'chat', body);
-      assert.equal(a.promptTokens, b.promptTokens);
-      assert.deepEqual(a.blockKeys, b.blockKeys);
+      assert.deepEqual(a, b);
     }
   }), { numRuns: runs, seed: 20261122 });
 }
@@ -53,6 +73,7 @@ test('incremental features (token count and block keys) equal a cold computation
 test('... tiktoken:o200k_base', () => check('tiktoken:o200k_base', 80));
 test('... hf:qwen3 (its template re-renders earlier assistant turns)', () => check('hf:qwen3', 40));
 test('... under tight bounds (one session, tiny key budget), where state is evicted between turns', () => check('character', 80, { maxSessions: 1, maxKeyBytes: 64 }));
+test('... with a chat-state budget that holds some bodies and not others', () => check('character', 80, { maxChatBytes: 600 }));
 
 test('an appended turn reuses the previous keys and hashes only the new blocks; forget drops the state', () => {
   const tok = createTokenizerSync('character');
@@ -72,6 +93,8 @@ test('an appended turn reuses the previous keys and hashes only the new blocks; 
   assert.equal(s2.reusedBlocks + newBlocks, second.blockKeys.length);
   assert.ok(newBlocks <= 25, `hashed ${newBlocks} blocks for ~340 new tokens`);
   assert.ok(s2.reusedTokens > 4000 && s2.encodedTokens - s1.encodedTokens < 400);
+  // The second turn reused the first's two parsed messages and rendered and encoded only from the third on.
+  assert.deepEqual([s2.reusedMessages, s2.parsedMessages, s2.suffixTurns], [2, 4, 1]);
   sessions.forget('s');
   assert.equal(sessions.stats().sessions, 0);
   computeFeatures(ctx, 'chat', body(next), 's');

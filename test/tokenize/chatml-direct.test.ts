@@ -7,7 +7,7 @@ import { CHATML_TEMPLATE } from '../../src/tokenize/templates/chatml.js';
 import { renderChatmlDirect } from '../../src/tokenize/templates/chatml-direct.js';
 import type { ChatMessage } from '../../src/tokenize/types.js';
 
-const viaJinja = new JinjaChatTemplate('chatml', CHATML_TEMPLATE);
+const viaJinja = new JinjaChatTemplate('chatml', CHATML_TEMPLATE, {}, null);
 const viaDirect = createChatTemplate('chatml');
 
 const text = fc.oneof(fc.string(), fc.string({ unit: 'grapheme', maxLength: 40 }), fc.constantFrom('', '<|im_end|>', '{{ x }}', '{% if %}', '\n\n', 'a\r\nb'));

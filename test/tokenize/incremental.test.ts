@@ -97,3 +97,57 @@ test('commonPrefixLength', () => {
   const long = 'q'.repeat(200_000);
   assert.equal(commonPrefixLength(long + 'a', long + 'b'), 200_000);
 });
+
+// encodeSuffix: each turn keeps the previous prompt up to any offset and appends any tail (markers included).
+const piece = fc.oneof(text, fc.constantFrom('<|im_start|>user\n', '<|im_start|>assistant\n', '<|im_end|>\n', '<|start_header_id|>', '<|im_start|>'));
+const suffixTurns = fc.array(fc.record({ cut: fc.double({ min: 0, max: 1, noNaN: true }), tail: fc.array(piece, { maxLength: 5 }).map((xs) => xs.join('')), full: fc.boolean() }), { minLength: 1, maxLength: 8 });
+
+function checkSuffix (tok: Tokenizer, runs: number): void {
+  fc.assert(fc.property(fc.array(piece, { maxLength: 5 }).map((xs) => xs.join('')), suffixTurns, (first, turns) => {
+    const inc = new IncrementalTokenizer(tok, { maxSessions: 2 });
+    let prev = first;
+    let turn = inc.encodeText('s', first).turn;
+    for (const t of turns) {
+      const at = Math.floor(t.cut * prev.length);
+      const next = prev.slice(0, at) + t.tail;
+      // Now and then a full-text turn in between, so both kinds of state follow one another.
+      const r = t.full ? inc.encodeText('s', next) : inc.encodeSuffix('s', turn, at, t.tail);
+      assert.ok(r !== null);
+      assert.deepEqual(Array.from(r.ids), tok.encode(next, { addSpecialTokens: false }));
+      assert.equal(inc.encodeSuffix('s', turn, at, t.tail), null, 'a stale turn is refused');
+      turn = r.turn;
+      prev = next;
+    }
+  }), { numRuns: runs });
+}
+
+test('encodeSuffix equals full tokenization for any kept offset and tail: character', () => checkSuffix(createTokenizerSync('character'), 300));
+test('... tiktoken:o200k_base', () => checkSuffix(createTokenizerSync('tiktoken:o200k_base'), 150));
+test('... hf:qwen3', () => checkSuffix(createTokenizerSync('hf:qwen3'), 100));
+
+test('encodeSuffix after a message boundary reuses every token before it', () => {
+  const tok = createTokenizerSync('tiktoken:o200k_base');
+  const inc = new IncrementalTokenizer(tok);
+  const head = '<|im_start|>system\nYou are a coding agent.<|im_end|>\n<|im_start|>user\nFix it.<|im_end|>\n';
+  const first = inc.encodeText('a', head + '<|im_start|>assistant\n');
+  const r = inc.encodeSuffix('a', first.turn, head.length, '<|im_start|>assistant\nDone.<|im_end|>\n<|im_start|>assistant\n');
+  assert.ok(r !== null);
+  assert.equal(r.reusedTokens, tok.encode(head).length);
+  assert.equal(inc.encodeSuffix('b', 0, 0, 'x'), null, 'no state for the session');
+});
+
+test('a long session of encodeSuffix turns (its text parts get joined) still equals full tokenization', () => {
+  const tok = createTokenizerSync('character');
+  const inc = new IncrementalTokenizer(tok);
+  let text = '<|im_start|>system\nS<|im_end|>\n';
+  let turn = inc.encodeText('s', text).turn;
+  for (let i = 0; i < 150; i++) {
+    const at = i % 7 === 0 ? text.length - 3 : text.length;
+    const tail = `<|im_start|>user\nq${i}<|im_end|>\n`;
+    const r = inc.encodeSuffix('s', turn, at, tail)!;
+    text = text.slice(0, at) + tail;
+    assert.deepEqual(Array.from(r.ids), tok.encode(text, { addSpecialTokens: false }));
+    turn = r.turn;
+  }
+  assert.equal(inc.encodeText('s', text).reusedTokens, tok.encode(text).length, 'the joined text is the prompt');
+});
