@@ -4,15 +4,18 @@
 // a piece whose bytes are one token is that token; any other piece is rank-BPE'd over its UTF-8 bytes
 // (repeatedly join the adjacent pair whose joined bytes have the lowest rank, leftmost on ties).
 //
-// Why it is fast: most pieces are one token, found by a Map lookup on the piece string itself (no UTF-8
-// encoding); the other pieces repeat constantly in agent traffic, so their ids are cached by piece string.
-// A cache miss encodes into reused buffers and merges with a heap, O(n log n) in the piece length, so a long
-// run of punctuation or spaces cannot make it quadratic.
+// Why it is fast: the split is a hand-written scanner for the common patterns (split-scanner.ts) that reports
+// pieces as ranges of the text, so no substring is made; most pieces are one token, found by a hash lookup on
+// the piece's UTF-16 code units (piece-table.ts: no UTF-8 encoding, no string hash); the other pieces repeat
+// constantly in agent traffic, so their ids are cached the same way. A cache miss encodes into reused buffers
+// and merges with a heap, O(n log n) in the piece length, so a long run of punctuation or spaces cannot make
+// it quadratic.
 //
 // Bounds: the piece cache holds at most `cacheEntries` pieces of at most MAX_CACHED_PIECE chars; at the bound
 // it is cleared (counted in stats().cacheClears), which costs one refill and keeps no per-entry bookkeeping.
 
 import type { Splitter } from './split-pattern.js';
+import { PieceTable } from './piece-table.js';
 
 const NONE = -1;
 const TWO32 = 4294967296;
@@ -79,7 +82,7 @@ export class ByteBpe {
   readonly #special: RegExp | null;
   readonly #specialIds: Map<string, number>;
   /** Piece text → id for every base token whose bytes are valid UTF-8: the one-token pieces. */
-  readonly #whole = new Map<string, number>();
+  readonly #whole: PieceTable;
   /** Decode table: base tokens and specials. */
   readonly #bytes: Uint8Array;
   readonly #offsets: Int32Array;
@@ -87,9 +90,15 @@ export class ByteBpe {
   readonly #table: Int32Array;
   readonly #mask: number;
   readonly #byteToken = new Int32Array(256);
-  readonly #cache = new Map<string, number[]>();
-  readonly #cacheEntries: number;
+  /** Piece text → offset in #cachedIds of [count, ids…]. */
+  readonly #cache: PieceTable;
+  #cachedIds = new Int32Array(1 << 16);
+  #cachedIdsUsed = 0;
   #stats = { cacheHits: 0, cacheMisses: 0, cacheClears: 0 };
+  // The text and output of the encode in progress, for #piece (the splitter's callback).
+  #text = '';
+  #out: number[] = [];
+  readonly #piece = (from: number, to: number): void => this.#encodePiece(from, to);
   // Merge scratch, grown on demand: piece bytes, per-part next/prev/token/pair rank, heap of (rank, part).
   #buf = new Uint8Array(256);
   #next = new Int32Array(256);
@@ -101,7 +110,7 @@ export class ByteBpe {
   /** `base` holds the mergeable tokens (rank = id); specials are never merged into. */
   constructor (base: TokenTable, opts: ByteBpeOptions) {
     this.#split = opts.split;
-    this.#cacheEntries = opts.cacheEntries ?? 65536;
+    this.#cache = new PieceTable(opts.cacheEntries ?? 65536);
     const baseCount = base.offsets.length - 1;
     const specials = Object.entries(opts.specials);
     this.#specialIds = new Map(specials);
@@ -113,6 +122,7 @@ export class ByteBpe {
     this.#table = new Int32Array(size);
     this.#mask = size - 1;
     this.#byteToken.fill(NONE);
+    const whole: [string, number][] = [];
     for (let id = 0; id < baseCount; id++) {
       const from = base.offsets[id];
       const to = base.offsets[id + 1];
@@ -122,8 +132,10 @@ export class ByteBpe {
       this.#table[slot] = id + 1;
       if (to - from === 1) this.#byteToken[base.bytes[from]] = id;
       const text = utf8String(base.bytes, from, to);
-      if (text !== null) this.#whole.set(text, id);
+      if (text !== null) whole.push([text, id]);
     }
+    this.#whole = new PieceTable(Math.max(1, whole.length));
+    for (const [text, id] of whole) this.#whole.set(text, 0, text.length, id);
     for (let b = 0; b < 256; b++) if (this.#byteToken[b] === NONE) throw new Error(`byte-level BPE: byte ${b} is not a token`);
 
     // Decode table over all ids: the base tokens' bytes, then the specials' UTF-8 after them.
@@ -195,33 +207,48 @@ export class ByteBpe {
   }
 
   #encodeOrdinary (text: string, out: number[]): void {
-    const pieces = this.#split(text);
-    const whole = this.#whole;
-    const cache = this.#cache;
-    for (let p = 0; p < pieces.length; p++) {
-      const piece = pieces[p];
-      const id = whole.get(piece);
-      if (id !== undefined) {
-        out.push(id);
-        continue;
-      }
-      const cached = cache.get(piece);
-      if (cached !== undefined) {
-        this.#stats.cacheHits++;
-        for (let i = 0; i < cached.length; i++) out.push(cached[i]);
-        continue;
-      }
-      this.#stats.cacheMisses++;
-      const start = out.length;
-      this.#merge(piece, out);
-      if (piece.length <= MAX_CACHED_PIECE) {
-        if (cache.size >= this.#cacheEntries) {
-          cache.clear();
-          this.#stats.cacheClears++;
-        }
-        cache.set(piece, out.slice(start));
-      }
+    this.#text = text;
+    this.#out = out;
+    this.#split(text, this.#piece);
+    this.#text = '';
+  }
+
+  #encodePiece (from: number, to: number): void {
+    const text = this.#text;
+    const out = this.#out;
+    const id = this.#whole.get(text, from, to);
+    if (id >= 0) {
+      out.push(id);
+      return;
     }
+    const at = this.#cache.get(text, from, to);
+    if (at >= 0) {
+      this.#stats.cacheHits++;
+      const ids = this.#cachedIds;
+      for (let i = at + 1, end = at + 1 + ids[at]; i < end; i++) out.push(ids[i]);
+      return;
+    }
+    this.#stats.cacheMisses++;
+    const start = out.length;
+    this.#merge(text, from, to, out);
+    if (to - from > MAX_CACHED_PIECE) return;
+    const count = out.length - start;
+    if (this.#cache.size >= this.#cache.capacity) {
+      this.#cache.clear();
+      this.#cachedIdsUsed = 0;
+      this.#stats.cacheClears++;
+    }
+    if (this.#cachedIdsUsed + count + 1 > this.#cachedIds.length) {
+      const grown = new Int32Array(Math.max(this.#cachedIds.length * 2, this.#cachedIdsUsed + count + 1));
+      grown.set(this.#cachedIds.subarray(0, this.#cachedIdsUsed));
+      this.#cachedIds = grown;
+    }
+    const ids = this.#cachedIds;
+    const at2 = this.#cachedIdsUsed;
+    ids[at2] = count;
+    for (let i = 0; i < count; i++) ids[at2 + 1 + i] = out[start + i];
+    this.#cachedIdsUsed += count + 1;
+    this.#cache.set(text, from, to, at2);
   }
 
   /** FNV-1a over bytes[from..to). */
@@ -248,17 +275,17 @@ export class ByteBpe {
     }
   }
 
-  /** UTF-8 of `piece` into #buf (grown as needed); returns the byte count. */
-  #utf8 (piece: string): number {
-    if (this.#buf.length < piece.length * 3) this.#grow(piece.length * 3);
+  /** UTF-8 of text[from..to) into #buf (grown as needed); returns the byte count. */
+  #utf8 (text: string, from: number, to: number): number {
+    if (this.#buf.length < (to - from) * 3) this.#grow((to - from) * 3);
     const buf = this.#buf;
     let n = 0;
-    for (let i = 0; i < piece.length; i++) {
-      let c = piece.charCodeAt(i);
+    for (let i = from; i < to; i++) {
+      let c = text.charCodeAt(i);
       if (c < 0x80) buf[n++] = c;
       else if (c < 0x800) { buf[n++] = 0xc0 | (c >> 6); buf[n++] = 0x80 | (c & 0x3f); } else if (c >= 0xd800 && c < 0xdc00) {
         // a well-formed string: a high surrogate is followed by its low one
-        c = 0x10000 + ((c - 0xd800) << 10) + (piece.charCodeAt(++i) - 0xdc00);
+        c = 0x10000 + ((c - 0xd800) << 10) + (text.charCodeAt(++i) - 0xdc00);
         buf[n++] = 0xf0 | (c >> 18); buf[n++] = 0x80 | ((c >> 12) & 0x3f); buf[n++] = 0x80 | ((c >> 6) & 0x3f); buf[n++] = 0x80 | (c & 0x3f);
       } else { buf[n++] = 0xe0 | (c >> 12); buf[n++] = 0x80 | ((c >> 6) & 0x3f); buf[n++] = 0x80 | (c & 0x3f); }
     }
@@ -279,8 +306,8 @@ export class ByteBpe {
    * list; the heap holds (pair rank, left part) keys, so the minimum is the lowest rank, leftmost on ties,
    * as tiktoken picks. Stale heap entries (a part merged away or its pair changed) are skipped when popped.
    */
-  #merge (piece: string, out: number[]): void {
-    const n = this.#utf8(piece);
+  #merge (text: string, from: number, to: number, out: number[]): void {
+    const n = this.#utf8(text, from, to);
     const buf = this.#buf;
     if (n === 1) {
       out.push(this.#byteToken[buf[0]]);

@@ -96,14 +96,17 @@ export function splitRegExp (pattern: string): RegExp {
   }
 }
 
-/** Splits text into pre-tokenizer pieces. */
-export type Splitter = (text: string) => string[];
+/** Reports text's pre-tokenizer pieces in order, as ranges text[from..to), to piece(). */
+export type Splitter = (text: string, piece: (from: number, to: number) => void) => void;
 
 /** The splitter for `pattern`: a hand-written scanner for the common ones, else V8 running the rewritten regex. */
 export function splitterFor (pattern: string): Splitter {
   if (pattern === O200K_PATTERN) return splitO200k;
-  if (pattern === CL100K_PATTERN) return (text) => splitCl100k(text, 3);
-  if (pattern === QWEN2_PATTERN) return (text) => splitCl100k(text, 1);
+  if (pattern === CL100K_PATTERN) return (text, piece) => splitCl100k(text, 3, piece);
+  if (pattern === QWEN2_PATTERN) return (text, piece) => splitCl100k(text, 1, piece);
   const re = splitRegExp(pattern);
-  return (text) => text.match(re) ?? [];
+  // text the regex does not match is skipped, as the engines' find-all does
+  return (text, piece) => {
+    for (const m of text.matchAll(re)) if (m[0].length > 0) piece(m.index, m.index + m[0].length);
+  };
 }

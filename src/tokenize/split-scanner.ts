@@ -130,9 +130,8 @@ function punctuation (s: string, i: number, cp: number, k: number, slash: boolea
   }
 }
 
-/** Splits like the cl100k-family pattern with \p{N}{1,maxDigits}. */
-export function splitCl100k (s: string, maxDigits: number): string[] {
-  const out: string[] = [];
+/** Reports the pieces of s, as the cl100k-family pattern with \p{N}{1,maxDigits} splits it, to piece(from, to). */
+export function splitCl100k (s: string, maxDigits: number, piece: (from: number, to: number) => void): void {
   for (let i = 0; i < s.length;) {
     const cp = cpAt(s, i);
     const w = cp > 0xffff ? 2 : 1;
@@ -153,10 +152,9 @@ export function splitCl100k (s: string, maxDigits: number): string[] {
     }
     if (e < 0) e = punctuation(s, i, cp, k, false);
     if (e < 0) e = whitespace(s, i);
-    out.push(s.slice(i, e));
+    piece(i, e);
     i = e;
   }
-  return out;
 }
 
 /** [UP]*[LO]+ at p (regex backtracking: if no LO follows the UP run, it ends after the run's last UP-and-LO char); or -1. */
@@ -180,9 +178,8 @@ function upperThenLower (s: string, p: number): number {
   return j > p ? run(s, j, LO) : -1;
 }
 
-/** Splits like the o200k_base pattern. */
-export function splitO200k (s: string): string[] {
-  const out: string[] = [];
+/** Reports the pieces of s, as the o200k_base pattern splits it, to piece(from, to). */
+export function splitO200k (s: string, piece: (from: number, to: number) => void): void {
   for (let i = 0; i < s.length;) {
     const cp = cpAt(s, i);
     const w = cp > 0xffff ? 2 : 1;
@@ -205,8 +202,7 @@ export function splitO200k (s: string): string[] {
     }
     if (e < 0) e = punctuation(s, i, cp, k, true);
     if (e < 0) e = whitespace(s, i);
-    out.push(s.slice(i, e));
+    piece(i, e);
     i = e;
   }
-  return out;
 }

@@ -3,7 +3,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { CL100K_PATTERN, O200K_PATTERN, QWEN2_PATTERN, splitCl100k, splitO200k } from '../../src/tokenize/split-scanner.js';
-import { splitRegExp, UnsupportedPatternError } from '../../src/tokenize/split-pattern.js';
+import { splitRegExp, splitterFor, UnsupportedPatternError, type Splitter } from '../../src/tokenize/split-pattern.js';
+
+const pieces = (split: Splitter, s: string): string[] => {
+  const out: string[] = [];
+  split(s, (from, to) => out.push(s.slice(from, to)));
+  return out;
+};
 
 /** Text that stresses the patterns: letters of every case class, marks, digits, contractions, whitespace runs. */
 export const trickyText = (maxLength = 60): fc.Arbitrary<string> => fc.array(fc.oneof(
@@ -15,15 +21,16 @@ export const trickyText = (maxLength = 60): fc.Arbitrary<string> => fc.array(fc.
 ), { maxLength: 12 }).map((parts) => parts.join('')).filter((s) => s.length <= maxLength * 4);
 
 test('split scanners equal V8 running the split regexes, on tricky text', () => {
-  const cases: [string, (s: string) => string[]][] = [
+  const cases: [string, Splitter][] = [
     [O200K_PATTERN, splitO200k],
-    [CL100K_PATTERN, (s) => splitCl100k(s, 3)],
-    [QWEN2_PATTERN, (s) => splitCl100k(s, 1)]
+    [CL100K_PATTERN, (s, piece) => splitCl100k(s, 3, piece)],
+    [QWEN2_PATTERN, (s, piece) => splitCl100k(s, 1, piece)]
   ];
   for (const [pattern, scan] of cases) {
     const re = splitRegExp(pattern);
+    assert.notEqual(splitterFor(pattern), undefined);
     fc.assert(fc.property(trickyText(), (s) => {
-      assert.deepEqual(scan(s), s.match(re) ?? []);
+      assert.deepEqual(pieces(scan, s), s.match(re) ?? []);
     }), { numRuns: 1500, seed: 6 });
   }
 });
@@ -35,4 +42,5 @@ test('split pattern rewrite: \\s is Unicode White_Space, (?i:) folds s to ſ, un
   assert.deepEqual("x'\u017f".match(re), ['x', "'\u017f"]);
   for (const p of ['\\w+', '\\bx', '(?m)^x', '[[a]]', '(?<n>x)']) assert.throws(() => splitRegExp(p), UnsupportedPatternError, p);
   assert.deepEqual('a-b/c'.match(splitRegExp('[a-z/-]+|.')), ['a-b/c']);
+  assert.deepEqual(pieces(splitterFor('[a-z]+'), 'ab, cd!'), ['ab', 'cd'], 'unmatched text is skipped, as the engines do');
 });

@@ -1,0 +1,80 @@
+// An open-addressing hash table from string ranges (UTF-16 code units of text[from..to)) to non-negative ints,
+// its keys copied into one char arena: a lookup allocates nothing (no substring, no string hash), which is
+// what makes the encoder's per-piece lookups cheap. Bound: `capacity` entries; set() refuses past it.
+
+export class PieceTable {
+  readonly capacity: number;
+  #size = 0;
+  readonly #slots: Int32Array; // entry index + 1; 0 = empty
+  readonly #mask: number;
+  readonly #keyStart: Int32Array;
+  readonly #keyLen: Int32Array;
+  readonly #values: Int32Array;
+  #chars: Uint16Array;
+  #charsUsed = 0;
+
+  constructor (capacity: number) {
+    this.capacity = capacity;
+    let slots = 1;
+    while (slots < capacity * 2) slots *= 2;
+    this.#slots = new Int32Array(slots);
+    this.#mask = slots - 1;
+    this.#keyStart = new Int32Array(capacity);
+    this.#keyLen = new Int32Array(capacity);
+    this.#values = new Int32Array(capacity);
+    this.#chars = new Uint16Array(Math.max(1024, capacity * 4));
+  }
+
+  get size (): number {
+    return this.#size;
+  }
+
+  /** The value of text[from..to), or -1. */
+  get (text: string, from: number, to: number): number {
+    const len = to - from;
+    const chars = this.#chars;
+    for (let slot = hash(text, from, to) & this.#mask; ; slot = (slot + 1) & this.#mask) {
+      const e = this.#slots[slot] - 1;
+      if (e < 0) return -1;
+      if (this.#keyLen[e] !== len) continue;
+      const s = this.#keyStart[e];
+      let i = 0;
+      while (i < len && chars[s + i] === text.charCodeAt(from + i)) i++;
+      if (i === len) return this.#values[e];
+    }
+  }
+
+  /** Adds text[from..to) → value (the caller knows it is absent); false when the table is full. */
+  set (text: string, from: number, to: number, value: number): boolean {
+    if (this.#size >= this.capacity) return false;
+    const len = to - from;
+    if (this.#charsUsed + len > this.#chars.length) {
+      const grown = new Uint16Array(Math.max(this.#chars.length * 2, this.#charsUsed + len));
+      grown.set(this.#chars.subarray(0, this.#charsUsed));
+      this.#chars = grown;
+    }
+    const e = this.#size++;
+    for (let i = 0; i < len; i++) this.#chars[this.#charsUsed + i] = text.charCodeAt(from + i);
+    this.#keyStart[e] = this.#charsUsed;
+    this.#keyLen[e] = len;
+    this.#values[e] = value;
+    this.#charsUsed += len;
+    let slot = hash(text, from, to) & this.#mask;
+    while (this.#slots[slot] !== 0) slot = (slot + 1) & this.#mask;
+    this.#slots[slot] = e + 1;
+    return true;
+  }
+
+  clear (): void {
+    this.#slots.fill(0);
+    this.#size = 0;
+    this.#charsUsed = 0;
+  }
+}
+
+/** FNV-1a over the code units, with the high bits folded into the low ones the table indexes by. */
+function hash (text: string, from: number, to: number): number {
+  let h = 0x811c9dc5;
+  for (let i = from; i < to; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return (h ^ (h >>> 15)) >>> 0;
+}
