@@ -53,26 +53,30 @@ function escapeRegExp (s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
-/** The string whose UTF-8 encoding is bytes[from..to), or null when those bytes are not valid UTF-8. */
-function utf8String (bytes: Uint8Array, from: number, to: number): string | null {
-  let s = '';
+/** Decodes the UTF-8 bytes[from..to) into UTF-16 units (room for to - from); their count, or -1 if not valid UTF-8. */
+function utf8ToUnits (bytes: Uint8Array, from: number, to: number, units: Uint16Array): number {
+  let n = 0;
   for (let i = from; i < to;) {
     const b = bytes[i];
     let cp: number;
-    let n: number;
+    let more: number;
     let min: number;
-    if (b < 0x80) { cp = b; n = 0; min = 0; } else if (b >= 0xc2 && b < 0xe0) { cp = b & 0x1f; n = 1; min = 0x80; } else if (b >= 0xe0 && b < 0xf0) { cp = b & 0x0f; n = 2; min = 0x800; } else if (b >= 0xf0 && b < 0xf5) { cp = b & 0x07; n = 3; min = 0x10000; } else return null;
-    if (i + n >= to) return null;
-    for (let k = 1; k <= n; k++) {
+    if (b < 0x80) { cp = b; more = 0; min = 0; } else if (b >= 0xc2 && b < 0xe0) { cp = b & 0x1f; more = 1; min = 0x80; } else if (b >= 0xe0 && b < 0xf0) { cp = b & 0x0f; more = 2; min = 0x800; } else if (b >= 0xf0 && b < 0xf5) { cp = b & 0x07; more = 3; min = 0x10000; } else return -1;
+    if (i + more >= to) return -1;
+    for (let k = 1; k <= more; k++) {
       const c = bytes[i + k];
-      if ((c & 0xc0) !== 0x80) return null;
+      if ((c & 0xc0) !== 0x80) return -1;
       cp = (cp << 6) | (c & 0x3f);
     }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return null;
-    s += String.fromCodePoint(cp);
-    i += n + 1;
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return -1;
+    if (cp < 0x10000) units[n++] = cp;
+    else {
+      units[n++] = 0xd800 + ((cp - 0x10000) >> 10);
+      units[n++] = 0xdc00 + ((cp - 0x10000) & 0x3ff);
+    }
+    i += more + 1;
   }
-  return s;
+  return n;
 }
 
 export class ByteBpe {
@@ -122,7 +126,8 @@ export class ByteBpe {
     this.#table = new Int32Array(size);
     this.#mask = size - 1;
     this.#byteToken.fill(NONE);
-    const whole: [string, number][] = [];
+    this.#whole = new PieceTable(Math.max(1, baseCount));
+    let units = new Uint16Array(64);
     for (let id = 0; id < baseCount; id++) {
       const from = base.offsets[id];
       const to = base.offsets[id + 1];
@@ -131,11 +136,10 @@ export class ByteBpe {
       while (this.#table[slot] !== 0) slot = (slot + 1) & this.#mask;
       this.#table[slot] = id + 1;
       if (to - from === 1) this.#byteToken[base.bytes[from]] = id;
-      const text = utf8String(base.bytes, from, to);
-      if (text !== null) whole.push([text, id]);
+      if (units.length < to - from) units = new Uint16Array(to - from);
+      const len = utf8ToUnits(base.bytes, from, to, units);
+      if (len >= 0) this.#whole.setCodes(units, len, id);
     }
-    this.#whole = new PieceTable(Math.max(1, whole.length));
-    for (const [text, id] of whole) this.#whole.set(text, 0, text.length, id);
     for (let b = 0; b < 256; b++) if (this.#byteToken[b] === NONE) throw new Error(`byte-level BPE: byte ${b} is not a token`);
 
     // Decode table over all ids: the base tokens' bytes, then the specials' UTF-8 after them.
@@ -383,21 +387,55 @@ export class ByteBpe {
   }
 }
 
+const BASE64 = new Int8Array(128).fill(-1);
+for (let i = 0; i < 64; i++) BASE64['ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'.charCodeAt(i)] = i;
+
 /** tiktoken's rank file body ("! <first rank> <base64 token> …", one rank per token) as a token table. */
 export function tokenTableFromTiktoken (ranks: string): TokenTable {
   const parts = ranks.split(' ');
-  const tokens: Buffer[] = [];
+  const bytes = new Uint8Array(Math.ceil(ranks.length * 3 / 4));
+  const starts: number[] = [];
+  const ends: number[] = [];
   let rank = 0;
+  let n = 0;
   for (let i = 0; i < parts.length; i++) {
-    if (parts[i] === '!') {
+    const part = parts[i];
+    if (part === '!') {
       rank = Number(parts[++i]);
-      if (!Number.isInteger(rank) || rank < tokens.length) throw new Error(`tiktoken ranks: bad rank marker "${parts[i]}"`);
+      if (!Number.isInteger(rank) || rank < starts.length) throw new Error(`tiktoken ranks: bad rank marker "${parts[i]}"`);
       continue;
     }
-    if (parts[i] === '') continue;
-    tokens[rank++] = Buffer.from(parts[i], 'base64');
+    if (part === '') continue;
+    // base64 → bytes, straight into the arena
+    starts[rank] = n;
+    let acc = 0;
+    let bits = 0;
+    for (let k = 0; k < part.length; k++) {
+      const c = part.charCodeAt(k);
+      if (c === 61) break; // '=' padding
+      const v = c < 128 ? BASE64[c] : -1;
+      if (v < 0) throw new Error(`tiktoken ranks: bad base64 "${part}"`);
+      acc = (acc << 6) | v;
+      bits += 6;
+      if (bits >= 8) {
+        bits -= 8;
+        bytes[n++] = (acc >> bits) & 0xff;
+      }
+    }
+    ends[rank++] = n;
   }
-  return tokenTable(tokens);
+  const offsets = new Int32Array(starts.length + 1);
+  const packed = new Uint8Array(n);
+  let at = 0;
+  for (let id = 0; id < starts.length; id++) {
+    offsets[id] = at;
+    if (starts[id] !== undefined) {
+      packed.set(bytes.subarray(starts[id], ends[id]), at);
+      at += ends[id] - starts[id];
+    }
+  }
+  offsets[starts.length] = at;
+  return { bytes: packed, offsets };
 }
 
 /** A token table from per-id bytes (holes are unassigned ids). */

@@ -46,23 +46,45 @@ export class PieceTable {
 
   /** Adds text[from..to) → value (the caller knows it is absent); false when the table is full. */
   set (text: string, from: number, to: number, value: number): boolean {
-    if (this.#size >= this.capacity) return false;
-    const len = to - from;
+    const at = this.#reserve(to - from);
+    if (at < 0) return false;
+    for (let i = from; i < to; i++) this.#chars[at + i - from] = text.charCodeAt(i);
+    this.#link(at, to - from, value, hash(text, from, to));
+    return true;
+  }
+
+  /** set() for a key given as code units[0..len). */
+  setCodes (units: Uint16Array, len: number, value: number): boolean {
+    const at = this.#reserve(len);
+    if (at < 0) return false;
+    this.#chars.set(units.subarray(0, len), at);
+    let h = 0x811c9dc5;
+    for (let i = 0; i < len; i++) h = Math.imul(h ^ units[i], 0x01000193);
+    this.#link(at, len, value, (h ^ (h >>> 15)) >>> 0);
+    return true;
+  }
+
+  /** Room for a key of len code units in the arena: its offset, or -1 when the table is full. */
+  #reserve (len: number): number {
+    if (this.#size >= this.capacity) return -1;
     if (this.#charsUsed + len > this.#chars.length) {
       const grown = new Uint16Array(Math.max(this.#chars.length * 2, this.#charsUsed + len));
       grown.set(this.#chars.subarray(0, this.#charsUsed));
       this.#chars = grown;
     }
+    const at = this.#charsUsed;
+    this.#charsUsed += len;
+    return at;
+  }
+
+  #link (at: number, len: number, value: number, h: number): void {
     const e = this.#size++;
-    for (let i = 0; i < len; i++) this.#chars[this.#charsUsed + i] = text.charCodeAt(from + i);
-    this.#keyStart[e] = this.#charsUsed;
+    this.#keyStart[e] = at;
     this.#keyLen[e] = len;
     this.#values[e] = value;
-    this.#charsUsed += len;
-    let slot = hash(text, from, to) & this.#mask;
+    let slot = h & this.#mask;
     while (this.#slots[slot] !== 0) slot = (slot + 1) & this.#mask;
     this.#slots[slot] = e + 1;
-    return true;
   }
 
   clear (): void {
@@ -72,7 +94,7 @@ export class PieceTable {
   }
 }
 
-/** FNV-1a over the code units, with the high bits folded into the low ones the table indexes by. */
+/** FNV-1a over the code units, with the high bits folded into the low ones the table indexes by (as setCodes). */
 function hash (text: string, from: number, to: number): number {
   let h = 0x811c9dc5;
   for (let i = from; i < to; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);

@@ -5,7 +5,10 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { createTokenizerSync } from '../../src/tokenize/index.js';
 import { qwen3Files } from '../../src/tokenize/hf.js';
-import { ByteBpe, tokenTable } from '../../src/tokenize/byte-bpe.js';
+import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
+import type { TiktokenEncoding } from 'tiktoken';
+import { ByteBpe, tokenTable, tokenTableFromTiktoken } from '../../src/tokenize/byte-bpe.js';
 import { splitterFor } from '../../src/tokenize/split-pattern.js';
 import { CL100K_PATTERN } from '../../src/tokenize/split-scanner.js';
 import { wasmRankedBpe, wasmTiktoken } from './wasm-reference.js';
@@ -41,6 +44,17 @@ test('hf:qwen3 encodes exactly as tiktoken\'s WASM BPE given Qwen3\'s vocabulary
     assert.deepEqual(qwen.encode(s, { addSpecialTokens: false }), wasm.encode(s));
   }), { numRuns: 2000, seed: 43 });
   for (const s of ['='.repeat(5000), '\t'.repeat(2000), '12345678901234567890']) assert.deepEqual(qwen.encode(s), wasm.encode(s));
+});
+
+test('a pattern without a scanner (GPT-2\'s, through V8\'s regex) encodes exactly as tiktoken\'s WASM gpt2', () => {
+  const require = createRequire(import.meta.url);
+  const json = JSON.parse(readFileSync(require.resolve('tiktoken/encoders/gpt2.json'), 'utf8')) as { pat_str: string; special_tokens: Record<string, number>; bpe_ranks: string };
+  const bpe = new ByteBpe(tokenTableFromTiktoken(json.bpe_ranks), { split: splitterFor(json.pat_str), specials: json.special_tokens });
+  const wasm = (require('tiktoken') as typeof import('tiktoken')).get_encoding('gpt2' as TiktokenEncoding);
+  fc.assert(fc.property(TEXT, (s) => {
+    assert.deepEqual(bpe.encode(s), Array.from(wasm.encode(s, 'all')));
+  }), { numRuns: 1000, seed: 44 });
+  wasm.free();
 });
 
 test('the piece cache is bounded: at the bound it is cleared and counted, and ids stay the same', () => {
