@@ -11,8 +11,9 @@
 // and merges with a heap, O(n log n) in the piece length, so a long run of punctuation or spaces cannot make
 // it quadratic.
 //
-// Bounds: the piece cache holds at most `cacheEntries` pieces of at most MAX_CACHED_PIECE chars; at the bound
-// it is cleared (counted in stats().cacheClears), which costs one refill and keeps no per-entry bookkeeping.
+// Bounds: the piece cache holds at most `cacheEntries` pieces of at most MAX_CACHED_PIECE chars (so at most
+// 64k × 128 code units of keys, 16 MB, and their ids); at the bound it is cleared (counted in
+// stats().cacheClears), which costs one refill and keeps no per-entry bookkeeping.
 
 import type { Splitter } from './split-pattern.js';
 import { PieceTable } from './piece-table.js';
@@ -79,6 +80,33 @@ function utf8ToUnits (bytes: Uint8Array, from: number, to: number, units: Uint16
   return n;
 }
 
+/** Min-heap of numbers in heap[0..size): adds key at slot `size` and sifts it up. */
+function heapPush (heap: Float64Array, size: number, key: number): void {
+  let i = size;
+  while (i > 0) {
+    const parent = (i - 1) >> 1;
+    if (heap[parent] <= key) break;
+    heap[i] = heap[parent];
+    i = parent;
+  }
+  heap[i] = key;
+}
+
+/** Removes heap[0] from a heap that held size + 1 keys (its last key, heap[size], takes the top and sifts down). */
+function heapPopTop (heap: Float64Array, size: number): void {
+  const last = heap[size];
+  let i = 0;
+  for (;;) {
+    let c = 2 * i + 1;
+    if (c >= size) break;
+    if (c + 1 < size && heap[c + 1] < heap[c]) c++;
+    if (heap[c] >= last) break;
+    heap[i] = heap[c];
+    i = c;
+  }
+  heap[i] = last;
+}
+
 export class ByteBpe {
   /** One more than the largest assigned id (base tokens and specials). */
   readonly vocabSize: number;
@@ -90,10 +118,12 @@ export class ByteBpe {
   /** Decode table: base tokens and specials. */
   readonly #bytes: Uint8Array;
   readonly #offsets: Int32Array;
-  /** Open-addressing hash of base tokens' bytes → id + 1 (0 = empty), for rank lookups during merges. */
+  /** Open-addressing hash of base tokens' bytes for rank lookups during merges: slot pairs (id + 1 or 0 = empty,
+   * hash of the bytes), so a probe touches the arena only when the hashes agree. Two-byte tokens: #twoByte. */
   readonly #table: Int32Array;
   readonly #mask: number;
   readonly #byteToken = new Int32Array(256);
+  readonly #twoByte = new Int32Array(65536);
   /** Piece text → offset in #cachedIds of [count, ids…]. */
   readonly #cache: PieceTable;
   #cachedIds = new Int32Array(1 << 16);
@@ -116,26 +146,30 @@ export class ByteBpe {
     this.#split = opts.split;
     this.#cache = new PieceTable(opts.cacheEntries ?? 65536);
     const baseCount = base.offsets.length - 1;
-    const specials = Object.entries(opts.specials);
+    const specials = Object.entries(opts.specials).filter(([t]) => t.length > 0);
     this.#specialIds = new Map(specials);
     this.#special = specials.length === 0 ? null
       : new RegExp(specials.map(([t]) => t).sort((a, b) => b.length - a.length).map(escapeRegExp).join('|'), 'g');
 
     let size = 1;
     while (size < baseCount * 2) size *= 2;
-    this.#table = new Int32Array(size);
+    this.#table = new Int32Array(size * 2);
     this.#mask = size - 1;
     this.#byteToken.fill(NONE);
+    this.#twoByte.fill(NONE);
     this.#whole = new PieceTable(Math.max(1, baseCount));
     let units = new Uint16Array(64);
     for (let id = 0; id < baseCount; id++) {
       const from = base.offsets[id];
       const to = base.offsets[id + 1];
       if (to <= from) continue;
-      let slot = this.#hash(base.bytes, from, to) & this.#mask;
-      while (this.#table[slot] !== 0) slot = (slot + 1) & this.#mask;
-      this.#table[slot] = id + 1;
+      const h = this.#hash(base.bytes, from, to) | 0;
+      let slot = h & this.#mask;
+      while (this.#table[2 * slot] !== 0) slot = (slot + 1) & this.#mask;
+      this.#table[2 * slot] = id + 1;
+      this.#table[2 * slot + 1] = h;
       if (to - from === 1) this.#byteToken[base.bytes[from]] = id;
+      if (to - from === 2) this.#twoByte[(base.bytes[from] << 8) | base.bytes[from + 1]] = id;
       if (units.length < to - from) units = new Uint16Array(to - from);
       const len = utf8ToUnits(base.bytes, from, to, units);
       if (len >= 0) this.#whole.setCodes(units, len, id);
@@ -196,7 +230,7 @@ export class ByteBpe {
     let n = 0;
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i];
-      const len = id >= 0 && id < this.vocabSize ? off[2 * id + 1] - off[2 * id] : 0;
+      const len = Number.isInteger(id) && id >= 0 && id < this.vocabSize ? off[2 * id + 1] - off[2 * id] : 0;
       if (len <= 0) throw new RangeError(`token id ${id} is not assigned`);
       n += len;
     }
@@ -265,12 +299,16 @@ export class ByteBpe {
   /** The id of the base token whose bytes are buf[from..to), or NONE. */
   #rank (from: number, to: number): number {
     const buf = this.#buf;
+    const len = to - from;
+    if (len === 2) return this.#twoByte[(buf[from] << 8) | buf[from + 1]];
     const bytes = this.#bytes;
     const off = this.#offsets;
-    const len = to - from;
-    for (let slot = this.#hash(buf, from, to) & this.#mask; ; slot = (slot + 1) & this.#mask) {
-      const id = this.#table[slot] - 1;
+    const table = this.#table;
+    const h = this.#hash(buf, from, to) | 0;
+    for (let slot = h & this.#mask; ; slot = (slot + 1) & this.#mask) {
+      const id = table[2 * slot] - 1;
       if (id < 0) return NONE;
+      if (table[2 * slot + 1] !== h) continue;
       const s = off[2 * id];
       if (off[2 * id + 1] - s !== len) continue;
       let i = 0;
@@ -323,31 +361,6 @@ export class ByteBpe {
     const pair = this.#pair;
     const heap = this.#heap;
     let size = 0;
-    const push = (key: number): void => {
-      let i = size++;
-      while (i > 0) {
-        const parent = (i - 1) >> 1;
-        if (heap[parent] <= key) break;
-        heap[i] = heap[parent];
-        i = parent;
-      }
-      heap[i] = key;
-    };
-    const pop = (): number => {
-      const top = heap[0];
-      const last = heap[--size];
-      let i = 0;
-      for (;;) {
-        let c = 2 * i + 1;
-        if (c >= size) break;
-        if (c + 1 < size && heap[c + 1] < heap[c]) c++;
-        if (heap[c] >= last) break;
-        heap[i] = heap[c];
-        i = c;
-      }
-      heap[i] = last;
-      return top;
-    };
     for (let i = 0; i < n; i++) {
       next[i] = i + 1;
       prev[i] = i - 1;
@@ -356,11 +369,12 @@ export class ByteBpe {
     for (let i = 0; i + 1 < n; i++) {
       const r = this.#rank(i, i + 2);
       pair[i] = r;
-      if (r !== NONE) push(r * TWO32 + i);
+      if (r !== NONE) heapPush(heap, size++, r * TWO32 + i);
     }
     pair[n - 1] = NONE;
     while (size > 0) {
-      const key = pop();
+      const key = heap[0];
+      heapPopTop(heap, --size);
       const r = Math.floor(key / TWO32);
       const i = key - r * TWO32;
       if (pair[i] !== r || tok[i] === NONE) continue; // stale
@@ -374,13 +388,13 @@ export class ByteBpe {
         prev[k] = i;
         const nr = this.#rank(i, next[k]);
         pair[i] = nr;
-        if (nr !== NONE) push(nr * TWO32 + i);
+        if (nr !== NONE) heapPush(heap, size++, nr * TWO32 + i);
       } else pair[i] = NONE;
       const p = prev[i];
       if (p >= 0) {
         const pr = this.#rank(p, k);
         pair[p] = pr;
-        if (pr !== NONE) push(pr * TWO32 + p);
+        if (pr !== NONE) heapPush(heap, size++, pr * TWO32 + p);
       }
     }
     for (let i = 0; i < n; i = next[i]) out.push(tok[i]);

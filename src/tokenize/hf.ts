@@ -10,6 +10,7 @@ import type { ChatTemplate, Tokenizer } from './types.js';
 import { checkTokenIds, TokenizeError } from './errors.js';
 import { JinjaChatTemplate, MissingChatTemplate, type SpecialTokenStrings } from './chat-template.js';
 import { RankedBpe } from './ranked-bpe.js';
+import type { ByteBpeStats } from './byte-bpe.js';
 import { qwen3TokenizerConfig } from './builtin-templates.js';
 
 const require = createRequire(import.meta.url);
@@ -116,6 +117,11 @@ export class HfTokenizer implements Tokenizer {
   encode (text: string, opts?: { addSpecialTokens?: boolean }): number[] {
     const add = opts?.addSpecialTokens ?? true;
     return this.#fast !== null ? this.#fast.encode(text, add) : (this.#js as LenmlTokenizer).encode(text, { add_special_tokens: add });
+  }
+
+  /** Piece-cache counters of the fast engine (null with the pure-JS one). */
+  stats (): ByteBpeStats | null {
+    return this.#fast?.stats() ?? null;
   }
 
   decode (ids: ArrayLike<number>): string {

@@ -1,15 +1,15 @@
 // An open-addressing hash table from string ranges (UTF-16 code units of text[from..to)) to non-negative ints,
 // its keys copied into one char arena: a lookup allocates nothing (no substring, no string hash), which is
-// what makes the encoder's per-piece lookups cheap. Bound: `capacity` entries; set() refuses past it.
+// what makes the encoder's per-piece lookups cheap. Slots hold (entry, hash) side by side and an entry's
+// (key start, key length, value) likewise, so a probe costs one memory access unless the hashes agree.
+// Bound: `capacity` entries; set() refuses past it.
 
 export class PieceTable {
   readonly capacity: number;
   #size = 0;
-  readonly #slots: Int32Array; // entry index + 1; 0 = empty
+  readonly #slots: Int32Array; // pairs (entry index + 1, or 0 = empty; key hash)
   readonly #mask: number;
-  readonly #keyStart: Int32Array;
-  readonly #keyLen: Int32Array;
-  readonly #values: Int32Array;
+  readonly #entries: Int32Array; // triples (key start in #chars, key length, value)
   #chars: Uint16Array;
   #charsUsed = 0;
 
@@ -17,11 +17,9 @@ export class PieceTable {
     this.capacity = capacity;
     let slots = 1;
     while (slots < capacity * 2) slots *= 2;
-    this.#slots = new Int32Array(slots);
+    this.#slots = new Int32Array(slots * 2);
     this.#mask = slots - 1;
-    this.#keyStart = new Int32Array(capacity);
-    this.#keyLen = new Int32Array(capacity);
-    this.#values = new Int32Array(capacity);
+    this.#entries = new Int32Array(capacity * 3);
     this.#chars = new Uint16Array(Math.max(1024, capacity * 4));
   }
 
@@ -33,14 +31,17 @@ export class PieceTable {
   get (text: string, from: number, to: number): number {
     const len = to - from;
     const chars = this.#chars;
-    for (let slot = hash(text, from, to) & this.#mask; ; slot = (slot + 1) & this.#mask) {
-      const e = this.#slots[slot] - 1;
+    const slots = this.#slots;
+    const entries = this.#entries;
+    const h = hash(text, from, to);
+    for (let slot = h & this.#mask; ; slot = (slot + 1) & this.#mask) {
+      const e = slots[2 * slot] - 1;
       if (e < 0) return -1;
-      if (this.#keyLen[e] !== len) continue;
-      const s = this.#keyStart[e];
+      if (slots[2 * slot + 1] !== h || entries[3 * e + 1] !== len) continue;
+      const s = entries[3 * e];
       let i = 0;
       while (i < len && chars[s + i] === text.charCodeAt(from + i)) i++;
-      if (i === len) return this.#values[e];
+      if (i === len) return entries[3 * e + 2];
     }
   }
 
@@ -60,7 +61,7 @@ export class PieceTable {
     this.#chars.set(units.subarray(0, len), at);
     let h = 0x811c9dc5;
     for (let i = 0; i < len; i++) h = Math.imul(h ^ units[i], 0x01000193);
-    this.#link(at, len, value, (h ^ (h >>> 15)) >>> 0);
+    this.#link(at, len, value, h ^ (h >>> 15));
     return true;
   }
 
@@ -79,12 +80,13 @@ export class PieceTable {
 
   #link (at: number, len: number, value: number, h: number): void {
     const e = this.#size++;
-    this.#keyStart[e] = at;
-    this.#keyLen[e] = len;
-    this.#values[e] = value;
+    this.#entries[3 * e] = at;
+    this.#entries[3 * e + 1] = len;
+    this.#entries[3 * e + 2] = value;
     let slot = h & this.#mask;
-    while (this.#slots[slot] !== 0) slot = (slot + 1) & this.#mask;
-    this.#slots[slot] = e + 1;
+    while (this.#slots[2 * slot] !== 0) slot = (slot + 1) & this.#mask;
+    this.#slots[2 * slot] = e + 1;
+    this.#slots[2 * slot + 1] = h;
   }
 
   clear (): void {
@@ -98,5 +100,5 @@ export class PieceTable {
 function hash (text: string, from: number, to: number): number {
   let h = 0x811c9dc5;
   for (let i = from; i < to; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
-  return (h ^ (h >>> 15)) >>> 0;
+  return h ^ (h >>> 15);
 }

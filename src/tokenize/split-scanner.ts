@@ -185,10 +185,11 @@ export function splitO200k (s: string, piece: (from: number, to: number) => void
     const w = cp > 0xffff ? 2 : 1;
     const k = classOf(cp);
     const lead = isLead(cp, k);
+    const letter = (k & (UP | LO)) !== 0; // else the attempts at i itself cannot match
     let e = lead ? upperLower(s, i + w) : -1;
-    if (e < 0) e = upperLower(s, i);
+    if (e < 0 && letter) e = upperLower(s, i);
     if (e < 0 && lead) e = upperThenLower(s, i + w);
-    if (e < 0) e = upperThenLower(s, i);
+    if (e < 0 && letter) e = upperThenLower(s, i);
     if (e >= 0) {
       const c = contraction(s, e);
       if (c > 0) e = c;
