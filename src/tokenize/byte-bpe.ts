@@ -22,6 +22,9 @@ const NONE = -1;
 const TWO32 = 4294967296;
 /** Longer pieces are encoded every time: rare, and they would make the cache's memory unbounded in practice. */
 const MAX_CACHED_PIECE = 128;
+/** Merge scratch kept between calls is at most this many bytes of piece (~41 bytes of scratch per byte);
+ * a longer piece gets scratch that is dropped after it. */
+const MAX_RETAINED_SCRATCH = 1 << 16;
 
 export interface ByteBpeStats {
   /** Pieces found in the cache, and pieces that were BPE'd (and cached when short enough). */
@@ -353,6 +356,7 @@ export class ByteBpe {
     const buf = this.#buf;
     if (n === 1) {
       out.push(this.#byteToken[buf[0]]);
+      if (this.#buf.length > MAX_RETAINED_SCRATCH) this.#grow(MAX_RETAINED_SCRATCH);
       return;
     }
     const next = this.#next;
@@ -398,6 +402,7 @@ export class ByteBpe {
       }
     }
     for (let i = 0; i < n; i = next[i]) out.push(tok[i]);
+    if (this.#buf.length > MAX_RETAINED_SCRATCH) this.#grow(MAX_RETAINED_SCRATCH);
   }
 }
 
