@@ -36,20 +36,13 @@ function computeClass (cp: number): number {
   return (RE_WS.test(s) ? WS : 0) | (RE_L.test(s) ? L : 0) | (RE_N.test(s) ? N : 0) | (RE_UP.test(s) ? UP : 0) | (RE_LO.test(s) ? LO : 0);
 }
 
-// BMP classes are filled in on first sight (ASCII up front); astral ones are memoized (a bounded set: the
-// code points that exist).
-const bmp = new Uint8Array(65536).fill(UNKNOWN);
-for (let c = 0; c < 128; c++) bmp[c] = computeClass(c);
-const astral = new Map<number, number>();
+// Classes are filled in on first sight (ASCII up front), in one byte per code point (1.1 MB, a fixed bound).
+const classes = new Uint8Array(0x110000).fill(UNKNOWN);
+for (let c = 0; c < 128; c++) classes[c] = computeClass(c);
 
 function classOf (cp: number): number {
-  if (cp < 65536) {
-    const k = bmp[cp];
-    return k !== UNKNOWN ? k : (bmp[cp] = computeClass(cp));
-  }
-  let k = astral.get(cp);
-  if (k === undefined) astral.set(cp, k = computeClass(cp));
-  return k;
+  const k = classes[cp];
+  return k !== UNKNOWN ? k : (classes[cp] = computeClass(cp));
 }
 
 /** The code point at i (a lone surrogate stands for itself). */
