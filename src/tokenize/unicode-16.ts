@@ -5,15 +5,19 @@
 /** Unicode White_Space (V8's \s differs: it has U+FEFF, lacks U+0085), as a character-class body. */
 export const WHITE_SPACE = '\\t-\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
 
-/** Code points first assigned in Unicode 17.0 (found by comparing V8's classes with tiktoken's WASM on every code point). */
-const NEW_IN_UNICODE_17 = '\\u088f\\u0c5c\\u0cdc\\u1acf-\\u1add\\u1ae0-\\u1aeb\\ua7ce\\ua7cf\\ua7d2\\ua7d4\\ua7f1' +
-  '\\u{10940}-\\u{10959}\\u{10ec5}-\\u{10ec7}\\u{10efa}\\u{10efb}\\u{11b60}-\\u{11b67}\\u{11db0}-\\u{11ddb}\\u{11de0}-\\u{11de9}' +
-  '\\u{16ea0}-\\u{16eb8}\\u{16ebb}-\\u{16ed3}\\u{16ff2}-\\u{16ff6}\\u{187f8}-\\u{187ff}\\u{18d09}-\\u{18d1e}\\u{18d80}-\\u{18df2}' +
-  '\\u{1e6c0}-\\u{1e6de}\\u{1e6e0}-\\u{1e6f5}\\u{1e6fe}\\u{1e6ff}\\u{2b73a}-\\u{2b73f}\\u{2cea2}-\\u{2cead}\\u{323b0}-\\u{33479}';
+/** Code point ranges first assigned in Unicode 17.0 (found by comparing V8's classes with tiktoken's WASM on every code point). */
+export const NEW_IN_UNICODE_17: readonly (readonly [number, number])[] = [
+  [0x088f, 0x088f], [0x0c5c, 0x0c5c], [0x0cdc, 0x0cdc], [0x1acf, 0x1add], [0x1ae0, 0x1aeb], [0xa7ce, 0xa7cf], [0xa7d2, 0xa7d2],
+  [0xa7d4, 0xa7d4], [0xa7f1, 0xa7f1], [0x10940, 0x10959], [0x10ec5, 0x10ec7], [0x10efa, 0x10efb], [0x11b60, 0x11b67],
+  [0x11db0, 0x11ddb], [0x11de0, 0x11de9], [0x16ea0, 0x16eb8], [0x16ebb, 0x16ed3], [0x16ff2, 0x16ff6], [0x187f8, 0x187ff],
+  [0x18d09, 0x18d1e], [0x18d80, 0x18df2], [0x1e6c0, 0x1e6de], [0x1e6e0, 0x1e6f5], [0x1e6fe, 0x1e6ff], [0x2b73a, 0x2b73f],
+  [0x2cea2, 0x2cead], [0x323b0, 0x33479]
+];
+const NEW_CLASS_BODY = NEW_IN_UNICODE_17.map(([a, b]) => a === b ? `\\u{${a.toString(16)}}` : `\\u{${a.toString(16)}}-\\u{${b.toString(16)}}`).join('');
 
 /** A Unicode property escape (`\\p{L}`, `\\P{N}`) as a v-mode class of Unicode 16's assignments; usable inside a class too. */
 export function pinnedProperty (escape: string): string {
-  const positive = `[${escape.replace(/^\\P/, '\\p')}--[${NEW_IN_UNICODE_17}]]`;
+  const positive = `[${escape.replace(/^\\P/, '\\p')}--[${NEW_CLASS_BODY}]]`;
   return escape.startsWith('\\P') ? `[^${positive.slice(1, -1)}]` : positive;
 }
 

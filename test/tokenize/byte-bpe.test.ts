@@ -11,6 +11,7 @@ import type { TiktokenEncoding } from 'tiktoken';
 import { ByteBpe, tokenTable, tokenTableFromTiktoken } from '../../src/tokenize/byte-bpe.js';
 import { splitterFor } from '../../src/tokenize/split-pattern.js';
 import { CL100K_PATTERN } from '../../src/tokenize/split-scanner.js';
+import { NEW_IN_UNICODE_17 } from '../../src/tokenize/unicode-16.js';
 import { wasmRankedBpe, wasmTiktoken } from './wasm-reference.js';
 import { trickyText } from './split-scanner.test.js';
 
@@ -39,6 +40,21 @@ for (const encoding of ['o200k_base', 'cl100k_base']) {
     assert.deepEqual(tok.encode('x = y; // ok'), wasm.encode('x = y; // ok'));
   });
 }
+
+test('every 16th code point and all those new in Unicode 17 (pinned out) encode as the WASM builds do, in letter/digit/space contexts', () => {
+  const cps: number[] = [];
+  for (let cp = 0; cp < 0x110000; cp += 16) if (cp < 0xd800 || cp > 0xdfff) cps.push(cp);
+  for (const [a, b] of NEW_IN_UNICODE_17) for (let cp = a; cp <= b; cp++) cps.push(cp);
+  const inContext = (cp: number): string => { const c = String.fromCodePoint(cp); return `x${c}x ${c}'s 1${c}2\n${c}A${c}a ${c}${c} \u0301${c}`; };
+  for (const encoding of ['o200k_base', 'cl100k_base']) {
+    const tok = createTokenizerSync(`tiktoken:${encoding}`);
+    const wasm = wasmTiktoken(encoding);
+    for (let i = 0; i < cps.length; i += 256) {
+      const s = cps.slice(i, i + 256).map(inContext).join('');
+      assert.deepEqual(tok.encode(s), wasm.encode(s), `${encoding}, code points from U+${cps[i].toString(16)}`);
+    }
+  }
+});
 
 test('hf:qwen3 encodes exactly as tiktoken\'s WASM BPE given Qwen3\'s vocabulary (its previous engine)', () => {
   const qwen = createTokenizerSync('hf:qwen3');
