@@ -5,8 +5,8 @@
 // rank" (tiktoken) produce the same tokens, so rank-BPE (byte-bpe.ts), given the vocabulary as ranks and the
 // file's split regex, encodes like the HF tokenizer at ~15x the speed of the pure-JS port. Checked in full
 // at load; a file outside this shape gets null and the caller uses the general (pure JS) implementation.
-// Known divergence: code points assigned in recent Unicode versions (e.g. CJK extension H) may be classed
-// differently as \p{L} by different regex engines' Unicode tables; BMP text and 8 MB of real files matched.
+// Unicode classes are pinned to Unicode 16 (unicode-16.ts), as in the engines' regex tables; the pure-JS engine
+// reads them from Node's ICU (Unicode 17), so the two may split the ~4.7k code points new in 17 differently.
 import { ByteBpe, tokenTable, type ByteBpeStats } from './byte-bpe.js';
 import { splitterFor, UnsupportedPatternError, type Splitter } from './split-pattern.js';
 
