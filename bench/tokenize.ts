@@ -1,9 +1,13 @@
 // Encode time per tokenizer for prompts of ~1k, 33.6k and 130k tokens (p50 over a few runs, each on a different
-// text so the BPE word caches see realistic hit rates). Run: `npm run build && node dist/bench/tokenize.js [runs]`.
-import { cpus, loadavg, totalmem } from 'node:os';
+// text so the BPE piece caches see realistic hit rates), with the WASM encoders EAR used before byte-bpe.ts as
+// baselines. Run: `npm run build && node dist/bench/tokenize.js [runs]` (writes its section of RESULTS.md).
+import { loadavg } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { createTokenizerSync, IncrementalTokenizer, type Tokenizer } from '../src/tokenize/index.js';
 import { HfTokenizer, qwen3Files } from '../src/tokenize/hf.js';
+import { wasmRankedBpe, wasmTiktoken } from '../test/tokenize/wasm-reference.js';
+import { gitCommit, machine } from './machine.js';
+import { writeSection } from './results-file.js';
 
 export interface TokenizeBenchRow {
   tokenizer: string;
@@ -17,12 +21,27 @@ export interface TokenizeBenchRow {
   runs: number;
 }
 
-/** The baseline for hf:qwen3's ranked-BPE engine: the same files through the general pure-JS engine. */
+/** Baselines: hf:qwen3's files through the general pure-JS engine, and the WASM encoders before byte-bpe.ts. */
 export const QWEN3_PURE_JS = 'hf:qwen3 (pure-JS engine)';
-export const BENCH_TOKENIZERS = ['character', 'tiktoken:o200k_base', 'tiktoken:cl100k_base', 'hf:qwen3', QWEN3_PURE_JS];
+const WASM = ' (old: tiktoken WASM)';
+const BASELINES: Record<string, () => (t: string) => number[]> = {
+  [QWEN3_PURE_JS]: () => {
+    const t = new HfTokenizer(QWEN3_PURE_JS, qwen3Files(), undefined, { engine: 'js' });
+    return (s) => t.encode(s, { addSpecialTokens: false });
+  },
+  [`tiktoken:o200k_base${WASM}`]: () => wasmTiktoken('o200k_base').encode,
+  [`tiktoken:cl100k_base${WASM}`]: () => wasmTiktoken('cl100k_base').encode,
+  // the old engine normalized to NFC first as well
+  [`hf:qwen3${WASM}`]: () => { const w = wasmRankedBpe(qwen3Files()); return (s) => w.encode(s.normalize('NFC')); }
+};
+export const BENCH_TOKENIZERS = ['character', 'tiktoken:o200k_base', `tiktoken:o200k_base${WASM}`, 'tiktoken:cl100k_base', `tiktoken:cl100k_base${WASM}`,
+  'hf:qwen3', `hf:qwen3${WASM}`, QWEN3_PURE_JS];
 
-function tokenizerFor (name: string): Tokenizer {
-  return name === QWEN3_PURE_JS ? new HfTokenizer(name, qwen3Files(), undefined, { engine: 'js' }) : createTokenizerSync(name);
+function encoderFor (name: string): (t: string) => number[] {
+  const baseline = BASELINES[name];
+  if (baseline !== undefined) return baseline();
+  const tok = createTokenizerSync(name);
+  return (t) => tok.encode(t, { addSpecialTokens: false });
 }
 export const BENCH_SIZES = [1_000, 33_600, 130_000];
 
@@ -73,8 +92,7 @@ export function runTokenizeBench (opts: { runs?: number; tokenizers?: string[]; 
   const runs = opts.runs ?? 5;
   const rows: TokenizeBenchRow[] = [];
   for (const name of opts.tokenizers ?? BENCH_TOKENIZERS) {
-    const tok = tokenizerFor(name);
-    const encode = (t: string): number[] => tok.encode(t, { addSpecialTokens: false });
+    const encode = encoderFor(name);
     encode(textOfChars(20_000, 999)); // warm-up: JIT and first-use allocations
     for (const size of opts.sizes ?? BENCH_SIZES) {
       const times: number[] = [];
@@ -111,8 +129,8 @@ export interface IncrementalBenchRow {
 export function runIncrementalBench (opts: { runs?: number; tokenizers?: string[]; contextTokens?: number } = {}): IncrementalBenchRow[] {
   const runs = opts.runs ?? 5;
   const rows: IncrementalBenchRow[] = [];
-  for (const name of opts.tokenizers ?? BENCH_TOKENIZERS.filter((n) => n !== QWEN3_PURE_JS)) {
-    const tok = tokenizerFor(name);
+  for (const name of opts.tokenizers ?? BENCH_TOKENIZERS.filter((n) => BASELINES[n] === undefined)) {
+    const tok: Tokenizer = createTokenizerSync(name);
     const encode = (t: string): number[] => tok.encode(t, { addSpecialTokens: false });
     const inc = new IncrementalTokenizer(tok);
     const inc_ms: number[] = [];
@@ -142,17 +160,37 @@ export function runIncrementalBench (opts: { runs?: number; tokenizers?: string[
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const runs = Number(process.argv[2] ?? 5);
-  const cpu = cpus();
-  console.log(`machine: ${cpu.length} × ${cpu[0]?.model ?? 'unknown cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}, load average ${loadavg()[0].toFixed(1)} (shared machine: figures scale with it)`);
-  console.log(`command: node dist/bench/tokenize.js ${runs}   (encode only, addSpecialTokens=false, p50 of ${runs} texts)`);
+  const command = `node dist/bench/tokenize.js${process.argv[2] !== undefined ? ` ${runs}` : ''}`;
   const rows = runTokenizeBench({ runs });
-  console.log('| tokenizer | tokens | chars | p50 ms | tokens/ms |');
-  console.log('|---|---:|---:|---:|---:|');
-  for (const r of rows) console.log(`| ${r.tokenizer} | ${r.tokens} | ${r.chars} | ${r.p50Ms.toFixed(2)} | ${r.tokensPerMs.toFixed(0)} |`);
-  console.log('\nA turn appending ~1k tokens to a ~130k-token session (render + encode), p50 ms:');
-  console.log('| tokenizer | context tokens | new tokens | incremental ms | full re-encode ms |');
-  console.log('|---|---:|---:|---:|---:|');
-  for (const r of runIncrementalBench({ runs })) {
-    console.log(`| ${r.tokenizer} | ${r.contextTokens} | ${r.newTokens} | ${r.incrementalMs.toFixed(2)} | ${r.fullMs.toFixed(2)} |`);
-  }
+  const table = [
+    '| tokenizer | tokens | chars | p50 ms | tokens/µs | vs old (WASM) |',
+    '|---|---:|---:|---:|---:|---:|',
+    ...rows.map((r) => {
+      const old = rows.find((o) => o.tokenizer === `${r.tokenizer}${WASM}` && o.tokens > 0 && Math.abs(o.tokens - r.tokens) <= r.tokens * 0.01);
+      return `| ${r.tokenizer} | ${r.tokens} | ${r.chars} | ${r.p50Ms.toFixed(2)} | ${(r.tokensPerMs / 1000).toFixed(2)} | ${old === undefined ? '' : `${(old.p50Ms / r.p50Ms).toFixed(1)}×`} |`;
+    })
+  ].join('\n');
+  console.log(table);
+  const inc = runIncrementalBench({ runs });
+  const incTable = [
+    '| tokenizer | context tokens | new tokens | incremental ms | full re-encode ms |',
+    '|---|---:|---:|---:|---:|',
+    ...inc.map((r) => `| ${r.tokenizer} | ${r.contextTokens} | ${r.newTokens} | ${r.incrementalMs.toFixed(2)} | ${r.fullMs.toFixed(2)} |`)
+  ].join('\n');
+  console.log(`\n${incTable}`);
+  writeSection('bench-tokenize', [
+    `## Tokenizer encode speed (\`${command}\`)`,
+    '',
+    `Machine: ${machine()}. Commit ${gitCommit()}, ${new Date().toISOString().slice(0, 10)}. Shared machine: load average ${loadavg()[0].toFixed(1)} at the end of the run, and figures move with it.`,
+    `Command: \`npm run build && ${command}\`. Encode only (addSpecialTokens=false), p50 of ${runs} different texts of`,
+    'the decision bench\'s kind (textOfTokens: prose, code, JSON, numbers, some non-Latin), one after the other in one',
+    'process, so the piece cache sees the hit rates of a running gateway. "(old: tiktoken WASM)" rows are the encoders',
+    'EAR used before byte-bpe.ts (test/tokenize/wasm-reference.ts); byte-bpe.ts produces the same ids (byte-bpe.test.ts).',
+    '',
+    table,
+    '',
+    'A turn appending ~1k tokens to a ~130k-token session (render + incremental encode), against a full re-encode, p50:',
+    '',
+    incTable
+  ].join('\n'));
 }

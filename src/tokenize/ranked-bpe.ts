@@ -2,15 +2,13 @@
 // implies: merges in token-id order, and each token's merge (a, b) is the last pair rank-BPE joins when it
 // builds that token from its bytes (how vocabularies converted from tiktoken ranks are made: Qwen2/2.5/3,
 // Llama 3). Then "apply the lowest-ranked merge" (HF) and "join the adjacent pair whose bytes have the lowest
-// rank" (tiktoken) produce the same tokens, so tiktoken's WASM BPE, given the vocabulary as ranks and the
-// file's split regex, encodes like the HF tokenizer at ~4x the speed of the pure-JS port. Checked in full
+// rank" (tiktoken) produce the same tokens, so rank-BPE (byte-bpe.ts), given the vocabulary as ranks and the
+// file's split regex, encodes like the HF tokenizer at ~15x the speed of the pure-JS port. Checked in full
 // at load; a file outside this shape gets null and the caller uses the general (pure JS) implementation.
-// Known divergence: code points assigned in recent Unicode versions (e.g. CJK extension H) may be classed
-// differently as \p{L} by different regex engines' Unicode tables; BMP text and 8 MB of real files matched.
-import { createRequire } from 'node:module';
-import type { Tiktoken } from 'tiktoken';
-
-const require = createRequire(import.meta.url);
+// Unicode classes are pinned to Unicode 16 (unicode-16.ts), as in the engines' regex tables; the pure-JS engine
+// reads them from Node's ICU (Unicode 17), so the two may split the ~4.7k code points new in 17 differently.
+import { ByteBpe, tokenTable, type ByteBpeStats } from './byte-bpe.js';
+import { splitterFor, UnsupportedPatternError, type Splitter } from './split-pattern.js';
 
 // GPT-2's ByteLevel pre-tokenizer regex (used when ByteLevel has use_regex: true).
 const GPT2_PATTERN = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
@@ -141,15 +139,15 @@ function mergesFollowRanks (vocab: Record<string, number>, merges: (string | [st
 
 export class RankedBpe {
   readonly vocabSize: number;
-  readonly #enc: Tiktoken;
+  readonly #bpe: ByteBpe;
   readonly #nfc: boolean;
   readonly #added: RegExp | null;
   readonly #post: { prefix: number[]; suffix: number[] };
   readonly #cleanUp: boolean;
   readonly #decoder = new TextDecoder('utf-8');
 
-  private constructor (enc: Tiktoken, vocabSize: number, nfc: boolean, added: string[], post: { prefix: number[]; suffix: number[] }, cleanUp: boolean) {
-    this.#enc = enc;
+  private constructor (bpe: ByteBpe, vocabSize: number, nfc: boolean, added: string[], post: { prefix: number[]; suffix: number[] }, cleanUp: boolean) {
+    this.#bpe = bpe;
     this.vocabSize = vocabSize;
     this.#nfc = nfc;
     this.#added = added.length > 0 ? new RegExp([...added].sort((a, b) => b.length - a.length).map(escapeRegExp).join('|'), 'g') : null;
@@ -178,16 +176,16 @@ export class RankedBpe {
     const vocab = model.vocab as Record<string, number>;
     const decodeChar = byteLevelDecoding();
     const entries = Object.entries(vocab);
-    const b64: string[] = new Array(entries.length);
+    const tokens: Uint8Array[] = new Array(entries.length);
     for (const [token, id] of entries) {
-      if (!Number.isInteger(id) || id < 0 || id >= entries.length || b64[id] !== undefined) return null;
+      if (!Number.isInteger(id) || id < 0 || id >= entries.length || tokens[id] !== undefined) return null;
       const bytes: number[] = [];
       for (const ch of token) {
         const b = decodeChar.get(ch);
         if (b === undefined) return null;
         bytes.push(b);
       }
-      b64[id] = Buffer.from(bytes).toString('base64');
+      tokens[id] = Uint8Array.from(bytes);
     }
     if (opts.mergesVerified !== true && !mergesFollowRanks(vocab, model.merges as (string | [string, string])[], decodeChar)) return null;
     const specials: Record<string, number> = {};
@@ -196,18 +194,24 @@ export class RankedBpe {
       specials[a.content] = a.id;
       if (a.id > maxId) maxId = a.id;
     }
-    let enc: Tiktoken;
+    let split: Splitter;
     try {
-      const { Tiktoken: Ctor } = require('tiktoken') as typeof import('tiktoken');
-      enc = new Ctor(`! 0 ${b64.join(' ')}`, specials, pattern);
-    } catch {
-      return null; // e.g. a regex the WASM engine does not accept
+      split = splitterFor(pattern);
+    } catch (err) {
+      if (err instanceof UnsupportedPatternError) return null; // a regex construct V8 would read differently
+      throw err;
     }
-    return new RankedBpe(enc, maxId + 1, nfc, addedTokens.map((a) => a.content), post, config.clean_up_tokenization_spaces === true);
+    let bpe: ByteBpe;
+    try {
+      bpe = new ByteBpe(tokenTable(tokens), { split, specials });
+    } catch {
+      return null; // e.g. a byte that is no token
+    }
+    return new RankedBpe(bpe, maxId + 1, nfc, addedTokens.map((a) => a.content), post, config.clean_up_tokenization_spaces === true);
   }
 
   encode (text: string, addSpecialTokens: boolean): number[] {
-    const ids = Array.from(this.#enc.encode(this.#normalize(text), 'all'));
+    const ids = this.#bpe.encode(this.#normalize(text));
     if (!addSpecialTokens || (this.#post.prefix.length === 0 && this.#post.suffix.length === 0)) return ids;
     return [...this.#post.prefix, ...ids, ...this.#post.suffix];
   }
@@ -226,9 +230,14 @@ export class RankedBpe {
     return out + text.slice(from).normalize('NFC');
   }
 
+  /** Piece-cache counters of the encoder. */
+  stats (): ByteBpeStats {
+    return this.#bpe.stats();
+  }
+
   /** Throws on ids the vocabulary lacks (the caller range-checks first). */
   decode (ids: ArrayLike<number>): string {
-    const text = this.#decoder.decode(this.#enc.decode(Uint32Array.from(ids)));
+    const text = this.#decoder.decode(this.#bpe.decodeBytes(ids));
     return this.#cleanUp ? cleanUpTokenization(text) : text;
   }
 }

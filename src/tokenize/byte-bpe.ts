@@ -1,0 +1,472 @@
+// Byte-level rank BPE in TypeScript: tiktoken's algorithm, for tiktoken's encodings and for Hugging Face
+// byte-level BPE files whose merges follow their ranks (ranked-bpe.ts). Exactly what tiktoken computes:
+// special-token text is cut out first (longest first); the text between is split by the encoding's regex;
+// a piece whose bytes are one token is that token; any other piece is rank-BPE'd over its UTF-8 bytes
+// (repeatedly join the adjacent pair whose joined bytes have the lowest rank, leftmost on ties).
+//
+// Why it is fast: the split is a hand-written scanner for the common patterns (split-scanner.ts) that reports
+// pieces as ranges of the text, so no substring is made; most pieces are one token, found by a hash lookup on
+// the piece's UTF-16 code units (piece-table.ts: no UTF-8 encoding, no string hash); the other pieces repeat
+// constantly in agent traffic, so their ids are cached the same way. A cache miss encodes into reused buffers
+// and merges with a heap, O(n log n) in the piece length, so a long run of punctuation or spaces cannot make
+// it quadratic.
+//
+// Bounds: the piece cache holds at most `cacheEntries` pieces of at most MAX_CACHED_PIECE chars (so at most
+// 64k × 128 code units of keys, 16 MB, and their ids); at the bound it is cleared (counted in
+// stats().cacheClears), which costs one refill and keeps no per-entry bookkeeping.
+
+import type { Splitter } from './split-pattern.js';
+import { PieceTable } from './piece-table.js';
+
+const NONE = -1;
+const TWO32 = 4294967296;
+/** Longer pieces are encoded every time: rare, and they would make the cache's memory unbounded in practice. */
+const MAX_CACHED_PIECE = 128;
+/** Merge scratch kept between calls is at most this many bytes of piece (~41 bytes of scratch per byte);
+ * a longer piece gets scratch that is dropped after it. */
+const MAX_RETAINED_SCRATCH = 1 << 16;
+
+export interface ByteBpeStats {
+  /** Pieces found in the cache, and pieces that were BPE'd (and cached when short enough). */
+  cacheHits: number;
+  cacheMisses: number;
+  /** Times the cache reached its bound and was emptied. */
+  cacheClears: number;
+  cacheSize: number;
+}
+
+/** Token bytes by id: id i is bytes[offsets[i] .. offsets[i + 1]]; an empty span is an unassigned id. */
+export interface TokenTable {
+  bytes: Uint8Array;
+  offsets: Int32Array;
+}
+
+export interface ByteBpeOptions {
+  /** The pre-tokenizer (split-pattern.ts builds one from a tiktoken/HF pattern). */
+  split: Splitter;
+  /** Special-token text → id; cut out of the text before splitting, and decoded to its text. */
+  specials: Record<string, number>;
+  /** Piece cache bound. Default 65536. */
+  cacheEntries?: number;
+}
+
+/** ES2024 string methods (Node 20 has them; the compile target's lib does not declare them). */
+interface WellFormed { isWellFormed (): boolean; toWellFormed (): string }
+
+function escapeRegExp (s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/** Decodes the UTF-8 bytes[from..to) into UTF-16 units (room for to - from); their count, or -1 if not valid UTF-8. */
+function utf8ToUnits (bytes: Uint8Array, from: number, to: number, units: Uint16Array): number {
+  let n = 0;
+  for (let i = from; i < to;) {
+    const b = bytes[i];
+    let cp: number;
+    let more: number;
+    let min: number;
+    if (b < 0x80) { cp = b; more = 0; min = 0; } else if (b >= 0xc2 && b < 0xe0) { cp = b & 0x1f; more = 1; min = 0x80; } else if (b >= 0xe0 && b < 0xf0) { cp = b & 0x0f; more = 2; min = 0x800; } else if (b >= 0xf0 && b < 0xf5) { cp = b & 0x07; more = 3; min = 0x10000; } else return -1;
+    if (i + more >= to) return -1;
+    for (let k = 1; k <= more; k++) {
+      const c = bytes[i + k];
+      if ((c & 0xc0) !== 0x80) return -1;
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return -1;
+    if (cp < 0x10000) units[n++] = cp;
+    else {
+      units[n++] = 0xd800 + ((cp - 0x10000) >> 10);
+      units[n++] = 0xdc00 + ((cp - 0x10000) & 0x3ff);
+    }
+    i += more + 1;
+  }
+  return n;
+}
+
+/** Min-heap of numbers in heap[0..size): adds key at slot `size` and sifts it up. */
+function heapPush (heap: Float64Array, size: number, key: number): void {
+  let i = size;
+  while (i > 0) {
+    const parent = (i - 1) >> 1;
+    if (heap[parent] <= key) break;
+    heap[i] = heap[parent];
+    i = parent;
+  }
+  heap[i] = key;
+}
+
+/** Removes heap[0] from a heap that held size + 1 keys (its last key, heap[size], takes the top and sifts down). */
+function heapPopTop (heap: Float64Array, size: number): void {
+  const last = heap[size];
+  let i = 0;
+  for (;;) {
+    let c = 2 * i + 1;
+    if (c >= size) break;
+    if (c + 1 < size && heap[c + 1] < heap[c]) c++;
+    if (heap[c] >= last) break;
+    heap[i] = heap[c];
+    i = c;
+  }
+  heap[i] = last;
+}
+
+export class ByteBpe {
+  /** One more than the largest assigned id (base tokens and specials). */
+  readonly vocabSize: number;
+  readonly #split: Splitter;
+  readonly #special: RegExp | null;
+  readonly #specialIds: Map<string, number>;
+  /** Piece text → id for every base token whose bytes are valid UTF-8: the one-token pieces. */
+  readonly #whole: PieceTable;
+  /** Decode table: base tokens and specials. */
+  readonly #bytes: Uint8Array;
+  readonly #offsets: Int32Array;
+  /** Open-addressing hash of base tokens' bytes for rank lookups during merges: slot pairs (id + 1 or 0 = empty,
+   * hash of the bytes), so a probe touches the arena only when the hashes agree. Two-byte tokens: #twoByte. */
+  readonly #table: Int32Array;
+  readonly #mask: number;
+  readonly #byteToken = new Int32Array(256);
+  readonly #twoByte = new Int32Array(65536);
+  /** Piece text → offset in #cachedIds of [count, ids…]. */
+  readonly #cache: PieceTable;
+  #cachedIds = new Int32Array(1 << 16);
+  #cachedIdsUsed = 0;
+  #stats = { cacheHits: 0, cacheMisses: 0, cacheClears: 0 };
+  // The text and output of the encode in progress, for #piece (the splitter's callback).
+  #text = '';
+  #out: number[] = [];
+  readonly #piece = (from: number, to: number): void => this.#encodePiece(from, to);
+  // Merge scratch, grown on demand: piece bytes, per-part next/prev/token/pair rank, heap of (rank, part).
+  #buf = new Uint8Array(256);
+  #next = new Int32Array(256);
+  #prev = new Int32Array(256);
+  #tok = new Int32Array(256);
+  #pair = new Int32Array(256);
+  #heap = new Float64Array(768);
+
+  /** `base` holds the mergeable tokens (rank = id); specials are never merged into. */
+  constructor (base: TokenTable, opts: ByteBpeOptions) {
+    this.#split = opts.split;
+    this.#cache = new PieceTable(opts.cacheEntries ?? 65536);
+    const baseCount = base.offsets.length - 1;
+    const specials = Object.entries(opts.specials).filter(([t]) => t.length > 0);
+    this.#specialIds = new Map(specials);
+    this.#special = specials.length === 0 ? null
+      : new RegExp(specials.map(([t]) => t).sort((a, b) => b.length - a.length).map(escapeRegExp).join('|'), 'g');
+
+    let size = 1;
+    while (size < baseCount * 2) size *= 2;
+    this.#table = new Int32Array(size * 2);
+    this.#mask = size - 1;
+    this.#byteToken.fill(NONE);
+    this.#twoByte.fill(NONE);
+    this.#whole = new PieceTable(Math.max(1, baseCount));
+    let units = new Uint16Array(64);
+    for (let id = 0; id < baseCount; id++) {
+      const from = base.offsets[id];
+      const to = base.offsets[id + 1];
+      if (to <= from) continue;
+      const h = this.#hash(base.bytes, from, to) | 0;
+      let slot = h & this.#mask;
+      while (this.#table[2 * slot] !== 0) slot = (slot + 1) & this.#mask;
+      this.#table[2 * slot] = id + 1;
+      this.#table[2 * slot + 1] = h;
+      if (to - from === 1) this.#byteToken[base.bytes[from]] = id;
+      if (to - from === 2) this.#twoByte[(base.bytes[from] << 8) | base.bytes[from + 1]] = id;
+      if (units.length < to - from) units = new Uint16Array(to - from);
+      const len = utf8ToUnits(base.bytes, from, to, units);
+      if (len >= 0) this.#whole.setCodes(units, len, id);
+    }
+    for (let b = 0; b < 256; b++) if (this.#byteToken[b] === NONE) throw new Error(`byte-level BPE: byte ${b} is not a token`);
+
+    // Decode table over all ids: the base tokens' bytes, then the specials' UTF-8 after them.
+    let maxId = baseCount - 1;
+    for (const [, id] of specials) if (id > maxId) maxId = id;
+    this.vocabSize = maxId + 1;
+    const encoder = new TextEncoder();
+    const specialBytes = specials.map(([t, id]) => [encoder.encode(t), id] as const);
+    const total = base.offsets[baseCount] + specialBytes.reduce((n, [b]) => n + b.length, 0);
+    this.#bytes = new Uint8Array(total);
+    this.#bytes.set(base.bytes.subarray(0, base.offsets[baseCount]));
+    const starts = new Int32Array(this.vocabSize);
+    const ends = new Int32Array(this.vocabSize);
+    for (let id = 0; id < baseCount; id++) { starts[id] = base.offsets[id]; ends[id] = base.offsets[id + 1]; }
+    let at = base.offsets[baseCount];
+    for (const [b, id] of specialBytes) {
+      if (id < baseCount && ends[id] > starts[id]) continue; // an added token that is a base token too
+      this.#bytes.set(b, at);
+      starts[id] = at;
+      ends[id] = at + b.length;
+      at += b.length;
+    }
+    // offsets as (start, end) pairs: specials are not contiguous with the base ids
+    this.#offsets = new Int32Array(this.vocabSize * 2);
+    for (let id = 0; id < this.vocabSize; id++) { this.#offsets[2 * id] = starts[id]; this.#offsets[2 * id + 1] = ends[id]; }
+  }
+
+  stats (): ByteBpeStats {
+    return { ...this.#stats, cacheSize: this.#cache.size };
+  }
+
+  /** Text → ids; special-token text becomes the special ids. Lone surrogates encode as U+FFFD (as TextEncoder does). */
+  encode (text: string): number[] {
+    const wf = text as unknown as WellFormed;
+    if (!wf.isWellFormed()) text = wf.toWellFormed();
+    const out: number[] = [];
+    const special = this.#special;
+    let from = 0;
+    if (special !== null) {
+      special.lastIndex = 0;
+      for (let m = special.exec(text); m !== null; m = special.exec(text)) {
+        if (m.index > from) this.#encodeOrdinary(text.slice(from, m.index), out);
+        out.push(this.#specialIds.get(m[0])!);
+        from = m.index + m[0].length;
+      }
+    }
+    if (from < text.length) this.#encodeOrdinary(from === 0 ? text : text.slice(from), out);
+    return out;
+  }
+
+  /** The bytes of these ids, concatenated. Throws RangeError on an id that is not assigned. */
+  decodeBytes (ids: ArrayLike<number>): Uint8Array {
+    const off = this.#offsets;
+    let n = 0;
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i];
+      const len = Number.isInteger(id) && id >= 0 && id < this.vocabSize ? off[2 * id + 1] - off[2 * id] : 0;
+      if (len <= 0) throw new RangeError(`token id ${id} is not assigned`);
+      n += len;
+    }
+    const out = new Uint8Array(n);
+    let at = 0;
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i];
+      out.set(this.#bytes.subarray(off[2 * id], off[2 * id + 1]), at);
+      at += off[2 * id + 1] - off[2 * id];
+    }
+    return out;
+  }
+
+  #encodeOrdinary (text: string, out: number[]): void {
+    this.#text = text;
+    this.#out = out;
+    this.#split(text, this.#piece);
+    this.#text = '';
+  }
+
+  #encodePiece (from: number, to: number): void {
+    const text = this.#text;
+    const out = this.#out;
+    const id = this.#whole.get(text, from, to);
+    if (id >= 0) {
+      out.push(id);
+      return;
+    }
+    const at = this.#cache.get(text, from, to);
+    if (at >= 0) {
+      this.#stats.cacheHits++;
+      const ids = this.#cachedIds;
+      for (let i = at + 1, end = at + 1 + ids[at]; i < end; i++) out.push(ids[i]);
+      return;
+    }
+    this.#stats.cacheMisses++;
+    const start = out.length;
+    this.#merge(text, from, to, out);
+    if (to - from > MAX_CACHED_PIECE) return;
+    const count = out.length - start;
+    if (this.#cache.size >= this.#cache.capacity) {
+      this.#cache.clear();
+      this.#cachedIdsUsed = 0;
+      this.#stats.cacheClears++;
+    }
+    if (this.#cachedIdsUsed + count + 1 > this.#cachedIds.length) {
+      const grown = new Int32Array(Math.max(this.#cachedIds.length * 2, this.#cachedIdsUsed + count + 1));
+      grown.set(this.#cachedIds.subarray(0, this.#cachedIdsUsed));
+      this.#cachedIds = grown;
+    }
+    const ids = this.#cachedIds;
+    const at2 = this.#cachedIdsUsed;
+    ids[at2] = count;
+    for (let i = 0; i < count; i++) ids[at2 + 1 + i] = out[start + i];
+    this.#cachedIdsUsed += count + 1;
+    this.#cache.set(text, from, to, at2);
+  }
+
+  /** FNV-1a over bytes[from..to). */
+  #hash (bytes: Uint8Array, from: number, to: number): number {
+    let h = 0x811c9dc5;
+    for (let i = from; i < to; i++) h = Math.imul(h ^ bytes[i], 0x01000193);
+    return h >>> 0;
+  }
+
+  /** The id of the base token whose bytes are buf[from..to), or NONE. */
+  #rank (from: number, to: number): number {
+    const buf = this.#buf;
+    const len = to - from;
+    if (len === 2) return this.#twoByte[(buf[from] << 8) | buf[from + 1]];
+    const bytes = this.#bytes;
+    const off = this.#offsets;
+    const table = this.#table;
+    const h = this.#hash(buf, from, to) | 0;
+    for (let slot = h & this.#mask; ; slot = (slot + 1) & this.#mask) {
+      const id = table[2 * slot] - 1;
+      if (id < 0) return NONE;
+      if (table[2 * slot + 1] !== h) continue;
+      const s = off[2 * id];
+      if (off[2 * id + 1] - s !== len) continue;
+      let i = 0;
+      while (i < len && bytes[s + i] === buf[from + i]) i++;
+      if (i === len) return id;
+    }
+  }
+
+  /** UTF-8 of text[from..to) into #buf (grown as needed); returns the byte count. */
+  #utf8 (text: string, from: number, to: number): number {
+    if (this.#buf.length < (to - from) * 3) this.#grow((to - from) * 3);
+    const buf = this.#buf;
+    let n = 0;
+    for (let i = from; i < to; i++) {
+      let c = text.charCodeAt(i);
+      if (c < 0x80) buf[n++] = c;
+      else if (c < 0x800) { buf[n++] = 0xc0 | (c >> 6); buf[n++] = 0x80 | (c & 0x3f); } else if (c >= 0xd800 && c < 0xdc00) {
+        // a well-formed string: a high surrogate is followed by its low one
+        c = 0x10000 + ((c - 0xd800) << 10) + (text.charCodeAt(++i) - 0xdc00);
+        buf[n++] = 0xf0 | (c >> 18); buf[n++] = 0x80 | ((c >> 12) & 0x3f); buf[n++] = 0x80 | ((c >> 6) & 0x3f); buf[n++] = 0x80 | (c & 0x3f);
+      } else { buf[n++] = 0xe0 | (c >> 12); buf[n++] = 0x80 | ((c >> 6) & 0x3f); buf[n++] = 0x80 | (c & 0x3f); }
+    }
+    return n;
+  }
+
+  #grow (bytes: number): void {
+    this.#buf = new Uint8Array(bytes);
+    this.#next = new Int32Array(bytes + 1);
+    this.#prev = new Int32Array(bytes + 1);
+    this.#tok = new Int32Array(bytes + 1);
+    this.#pair = new Int32Array(bytes + 1);
+    this.#heap = new Float64Array(3 * bytes + 3);
+  }
+
+  /**
+   * Rank-BPE of one piece, ids appended to out. Parts are named by their first byte's index and linked in a
+   * list; the heap holds (pair rank, left part) keys, so the minimum is the lowest rank, leftmost on ties,
+   * as tiktoken picks. Stale heap entries (a part merged away or its pair changed) are skipped when popped.
+   */
+  #merge (text: string, from: number, to: number, out: number[]): void {
+    const n = this.#utf8(text, from, to);
+    const buf = this.#buf;
+    if (n === 1) {
+      out.push(this.#byteToken[buf[0]]);
+      if (this.#buf.length > MAX_RETAINED_SCRATCH) this.#grow(MAX_RETAINED_SCRATCH);
+      return;
+    }
+    const next = this.#next;
+    const prev = this.#prev;
+    const tok = this.#tok;
+    const pair = this.#pair;
+    const heap = this.#heap;
+    let size = 0;
+    for (let i = 0; i < n; i++) {
+      next[i] = i + 1;
+      prev[i] = i - 1;
+      tok[i] = this.#byteToken[buf[i]];
+    }
+    for (let i = 0; i + 1 < n; i++) {
+      const r = this.#rank(i, i + 2);
+      pair[i] = r;
+      if (r !== NONE) heapPush(heap, size++, r * TWO32 + i);
+    }
+    pair[n - 1] = NONE;
+    while (size > 0) {
+      const key = heap[0];
+      heapPopTop(heap, --size);
+      const r = Math.floor(key / TWO32);
+      const i = key - r * TWO32;
+      if (pair[i] !== r || tok[i] === NONE) continue; // stale
+      // join part i with the part after it
+      const j = next[i];
+      const k = next[j];
+      tok[i] = r;
+      tok[j] = NONE;
+      next[i] = k;
+      if (k < n) {
+        prev[k] = i;
+        const nr = this.#rank(i, next[k]);
+        pair[i] = nr;
+        if (nr !== NONE) heapPush(heap, size++, nr * TWO32 + i);
+      } else pair[i] = NONE;
+      const p = prev[i];
+      if (p >= 0) {
+        const pr = this.#rank(p, k);
+        pair[p] = pr;
+        if (pr !== NONE) heapPush(heap, size++, pr * TWO32 + p);
+      }
+    }
+    for (let i = 0; i < n; i = next[i]) out.push(tok[i]);
+    if (this.#buf.length > MAX_RETAINED_SCRATCH) this.#grow(MAX_RETAINED_SCRATCH);
+  }
+}
+
+const BASE64 = new Int8Array(128).fill(-1);
+for (let i = 0; i < 64; i++) BASE64['ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'.charCodeAt(i)] = i;
+
+/** tiktoken's rank file body ("! <first rank> <base64 token> …", one rank per token) as a token table. */
+export function tokenTableFromTiktoken (ranks: string): TokenTable {
+  const parts = ranks.split(' ');
+  const bytes = new Uint8Array(Math.ceil(ranks.length * 3 / 4));
+  const starts: number[] = [];
+  const ends: number[] = [];
+  let rank = 0;
+  let n = 0;
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i];
+    if (part === '!') {
+      rank = Number(parts[++i]);
+      if (!Number.isInteger(rank) || rank < starts.length) throw new Error(`tiktoken ranks: bad rank marker "${parts[i]}"`);
+      continue;
+    }
+    if (part === '') continue;
+    // base64 → bytes, straight into the arena
+    starts[rank] = n;
+    let acc = 0;
+    let bits = 0;
+    for (let k = 0; k < part.length; k++) {
+      const c = part.charCodeAt(k);
+      if (c === 61) break; // '=' padding
+      const v = c < 128 ? BASE64[c] : -1;
+      if (v < 0) throw new Error(`tiktoken ranks: bad base64 "${part}"`);
+      acc = (acc << 6) | v;
+      bits += 6;
+      if (bits >= 8) {
+        bits -= 8;
+        bytes[n++] = (acc >> bits) & 0xff;
+      }
+    }
+    ends[rank++] = n;
+  }
+  const offsets = new Int32Array(starts.length + 1);
+  const packed = new Uint8Array(n);
+  let at = 0;
+  for (let id = 0; id < starts.length; id++) {
+    offsets[id] = at;
+    if (starts[id] !== undefined) {
+      packed.set(bytes.subarray(starts[id], ends[id]), at);
+      at += ends[id] - starts[id];
+    }
+  }
+  offsets[starts.length] = at;
+  return { bytes: packed, offsets };
+}
+
+/** A token table from per-id bytes (holes are unassigned ids). */
+export function tokenTable (tokens: (Uint8Array | undefined)[]): TokenTable {
+  const offsets = new Int32Array(tokens.length + 1);
+  let n = 0;
+  for (let id = 0; id < tokens.length; id++) {
+    offsets[id] = n;
+    n += tokens[id]?.length ?? 0;
+  }
+  offsets[tokens.length] = n;
+  const bytes = new Uint8Array(n);
+  for (let id = 0; id < tokens.length; id++) if (tokens[id] !== undefined) bytes.set(tokens[id]!, offsets[id]);
+  return { bytes, offsets };
+}

@@ -1,0 +1,104 @@
+// An open-addressing hash table from string ranges (UTF-16 code units of text[from..to)) to non-negative ints,
+// its keys copied into one char arena: a lookup allocates nothing (no substring, no string hash), which is
+// what makes the encoder's per-piece lookups cheap. Slots hold (entry, hash) side by side and an entry's
+// (key start, key length, value) likewise, so a probe costs one memory access unless the hashes agree.
+// Bound: `capacity` entries; set() refuses past it.
+
+export class PieceTable {
+  readonly capacity: number;
+  #size = 0;
+  readonly #slots: Int32Array; // pairs (entry index + 1, or 0 = empty; key hash)
+  readonly #mask: number;
+  readonly #entries: Int32Array; // triples (key start in #chars, key length, value)
+  #chars: Uint16Array;
+  #charsUsed = 0;
+
+  constructor (capacity: number) {
+    this.capacity = capacity;
+    let slots = 1;
+    while (slots < capacity * 2) slots *= 2;
+    this.#slots = new Int32Array(slots * 2);
+    this.#mask = slots - 1;
+    this.#entries = new Int32Array(capacity * 3);
+    this.#chars = new Uint16Array(Math.max(1024, capacity * 4));
+  }
+
+  get size (): number {
+    return this.#size;
+  }
+
+  /** The value of text[from..to), or -1. */
+  get (text: string, from: number, to: number): number {
+    const len = to - from;
+    const chars = this.#chars;
+    const slots = this.#slots;
+    const entries = this.#entries;
+    const h = hash(text, from, to);
+    for (let slot = h & this.#mask; ; slot = (slot + 1) & this.#mask) {
+      const e = slots[2 * slot] - 1;
+      if (e < 0) return -1;
+      if (slots[2 * slot + 1] !== h || entries[3 * e + 1] !== len) continue;
+      const s = entries[3 * e];
+      let i = 0;
+      while (i < len && chars[s + i] === text.charCodeAt(from + i)) i++;
+      if (i === len) return entries[3 * e + 2];
+    }
+  }
+
+  /** Adds text[from..to) → value (the caller knows it is absent); false when the table is full. */
+  set (text: string, from: number, to: number, value: number): boolean {
+    const at = this.#reserve(to - from);
+    if (at < 0) return false;
+    for (let i = from; i < to; i++) this.#chars[at + i - from] = text.charCodeAt(i);
+    this.#link(at, to - from, value, hash(text, from, to));
+    return true;
+  }
+
+  /** set() for a key given as code units[0..len). */
+  setCodes (units: Uint16Array, len: number, value: number): boolean {
+    const at = this.#reserve(len);
+    if (at < 0) return false;
+    this.#chars.set(units.subarray(0, len), at);
+    let h = 0x811c9dc5;
+    for (let i = 0; i < len; i++) h = Math.imul(h ^ units[i], 0x01000193);
+    this.#link(at, len, value, h ^ (h >>> 15));
+    return true;
+  }
+
+  /** Room for a key of len code units in the arena: its offset, or -1 when the table is full. */
+  #reserve (len: number): number {
+    if (this.#size >= this.capacity) return -1;
+    if (this.#charsUsed + len > this.#chars.length) {
+      const grown = new Uint16Array(Math.max(this.#chars.length * 2, this.#charsUsed + len));
+      grown.set(this.#chars.subarray(0, this.#charsUsed));
+      this.#chars = grown;
+    }
+    const at = this.#charsUsed;
+    this.#charsUsed += len;
+    return at;
+  }
+
+  #link (at: number, len: number, value: number, h: number): void {
+    const e = this.#size++;
+    this.#entries[3 * e] = at;
+    this.#entries[3 * e + 1] = len;
+    this.#entries[3 * e + 2] = value;
+    let slot = h & this.#mask;
+    while (this.#slots[2 * slot] !== 0) slot = (slot + 1) & this.#mask;
+    this.#slots[2 * slot] = e + 1;
+    this.#slots[2 * slot + 1] = h;
+  }
+
+  clear (): void {
+    this.#slots.fill(0);
+    this.#size = 0;
+    this.#charsUsed = 0;
+  }
+}
+
+/** FNV-1a over the code units, with the high bits folded into the low ones the table indexes by (as setCodes). */
+function hash (text: string, from: number, to: number): number {
+  let h = 0x811c9dc5;
+  for (let i = from; i < to; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return h ^ (h >>> 15);
+}
