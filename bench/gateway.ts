@@ -34,7 +34,7 @@ const USAGE = `usage: node dist/bench/gateway.js [--duration S] [--connections 1
   --loads LIST          loads of the throughput sweep: short,stream (default both)
   --no-write            print only; bench/RESULTS.md is written only by a full run without this flag`;
 
-type Load = 'short' | 'stream' | 'long';
+export type Load = 'short' | 'stream' | 'long';
 
 function chatBody (content: string, stream: boolean): string {
   const streamOptions = stream ? { stream_options: { include_usage: true } } : {};
@@ -55,7 +55,7 @@ const BODIES: Record<Load, { body: string; expect: string }> = {
 
 // ---- child processes: every one is stopped on the way out, error or not ----
 
-interface Child {
+export interface Child {
   name: string;
   proc: ChildProcess;
   exited: boolean;
@@ -65,7 +65,7 @@ interface Child {
 
 const children: Child[] = [];
 
-function startChild (name: string, cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): Child {
+export function startChild (name: string, cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): Child {
   const proc = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
   const child: Child = { name, proc, exited: false, tail: '' };
   const keep = (b: Buffer): void => { child.tail = (child.tail + b.toString()).slice(-4000); };
@@ -77,7 +77,7 @@ function startChild (name: string, cmd: string, args: string[], env: NodeJS.Proc
   return child;
 }
 
-function waitForOutput (child: Child, pattern: RegExp, timeoutMs: number): Promise<RegExpMatchArray> {
+export function waitForOutput (child: Child, pattern: RegExp, timeoutMs: number): Promise<RegExpMatchArray> {
   return new Promise((resolve, reject) => {
     const check = (): void => {
       const m = child.tail.match(pattern);
@@ -106,7 +106,7 @@ async function stopChild (c: Child): Promise<void> {
   clearTimeout(timer);
 }
 
-async function stopAll (): Promise<void> {
+export async function stopAll (): Promise<void> {
   await Promise.all(children.map(stopChild));
 }
 
@@ -139,7 +139,7 @@ async function getStatus (url: string): Promise<number> {
   }
 }
 
-async function waitForStatus (url: string, child: Child, timeoutMs: number): Promise<void> {
+export async function waitForStatus (url: string, child: Child, timeoutMs: number): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
     if (await getStatus(url) === 200) return;
@@ -149,13 +149,13 @@ async function waitForStatus (url: string, child: Child, timeoutMs: number): Pro
   throw new Error(`${child.name}: ${url} did not answer 200 within ${timeoutMs} ms:\n${child.tail}`);
 }
 
-async function startUpstream (): Promise<{ url: string; pid: number }> {
+export async function startUpstream (): Promise<{ url: string; pid: number }> {
   const c = startChild('upstream', process.execPath, [UPSTREAM_JS]);
   const m = await waitForOutput(c, /\{"port":(\d+)\}/, 10_000);
   return { url: `http://127.0.0.1:${m[1]}`, pid: c.proc.pid! };
 }
 
-async function startEar (upstream: string, routeThreads: string | undefined, cpuProfDir: string | undefined): Promise<{ url: string; pid: number; command: string }> {
+export async function startEar (upstream: string, routeThreads: string | undefined, cpuProfDir: string | undefined): Promise<{ url: string; pid: number; command: string }> {
   const args = ['serve', '--host', '127.0.0.1', '--port', '0', '--backend', `${upstream},id=up`];
   if (routeThreads) args.push('--route-threads', routeThreads);
   const node = cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir] : [];
@@ -166,7 +166,7 @@ async function startEar (upstream: string, routeThreads: string | undefined, cpu
   return { url, pid: c.proc.pid!, command: `ear ${args.join(' ').replace(upstream, 'http://127.0.0.1:UPSTREAM')}` };
 }
 
-function nginxBinary (): string {
+export function nginxBinary (): string {
   for (const bin of ['nginx', '/usr/sbin/nginx']) if (spawnSync(bin, ['-v'], { stdio: 'ignore' }).status === 0) return bin;
   console.error('nginx is missing: apt-get install -y nginx');
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
@@ -220,7 +220,7 @@ http {
 `;
 }
 
-async function startNginx (bin: string, upstream: string, workers: number): Promise<{ url: string; pid: number }> {
+export async function startNginx (bin: string, upstream: string, workers: number): Promise<{ url: string; pid: number }> {
   const dir = mkdtempSync(join(tmpdir(), `ear-bench-nginx${workers}-`));
   chmodSync(dir, 0o755); // workers run as an unprivileged user
   const port = await freePort();
@@ -240,7 +240,7 @@ async function startNginx (bin: string, upstream: string, workers: number): Prom
 
 // ---- measuring ----
 
-interface Target {
+export interface Target {
   name: string;
   url: string;
   /** The process that serves it (its children too: nginx's workers): its CPU time is charged to the target. */
@@ -271,7 +271,7 @@ function safeList (path: string): string[] {
   try { return readdirSync(path); } catch { return []; }
 }
 
-interface Cell {
+export interface Cell {
   target: string;
   load: Load;
   connections: number;
@@ -284,13 +284,13 @@ interface Cell {
   latencies: Float64Array;
 }
 
-function percentile (sorted: Float64Array, p: number): number {
+export function percentile (sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
 /** One autocannon run. Any error, timeout, non-2xx or body other than the canned one fails the benchmark. */
-async function cannon (t: Target, load: Load, connections: number, seconds: number): Promise<Cell> {
+export async function cannon (t: Target, load: Load, connections: number, seconds: number): Promise<Cell> {
   const { body, expect } = BODIES[load];
   let lat = new Float64Array(1 << 16);
   let n = 0;
@@ -329,7 +329,7 @@ async function cannon (t: Target, load: Load, connections: number, seconds: numb
 }
 
 /** One request of each kind by hand, before any load: a server that answers wrongly fails here, plainly. */
-async function sanity (t: Target): Promise<void> {
+export async function sanity (t: Target): Promise<void> {
   for (const load of ['short', 'stream', 'long'] as const) {
     const r = await request(`${t.url}${PATH}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: BODIES[load].body });
     const text = await r.body.text();

@@ -1,6 +1,6 @@
 // `ear serve`: the gateway's data plane. uWebSockets.js terminates client traffic; per-request work that grows
 // with the prompt (parse, render, tokenize, hash) runs in a piscina pool; routing runs inline against the
-// shared tables; undici proxies to the engines. See ARCHITECTURE.md "Request lifecycle".
+// shared tables; upstream-client.ts proxies to the engines. See ARCHITECTURE.md "Request lifecycle".
 import uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { performance } from 'node:perf_hooks';
@@ -150,7 +150,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
         ({ result, observer } = await attempt(rs, b.pool, {
           path: route,
           body: forward,
-          headers: { 'content-type': 'application/json', 'x-request-id': rid },
+          headers: [['content-type', 'application/json'], ['x-request-id', rid]],
           responseHeaders: [['x-ear-backend', b.id], ['x-request-id', rid]],
           // With no attempt or no other backend left, an engine's 5xx goes to the client as it is.
           final: n === config.maxAttempts - 1 || !backends.some((x) => x !== b && x.serves(f.model) && !exclude.has(x.index)),
