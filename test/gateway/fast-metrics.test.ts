@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { Histogram, Registry } from 'prom-client';
-import { FastHistogram } from '../../src/gateway/fast-histogram.js';
+import { Counter, Histogram, Registry } from 'prom-client';
+import { FastCounter, FastHistogram } from '../../src/gateway/fast-metrics.js';
 
 const BUCKETS = [1e-6, 5e-6, 0.001, 0.005, 0.1, 1, 10];
 
@@ -33,4 +33,27 @@ test('bad input: a non-finite value or the wrong number of labels throws; bucket
   assert.throws(() => h.labels('x').observe(Infinity), TypeError);
   assert.throws(() => h.labels(), /expected 1 label/);
   assert.throws(() => new FastHistogram({ name: 'w', help: 'W.', buckets: [2, 1] }), RangeError);
+});
+
+test('counters export exactly what prom-client\'s Counter exports for the same increments (property)', async () => {
+  await fc.assert(fc.asyncProperty(
+    fc.array(fc.tuple(fc.constantFrom('/v1/a', '/v1/b'), fc.constantFrom('200', '502'), fc.integer({ min: 0, max: 5 })), { maxLength: 40 }),
+    async (incs) => {
+      const ours = new Registry();
+      const theirs = new Registry();
+      const fast = new FastCounter({ name: 'req_total', help: 'R.', labelNames: ['route', 'status'], registers: [ours] });
+      const plain = new FastCounter({ name: 'plain_total', help: 'P.', registers: [ours] });
+      const ref = new Counter({ name: 'req_total', help: 'R.', labelNames: ['route', 'status'], registers: [theirs] });
+      const refPlain = new Counter({ name: 'plain_total', help: 'P.', registers: [theirs] });
+      for (const [route, status, by] of incs) {
+        fast.labels(route, status).inc(by);
+        ref.labels({ route, status }).inc(by);
+        plain.inc();
+        refPlain.inc();
+      }
+      assert.equal(await ours.metrics(), await theirs.metrics());
+    }
+  ), { numRuns: 50 });
+  const c = new FastCounter({ name: 'c_total', help: 'C.' });
+  assert.throws(() => c.inc(-1), /decrease/);
 });
