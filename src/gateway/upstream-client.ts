@@ -1,9 +1,11 @@
 // The proxy's HTTP/1.1 client to the engines: a bounded keep-alive connection pool per backend, one request at a
 // time per connection (no pipelining), responses framed by Content-Length, chunked transfer-encoding or the
-// connection's close. Why not undici on this path: with the same uWS front end, proxying a short completion
-// through undici's Pool.dispatch() cost 38 µs of gateway CPU a request more than through this client
-// (bench/proxy-floor.ts, 16 connections: 74 vs 36 µs short, 95 vs 49 µs streamed); undici is kept for the
-// health probes and metric scrapes, where a request a second does not matter.
+// connection's close. Why not undici on this path (measured 2026-11-22, server CPU per request, 2 shared cores):
+// the same gateway build proxying through undici's Pool.dispatch() spent 6-10 µs more per short request at 16
+// connections (48-58 vs 42-48), 7-23 more per streamed one (75-91 vs 62-71) and ~30 more at one connection
+// (85-94 vs 55-59), rounds interleaved; a bare uWS proxy (bench/proxy-floor.ts) showed 3-16 µs short and 2-20
+// streamed. Most of the gap is undici's per-request JS and Node's per-read ArrayBuffer, which the shared read
+// buffer below avoids. undici is kept for the health probes and metric scrapes, a few requests a second.
 import net from 'node:net';
 import tls from 'node:tls';
 import { performance } from 'node:perf_hooks';
