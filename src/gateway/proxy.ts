@@ -111,8 +111,8 @@ class UpstreamAttempt implements UpstreamHandler {
 
   onData (view: Buffer): boolean {
     if (this.#settled || this.state.aborted) return true;
-    // Kept past this read (the whole body, or the observer's copy of it): copied out of the client's read buffer.
-    const chunk = this.#mode === Mode.Buffer ? Buffer.from(view) : view;
+    // Kept past this read (the whole body, or the observer's copy of a JSON body): copied out of the client's read buffer.
+    const chunk = this.#mode === Mode.Buffer || !this.#sse ? Buffer.from(view) : view;
     if (!this.#sse && this.#observer!.push(chunk)) this.opts.onFirstToken?.();
     this.#chunks.push(chunk);
     this.#bytes += chunk.length;
@@ -135,7 +135,7 @@ class UpstreamAttempt implements UpstreamHandler {
     if (chunks.length === 0 && !end) return;
     this.#chunks = [];
     // One uWS write (one HTTP chunk) for the lot: each write() crosses into C++ and frames its own chunk.
-    const data = chunks.length > 1 ? Buffer.concat(chunks) : chunks[0];
+    const data = chunks.length > 1 ? joined(chunks) : chunks[0];
     if (this.#sse && data !== undefined && this.#observer!.push(data)) this.opts.onFirstToken?.();
     if (end) this.#observeEnd();
     if (!this.state.stream(this.#status, this.#head, data, end) && !end && !this.#backpressure) {
@@ -178,6 +178,24 @@ class UpstreamAttempt implements UpstreamHandler {
     state.fail(new GatewayError('EAR_ERR_UPSTREAM', 'upstream connection failed mid-response', { cause: error }));
     this.#settle({ kind: 'broken', error });
   }
+}
+
+/**
+ * The pieces of one read joined in a buffer reused for every response: uWS copies what it cannot send at once
+ * and the observer reads it as text, so nothing keeps it (Buffer.concat made a malloc'd ArrayBuffer per read).
+ */
+const JOIN = Buffer.allocUnsafe(128 << 10);
+
+function joined (chunks: Buffer[]): Buffer {
+  let n = 0;
+  for (const c of chunks) n += c.length;
+  if (n > JOIN.length) return Buffer.concat(chunks, n);
+  let at = 0;
+  for (const c of chunks) {
+    JOIN.set(c, at);
+    at += c.length;
+  }
+  return JOIN.subarray(0, n);
 }
 
 /** A header's value from the client's [name, value, ...] list (names in lower case). */
