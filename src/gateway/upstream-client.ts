@@ -415,8 +415,8 @@ class Connection implements ParserSink {
   deadline = 0;
   deadlineKind = Deadline.None;
   idleSince = 0;
-  /** The server's keep-alive hint, ms, or 0. */
-  keepAliveHint = 0;
+  /** How long the server's `keep-alive: timeout=N` lets this socket idle (N s less a second, ms); -1 without a hint. */
+  keepAliveHint = -1;
 
   constructor (readonly pool: UpstreamPool) {
     const o = pool.origin;
@@ -455,7 +455,8 @@ class Connection implements ParserSink {
   assign (call: Call): void {
     call.conn = this;
     this.call = call;
-    this.keepAliveHint = 0;
+    this.idleSince = 0;
+    this.keepAliveHint = -1;
     this.parser.start();
     if (this.connected) this.#write(call);
   }
@@ -722,7 +723,7 @@ export class UpstreamPool {
       if (c.deadline > 0 && now > c.deadline) {
         c.timeout();
       } else if (c.call === null && c.connected && c.idleSince > 0) {
-        const limit = c.keepAliveHint > 0 ? Math.min(c.keepAliveHint, this.keepAliveTimeoutMs) : this.keepAliveTimeoutMs;
+        const limit = c.keepAliveHint >= 0 ? Math.min(c.keepAliveHint, this.keepAliveTimeoutMs) : this.keepAliveTimeoutMs;
         if (now - c.idleSince > limit) c.close();
       }
     }

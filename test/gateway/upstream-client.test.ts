@@ -412,3 +412,27 @@ test('headers with CR or LF are refused before anything is written', async () =>
     await srv.close();
   }
 });
+
+test('idle sockets close after keepAliveTimeoutMs, or sooner when the server says keep-alive: timeout=1', async () => {
+  const srv = await rawServer((req, socket) => { socket.write(ok('k', req.includes('"hint"') ? 'keep-alive: timeout=1\r\n' : '')); });
+  const short = new UpstreamPool(srv.url, { ...options, keepAliveTimeoutMs: 100 });
+  const long = new UpstreamPool(srv.url, { ...options, keepAliveTimeoutMs: 60_000 });
+  const gone = async (pool: UpstreamPool): Promise<boolean> => {
+    for (let i = 0; i < 300 && pool.size > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    return pool.size === 0;
+  };
+  try {
+    assert.equal((await send(short)).body, 'k');
+    assert.equal(short.size, 1);
+    assert.ok(await gone(short), 'idle socket outlived keepAliveTimeoutMs');
+    assert.equal((await send(short)).body, 'k');
+    assert.equal(short.stats.connects, 2);
+    // timeout=1 leaves no second to spare: the socket goes at the next check, long before 60 s.
+    assert.equal((await send(long, '"hint"')).body, 'k');
+    assert.ok(await gone(long), 'the server\'s keep-alive hint was ignored');
+  } finally {
+    await short.close();
+    await long.close();
+    await srv.close();
+  }
+});
