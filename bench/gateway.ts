@@ -34,7 +34,7 @@ const USAGE = `usage: node dist/bench/gateway.js [--duration S] [--connections 1
   --loads LIST          loads of the throughput sweep: short,stream (default both)
   --no-write            print only; bench/RESULTS.md is written only by a full run without this flag`;
 
-type Load = 'short' | 'stream' | 'long';
+export type Load = 'short' | 'stream' | 'long';
 
 function chatBody (content: string, stream: boolean): string {
   const streamOptions = stream ? { stream_options: { include_usage: true } } : {};
@@ -55,7 +55,7 @@ const BODIES: Record<Load, { body: string; expect: string }> = {
 
 // ---- child processes: every one is stopped on the way out, error or not ----
 
-interface Child {
+export interface Child {
   name: string;
   proc: ChildProcess;
   exited: boolean;
@@ -65,7 +65,7 @@ interface Child {
 
 const children: Child[] = [];
 
-function startChild (name: string, cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): Child {
+export function startChild (name: string, cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): Child {
   const proc = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
   const child: Child = { name, proc, exited: false, tail: '' };
   const keep = (b: Buffer): void => { child.tail = (child.tail + b.toString()).slice(-4000); };
@@ -77,7 +77,7 @@ function startChild (name: string, cmd: string, args: string[], env: NodeJS.Proc
   return child;
 }
 
-function waitForOutput (child: Child, pattern: RegExp, timeoutMs: number): Promise<RegExpMatchArray> {
+export function waitForOutput (child: Child, pattern: RegExp, timeoutMs: number): Promise<RegExpMatchArray> {
   return new Promise((resolve, reject) => {
     const check = (): void => {
       const m = child.tail.match(pattern);
@@ -106,7 +106,7 @@ async function stopChild (c: Child): Promise<void> {
   clearTimeout(timer);
 }
 
-async function stopAll (): Promise<void> {
+export async function stopAll (): Promise<void> {
   await Promise.all(children.map(stopChild));
 }
 
@@ -139,7 +139,7 @@ async function getStatus (url: string): Promise<number> {
   }
 }
 
-async function waitForStatus (url: string, child: Child, timeoutMs: number): Promise<void> {
+export async function waitForStatus (url: string, child: Child, timeoutMs: number): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
     if (await getStatus(url) === 200) return;
@@ -149,13 +149,13 @@ async function waitForStatus (url: string, child: Child, timeoutMs: number): Pro
   throw new Error(`${child.name}: ${url} did not answer 200 within ${timeoutMs} ms:\n${child.tail}`);
 }
 
-async function startUpstream (): Promise<{ url: string; pid: number }> {
+export async function startUpstream (): Promise<{ url: string; pid: number }> {
   const c = startChild('upstream', process.execPath, [UPSTREAM_JS]);
   const m = await waitForOutput(c, /\{"port":(\d+)\}/, 10_000);
   return { url: `http://127.0.0.1:${m[1]}`, pid: c.proc.pid! };
 }
 
-async function startEar (upstream: string, routeThreads: string | undefined, cpuProfDir: string | undefined): Promise<{ url: string; pid: number; command: string }> {
+export async function startEar (upstream: string, routeThreads: string | undefined, cpuProfDir: string | undefined): Promise<{ url: string; pid: number; command: string }> {
   const args = ['serve', '--host', '127.0.0.1', '--port', '0', '--backend', `${upstream},id=up`];
   if (routeThreads) args.push('--route-threads', routeThreads);
   const node = cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir] : [];
@@ -166,7 +166,7 @@ async function startEar (upstream: string, routeThreads: string | undefined, cpu
   return { url, pid: c.proc.pid!, command: `ear ${args.join(' ').replace(upstream, 'http://127.0.0.1:UPSTREAM')}` };
 }
 
-function nginxBinary (): string {
+export function nginxBinary (): string {
   for (const bin of ['nginx', '/usr/sbin/nginx']) if (spawnSync(bin, ['-v'], { stdio: 'ignore' }).status === 0) return bin;
   console.error('nginx is missing: apt-get install -y nginx');
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
@@ -220,7 +220,7 @@ http {
 `;
 }
 
-async function startNginx (bin: string, upstream: string, workers: number): Promise<{ url: string; pid: number }> {
+export async function startNginx (bin: string, upstream: string, workers: number): Promise<{ url: string; pid: number }> {
   const dir = mkdtempSync(join(tmpdir(), `ear-bench-nginx${workers}-`));
   chmodSync(dir, 0o755); // workers run as an unprivileged user
   const port = await freePort();
@@ -240,7 +240,7 @@ async function startNginx (bin: string, upstream: string, workers: number): Prom
 
 // ---- measuring ----
 
-interface Target {
+export interface Target {
   name: string;
   url: string;
   /** The process that serves it (its children too: nginx's workers): its CPU time is charged to the target. */
@@ -271,7 +271,7 @@ function safeList (path: string): string[] {
   try { return readdirSync(path); } catch { return []; }
 }
 
-interface Cell {
+export interface Cell {
   target: string;
   load: Load;
   connections: number;
@@ -284,13 +284,13 @@ interface Cell {
   latencies: Float64Array;
 }
 
-function percentile (sorted: Float64Array, p: number): number {
+export function percentile (sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
 /** One autocannon run. Any error, timeout, non-2xx or body other than the canned one fails the benchmark. */
-async function cannon (t: Target, load: Load, connections: number, seconds: number): Promise<Cell> {
+export async function cannon (t: Target, load: Load, connections: number, seconds: number): Promise<Cell> {
   const { body, expect } = BODIES[load];
   let lat = new Float64Array(1 << 16);
   let n = 0;
@@ -329,7 +329,7 @@ async function cannon (t: Target, load: Load, connections: number, seconds: numb
 }
 
 /** One request of each kind by hand, before any load: a server that answers wrongly fails here, plainly. */
-async function sanity (t: Target): Promise<void> {
+export async function sanity (t: Target): Promise<void> {
   for (const load of ['short', 'stream', 'long'] as const) {
     const r = await request(`${t.url}${PATH}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: BODIES[load].body });
     const text = await r.body.text();
@@ -360,28 +360,31 @@ function standsInTheWay (cells: Cell[]): string {
     const xs = cells.filter((c) => c.target === target).map((c) => c.cpuUs);
     return `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)}`;
   };
-  return `### What stands in the way (profiled 2026-11-22, after the proxy moved to undici's dispatch() handler)
+  return `### What stands in the way (profiled 2026-11-22, after the proxy moved to its own HTTP/1.1 client)
 
-In this run EAR spent ${range('ear')} µs of CPU a request, nginx ${range('nginx-1w')} and the upstream alone ${range('direct')}:
-on 2 cores shared with the client and the upstream, that caps EAR's throughput well below nginx's. Where the
-main thread's busy time went for short non-streaming requests at 32 connections (profile taken before the ChatML
-fast path): writing the response to the client through uWS 19% (nearly all its send syscall); undici 33% (its
-writev syscall 17%, its JS and Node's socket plumbing 16%); rendering the ChatML prompt with the
-@huggingface/jinja interpreter 18% (17–25 µs a request; now rendered directly when there are no tools: 0.2 µs);
-parsing, byte tokens and block hashes 3%; routing (WASM prefix match, policy, session table) 5%; GC 4%;
-prom-client 3%; the gateway's own JS (handler, proxy callbacks, stream observer) 7%. The syscalls are the same
-four a request that nginx makes (strace: one recv and one send each side, plus four epoll waits), so what is
-left to cut is JavaScript: undici's and Node's socket layers (a gateway on undici keeps them; a minimal
-HTTP/1.1 client on raw sockets is the next step), prom-client, and the gateway's own per-request objects.
-Proxying with dispatch() instead of request() + async iteration, one uWS write per upstream socket read,
-observing a stream once per read and label children made once per backend took EAR from 100–128 to 82–94 µs
-a request short and from 135–180 to 108–118 streamed (16 connections, old and new builds interleaved). For long prompts with the character tokenizer (one token per byte: 8,320
-blocks for 130 KB): the kv-events thread now drains the record ring into the index in one WASM call (0.5–0.6 ms
-for those 8,320 ops, was ~12 ms of object decoding) and sleeps until a push instead of polling every 1 ms; what
-remains is the character tokenizer pushing bytes one by one into a number[] (~5 ms in the route worker) and the
-prefix match (~2.6 ms on the main thread). The added latency at one connection is EAR's per-request CPU on the path, so the same cuts bring
-it toward the 0.1 ms target; 0.8× nginx's throughput needs several times less CPU per request, which a Node
-proxy with a JavaScript request path is unlikely to reach on this machine.`;
+In this run EAR spent ${range('ear')} µs of CPU a request, nginx ${range('nginx-1w')} and the upstream alone ${range('direct')}
+(before these changes, same benchmark: EAR 66–237). What changed: the proxy talks to engines through
+src/gateway/upstream-client.ts (keep-alive HTTP/1.1 on node:net, every socket reading into one shared buffer)
+instead of undici's Pool — the same build A/B, rounds interleaved: 6–10 µs less a short request at 16
+connections, 7–23 less streamed, ~30 less at one connection; request-path histograms and counters no longer
+build and hash a label object per call (fast-metrics.ts); the kv-events thread drains the record ring every
+1 ms while ops arrive instead of being woken for each request; request bodies are copied into Node's slab.
+The floor of this stack, a bare uWS proxy on the same client with no parsing, routing or metrics
+(\`node dist/bench/proxy-floor.js\`), cost 21 µs a short request at 16 connections and 28 at one (in the same run
+nginx 14 and 23, the bare proxy through undici 27 and 34).
+
+Where the main thread's busy time goes now (short, 16 connections, \`node --cpu-prof\`): writing the request to
+the engine 31% and sending the answer to the client 25% — the two syscalls nginx makes too, but each costs
+10–13 µs here, most of it the kernel delivering over loopback and waking the peer (on this 2-vCPU VM a wake
+costs more the more often the peer sleeps, and a slower proxy leaves it asleep more often); GC 8%; features
+(parse, ChatML, byte tokens, block hashes) 8%; routing (WASM prefix match, policy, session table) 6%; the
+gateway's own JS (handler, proxy, client, metrics) about 10%. Streamed, the two syscalls take 53% and the
+stream observer took 13% (since cut from 9 to 6 µs a 24-event response by cheaper key searches). So EAR is some 25 µs of
+JavaScript a request above a floor that is itself 1.5× nginx's whole cost: 0.8× nginx's throughput is out of
+reach for a Node proxy with a JavaScript request path on this machine, while the added latency at one
+connection, which is that JavaScript, is now within the target for short prompts. For 130 KB prompts with the
+character tokenizer (not re-profiled): ~5 ms pushing bytes one by one into a number[] in the route worker and
+~2.6 ms of prefix match on the main thread (8,320 blocks).`;
 }
 
 const ms = (x: number): string => x.toFixed(3);

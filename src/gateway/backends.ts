@@ -1,14 +1,15 @@
-// The backends the gateway proxies to: one undici Pool each (keep-alive), their health, the models they serve
-// and the load their engines report. Health checks eject a backend after `unhealthyAfter` failures in a row and
+// The backends the gateway proxies to: one keep-alive UpstreamPool each for the proxied requests, their health,
+// the models they serve and the load their engines report (probes and scrapes go through undici). Health checks eject a backend after `unhealthyAfter` failures in a row and
 // re-admit it on the first success; the model list comes from each engine's /v1/models.
-import { Pool, request as undiciRequest } from 'undici';
+import { request as undiciRequest } from 'undici';
 import type { BackendConfig, GatewayConfig } from './config.js';
 import { parseEngineMetrics, type EngineLoad } from './engine-metrics.js';
+import { UpstreamPool } from './upstream-client.js';
 
 export type BackendHealth = 'unknown' | 'healthy' | 'unhealthy';
 
 export class Backend {
-  readonly pool: Pool;
+  readonly pool: UpstreamPool;
   health: BackendHealth = 'unknown';
   /** Set by a config reload that removed it: serves nothing new, closes once idle. */
   draining = false;
@@ -20,12 +21,10 @@ export class Backend {
   inFlight = 0;
 
   constructor (readonly index: number, readonly config: BackendConfig, gw: Readonly<GatewayConfig>) {
-    this.pool = new Pool(config.url, {
+    this.pool = new UpstreamPool(config.url, {
       connections: gw.connectionsPerBackend,
-      pipelining: 1,
-      keepAliveTimeout: 60_000,
-      headersTimeout: gw.upstreamHeadersTimeoutMs,
-      bodyTimeout: gw.upstreamBodyTimeoutMs
+      headersTimeoutMs: gw.upstreamHeadersTimeoutMs,
+      bodyTimeoutMs: gw.upstreamBodyTimeoutMs
     });
   }
 

@@ -1,12 +1,10 @@
-// One upstream attempt: send the body to a backend through its undici Pool and stream the answer back through
+// One upstream attempt: send the body to a backend through its UpstreamPool and stream the answer back through
 // uWS with backpressure (the upstream socket is paused while uWS holds unsent bytes). The caller decides
 // what to do with an attempt that failed before any byte reached the client (retry on the next-best backend).
-// undici's dispatch() handler is used instead of request(): no Readable, no async iteration, no AbortSignal, and
-// its callbacks are the classic ones (onConnect/onHeaders/onData/...) because undici 7 runs them natively while
-// the controller API (onRequestStart/...) goes through an adapter that parses every header into an object.
-import type { Dispatcher } from 'undici';
+// Everything one socket read brings (many SSE events) goes to the client in one uWS write, at the read's end.
 import { GatewayError } from './errors.js';
 import { StreamObserver } from './stream-observer.js';
+import type { UpstreamCall, UpstreamHandler, UpstreamPool } from './upstream-client.js';
 import type { ResponseState } from './uws-io.js';
 
 export type AttemptResult =
@@ -21,8 +19,8 @@ export type AttemptResult =
 export interface AttemptOptions {
   path: string;
   body: Buffer;
-  /** Headers sent upstream. */
-  headers: Record<string, string> | string[];
+  /** Headers sent upstream (host and content-length are added). */
+  headers: ReadonlyArray<readonly [string, string]>;
   /** Headers added to the client's response (x-ear-backend, x-request-id). */
   responseHeaders: Array<[string, string]>;
   /** The last attempt forwards a 5xx as it is instead of asking for a retry. */
@@ -39,7 +37,7 @@ export interface AttemptOutcome {
   observer: StreamObserver | null;
 }
 
-export function attempt (state: ResponseState, pool: Dispatcher, opts: AttemptOptions): Promise<AttemptOutcome> {
+export function attempt (state: ResponseState, pool: UpstreamPool, opts: AttemptOptions): Promise<AttemptOutcome> {
   return new Promise((resolve) => {
     pool.dispatch({ path: opts.path, method: 'POST', body: opts.body, headers: opts.headers }, new UpstreamAttempt(state, opts, resolve));
   });
@@ -51,9 +49,8 @@ const DEFAULT_MAX_BUFFERED = 16 << 20;
 /** Where the body of the upstream's answer goes. */
 const enum Mode { Drain, Buffer, Stream }
 
-class UpstreamAttempt implements Dispatcher.DispatchHandler {
-  #abort: ((err?: Error) => void) | null = null;
-  #resume: (() => void) | null = null;
+class UpstreamAttempt implements UpstreamHandler {
+  #call: UpstreamCall | null = null;
   #settled = false;
   #status = 0;
   #head: Array<[string, string]> = [];
@@ -61,21 +58,21 @@ class UpstreamAttempt implements Dispatcher.DispatchHandler {
   #mode = Mode.Drain;
   /** An SSE answer is observed a socket read at a time (in #write), any other as each chunk comes. */
   #sse = false;
-  /** Buffer mode: the whole body so far. Stream mode: chunks from this socket read, written together once it is parsed. */
+  /**
+   * Buffer mode: the whole body so far (copies). Stream mode: views of this socket read's buffer, written together
+   * when the read ends (the client reuses that buffer for its next read).
+   */
   #chunks: Buffer[] = [];
   #bytes = 0;
-  #flushQueued = false;
-  /** uWS holds unsent bytes: the next onData pauses the upstream until the client socket drains. */
+  /** uWS holds unsent bytes: the upstream is paused until the client socket drains. */
   #backpressure = false;
-  readonly #flush = (): void => { this.#flushQueued = false; this.#write(false); };
   readonly #drained = (): void => {
     this.#backpressure = false;
-    const r = this.#resume;
-    r?.();
+    this.#call?.resume();
   };
 
   constructor (readonly state: ResponseState, readonly opts: AttemptOptions, readonly done: (o: AttemptOutcome) => void) {
-    state.onAbort = () => this.#abort?.(CLIENT_GONE);
+    state.onAbort = () => this.#call?.abort(CLIENT_GONE);
   }
 
   #settle (result: AttemptResult): void {
@@ -85,22 +82,20 @@ class UpstreamAttempt implements Dispatcher.DispatchHandler {
     this.done({ result, observer: this.#observer });
   }
 
-  onConnect (abort: (err?: Error) => void): void {
-    this.#abort = abort;
-    if (this.state.aborted) abort(CLIENT_GONE);
+  onStart (call: UpstreamCall): void {
+    this.#call = call;
+    if (this.state.aborted) call.abort(CLIENT_GONE);
   }
 
-  onHeaders (statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
-    if (statusCode < 200) return true; // 1xx: the real answer follows
+  onHeaders (statusCode: number, headers: string[]): void {
     this.#status = statusCode;
-    this.#resume = resume;
-    if (this.state.aborted) return true;
+    if (this.state.aborted) return;
     if (statusCode >= 500 && !this.opts.final) {
       // The body is read and dropped so the connection stays reusable.
       this.#settle({ kind: 'retryable', status: statusCode, error: new Error(`upstream answered ${statusCode}`) });
-      return true;
+      return;
     }
-    const contentType = headerValue(rawHeaders, 'content-type') ?? 'application/json';
+    const contentType = headerValue(headers, 'content-type') ?? 'application/json';
     this.#observer = this.opts.observer(contentType);
     const head = this.#head;
     head.push(['content-type', contentType]);
@@ -112,23 +107,24 @@ class UpstreamAttempt implements Dispatcher.DispatchHandler {
     } else {
       this.#mode = Mode.Buffer;
     }
-    return true;
   }
 
-  onData (chunk: Buffer): boolean {
+  onData (view: Buffer): boolean {
     if (this.#settled || this.state.aborted) return true;
+    // Kept past this read (the whole body, or the observer's copy of a JSON body): copied out of the client's read buffer.
+    const chunk = this.#mode === Mode.Buffer || !this.#sse ? Buffer.from(view) : view;
     if (!this.#sse && this.#observer!.push(chunk)) this.opts.onFirstToken?.();
     this.#chunks.push(chunk);
     this.#bytes += chunk.length;
-    if (this.#mode === Mode.Buffer) {
-      if (this.#bytes <= (this.opts.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED)) return true;
+    if (this.#mode === Mode.Buffer && this.#bytes > (this.opts.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED)) {
       this.#mode = Mode.Stream; // too large to buffer: stream what we have and the rest
     }
-    // One socket read can carry many chunks (SSE events): they are written together once undici has parsed it.
-    if (!this.#flushQueued) {
-      this.#flushQueued = true;
-      queueMicrotask(this.#flush);
-    }
+    return true;
+  }
+
+  /** One socket read can carry many chunks (SSE events): they go out in one write now, before its buffer is reused. */
+  onReadEnd (): boolean {
+    if (this.#mode === Mode.Stream) this.#write(false);
     return !this.#backpressure;
   }
 
@@ -139,7 +135,7 @@ class UpstreamAttempt implements Dispatcher.DispatchHandler {
     if (chunks.length === 0 && !end) return;
     this.#chunks = [];
     // One uWS write (one HTTP chunk) for the lot: each write() crosses into C++ and frames its own chunk.
-    const data = chunks.length > 1 ? Buffer.concat(chunks) : chunks[0];
+    const data = chunks.length > 1 ? joined(chunks) : chunks[0];
     if (this.#sse && data !== undefined && this.#observer!.push(data)) this.opts.onFirstToken?.();
     if (end) this.#observeEnd();
     if (!this.state.stream(this.#status, this.#head, data, end) && !end && !this.#backpressure) {
@@ -184,11 +180,26 @@ class UpstreamAttempt implements Dispatcher.DispatchHandler {
   }
 }
 
-/** A header's value from undici's raw [name, value, ...] list. */
-function headerValue (raw: Buffer[], name: string): string | null {
-  for (let i = 0; i < raw.length; i += 2) {
-    const k = raw[i];
-    if (k.length === name.length && k.toString('latin1').toLowerCase() === name) return raw[i + 1].toString('latin1');
+/**
+ * The pieces of one read joined in a buffer reused for every response: uWS copies what it cannot send at once
+ * and the observer reads it as text, so nothing keeps it (Buffer.concat made a malloc'd ArrayBuffer per read).
+ */
+const JOIN = Buffer.allocUnsafe(128 << 10);
+
+function joined (chunks: Buffer[]): Buffer {
+  let n = 0;
+  for (const c of chunks) n += c.length;
+  if (n > JOIN.length) return Buffer.concat(chunks, n);
+  let at = 0;
+  for (const c of chunks) {
+    JOIN.set(c, at);
+    at += c.length;
   }
+  return JOIN.subarray(0, n);
+}
+
+/** A header's value from the client's [name, value, ...] list (names in lower case). */
+function headerValue (headers: string[], name: string): string | null {
+  for (let i = 0; i < headers.length; i += 2) if (headers[i] === name) return headers[i + 1];
   return null;
 }

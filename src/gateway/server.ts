@@ -1,6 +1,6 @@
 // `ear serve`: the gateway's data plane. uWebSockets.js terminates client traffic; per-request work that grows
 // with the prompt (parse, render, tokenize, hash) runs in a piscina pool; routing runs inline against the
-// shared tables; undici proxies to the engines. See ARCHITECTURE.md "Request lifecycle".
+// shared tables; upstream-client.ts proxies to the engines. See ARCHITECTURE.md "Request lifecycle".
 import uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { performance } from 'node:perf_hooks';
@@ -119,7 +119,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     metrics.featureSeconds.observe((now() - f0) / 1000);
     if (rs.aborted) return;
     if (!backends.some((b) => b.models.has(f.model))) {
-      metrics.requests.inc({ route, status: '404', backend: '' });
+      metrics.requests.labels(route, '404', '').inc();
       throw new GatewayError('EAR_ERR_MODEL_NOT_FOUND', `The model \`${f.model}\` does not exist.`);
     }
     const input: RoutingInput = { model: f.model, sessionId, promptTokens: f.promptTokens, blockKeys: f.blockKeys, blockSize: config.blockSize, maxTokens: f.maxTokens };
@@ -141,7 +141,6 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       series.decisions(config.policy, placement.reason).inc();
       if (n > 0) metrics.retries.inc();
       state.started(placement, input, now());
-      series.inFlight.inc();
       b.inFlight++;
       let firstAt = 0;
       let result: AttemptResult;
@@ -150,7 +149,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
         ({ result, observer } = await attempt(rs, b.pool, {
           path: route,
           body: forward,
-          headers: { 'content-type': 'application/json', 'x-request-id': rid },
+          headers: [['content-type', 'application/json'], ['x-request-id', rid]],
           responseHeaders: [['x-ear-backend', b.id], ['x-request-id', rid]],
           // With no attempt or no other backend left, an engine's 5xx goes to the client as it is.
           final: n === config.maxAttempts - 1 || !backends.some((x) => x !== b && x.serves(f.model) && !exclude.has(x.index)),
@@ -162,7 +161,6 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
           }
         }));
       } finally {
-        series.inFlight.dec();
         if (--b.inFlight === 0 && b.draining) void b.pool.close().catch(() => {});
       }
       const tEnd = now();
@@ -184,10 +182,10 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       return;
     }
     if (last && last.kind === 'retryable') {
-      metrics.requests.inc({ route, status: '502', backend: '' });
+      metrics.requests.labels(route, '502', '').inc();
       throw new GatewayError('EAR_ERR_UPSTREAM', `no backend could serve the request (last: ${last.status === null ? 'connection failed' : `status ${last.status}`})`);
     }
-    metrics.requests.inc({ route, status: '503', backend: '' });
+    metrics.requests.labels(route, '503', '').inc();
     throw new GatewayError('EAR_ERR_NO_BACKEND', `no healthy backend serves the model \`${f.model}\``);
   }
 
@@ -208,7 +206,10 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   });
   app.get('/metrics', (res) => {
     const rs = new ResponseState(res);
-    for (const b of backends) metrics.backendUp.set({ backend: b.id }, b.health === 'healthy' ? 1 : 0);
+    for (const b of backends) {
+      metrics.backendUp.set({ backend: b.id }, b.health === 'healthy' ? 1 : 0);
+      metrics.inFlight.set({ backend: b.id }, b.inFlight);
+    }
     for (const t of state.tableStats()) {
       metrics.tableSize.set({ table: t.table }, t.entries);
       metrics.tableDropped.set({ table: t.table }, t.dropped);

@@ -46,8 +46,8 @@ export class StreamObserver {
       const end = text.indexOf('\n\n', start);
       if (end < 0) break;
       if (this.firstTokenSeen && text.startsWith('data:', start)) {
-        if (usageAt !== -1 && usageAt < start) usageAt = text.indexOf('"usage"', start);
-        if (errorAt !== -1 && errorAt < start) errorAt = text.indexOf('"error"', start);
+        if (usageAt !== -1 && usageAt < start) usageAt = keyAt(text, USAGE, 1, start);
+        if (errorAt !== -1 && errorAt < start) errorAt = keyAt(text, ERROR, 2, start);
         const nl = text.indexOf('\n', start);
         if ((usageAt < 0 || usageAt >= end) && (errorAt < 0 || errorAt >= end) && nl === end) {
           // The same count #event would make, without slicing the event out.
@@ -87,10 +87,14 @@ export class StreamObserver {
       if (line.startsWith('data:')) data += line.slice(line.charCodeAt(5) === 32 ? 6 : 5);
     }
     if (data === '' || data === '[DONE]') return;
-    if (this.firstTokenSeen && !data.includes('"usage"') && !data.includes('"error"')) {
+    const usage = keyAt(data, USAGE, 1, 0) >= 0;
+    const error = keyAt(data, ERROR, 2, 0) >= 0;
+    if (this.firstTokenSeen && !usage && !error) {
       this.contentEvents++;
       return;
     }
+    // A chunk that cannot hold output, usage or an error (a role chunk: "content":"") is not worth a parse.
+    if (!usage && !error && cannotHoldOutput(data)) return;
     const doc = parse(data);
     if (!doc) return;
     if (doc.error) {
@@ -115,6 +119,35 @@ export class StreamObserver {
       cachedTokens: cached
     };
   }
+}
+
+/**
+ * text.indexOf(key, from) for a quoted key, searched from its `skip`-th character: V8 starts a search on the
+ * pattern's first character, and in JSON a '"' comes every few bytes, an 'e' nearly as often (a 4.5 KB stream:
+ * '"usage"' 2 µs, 'usage"' 0.4; '"error"' 2 µs, 'rror"' 0.5).
+ */
+function keyAt (text: string, key: string, skip: number, from: number): number {
+  const probe = key.slice(skip);
+  for (let i = text.indexOf(probe, from + skip); i >= 0; i = text.indexOf(probe, i + 1)) {
+    if (text.startsWith(key, i - skip)) return i - skip;
+  }
+  return -1;
+}
+
+const USAGE = '"usage"';
+const ERROR = '"error"';
+
+/**
+ * True only when hasContent() would surely be false: no key that can carry output appears, except
+ * "content" set to "" each time. A quote inside a string is escaped (\"), so string values cannot pass for keys.
+ */
+function cannotHoldOutput (data: string): boolean {
+  // A \u escape could spell a key in a way the searches below do not see.
+  if (data.includes('\\u') || keyAt(data, '"text"', 1, 0) >= 0 || data.includes('reasoning') || keyAt(data, '"tool_calls"', 1, 0) >= 0) return false;
+  for (let i = keyAt(data, '"content"', 1, 0); i >= 0; i = keyAt(data, '"content"', 1, i + 1)) {
+    if (!data.startsWith('"content":""', i)) return false;
+  }
+  return true;
 }
 
 function parse (s: string): Record<string, unknown> | null {

@@ -129,7 +129,8 @@ export function readBody (state: ResponseState, maxBytes: number, done: (body: B
       state.fail(new GatewayError('EAR_ERR_BODY_TOO_LARGE', `request body exceeds ${maxBytes} bytes`), [['connection', 'close']]);
       return;
     }
-    chunks.push(Buffer.from(ab.slice(0)));
+    // Copied into Node's pooled slab (small bodies), not a fresh malloc'd ArrayBuffer per chunk as ab.slice() made.
+    chunks.push(Buffer.from(new Uint8Array(ab)));
     if (isLast) done(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
   });
 }

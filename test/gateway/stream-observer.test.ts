@@ -77,3 +77,23 @@ test('in-band errors are noticed, garbage is ignored, and a huge body is not buf
   big.end();
   assert.equal(big.usage, null);
 });
+
+test('a chunk is skipped unparsed only when it cannot carry output: every other spelling still counts as the first token', () => {
+  const first = (data: string): boolean => {
+    const o = new StreamObserver('text/event-stream');
+    return o.push(Buffer.from(`data: ${data}\n\n`));
+  };
+  const choice = (delta: string): string => `{"id":"c","choices":[{"index":0,"delta":${delta},"finish_reason":null}]}`;
+  assert.equal(first(choice('{"role":"assistant","content":""}')), false);
+  assert.equal(first(choice('{"role":"assistant"}')), false);
+  assert.equal(first(choice('{"content": "x"}')), true, 'whitespace after the colon');
+  assert.equal(first(choice('{"content":"","content":"x"}')), true, 'a repeated key: the last one wins');
+  assert.equal(first(choice('{"\\u0063ontent":"x"}')), true, 'a key spelled with an escape');
+  assert.equal(first(choice('{"content":"","reasoning_content":"hm"}')), true);
+  assert.equal(first(choice('{"tool_calls":[{"index":0,"function":{"name":"f"}}]}')), true);
+  assert.equal(first('{"id":"c","choices":[{"index":0,"text":"hi"}]}'), true);
+  assert.equal(first(choice('{"content":"say \\"content\\":\\"\\" twice"}')), true, 'quotes inside a value');
+  const o = new StreamObserver('text/event-stream');
+  o.push(Buffer.from(`data: ${choice('{"content":""}').replace('}]}', '}],"usage":{"prompt_tokens":3,"completion_tokens":0}}')}\n\n`));
+  assert.deepEqual(o.usage, { promptTokens: 3, completionTokens: 0, cachedTokens: null });
+});

@@ -1,0 +1,166 @@
+// Prometheus histograms and counters for the request path. A series is looked up once by its label values and
+// kept; observe() is then a bucket search and three additions, inc() one addition, where prom-client builds a
+// label object and hashes it to a string on every call (and keys histogram buckets by number-as-string): 3-4%
+// of the gateway's main thread at 16k req/s. Both register in a prom-client Registry and export exactly what
+// prom-client's Histogram and Counter would (same lines, same order).
+import type { Registry } from 'prom-client';
+
+export interface FastHistogramOptions {
+  name: string;
+  help: string;
+  /** Upper bounds, ascending (+Inf is implied). */
+  buckets: readonly number[];
+  labelNames?: readonly string[];
+  registers?: Registry[];
+}
+
+/** One label set's counts: per-bucket (not cumulative), then sum and count. */
+export class HistogramSeries {
+  readonly counts: Float64Array;
+  sum = 0;
+  count = 0;
+
+  constructor (readonly bounds: readonly number[], readonly labels: Record<string, string>) {
+    this.counts = new Float64Array(bounds.length);
+  }
+
+  observe (value: number): void {
+    if (!Number.isFinite(value)) throw new TypeError(`Value is not a valid number: ${value}`);
+    const b = this.bounds;
+    let i = 0;
+    while (i < b.length && value > b[i]) i++;
+    if (i < b.length) this.counts[i]++;
+    this.sum += value;
+    this.count++;
+  }
+}
+
+interface ExportValue {
+  labels: Record<string, string | number>;
+  value: number;
+  metricName: string;
+}
+
+function labelObject (names: readonly string[], values: readonly string[], metric: string): Record<string, string> {
+  if (values.length !== names.length) throw new Error(`${metric}: expected ${names.length} label values, got ${values.length}`);
+  const labels: Record<string, string> = {};
+  names.forEach((n, i) => { labels[n] = values[i]; });
+  return labels;
+}
+
+export class FastHistogram {
+  readonly name: string;
+  readonly help: string;
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  readonly labelNames: readonly string[];
+  readonly #bounds: readonly number[];
+  /** Series by label values joined with NUL; bounded by what labels them (policies, backend ids from the config). */
+  readonly #series = new Map<string, HistogramSeries>();
+
+  constructor (o: FastHistogramOptions) {
+    this.name = o.name;
+    this.help = o.help;
+    this.labelNames = o.labelNames ?? [];
+    this.#bounds = [...o.buckets];
+    for (let i = 1; i < this.#bounds.length; i++) if (!(this.#bounds[i] > this.#bounds[i - 1])) throw new RangeError(`${o.name}: buckets must ascend`);
+    // An unlabelled histogram exports zeros from the start, as prom-client's does.
+    if (this.labelNames.length === 0) this.labels();
+    for (const r of o.registers ?? []) r.registerMetric(this as never);
+  }
+
+  /** The series for these label values (in labelNames order): keep it and observe on it. */
+  labels (...values: string[]): HistogramSeries {
+    const key = values.join('\0');
+    let s = this.#series.get(key);
+    if (!s) this.#series.set(key, s = new HistogramSeries(this.#bounds, labelObject(this.labelNames, values, this.name)));
+    return s;
+  }
+
+  /** Observes on the unlabelled series. */
+  observe (value: number): void {
+    this.labels().observe(value);
+  }
+
+  reset (): void {
+    this.#series.clear();
+    if (this.labelNames.length === 0) this.labels();
+  }
+
+  /** What prom-client's Registry reads to export a metric. */
+  async getForPromString (): Promise<{ name: string; help: string; type: string; values: ExportValue[]; aggregator: string }> {
+    const values: ExportValue[] = [];
+    const bucket = `${this.name}_bucket`;
+    for (const s of this.#series.values()) {
+      let acc = 0;
+      for (let i = 0; i < this.#bounds.length; i++) {
+        acc += s.counts[i];
+        values.push({ labels: { le: this.#bounds[i], ...s.labels }, value: acc, metricName: bucket });
+      }
+      values.push({ labels: { le: '+Inf', ...s.labels }, value: s.count, metricName: bucket });
+      values.push({ labels: { ...s.labels }, value: s.sum, metricName: `${this.name}_sum` });
+      values.push({ labels: { ...s.labels }, value: s.count, metricName: `${this.name}_count` });
+    }
+    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
+  }
+
+  get (): ReturnType<FastHistogram['getForPromString']> {
+    return this.getForPromString();
+  }
+}
+
+export class CounterSeries {
+  value = 0;
+
+  constructor (readonly labels: Record<string, string>) {}
+
+  inc (by = 1): void {
+    if (!(by >= 0) || !Number.isFinite(by)) throw new Error(`It is not possible to decrease a counter (${by})`);
+    this.value += by;
+  }
+}
+
+export class FastCounter {
+  readonly name: string;
+  readonly help: string;
+  readonly type = 'counter';
+  readonly aggregator = 'sum';
+  readonly labelNames: readonly string[];
+  /** Series by label values joined with NUL; bounded by what labels them (routes, statuses, backend ids, reasons). */
+  readonly #series = new Map<string, CounterSeries>();
+
+  constructor (o: { name: string; help: string; labelNames?: readonly string[]; registers?: Registry[] }) {
+    this.name = o.name;
+    this.help = o.help;
+    this.labelNames = o.labelNames ?? [];
+    if (this.labelNames.length === 0) this.labels();
+    for (const r of o.registers ?? []) r.registerMetric(this as never);
+  }
+
+  /** The series for these label values (in labelNames order): keep it and inc() on it. */
+  labels (...values: string[]): CounterSeries {
+    const key = values.join('\0');
+    let s = this.#series.get(key);
+    if (!s) this.#series.set(key, s = new CounterSeries(labelObject(this.labelNames, values, this.name)));
+    return s;
+  }
+
+  /** Increments the unlabelled series. */
+  inc (by = 1): void {
+    this.labels().inc(by);
+  }
+
+  reset (): void {
+    this.#series.clear();
+    if (this.labelNames.length === 0) this.labels();
+  }
+
+  async getForPromString (): Promise<{ name: string; help: string; type: string; values: Array<{ labels: Record<string, string>; value: number }>; aggregator: string }> {
+    const values = [...this.#series.values()].map((s) => ({ labels: { ...s.labels }, value: s.value }));
+    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
+  }
+
+  get (): ReturnType<FastCounter['getForPromString']> {
+    return this.getForPromString();
+  }
+}
