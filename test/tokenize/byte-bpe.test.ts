@@ -94,3 +94,17 @@ test('the piece cache is bounded: at the bound it is cleared and counted, and id
   assert.equal(new TextDecoder().decode(small.decodeBytes([32, 257, 300])), ' abc<s>');
   assert.throws(() => small.decodeBytes([299]), RangeError);
 });
+
+test('real text (TypeScript declarations, package READMEs, this repo\'s source) encodes as the WASM builds do, cache cold and warm', () => {
+  const root = new URL('../../../', import.meta.url).pathname; // dist/test/tokenize → repo root
+  const files = ['node_modules/typescript/lib/lib.dom.d.ts', 'node_modules/undici/README.md', 'node_modules/piscina/README.md', 'src/tokenize/byte-bpe.ts']
+    .map((f) => root + f);
+  const text = files.map((f) => readFileSync(f, 'utf8').slice(0, 60_000)).join('\n');
+  for (const [name, wasm] of [['tiktoken:o200k_base', wasmTiktoken('o200k_base')], ['tiktoken:cl100k_base', wasmTiktoken('cl100k_base')], ['hf:qwen3', wasmRankedBpe(qwen3Files())]] as const) {
+    const tok = createTokenizerSync(name) as unknown as { encode (s: string, o: object): number[]; clearCache (): void };
+    const expected = wasm.encode(name === 'hf:qwen3' ? text.normalize('NFC') : text);
+    tok.clearCache();
+    assert.deepEqual(tok.encode(text, { addSpecialTokens: false }), expected, `${name}, cold`);
+    assert.deepEqual(tok.encode(text, { addSpecialTokens: false }), expected, `${name}, warm`);
+  }
+});
