@@ -43,8 +43,9 @@ export function realCorpus (): string {
 /** `chars` characters of the corpus from a start that depends on `seed` (wrapping around at its end). */
 export function realTextOfChars (chars: number, seed: number): string {
   const all = realCorpus();
-  // starts ~0.7 MB apart, so texts of up to ~130k tokens from seeds 0..5 share no text
-  const start = Math.floor(((seed % 6) + 6) % 6 * all.length / 6);
+  // starts spread over the corpus by the golden ratio, so nearby seeds start far apart
+  const x = seed * 0.6180339887498949;
+  const start = Math.floor((x - Math.floor(x)) * all.length);
   let s = all.slice(start, start + chars);
   while (s.length < chars) s += all.slice(0, chars - s.length);
   return s;
