@@ -52,7 +52,35 @@ export interface ByteBpeOptions {
   specials: Record<string, number>;
   /** Piece cache bound. Default 65536. */
   cacheEntries?: number;
+  /** Times the constructor encodes WARM_UP_TEXT (then empties the cache and zeroes the counters). Default 100. */
+  warmUpRounds?: number;
 }
+
+/**
+ * Text of the kinds agent prompts carry (prose, code, JSON, a table, box drawing, long punctuation runs, CJK,
+ * Cyrillic, emoji), encoded by the constructor so that V8 has optimized the encoder before the first request:
+ * a process's first 130k-token encode otherwise runs mostly unoptimized, 3-5× slower (bench/tokenize.ts,
+ * "first encode of the process"). 100 rounds cost ~50-80 ms (they run before V8 has optimized anything), next
+ * to the 0.2-0.7 s the tables take to build; a first encode of 130k tokens after them takes ~25 ms, not ~110 ms.
+ */
+const WARM_UP_TEXT = `The router's cache holds 1,024 sessions; each one is ~33.6k tokens (p99: 130k).
+export function route (req: Request): number {
+  const keys = hasher.keys(req.prompt); // block keys, 16 tokens each
+  if (keys.length === 0) return -1;
+  return index.longestPrefix(keys) >>> 0;
+}
+{"model": "qwen3", "messages": [{"role": "user", "content": "Résumé naïve café — 日本語のテキスト, Привет, мир! 🚀"}], "max_tokens": 256}
+| name | value |
+|------|------:|
+| latency_p50_ms | 0.313 |
+┌─────────┬──────┐
+│ Stat    │ 2.5% │
+└─────────┴──────┘
+======================================================================
+    interface HTMLElementEventMap { "fullscreenchange": Event; "fullscreenerror": Event; }
+def main(argv):\n\treturn sum(int(x) for x in argv[1:]) if argv else 0
+We'll see; they've said it's fine, and I'd agree. 0x7fffffff 3.14159e-10 2026-11-22T13:04:31Z https://example.com/a?b=c&d=e
+`;
 
 /** ES2024 string methods (Node 20 has them; the compile target's lib does not declare them). */
 interface WellFormed { isWellFormed (): boolean; toWellFormed (): string }
@@ -230,6 +258,12 @@ export class ByteBpe {
     // offsets as (start, end) pairs: specials are not contiguous with the base ids
     this.#offsets = new Int32Array(this.vocabSize * 2);
     for (let id = 0; id < this.vocabSize; id++) { this.#offsets[2 * id] = starts[id]; this.#offsets[2 * id + 1] = ends[id]; }
+
+    for (let i = opts.warmUpRounds ?? 100; i > 0; i--) {
+      this.encode(WARM_UP_TEXT);
+      this.clearCache();
+    }
+    this.#stats = { cacheHits: 0, cacheMisses: 0, cacheClears: 0 };
   }
 
   stats (): ByteBpeStats {
