@@ -7,9 +7,10 @@
 // Why it is fast: the split is a hand-written scanner for the common patterns (split-scanner.ts) that reports
 // pieces as ranges of the text, so no substring is made; most pieces are one token, found by a hash lookup on
 // the piece's UTF-16 code units (piece-table.ts: no UTF-8 encoding, no string hash); the other pieces repeat
-// constantly in agent traffic, so their ids are cached the same way. A cache miss encodes into reused buffers
-// and merges with a heap, O(n log n) in the piece length, so a long run of punctuation or spaces cannot make
-// it quadratic.
+// constantly in agent traffic, so their ids are cached the same way. A cache miss encodes into reused buffers;
+// a short piece (most are 2-12 bytes) is merged by tiktoken's simple array loop, a longer one with a heap,
+// O(n log n) in the piece length, so a long run of punctuation or spaces cannot make it quadratic. On a miss
+// the time goes to rank lookups in a table of ~8 MB (memory latency), so each reads one cache line.
 //
 // Bounds: the piece cache holds at most `cacheEntries` pieces of at most MAX_CACHED_PIECE chars (so at most
 // 64k × 128 code units of keys, 16 MB, and their ids); at the bound it is cleared (counted in
@@ -25,6 +26,10 @@ const MAX_CACHED_PIECE = 128;
 /** Merge scratch kept between calls is at most this many bytes of piece (~41 bytes of scratch per byte);
  * a longer piece gets scratch that is dropped after it. */
 const MAX_RETAINED_SCRATCH = 1 << 16;
+/** Pieces of up to this many bytes are merged by #mergeShort (no heap). */
+const SHORT_PIECE = 32;
+/** #mergeShort's rank of a pair that is no token: above every id. */
+const NO_PAIR = 0x7fffffff;
 
 export interface ByteBpeStats {
   /** Pieces found in the cache, and pieces that were BPE'd (and cached when short enough). */
@@ -48,7 +53,35 @@ export interface ByteBpeOptions {
   specials: Record<string, number>;
   /** Piece cache bound. Default 65536. */
   cacheEntries?: number;
+  /** Times the constructor encodes WARM_UP_TEXT (then empties the cache and zeroes the counters). Default 100. */
+  warmUpRounds?: number;
 }
+
+/**
+ * Text of the kinds agent prompts carry (prose, code, JSON, a table, box drawing, long punctuation runs, CJK,
+ * Cyrillic, emoji), encoded by the constructor so that V8 has optimized the encoder before the first request:
+ * a process's first 130k-token encode otherwise runs mostly unoptimized, 3-5× slower (bench/tokenize.ts,
+ * "first encode of the process"). 100 rounds cost ~50-80 ms (they run before V8 has optimized anything), next
+ * to the 0.2-0.7 s the tables take to build; a first encode of 130k tokens after them takes ~25 ms, not ~110 ms.
+ */
+const WARM_UP_TEXT = `The router's cache holds 1,024 sessions; each one is ~33.6k tokens (p99: 130k).
+export function route (req: Request): number {
+  const keys = hasher.keys(req.prompt); // block keys, 16 tokens each
+  if (keys.length === 0) return -1;
+  return index.longestPrefix(keys) >>> 0;
+}
+{"model": "qwen3", "messages": [{"role": "user", "content": "Résumé naïve café — 日本語のテキスト, Привет, мир! 🚀"}], "max_tokens": 256}
+| name | value |
+|------|------:|
+| latency_p50_ms | 0.313 |
+┌─────────┬──────┐
+│ Stat    │ 2.5% │
+└─────────┴──────┘
+======================================================================
+    interface HTMLElementEventMap { "fullscreenchange": Event; "fullscreenerror": Event; }
+def main(argv):\n\treturn sum(int(x) for x in argv[1:]) if argv else 0
+We'll see; they've said it's fine, and I'd agree. 0x7fffffff 3.14159e-10 2026-11-22T13:04:31Z https://example.com/a?b=c&d=e
+`;
 
 /** ES2024 string methods (Node 20 has them; the compile target's lib does not declare them). */
 interface WellFormed { isWellFormed (): boolean; toWellFormed (): string }
@@ -110,6 +143,27 @@ function heapPopTop (heap: Float64Array, size: number): void {
   heap[i] = last;
 }
 
+/** rankKey's output: tag (hash with the low byte replaced by the length, capped at 255), first 8 bytes packed. */
+const KEY = new Int32Array(3);
+
+/** The rank table's key of bytes[from..to) into KEY: FNV-1a for the tag, the bytes little-endian, zero-padded. */
+function rankKey (bytes: Uint8Array, from: number, to: number): void {
+  let h = 0x811c9dc5;
+  let lo = 0;
+  let hi = 0;
+  for (let i = from; i < to; i++) {
+    const b = bytes[i];
+    h = Math.imul(h ^ b, 0x01000193);
+    const k = i - from;
+    if (k < 4) lo |= b << (8 * k);
+    else if (k < 8) hi |= b << (8 * (k - 4));
+  }
+  const len = to - from;
+  KEY[0] = (h & ~0xff) | (len < 255 ? len : 255);
+  KEY[1] = lo;
+  KEY[2] = hi;
+}
+
 export class ByteBpe {
   /** One more than the largest assigned id (base tokens and specials). */
   readonly vocabSize: number;
@@ -121,8 +175,9 @@ export class ByteBpe {
   /** Decode table: base tokens and specials. */
   readonly #bytes: Uint8Array;
   readonly #offsets: Int32Array;
-  /** Open-addressing hash of base tokens' bytes for rank lookups during merges: slot pairs (id + 1 or 0 = empty,
-   * hash of the bytes), so a probe touches the arena only when the hashes agree. Two-byte tokens: #twoByte. */
+  /** Open-addressing hash of base tokens' bytes for rank lookups during merges: slots of four (id + 1 or 0 = empty,
+   * tag, first 8 bytes), so a lookup of a token of up to 8 bytes reads one cache line, and a longer one reads the
+   * arena only when the tags agree. Two-byte tokens: #twoByte. */
   readonly #table: Int32Array;
   readonly #mask: number;
   readonly #byteToken = new Int32Array(256);
@@ -156,7 +211,7 @@ export class ByteBpe {
 
     let size = 1;
     while (size < baseCount * 2) size *= 2;
-    this.#table = new Int32Array(size * 2);
+    this.#table = new Int32Array(size * 4);
     this.#mask = size - 1;
     this.#byteToken.fill(NONE);
     this.#twoByte.fill(NONE);
@@ -166,11 +221,13 @@ export class ByteBpe {
       const from = base.offsets[id];
       const to = base.offsets[id + 1];
       if (to <= from) continue;
-      const h = this.#hash(base.bytes, from, to) | 0;
-      let slot = h & this.#mask;
-      while (this.#table[2 * slot] !== 0) slot = (slot + 1) & this.#mask;
-      this.#table[2 * slot] = id + 1;
-      this.#table[2 * slot + 1] = h;
+      rankKey(base.bytes, from, to);
+      let slot = (KEY[0] >>> 8) & this.#mask;
+      while (this.#table[4 * slot] !== 0) slot = (slot + 1) & this.#mask;
+      this.#table[4 * slot] = id + 1;
+      this.#table[4 * slot + 1] = KEY[0];
+      this.#table[4 * slot + 2] = KEY[1];
+      this.#table[4 * slot + 3] = KEY[2];
       if (to - from === 1) this.#byteToken[base.bytes[from]] = id;
       if (to - from === 2) this.#twoByte[(base.bytes[from] << 8) | base.bytes[from + 1]] = id;
       if (units.length < to - from) units = new Uint16Array(to - from);
@@ -202,10 +259,22 @@ export class ByteBpe {
     // offsets as (start, end) pairs: specials are not contiguous with the base ids
     this.#offsets = new Int32Array(this.vocabSize * 2);
     for (let id = 0; id < this.vocabSize; id++) { this.#offsets[2 * id] = starts[id]; this.#offsets[2 * id + 1] = ends[id]; }
+
+    for (let i = opts.warmUpRounds ?? 100; i > 0; i--) {
+      this.encode(WARM_UP_TEXT);
+      this.clearCache();
+    }
+    this.#stats = { cacheHits: 0, cacheMisses: 0, cacheClears: 0 };
   }
 
   stats (): ByteBpeStats {
     return { ...this.#stats, cacheSize: this.#cache.size };
+  }
+
+  /** Empties the piece cache (not counted as a clear at the bound). */
+  clearCache (): void {
+    this.#cache.clear();
+    this.#cachedIdsUsed = 0;
   }
 
   /** Text → ids; special-token text becomes the special ids. Lone surrogates encode as U+FFFD (as TextEncoder does). */
@@ -292,28 +361,27 @@ export class ByteBpe {
     this.#cache.set(text, from, to, at2);
   }
 
-  /** FNV-1a over bytes[from..to). */
-  #hash (bytes: Uint8Array, from: number, to: number): number {
-    let h = 0x811c9dc5;
-    for (let i = from; i < to; i++) h = Math.imul(h ^ bytes[i], 0x01000193);
-    return h >>> 0;
-  }
-
   /** The id of the base token whose bytes are buf[from..to), or NONE. */
   #rank (from: number, to: number): number {
     const buf = this.#buf;
     const len = to - from;
     if (len === 2) return this.#twoByte[(buf[from] << 8) | buf[from + 1]];
-    const bytes = this.#bytes;
-    const off = this.#offsets;
+    rankKey(buf, from, to);
+    const tag = KEY[0];
     const table = this.#table;
-    const h = this.#hash(buf, from, to) | 0;
-    for (let slot = h & this.#mask; ; slot = (slot + 1) & this.#mask) {
-      const id = table[2 * slot] - 1;
+    const mask = this.#mask;
+    for (let slot = (tag >>> 8) & mask; ; slot = (slot + 1) & mask) {
+      const id = table[4 * slot] - 1;
       if (id < 0) return NONE;
-      if (table[2 * slot + 1] !== h) continue;
-      const s = off[2 * id];
-      if (off[2 * id + 1] - s !== len) continue;
+      if (table[4 * slot + 1] !== tag) continue;
+      if (len <= 8) {
+        if (table[4 * slot + 2] === KEY[1] && table[4 * slot + 3] === KEY[2]) return id;
+        continue;
+      }
+      // longer tokens are compared in the arena
+      const bytes = this.#bytes;
+      const s = this.#offsets[2 * id];
+      if (this.#offsets[2 * id + 1] - s !== len) continue;
       let i = 0;
       while (i < len && bytes[s + i] === buf[from + i]) i++;
       if (i === len) return id;
@@ -347,6 +415,51 @@ export class ByteBpe {
   }
 
   /**
+   * Rank-BPE of the n bytes in #buf (a short piece), ids appended to out: tiktoken's own loop over an array of
+   * part starts, each with the rank of the pair it starts (its part joined with the next); the lowest rank,
+   * leftmost, is joined and the array closed up. Quadratic in n, but no heap and no linked list, which for the
+   * few bytes of most pieces is cheaper than #merge's heap.
+   */
+  #mergeShort (n: number, out: number[]): void {
+    const start = this.#next;
+    const rank = this.#pair;
+    const tok = this.#tok;
+    const buf = this.#buf;
+    for (let i = 0; i < n; i++) {
+      start[i] = i;
+      tok[i] = this.#byteToken[buf[i]];
+    }
+    start[n] = n;
+    for (let i = 0; i + 1 < n; i++) {
+      const r = this.#twoByte[(buf[i] << 8) | buf[i + 1]];
+      rank[i] = r === NONE ? NO_PAIR : r;
+    }
+    rank[n - 1] = NO_PAIR;
+    let parts = n;
+    while (parts > 1) {
+      let best = NO_PAIR;
+      let i = -1;
+      for (let k = 0; k + 1 < parts; k++) if (rank[k] < best) { best = rank[k]; i = k; }
+      if (i < 0) break;
+      // part i absorbs part i + 1; the pairs that i and i - 1 start change
+      tok[i] = best;
+      const r = i + 2 < parts ? this.#rank(start[i], start[i + 3]) : NONE;
+      rank[i] = r === NONE ? NO_PAIR : r;
+      if (i > 0) {
+        const p = this.#rank(start[i - 1], start[i + 2]);
+        rank[i - 1] = p === NONE ? NO_PAIR : p;
+      }
+      for (let k = i + 1; k < parts; k++) {
+        start[k] = start[k + 1];
+        rank[k] = rank[k + 1];
+        tok[k] = tok[k + 1];
+      }
+      parts--;
+    }
+    for (let k = 0; k < parts; k++) out.push(tok[k]);
+  }
+
+  /**
    * Rank-BPE of one piece, ids appended to out. Parts are named by their first byte's index and linked in a
    * list; the heap holds (pair rank, left part) keys, so the minimum is the lowest rank, leftmost on ties,
    * as tiktoken picks. Stale heap entries (a part merged away or its pair changed) are skipped when popped.
@@ -357,6 +470,10 @@ export class ByteBpe {
     if (n === 1) {
       out.push(this.#byteToken[buf[0]]);
       if (this.#buf.length > MAX_RETAINED_SCRATCH) this.#grow(MAX_RETAINED_SCRATCH);
+      return;
+    }
+    if (n <= SHORT_PIECE) {
+      this.#mergeShort(n, out);
       return;
     }
     const next = this.#next;

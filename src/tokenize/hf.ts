@@ -124,6 +124,11 @@ export class HfTokenizer implements Tokenizer {
     return this.#fast?.stats() ?? null;
   }
 
+  /** Empties the fast engine's piece cache (ids do not change; the next encodes run cold). */
+  clearCache (): void {
+    this.#fast?.clearCache();
+  }
+
   decode (ids: ArrayLike<number>): string {
     if (ids.length === 0) return '';
     checkTokenIds(ids, this.vocabSize, this.name);

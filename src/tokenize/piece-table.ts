@@ -1,15 +1,15 @@
 // An open-addressing hash table from string ranges (UTF-16 code units of text[from..to)) to non-negative ints,
 // its keys copied into one char arena: a lookup allocates nothing (no substring, no string hash), which is
-// what makes the encoder's per-piece lookups cheap. Slots hold (entry, hash) side by side and an entry's
-// (key start, key length, value) likewise, so a probe costs one memory access unless the hashes agree.
-// Bound: `capacity` entries; set() refuses past it.
+// what makes the encoder's per-piece lookups cheap. A slot holds (hash, key length, value, key start) side by
+// side, so a probe reads one cache line, and the arena only when hash and length agree.
+// Bound: `capacity` entries; set() refuses past it. Keys are non-empty (length 0 marks an empty slot): set()
+// refuses an empty key and get() does not find one.
 
 export class PieceTable {
   readonly capacity: number;
   #size = 0;
-  readonly #slots: Int32Array; // pairs (entry index + 1, or 0 = empty; key hash)
+  readonly #slots: Int32Array; // fours (key hash; key length, 0 = empty; value; key start in #chars)
   readonly #mask: number;
-  readonly #entries: Int32Array; // triples (key start in #chars, key length, value)
   #chars: Uint16Array;
   #charsUsed = 0;
 
@@ -17,9 +17,8 @@ export class PieceTable {
     this.capacity = capacity;
     let slots = 1;
     while (slots < capacity * 2) slots *= 2;
-    this.#slots = new Int32Array(slots * 2);
+    this.#slots = new Int32Array(slots * 4);
     this.#mask = slots - 1;
-    this.#entries = new Int32Array(capacity * 3);
     this.#chars = new Uint16Array(Math.max(1024, capacity * 4));
   }
 
@@ -32,16 +31,15 @@ export class PieceTable {
     const len = to - from;
     const chars = this.#chars;
     const slots = this.#slots;
-    const entries = this.#entries;
     const h = hash(text, from, to);
     for (let slot = h & this.#mask; ; slot = (slot + 1) & this.#mask) {
-      const e = slots[2 * slot] - 1;
-      if (e < 0) return -1;
-      if (slots[2 * slot + 1] !== h || entries[3 * e + 1] !== len) continue;
-      const s = entries[3 * e];
+      const n = slots[4 * slot + 1];
+      if (n === 0) return -1;
+      if (slots[4 * slot] !== h || n !== len) continue;
+      const s = slots[4 * slot + 3];
       let i = 0;
       while (i < len && chars[s + i] === text.charCodeAt(from + i)) i++;
-      if (i === len) return entries[3 * e + 2];
+      if (i === len) return slots[4 * slot + 2];
     }
   }
 
@@ -65,9 +63,9 @@ export class PieceTable {
     return true;
   }
 
-  /** Room for a key of len code units in the arena: its offset, or -1 when the table is full. */
+  /** Room for a key of len code units in the arena: its offset, or -1 when the table is full or the key empty. */
   #reserve (len: number): number {
-    if (this.#size >= this.capacity) return -1;
+    if (this.#size >= this.capacity || len === 0) return -1;
     if (this.#charsUsed + len > this.#chars.length) {
       const grown = new Uint16Array(Math.max(this.#chars.length * 2, this.#charsUsed + len));
       grown.set(this.#chars.subarray(0, this.#charsUsed));
@@ -79,14 +77,13 @@ export class PieceTable {
   }
 
   #link (at: number, len: number, value: number, h: number): void {
-    const e = this.#size++;
-    this.#entries[3 * e] = at;
-    this.#entries[3 * e + 1] = len;
-    this.#entries[3 * e + 2] = value;
+    this.#size++;
     let slot = h & this.#mask;
-    while (this.#slots[2 * slot] !== 0) slot = (slot + 1) & this.#mask;
-    this.#slots[2 * slot] = e + 1;
-    this.#slots[2 * slot + 1] = h;
+    while (this.#slots[4 * slot + 1] !== 0) slot = (slot + 1) & this.#mask;
+    this.#slots[4 * slot] = h;
+    this.#slots[4 * slot + 1] = len;
+    this.#slots[4 * slot + 2] = value;
+    this.#slots[4 * slot + 3] = at;
   }
 
   clear (): void {

@@ -235,6 +235,10 @@ export class RankedBpe {
     return this.#bpe.stats();
   }
 
+  clearCache (): void {
+    this.#bpe.clearCache();
+  }
+
   /** Throws on ids the vocabulary lacks (the caller range-checks first). */
   decode (ids: ArrayLike<number>): string {
     const text = this.#decoder.decode(this.#bpe.decodeBytes(ids));

@@ -73,4 +73,9 @@ export class TiktokenTokenizer implements Tokenizer {
   stats (): ByteBpeStats {
     return this.#bpe.stats();
   }
+
+  /** Empties the encoder's piece cache (ids do not change; the next encodes run cold). */
+  clearCache (): void {
+    this.#bpe.clearCache();
+  }
 }

@@ -83,6 +83,8 @@ test('the piece cache is bounded: at the bound it is cleared and counted, and id
   for (const t of ['ab', 'abc', ' a', ' ab']) tokens.push(new TextEncoder().encode(t));
   const small = new ByteBpe(tokenTable(tokens), { split: splitterFor(CL100K_PATTERN), specials: { '<s>': 300 }, cacheEntries: 4 });
   const big = new ByteBpe(tokenTable(tokens), { split: splitterFor(CL100K_PATTERN), specials: { '<s>': 300 } });
+  // the constructor's JIT warm-up leaves no trace in the cache or the counters
+  assert.deepEqual(big.stats(), { cacheHits: 0, cacheMisses: 0, cacheClears: 0, cacheSize: 0 });
   const text = Array.from({ length: 50 }, (_, i) => ` abc${String.fromCharCode(97 + (i % 26))}x<s>`).join('');
   assert.deepEqual(small.encode(text), big.encode(text));
   const s = small.stats();
@@ -93,4 +95,18 @@ test('the piece cache is bounded: at the bound it is cleared and counted, and id
   assert.deepEqual(small.encode(' ab'), [259]);
   assert.equal(new TextDecoder().decode(small.decodeBytes([32, 257, 300])), ' abc<s>');
   assert.throws(() => small.decodeBytes([299]), RangeError);
+});
+
+test('real text (TypeScript declarations, package READMEs, this repo\'s source) encodes as the WASM builds do, cache cold and warm', () => {
+  const root = new URL('../../../', import.meta.url).pathname; // dist/test/tokenize → repo root
+  const files = ['node_modules/typescript/lib/lib.dom.d.ts', 'node_modules/undici/README.md', 'node_modules/piscina/README.md', 'src/tokenize/byte-bpe.ts']
+    .map((f) => root + f);
+  const text = files.map((f) => readFileSync(f, 'utf8').slice(0, 60_000)).join('\n');
+  for (const [name, wasm] of [['tiktoken:o200k_base', wasmTiktoken('o200k_base')], ['tiktoken:cl100k_base', wasmTiktoken('cl100k_base')], ['hf:qwen3', wasmRankedBpe(qwen3Files())]] as const) {
+    const tok = createTokenizerSync(name) as unknown as { encode (s: string, o: object): number[]; clearCache (): void };
+    const expected = wasm.encode(name === 'hf:qwen3' ? text.normalize('NFC') : text);
+    tok.clearCache();
+    assert.deepEqual(tok.encode(text, { addSpecialTokens: false }), expected, `${name}, cold`);
+    assert.deepEqual(tok.encode(text, { addSpecialTokens: false }), expected, `${name}, warm`);
+  }
 });
