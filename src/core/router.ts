@@ -44,10 +44,13 @@ export class Router {
   readonly #opts: RouterOptions;
   readonly #loadView: LoadView;
   readonly #sessionView: SessionView;
+  /** The index's counts as route() found them, reused by every call (route is synchronous and not reentrant). */
+  readonly #counts: Uint32Array;
 
   constructor (tables: RouterTables, readonly policy: Policy, opts: RouterOptions) {
     this.#t = tables;
     this.#opts = opts;
+    this.#counts = new Uint32Array(tables.index.counts.length);
     const load = tables.load;
     this.#loadView = {
       inFlight: (p) => load.inFlight(p),
@@ -68,10 +71,16 @@ export class Router {
   /** Decides where the request goes among `candidates` and records the decision (not yet the dispatch). */
   route (req: RouteRequest, candidates: readonly PodView[], now: number, random: number): Routed {
     const { index, load, sessions } = this.#t;
-    if (req.keys.count > 0) index.longestPrefix(req.keys);
-    else index.counts.fill(0);
-    // A snapshot: the offload tier's lookup below reuses the index's output area.
-    const counts = index.counts.slice();
+    // A snapshot: the offload tier's lookup below reuses the index's output area. Copied into one array kept
+    // for the purpose: a fresh slice() a request was an off-heap allocation, most of route()'s own cost.
+    const counts = this.#counts;
+    if (req.keys.count > 0) {
+      index.longestPrefix(req.keys);
+      counts.set(index.counts);
+    } else {
+      index.counts.fill(0); // what offloadedBlocks reads when there are no keys
+      counts.fill(0);
+    }
     let onGpu: Uint32Array | null = null;
     const keys = req.keys;
     const u64 = index.region.u64;
