@@ -380,7 +380,7 @@ function merge (cells: Cell[]): Cell {
  */
 function standsInTheWay (cells: Cell[], latency: Cell[], added: Record<string, number>, minRatio: number): string {
   const range = (target: string): string => {
-    const xs = cells.filter((c) => c.target === target).map((c) => c.cpuUs);
+    const xs = cells.filter((c) => c.target === target && c.connections >= 16).map((c) => c.cpuUs);
     return xs.length === 0 ? '–' : `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)}`;
   };
   const cpu = (target: string, load: Load): string => {
@@ -392,7 +392,7 @@ function standsInTheWay (cells: Cell[], latency: Cell[], added: Record<string, n
   const shortVerdict = short === undefined ? 'not measured' : short < 0.1 ? 'within the 0.1 ms target in this run' : 'above the 0.1 ms target in this run';
   return `### What stands in the way
 
-This run: EAR spent ${range('ear')} µs of CPU a request over the throughput cells, nginx-1w ${range('nginx-1w')}, the upstream
+This run, at ≥ 16 connections: EAR spent ${range('ear')} µs of CPU a request, nginx-1w ${range('nginx-1w')}, the upstream
 alone ${range('direct')}; EAR reached ${Number.isFinite(minRatio) ? minRatio.toFixed(2) : '–'}× nginx-1w at worst at ≥ 16 connections. At one connection EAR
 added ${short === undefined ? '–' : us(short)} p50 to a short request (nginx ${added['nginx-short-p50'] === undefined ? '–' : us(added['nginx-short-p50'])}), ${shortVerdict}; earlier runs of this
 benchmark on the same day and machine measured 48–146 µs (nginx 27–57): the shared 2-vCPU machine moves it more
@@ -416,13 +416,14 @@ built one by one into the number[] that the Tokenizer contract returns: src/toke
 hashing 0.5 ms (0.13 of it the WASM kernel, the rest copying and checking that number[] into shared memory; a
 Uint32Array of ids would cost 0.14 in all); the structured clones to and from the worker 0.07 and 0.04 ms; on the
 main thread the route 0.2 ms (the WASM longest-prefix walk of 8,321 keys over a warm index) and the dispatch
-0.07 ms (8,321 keys pushed on the record ring). The rest of the added latency is the second hop's 130 KB over
-loopback and the two thread hand-offs. An older text here said ~2.6 ms went to prefix matching on the main
+0.07 ms (8,321 keys pushed on the record ring): ~2.8 ms of work in sequence on the request's path, about what
+the table shows EAR adding. Carrying the 130 KB itself is cheap: nginx adds ${added['nginx-long-p50'] === undefined ? '–' : us(added['nginx-long-p50'])} for it in this run. An older text here said ~2.6 ms went to prefix matching on the main
 thread: this build measures 0.2 ms. A session turn's features take 0.07 ms in the worker (unchanged messages
 kept parsed, only the new ~2k tokens encoded and hashed); what it still pays is per prompt, not per new token:
-the main thread's route and dispatch over all 8,321 keys (0.3 ms), the 130 KB body copied on read, cloned to
-the worker and written upstream, and GC — 15% of the main thread's busy time in a profile of the one-connection
-rounds (2026-11-22) — while the kv-events thread re-applies all 8,321 recorded keys every turn.`;
+the main thread's route and dispatch over all 8,321 keys (0.3 ms), the 130 KB body copied on read and cloned
+to the worker, the two thread hand-offs, and GC (15% of the main thread's busy time in a profile of the
+one-connection rounds, 2026-11-22); and off the request's path the kv-events thread re-applies all 8,321
+recorded keys every turn (~0.2 ms of its CPU a request in that profile).`;
 }
 
 const PROMPT_LABEL: Record<Load, string> = { short: 'short', stream: 'short, streamed', long: '130 KB', turn: '130 KB session turn (±2k tokens)' };
