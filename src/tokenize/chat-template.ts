@@ -1,6 +1,7 @@
 // Chat templates rendered with @huggingface/jinja, after the message preparation vLLM applies before it calls
 // the template (vllm/entrypoints/chat_utils.py), so the prompt text is the one the engine builds.
 import { Template } from '@huggingface/jinja';
+import './jinja-python-strip.js'; // strings' strip methods as Python's jinja2 has them
 import type { ChatMessage, ChatTemplate, ContentPart, RenderOptions } from './types.js';
 import { TokenizeError } from './errors.js';
 import { directRendererFor } from './direct-renderers.js';

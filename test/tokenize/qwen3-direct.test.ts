@@ -10,15 +10,13 @@ import type { ChatMessage, RenderOptions } from '../../src/tokenize/types.js';
 const viaJinja = new JinjaChatTemplate('qwen3', builtinTemplateSource('qwen3'), { eos_token: '<|im_end|>' }, null);
 const viaDirect = createChatTemplate('qwen3');
 
-// Texts that hit the template's branches: think tags, wrapped tool responses, leading/trailing newlines. No other
-// whitespace: @huggingface/jinja's strip/lstrip/rstrip ignore their argument and trim all whitespace, where the
-// engine's Python jinja2 strips only '\n'; the direct renderer follows Python (test below).
-const noOtherSpace = (s: string): boolean => !/[^\S\n]/.test(s);
+// Texts that hit the template's branches: think tags, wrapped tool responses, leading/trailing newlines, and other
+// whitespace next to them (jinja-python-strip.ts gives jinja Python's strip methods, which the direct renderer follows).
 const text = fc.oneof(
-  fc.string({ maxLength: 12 }).filter(noOtherSpace),
+  fc.string({ maxLength: 12 }),
   fc.constantFrom('', '\n', '\n\nx\n', '<think>\nr\n</think>\n\nA', 'a</think>b</think>\nc', '<think>x<think>y</think>', '</think>',
     '<tool_response>\nout\n</tool_response>', '<tool_response>', '{{x}}'),
-  fc.array(fc.constantFrom('<think>', '</think>', '\n', 'a', 'é', '<tool_response>', '</tool_response>'), { maxLength: 6 }).map((xs) => xs.join(''))
+  fc.array(fc.constantFrom('<think>', '</think>', '\n', ' ', '\t', 'a', 'é', '<tool_response>', '</tool_response>'), { maxLength: 6 }).map((xs) => xs.join(''))
 );
 const content = fc.oneof(text, text, fc.constant(null), fc.array(fc.record({ type: fc.constant('text'), text }), { maxLength: 2 }));
 const message = fc.record({
@@ -62,4 +60,8 @@ test('continue_final_message cuts the direct render where jinja\'s is cut', () =
 test('reasoning and content keep their spaces: only newlines are stripped, as Python\'s str.strip(\'\\n\') does', () => {
   const text = viaDirect.render([{ role: 'user', content: 'Q' }, { role: 'assistant', content: '<think>\n r \n</think>\n\n  A' }], { addGenerationPrompt: false });
   assert.equal(text, '<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\n r \n</think>\n\n  A<|im_end|>\n');
+  // and the jinja render (used when tools are given) agrees
+  const tools = { addGenerationPrompt: false, tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] };
+  const conv: ChatMessage[] = [{ role: 'user', content: 'Q' }, { role: 'assistant', content: '</think>\n\n  def f():\n' }];
+  assert.match(viaJinja.render(conv, tools), /<\/think>\n\n  def f\(\):\n<\|im_end\|>\n$/);
 });
