@@ -14,7 +14,7 @@ import { splitterFor, UnsupportedPatternError, type Splitter } from './split-pat
 const GPT2_PATTERN = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 /** GPT-2's byte ↔ printable-character table that byte-level vocabularies are written in. */
-function byteLevelDecoding (): Map<string, number> {
+export function byteLevelDecoding (): Map<string, number> {
   const direct: number[] = [];
   for (let b = 33; b <= 126; b++) direct.push(b);
   for (let b = 161; b <= 172; b++) direct.push(b);

@@ -5,6 +5,7 @@ import { createRequire } from 'node:module';
 import type { Tiktoken, TiktokenEncoding } from 'tiktoken';
 import { TIKTOKEN_ENCODINGS } from '../../src/tokenize/tiktoken.js';
 import type { HfFiles } from '../../src/tokenize/hf.js';
+import { byteLevelDecoding } from '../../src/tokenize/ranked-bpe.js';
 
 const require = createRequire(import.meta.url);
 const tiktoken = (): typeof import('tiktoken') => require('tiktoken') as typeof import('tiktoken');
@@ -23,14 +24,7 @@ export function wasmTiktoken (encoding: string): ReferenceEncoder {
 /** tiktoken's WASM BPE over a byte-level tokenizer.json's vocabulary (ranks = ids), split regex and added tokens. */
 export function wasmRankedBpe (files: HfFiles): ReferenceEncoder {
   const json = files.tokenizerJSON as { model: { vocab: Record<string, number> }; added_tokens: { id: number; content: string }[]; pre_tokenizer: { pretokenizers: { pattern?: { Regex: string } }[] } };
-  const direct: number[] = [];
-  for (let b = 33; b <= 126; b++) direct.push(b);
-  for (let b = 161; b <= 172; b++) direct.push(b);
-  for (let b = 174; b <= 255; b++) direct.push(b);
-  const byteOf = new Map<string, number>();
-  for (const b of direct) byteOf.set(String.fromCodePoint(b), b);
-  let n = 0;
-  for (let b = 0; b < 256; b++) if (!direct.includes(b)) byteOf.set(String.fromCodePoint(256 + n++), b);
+  const byteOf = byteLevelDecoding();
   const b64: string[] = [];
   for (const [token, id] of Object.entries(json.model.vocab)) b64[id] = Buffer.from([...token].map((ch) => byteOf.get(ch)!)).toString('base64');
   const specials: Record<string, number> = {};
