@@ -104,7 +104,17 @@ function timedTokenizer (tok: Tokenizer, spent: { ms: number }): Tokenizer {
       spent.ms += performance.now() - t0;
       return ids;
     },
-    decode: (ids) => tok.decode(ids)
+    decode: (ids) => tok.decode(ids),
+    ...(tok.encodeIds === undefined
+      ? {}
+      : {
+          encodeIds (text: string) {
+            const t0 = performance.now();
+            const ids = tok.encodeIds!(text);
+            spent.ms += performance.now() - t0;
+            return ids;
+          }
+        })
   };
 }
 

@@ -411,13 +411,12 @@ is above 6%: what is left is spread thin, above a floor (a bare uWS proxy on the
 itself 1.5× nginx's whole cost, so 0.8× nginx's throughput is out of reach for this stack on this machine.
 
 Where a cold 130 KB prompt's time goes (2026-11-22, \`node dist/bench/gateway-split.js\`, character tokenizer,
-8,321 blocks of 16): in the route worker, JSON parse 0.35 ms, the tokenizer's encode 1.4–2.1 ms (133k ids
-built one by one into the number[] that the Tokenizer contract returns: src/tokenize, not the gateway's), block
-hashing 0.5 ms (0.13 of it the WASM kernel, the rest copying and checking that number[] into shared memory; a
-Uint32Array of ids would cost 0.14 in all); the structured clones to and from the worker 0.07 and 0.04 ms; on the
-main thread the route 0.2 ms (the WASM longest-prefix walk of 8,321 keys over a warm index) and the dispatch
-0.07 ms (8,321 keys pushed on the record ring): ~2.8 ms of work in sequence on the request's path, about what
-the table shows EAR adding. Carrying the 130 KB itself is cheap: nginx adds ${added['nginx-long-p50'] === undefined ? '–' : us(added['nginx-long-p50'])} for it in this run. An older text here said ~2.6 ms went to prefix matching on the main
+8,321 blocks of 16): in the route worker, JSON parse 0.3 ms, the tokenizer's encode 0.33 ms (its encodeIds: the
+133k ids as a Uint32Array; 1.2–2.1 ms as the number[] of Tokenizer.encode, before encodeIds), block hashing
+0.16 ms (0.5 from a number[], copied and checked id by id into shared memory); the structured clones to and
+from the worker 0.07 and 0.04 ms; on the main thread the route 0.2 ms (the WASM longest-prefix walk of 8,321
+keys over a warm index) and the dispatch 0.07 ms (8,321 keys pushed on the record ring): ~1.2 ms of work in
+sequence on the request's path, to compare with what the table shows EAR adding. Carrying the 130 KB itself is cheap: nginx adds ${added['nginx-long-p50'] === undefined ? '–' : us(added['nginx-long-p50'])} for it in this run. An older text here said ~2.6 ms went to prefix matching on the main
 thread: this build measures 0.2 ms. A session turn's features take 0.07 ms in the worker (unchanged messages
 kept parsed, only the new ~2k tokens encoded and hashed); what it still pays is per prompt, not per new token:
 the main thread's route and dispatch over all 8,321 keys (0.3 ms), the 130 KB body copied on read and cloned

@@ -34,12 +34,12 @@ export function computeFeatures (ctx: FeatureContext, endpoint: Endpoint, body: 
   const p = sessions !== undefined && endpoint === 'chat' ? sessions.parseChat(sessionId!, body) : parseRequestBody(endpoint, body);
   let text: string | null = null;
   let pieces: RenderedPieces | null = null;
-  let tokens: readonly number[] | null = null;
+  let tokens: readonly number[] | Uint32Array | null = null;
   try {
     // A session's chat is rendered in pieces where the template allows, so the next turn can keep its leading ones.
     if (p.messages && sessions !== undefined) pieces = renderPieces(ctx.tokenizer.chatTemplate, p.messages, p.render);
     if (p.messages && pieces === null) text = ctx.tokenizer.chatTemplate.render(p.messages, p.render);
-    if (text !== null && sessions === undefined) tokens = ctx.tokenizer.encode(text, { addSpecialTokens: false });
+    if (text !== null && sessions === undefined) tokens = ctx.tokenizer.encodeIds?.(text) ?? ctx.tokenizer.encode(text, { addSpecialTokens: false });
     else if (typeof p.prompt === 'string') tokens = ctx.tokenizer.encode(p.prompt);
     else if (p.prompt) tokens = p.prompt;
   } catch (err) {

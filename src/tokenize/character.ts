@@ -26,6 +26,33 @@ export class CharacterTokenizer implements Tokenizer {
   encode (text: string): number[] {
     // Encode the pieces first and fill one array of the final size: growing it by push cost 3× as much
     // (3.2 ms against 1.1 ms for a 130 KB prompt).
+    const { parts, n } = this.#pieces(text);
+    const out = new Array<number>(n);
+    let k = 0;
+    for (const p of parts) {
+      if (typeof p === 'number') out[k++] = p;
+      else for (let i = 0; i < p.length; i++) out[k++] = p[i];
+    }
+    return out;
+  }
+
+  /** The same ids in a typed array, each piece copied in one native call. */
+  encodeIds (text: string): Uint32Array {
+    const { parts, n } = this.#pieces(text);
+    const out = new Uint32Array(n);
+    let k = 0;
+    for (const p of parts) {
+      if (typeof p === 'number') out[k++] = p;
+      else {
+        out.set(p, k);
+        k += p.length;
+      }
+    }
+    return out;
+  }
+
+  /** The UTF-8 bytes of the text between special-token markers, and the markers' ids, in order. */
+  #pieces (text: string): { parts: Array<Uint8Array | number>; n: number } {
     const parts: Array<Uint8Array | number> = [];
     let n = 0;
     let from = 0;
@@ -44,13 +71,7 @@ export class CharacterTokenizer implements Tokenizer {
       parts.push(b);
       n += b.length;
     }
-    const out = new Array<number>(n);
-    let k = 0;
-    for (const p of parts) {
-      if (typeof p === 'number') out[k++] = p;
-      else for (let i = 0; i < p.length; i++) out[k++] = p[i];
-    }
-    return out;
+    return { parts, n };
   }
 
   decode (ids: ArrayLike<number>): string {

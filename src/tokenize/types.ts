@@ -41,5 +41,10 @@ export interface Tokenizer {
   readonly chatTemplate: ChatTemplate;
   /** Text → token ids. Special-token text (e.g. <|im_start|>) maps to the special ids, as engines do for rendered chat. */
   encode (text: string, opts?: { addSpecialTokens?: boolean }): number[];
+  /**
+   * Optional: encode(text, { addSpecialTokens: false }) as a typed array, for tokenizers that can build one
+   * directly; hashing copies it into shared memory in one native call instead of id by id.
+   */
+  encodeIds? (text: string): Uint32Array;
   decode (ids: ArrayLike<number>): string;
 }

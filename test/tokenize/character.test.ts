@@ -31,6 +31,16 @@ test('character: decode(encode(s)) === s for any unicode text with markers mixed
   }), { numRuns: 500 });
 });
 
+test('character: encodeIds gives encode\'s ids in a Uint32Array, for any text with markers mixed in', () => {
+  const piece = fc.oneof(fc.string({ unit: 'binary' }), fc.constantFrom('<|im_start|>', '<|im_end|>', '<|endoftext|>', '<|', '\n'));
+  fc.assert(fc.property(fc.array(piece, { maxLength: 12 }), (parts) => {
+    const s = parts.join('');
+    const ids = tok.encodeIds!(s);
+    assert.ok(ids instanceof Uint32Array);
+    assert.deepEqual(Array.from(ids), tok.encode(s));
+  }), { numRuns: 500 });
+});
+
 test('character: ids outside the vocabulary are refused', () => {
   for (const bad of [[259], [-1], [1.5], [Number.NaN]]) {
     assert.throws(() => tok.decode(bad), (e: unknown) => e instanceof TokenizeError && e.code === 'EAR_ERR_TOKEN_ID');
