@@ -38,7 +38,8 @@ export class HistogramSeries {
 interface ExportValue {
   labels: Record<string, string | number>;
   value: number;
-  metricName: string;
+  /** A histogram's _bucket, _sum or _count line; absent: the metric's own name. */
+  metricName?: string;
 }
 
 function labelObject (names: readonly string[], values: readonly string[], metric: string): Record<string, string> {
@@ -48,33 +49,63 @@ function labelObject (names: readonly string[], values: readonly string[], metri
   return labels;
 }
 
-export class FastHistogram {
+interface MetricOptions {
+  name: string;
+  help: string;
+  labelNames?: readonly string[];
+  registers?: Registry[];
+}
+
+/** What both metric kinds share: series kept by label values, registration, reset and prom-client's get(). */
+abstract class SeriesMetric<S> {
   readonly name: string;
   readonly help: string;
-  readonly type = 'histogram';
   readonly aggregator = 'sum';
   readonly labelNames: readonly string[];
-  readonly #bounds: readonly number[];
-  /** Series by label values joined with NUL; bounded by what labels them (policies, backend ids from the config). */
-  readonly #series = new Map<string, HistogramSeries>();
+  /** Series by label values joined with NUL; bounded by what labels them (policies, routes, statuses, backend ids from the config). */
+  protected readonly series = new Map<string, S>();
+  readonly #create: (labels: Record<string, string>) => S;
 
-  constructor (o: FastHistogramOptions) {
+  constructor (o: MetricOptions, create: (labels: Record<string, string>) => S) {
     this.name = o.name;
     this.help = o.help;
     this.labelNames = o.labelNames ?? [];
-    this.#bounds = [...o.buckets];
-    for (let i = 1; i < this.#bounds.length; i++) if (!(this.#bounds[i] > this.#bounds[i - 1])) throw new RangeError(`${o.name}: buckets must ascend`);
-    // An unlabelled histogram exports zeros from the start, as prom-client's does.
+    this.#create = create;
+    // An unlabelled metric exports zeros from the start, as prom-client's does.
     if (this.labelNames.length === 0) this.labels();
     for (const r of o.registers ?? []) r.registerMetric(this as never);
   }
 
-  /** The series for these label values (in labelNames order): keep it and observe on it. */
-  labels (...values: string[]): HistogramSeries {
+  /** The series for these label values (in labelNames order): keep it and record on it. */
+  labels (...values: string[]): S {
     const key = values.join('\0');
-    let s = this.#series.get(key);
-    if (!s) this.#series.set(key, s = new HistogramSeries(this.#bounds, labelObject(this.labelNames, values, this.name)));
+    let s = this.series.get(key);
+    if (!s) this.series.set(key, s = this.#create(labelObject(this.labelNames, values, this.name)));
     return s;
+  }
+
+  reset (): void {
+    this.series.clear();
+    if (this.labelNames.length === 0) this.labels();
+  }
+
+  /** What prom-client's Registry reads to export a metric. */
+  abstract getForPromString (): Promise<{ name: string; help: string; type: string; values: ExportValue[]; aggregator: string }>;
+
+  get (): ReturnType<this['getForPromString']> {
+    return this.getForPromString() as ReturnType<this['getForPromString']>;
+  }
+}
+
+export class FastHistogram extends SeriesMetric<HistogramSeries> {
+  readonly type = 'histogram';
+  readonly #bounds: readonly number[];
+
+  constructor (o: FastHistogramOptions) {
+    const bounds = [...o.buckets];
+    for (let i = 1; i < bounds.length; i++) if (!(bounds[i] > bounds[i - 1])) throw new RangeError(`${o.name}: buckets must ascend`);
+    super(o, (labels) => new HistogramSeries(bounds, labels));
+    this.#bounds = bounds;
   }
 
   /** Observes on the unlabelled series. */
@@ -82,16 +113,10 @@ export class FastHistogram {
     this.labels().observe(value);
   }
 
-  reset (): void {
-    this.#series.clear();
-    if (this.labelNames.length === 0) this.labels();
-  }
-
-  /** What prom-client's Registry reads to export a metric. */
   async getForPromString (): Promise<{ name: string; help: string; type: string; values: ExportValue[]; aggregator: string }> {
     const values: ExportValue[] = [];
     const bucket = `${this.name}_bucket`;
-    for (const s of this.#series.values()) {
+    for (const s of this.series.values()) {
       let acc = 0;
       for (let i = 0; i < this.#bounds.length; i++) {
         acc += s.counts[i];
@@ -102,10 +127,6 @@ export class FastHistogram {
       values.push({ labels: { ...s.labels }, value: s.count, metricName: `${this.name}_count` });
     }
     return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
-  }
-
-  get (): ReturnType<FastHistogram['getForPromString']> {
-    return this.getForPromString();
   }
 }
 
@@ -120,29 +141,11 @@ export class CounterSeries {
   }
 }
 
-export class FastCounter {
-  readonly name: string;
-  readonly help: string;
+export class FastCounter extends SeriesMetric<CounterSeries> {
   readonly type = 'counter';
-  readonly aggregator = 'sum';
-  readonly labelNames: readonly string[];
-  /** Series by label values joined with NUL; bounded by what labels them (routes, statuses, backend ids, reasons). */
-  readonly #series = new Map<string, CounterSeries>();
 
-  constructor (o: { name: string; help: string; labelNames?: readonly string[]; registers?: Registry[] }) {
-    this.name = o.name;
-    this.help = o.help;
-    this.labelNames = o.labelNames ?? [];
-    if (this.labelNames.length === 0) this.labels();
-    for (const r of o.registers ?? []) r.registerMetric(this as never);
-  }
-
-  /** The series for these label values (in labelNames order): keep it and inc() on it. */
-  labels (...values: string[]): CounterSeries {
-    const key = values.join('\0');
-    let s = this.#series.get(key);
-    if (!s) this.#series.set(key, s = new CounterSeries(labelObject(this.labelNames, values, this.name)));
-    return s;
+  constructor (o: MetricOptions) {
+    super(o, (labels) => new CounterSeries(labels));
   }
 
   /** Increments the unlabelled series. */
@@ -150,17 +153,8 @@ export class FastCounter {
     this.labels().inc(by);
   }
 
-  reset (): void {
-    this.#series.clear();
-    if (this.labelNames.length === 0) this.labels();
-  }
-
-  async getForPromString (): Promise<{ name: string; help: string; type: string; values: Array<{ labels: Record<string, string>; value: number }>; aggregator: string }> {
-    const values = [...this.#series.values()].map((s) => ({ labels: { ...s.labels }, value: s.value }));
+  async getForPromString (): Promise<{ name: string; help: string; type: string; values: ExportValue[]; aggregator: string }> {
+    const values = [...this.series.values()].map((s) => ({ labels: { ...s.labels }, value: s.value }));
     return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
-  }
-
-  get (): ReturnType<FastCounter['getForPromString']> {
-    return this.getForPromString();
   }
 }
