@@ -123,6 +123,17 @@ function punctuation (s: string, i: number, cp: number, k: number, slash: boolea
   }
 }
 
+/** End of \p{N}{1,max} whose first number character ends at `from`: at most max - 1 more of them. */
+function digits (s: string, from: number, max: number): number {
+  let e = from;
+  for (let d = 1; d < max && e < s.length; d++) {
+    const c = cpAt(s, e);
+    if ((classOf(c) & N) === 0) break;
+    e += c > 0xffff ? 2 : 1;
+  }
+  return e;
+}
+
 /** Reports the pieces of s, as the cl100k-family pattern with \p{N}{1,maxDigits} splits it, to piece(from, to). */
 export function splitCl100k (s: string, maxDigits: number, piece: (from: number, to: number) => void): void {
   for (let i = 0; i < s.length;) {
@@ -135,14 +146,7 @@ export function splitCl100k (s: string, maxDigits: number, piece: (from: number,
       if (r > i + w) e = r;
     }
     if (e < 0 && (k & L) !== 0) e = run(s, i, L);
-    if (e < 0 && (k & N) !== 0) {
-      e = i + w;
-      for (let d = 1; d < maxDigits && e < s.length; d++) {
-        const c = cpAt(s, e);
-        if ((classOf(c) & N) === 0) break;
-        e += c > 0xffff ? 2 : 1;
-      }
-    }
+    if (e < 0 && (k & N) !== 0) e = digits(s, i + w, maxDigits);
     if (e < 0) e = punctuation(s, i, cp, k, false);
     if (e < 0) e = whitespace(s, i);
     piece(i, e);
@@ -187,12 +191,7 @@ export function splitO200k (s: string, piece: (from: number, to: number) => void
       const c = contraction(s, e);
       if (c > 0) e = c;
     } else if ((k & N) !== 0) {
-      e = i + w;
-      for (let d = 1; d < 3 && e < s.length; d++) {
-        const c = cpAt(s, e);
-        if ((classOf(c) & N) === 0) break;
-        e += c > 0xffff ? 2 : 1;
-      }
+      e = digits(s, i + w, 3);
     }
     if (e < 0) e = punctuation(s, i, cp, k, true);
     if (e < 0) e = whitespace(s, i);
