@@ -51,13 +51,18 @@ export function realTextOfChars (chars: number, seed: number): string {
   return s;
 }
 
-/** Real text that encodes to about `tokens` tokens with `encode` (which warms its cache: clear it after). */
-export function realTextOfTokens (encode: (t: string) => number[], tokens: number, seed: number): string {
+/** A text of `ofChars` that encodes to about `tokens` tokens with `encode`: the length scaled by the measured chars/token. */
+export function fitToTokens (ofChars: (chars: number, seed: number) => string, encode: (t: string) => number[], tokens: number, seed: number): string {
   let chars = tokens * 4;
   for (let i = 0; i < 5; i++) {
-    const n = encode(realTextOfChars(chars, seed)).length;
+    const n = encode(ofChars(chars, seed)).length;
     if (Math.abs(n - tokens) <= tokens * 0.002) break;
     chars = Math.max(1, Math.round(chars * tokens / n));
   }
-  return realTextOfChars(chars, seed);
+  return ofChars(chars, seed);
+}
+
+/** Real text that encodes to about `tokens` tokens with `encode` (which warms its cache: clear it after). */
+export function realTextOfTokens (encode: (t: string) => number[], tokens: number, seed: number): string {
+  return fitToTokens(realTextOfChars, encode, tokens, seed);
 }

@@ -8,7 +8,7 @@ import { HfTokenizer, qwen3Files } from '../src/tokenize/hf.js';
 import { wasmRankedBpe, wasmTiktoken } from '../test/tokenize/wasm-reference.js';
 import { gitCommit, machine } from './machine.js';
 import { writeSection } from './results-file.js';
-import { realTextOfChars, realTextOfTokens } from './real-text.js';
+import { fitToTokens, realTextOfChars, realTextOfTokens } from './real-text.js';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
@@ -75,15 +75,9 @@ export function textOfChars (chars: number, seed: number): string {
   return parts.join('').slice(0, chars);
 }
 
-/** A text that encodes to about `tokens` tokens with `encode`: scale the length by the measured chars/token. */
+/** A text of the decision bench's kind that encodes to about `tokens` tokens with `encode`. */
 export function textOfTokens (encode: (t: string) => number[], tokens: number, seed: number): string {
-  let chars = tokens * 4;
-  for (let i = 0; i < 4; i++) {
-    const n = encode(textOfChars(chars, seed)).length;
-    if (Math.abs(n - tokens) <= tokens * 0.002) break;
-    chars = Math.max(1, Math.round(chars * tokens / n));
-  }
-  return textOfChars(chars, seed);
+  return fitToTokens(textOfChars, encode, tokens, seed);
 }
 
 function median (xs: number[]): number {
