@@ -1,5 +1,5 @@
 // Routing decision time (issue 6 item 6): parse + render + tokenize + hash (computeFeatures, as the route worker
-// runs it) + match + score (Router.route against a populated prefix index, 8 pods, the prefix-cache policy),
+// runs it) + match + score (the routing host's route against a populated prefix index, 8 pods, the prefix-cache policy),
 // for chats of ~1k, 33.6k and 130k tokens, per tokenizer, cold (no session state) and incremental (a turn that
 // adds ~2k tokens to the session's previous turn, with that session's state in SessionFeatures). Run alone: the
 // figures are sub-millisecond and move with the machine's load.
@@ -9,11 +9,8 @@ import { loadavg } from 'node:os';
 import { createAndAttach } from '../src/core/region.js';
 import { BlockHasher, type KeySpan } from '../src/core/block-keys.js';
 import { PrefixIndexWriter } from '../src/core/prefix-index.js';
-import { LoadTable } from '../src/core/load-table.js';
-import { SessionTable } from '../src/core/session-table.js';
-import { Router } from '../src/core/router.js';
+import { RoutingHost } from '../src/core/routing-host.js';
 import { createPolicy } from '../src/core/policies/index.js';
-import type { PodView } from '../src/core/policy.js';
 import { createTokenizerSync } from '../src/tokenize/index.js';
 import type { ChatMessage, Tokenizer } from '../src/tokenize/types.js';
 import { computeFeatures, type FeatureContext } from '../src/gateway/features.js';
@@ -28,18 +25,17 @@ const SIZES = [1_000, 33_600, 130_000];
 const TOKENIZERS = ['character', 'tiktoken:o200k_base', 'hf:qwen3'];
 const TURN_TOKENS = 2_000;
 
-const region = createAndAttach({ prefixIndexKeys: 1 << 18, sessions: 4096, heapJobs: 16, recordRingOps: 64, pods: 8, scratchSlots: 4 });
+const region = createAndAttach({ prefixIndexKeys: 1 << 18, sessions: 4096, heapJobs: 16, recordRingOps: 64, pods: 8, scratchSlots: 12 });
 const hasher = new BlockHasher(region);
 const index = new PrefixIndexWriter(region);
-const router = new Router({ index, load: new LoadTable(region), sessions: new SessionTable(region) }, createPolicy('prefix-cache'), { sessionTtlMs: 60_000, record: () => {} });
-const pods: PodView[] = Array.from({ length: 8 }, (_, i) => ({ index: i, id: `p${i}`, role: 'both', blockSize: BLOCK, kvCapacityBlocks: 0 }));
+const host = new RoutingHost(region, { policy: createPolicy('prefix-cache'), blockSize: BLOCK, sessionTtlMs: 60_000, random: () => 0.5 });
+for (let i = 0; i < 8; i++) host.setPod(i, { id: `p${i}`, role: 'both', models: new Set(['m']), state: 'ready' });
+const NONE = new Set<number>();
 const keyArea = region.claimScratch();
 
-/** Match + score: the keys go to shared memory (as TableRouting does), then the router decides. */
+/** Match + score: the host puts the keys in shared memory, then the router decides (as the gateway's route). */
 function route (keys: BigUint64Array, promptTokens: number): number {
-  new BigUint64Array(region.memory.buffer, keyArea.ptr, keys.length).set(keys);
-  const span: KeySpan = { ptr: keyArea.ptr, count: keys.length };
-  return router.route({ model: 'm', sessionKey: null, parentSessionKey: null, promptTokens, keys: span, blockSize: BLOCK, expectedOutputTokens: null }, pods, 0, 0.5).pod;
+  return host.route({ model: 'm', sessionId: null, parentSessionId: null, promptTokens, blockKeys: keys, maxTokens: null }, NONE, 0).pod;
 }
 
 /** An agent conversation of about `tokens` tokens: a system prompt, then user / assistant / tool messages of ~2k. */
@@ -237,7 +233,7 @@ writeSection('bench-decision', [
   `Machine: ${machine()}. Commit ${gitCommit()}, ${new Date().toISOString().slice(0, 10)}. Shared machine: load average ${loadavg()[0].toFixed(1)} at the end of the run, and figures move with it.`,
   `Command: \`npm run build && node dist/bench/decision.js${samplesArg > 0 ? ` ${samplesArg}` : ''}\`.`,
   'Decision = parse the body + render the chat + tokenize + hash blocks (computeFeatures) + copy keys to shared memory +',
-  'longest-prefix match over 8 pods + prefix-cache policy (Router.route), in one thread; the gateway adds the route',
+  'longest-prefix match over 8 pods + prefix-cache policy (RoutingHost.route), in one thread; the gateway adds the route',
   'pool\'s thread hop (~0.15 ms each way). Cold: no session state, on the synthetic text of the tokenize bench (~70 distinct',
   'words, so the BPE piece cache hits nearly always). Cold, real text: no session state, a conversation cut from real text',
   '(bench/real-text.ts: the repo\'s source, package READMEs, TypeScript\'s DOM declarations; a different stretch per sample)',

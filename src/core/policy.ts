@@ -44,7 +44,11 @@ export interface SessionView {
   get (sessionKey: bigint): SessionInfo | null;
 }
 
-/** The cluster at the moment of a decision. `pods` holds only the candidates: healthy, serving the model, in a usable role. */
+/**
+ * The cluster at the moment of a decision. `pods` holds only the candidates: healthy, serving the model, in a
+ * usable role. The view is valid during the call only; `pods` is the same array for as long as the
+ * candidates are the same, so what a policy derives from it may be cached on its identity.
+ */
 export interface ClusterView {
   readonly pods: readonly PodView[];
   readonly load: LoadView;

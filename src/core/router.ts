@@ -1,7 +1,7 @@
-// The routing core's host side, shared by the gateway and the discrete-event driver: match the prompt's block
-// keys against the prefix index, give the policy a read-only view of the tables, and record its decision
-// back in the tables (ARCHITECTURE.md "The routing core's contract"). Runs on the thread that writes the load
-// and session tables (the gateway's main thread; the driver's only thread).
+// The routing core's table side: match the prompt's block keys against the prefix index, give the policy a
+// read-only view of the tables, and record its decision back in the tables (ARCHITECTURE.md "The routing
+// core's contract"). Only the routing host (routing-host.ts) calls it; the host runs on the thread that writes
+// the load and session tables (the gateway's main thread; the discrete-event driver's only thread).
 import type { KeySpan } from './block-keys.js';
 import type { LoadTable } from './load-table.js';
 import type { PrefixIndex } from './prefix-index.js';
@@ -68,8 +68,12 @@ export class Router {
     };
   }
 
-  /** Decides where the request goes among `candidates` and records the decision (not yet the dispatch). */
-  route (req: RouteRequest, candidates: readonly PodView[], now: number, random: number): Routed {
+  /**
+   * Decides where the request goes among `candidates` and records the decision (not yet the dispatch). A
+   * `retry` (the same request again after a pod failed it) rebinds the session without counting a migration:
+   * the session did not move by choice, and a migration resets the cooldown that migration policies read.
+   */
+  route (req: RouteRequest, candidates: readonly PodView[], now: number, random: number, retry = false): Routed {
     const { index, load, sessions } = this.#t;
     // A snapshot: the offload tier's lookup below reuses the index's output area. Copied into one array kept
     // for the purpose: a fresh slice() a request was an off-heap allocation, most of route()'s own cost.
@@ -119,7 +123,8 @@ export class Router {
     load.countDecision(d.pod);
     if (req.sessionKey !== null) {
       sessions.upsert(req.sessionKey, now, this.#opts.sessionTtlMs);
-      sessions.setHost(req.sessionKey, d.pod, now);
+      if (retry) sessions.setCount(req.sessionKey, 'host', d.pod);
+      else sessions.setHost(req.sessionKey, d.pod, now);
     }
     const expectedPrefill = Math.max(0, req.promptTokens - matchedBlocks * req.blockSize);
     return { ...d, matchedBlocks, expectedPrefill };

@@ -15,6 +15,8 @@ export interface BackendConfig {
   /** Topic prefix the KV-event SUB filters on ('' takes every message, vLLM's default topic). */
   kvTopic: string;
   role: PodRole;
+  /** KV capacity in blocks, for engines that do not export vllm:cache_config_info; null = unknown. */
+  kvCapacityBlocks: number | null;
 }
 
 export interface GatewayConfig {
@@ -142,12 +144,13 @@ function backend (path: string, raw: unknown, index: number): BackendConfig {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError(path, 'must be a mapping');
   const r = raw as Record<string, unknown>;
   for (const k of Object.keys(r)) {
-    if (!['id', 'url', 'kvEvents', 'kv-events', 'replay', 'topic', 'role'].includes(k)) throw new ConfigError(`${path}.${k}`, 'unknown field');
+    if (!['id', 'url', 'kvEvents', 'kv-events', 'replay', 'topic', 'role', 'kvCapacityBlocks', 'kv-blocks'].includes(k)) throw new ConfigError(`${path}.${k}`, 'unknown field');
   }
   const url = checkUrl(`${path}.url`, r.url, ['http:', 'https:']);
   const id = r.id === undefined ? `backend-${index}` : checkString(`${path}.id`, r.id);
   if (!ID_RE.test(id)) throw new ConfigError(`${path}.id`, `"${id}" must match ${ID_RE}`);
   const kv = r.kvEvents ?? r['kv-events'];
+  const kvBlocks = r.kvCapacityBlocks ?? r['kv-blocks'];
   const role = (r.role ?? 'both') as PodRole;
   if (!ROLES.includes(role)) throw new ConfigError(`${path}.role`, `must be one of ${ROLES.join(', ')}`);
   return {
@@ -156,11 +159,12 @@ function backend (path: string, raw: unknown, index: number): BackendConfig {
     kvEvents: kv === undefined || kv === null ? null : checkUrl(`${path}.kv-events`, kv, ['tcp:', 'ipc:']),
     replay: r.replay === undefined || r.replay === null ? null : checkUrl(`${path}.replay`, r.replay, ['tcp:', 'ipc:']),
     kvTopic: r.topic === undefined || r.topic === null ? '' : checkTopic(`${path}.topic`, r.topic),
-    role
+    role,
+    kvCapacityBlocks: kvBlocks === undefined || kvBlocks === null ? null : checkInt(`${path}.kv-blocks`, kvBlocks, 1, 0xFFFFFFFF)
   };
 }
 
-/** Parses one `--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode]` flag. */
+/** Parses one `--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N]` flag. */
 export function parseBackendFlag (flag: string): Record<string, string> {
   const [url, ...opts] = flag.split(',');
   const out: Record<string, string> = { url };

@@ -1,6 +1,7 @@
 // Assembles a running gateway: the shared region, the kv-events thread (the index's writer), the route pool,
 // the policy and the uWS server. Used by `ear serve`, the end-to-end tests and the e2e evaluation driver.
 import { createRegion, Region } from '../core/region.js';
+import { APPROXIMATE_ASSUMED_TTL_MS, PRECISE_ASSUMED_TTL_MS } from '../core/routing-host.js';
 import { createPolicy } from '../core/policies/index.js';
 import { startKvEventsThread, type KvBackendSpec, type KvEventsThread } from '../kvevents/kv-events-thread.js';
 import type { Backend } from './backends.js';
@@ -21,10 +22,7 @@ export interface Ear {
   close (): Promise<void>;
 }
 
-/** Assumed presence lives this long when the index learns only from routing (ARCHITECTURE "approximate" mode). */
-export const APPROXIMATE_ASSUMED_TTL_MS = 20 * 60_000;
-/** ... and this long when engines publish KV events (precise mode): long enough to bridge the events' delay. */
-export const PRECISE_ASSUMED_TTL_MS = 5000;
+export { APPROXIMATE_ASSUMED_TTL_MS, PRECISE_ASSUMED_TTL_MS };
 
 /** Assumed TTL for the backends as they are: the configured one, else by mode. */
 export function assumedTtlMs (config: Readonly<GatewayConfig>, backends: readonly Backend[]): number {
@@ -83,7 +81,7 @@ export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
       config,
       state: (backends) => {
         list = backends;
-        routing = new TableRouting(region, backends, policy, { sessionTtlMs: config.sessionIdleMs, onBackendChanged: sync });
+        routing = new TableRouting(region, backends, policy, { blockSize: config.blockSize, sessionTtlMs: config.sessionIdleMs, onBackendChanged: sync });
         return routing;
       },
       features: featureSource(region, config, p),

@@ -8,10 +8,11 @@ import type { EngineLoad } from './engine-metrics.js';
 export interface RoutingInput {
   model: string;
   sessionId: string | null;
+  /** A sub-agent's parent session, when the client names it. */
+  parentSessionId: string | null;
   promptTokens: number;
   /** Chained block keys of the prompt (empty when the prompt was not hashed, e.g. a batch). */
   blockKeys: BigUint64Array;
-  blockSize: number;
   maxTokens: number | null;
 }
 
@@ -25,8 +26,13 @@ export interface Placement {
 }
 
 export interface RoutingState {
-  /** Chooses a backend among those serving the model, excluding `exclude` (backends that already failed this request). */
-  route (input: RoutingInput, exclude: ReadonlySet<number>, now: number): Placement;
+  /**
+   * Chooses a backend among those serving the model, excluding `exclude` (backends that already failed this
+   * request). `attempt` > 0 is a retry of the same request, never a migration of its session.
+   */
+  route (input: RoutingInput, exclude: ReadonlySet<number>, now: number, attempt?: number): Placement;
+  /** Whether a backend beyond `exclude` could still take a request for `model` (a retry would find one). */
+  hasCandidate (model: string, exclude: ReadonlySet<number>): boolean;
   /** The request was sent. */
   started (p: Placement, input: RoutingInput, now: number): void;
   /** The first content token passed. */

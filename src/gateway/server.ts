@@ -14,7 +14,7 @@ import { requestId } from './request-id.js';
 import type { Endpoint } from './request-body.js';
 import type { Features } from './features.js';
 import type { Placement, RoutingInput, RoutingState } from './routing-state.js';
-import { sessionIdFrom, SESSION_HEADERS } from './session-id.js';
+import { sessionOf, SESSION_ID_HEADERS } from './session-id.js';
 import { StreamObserver } from './stream-observer.js';
 import { readBody, ResponseState } from './uws-io.js';
 
@@ -54,6 +54,15 @@ function assertNativeUws (): void {
   }
 }
 
+/** Whether a backend other than `failed` (and those excluded) could take a retry. */
+function hasOther (state: RoutingState, model: string, exclude: Set<number>, failed: number): boolean {
+  const had = exclude.has(failed);
+  exclude.add(failed);
+  const any = state.hasCandidate(model, exclude);
+  if (!had) exclude.delete(failed);
+  return any;
+}
+
 function hasCtl (v: string): boolean {
   for (let i = 0; i < v.length; i++) {
     const c = v.charCodeAt(i);
@@ -86,18 +95,18 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const t0 = now();
       const auth = req.getHeader('authorization');
       const rid = requestId(req.getHeader('x-request-id'));
-      const headerValues = SESSION_HEADERS.map((h) => req.getHeader(h));
-      const sessionId = sessionIdFrom((h) => headerValues[SESSION_HEADERS.indexOf(h)] ?? '');
+      const headerValues = SESSION_ID_HEADERS.map((h) => req.getHeader(h));
+      const { sessionId, parentSessionId } = sessionOf((h) => headerValues[SESSION_ID_HEADERS.indexOf(h)] ?? '');
       const rs = new ResponseState(res);
       const ridHeader: [string, string] = ['x-request-id', rid];
       if (draining) return rs.fail(new GatewayError('EAR_ERR_DRAINING', 'the gateway is shutting down'), [ridHeader]);
       if (!authorized(auth)) return rs.fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'missing or invalid API key'), [ridHeader]);
-      if (headerValues.some(hasCtl) || (sessionId !== null && hasCtl(sessionId))) {
+      if (headerValues.some(hasCtl)) {
         return rs.fail(new GatewayError('EAR_ERR_BAD_HEADER', 'header values must not contain CR, LF or NUL'), [ridHeader]);
       }
       readBody(rs, config.maxBodyBytes, (body) => {
         inFlight++;
-        handle(endpoint, rs, body, rid, sessionId, t0).then(() => handled(rs, ridHeader), (err) => {
+        handle(endpoint, rs, body, rid, sessionId, parentSessionId, t0).then(() => handled(rs, ridHeader), (err) => {
           rs.fail(err, [ridHeader]);
           handled(rs, ridHeader);
         });
@@ -112,7 +121,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     if (--inFlight === 0 && idle) idle();
   }
 
-  async function handle (endpoint: Endpoint, rs: ResponseState, body: Buffer, rid: string, sessionId: string | null, t0: number): Promise<void> {
+  async function handle (endpoint: Endpoint, rs: ResponseState, body: Buffer, rid: string, sessionId: string | null, parentSessionId: string | null, t0: number): Promise<void> {
     const route = UPSTREAM_PATH[endpoint];
     const f0 = now();
     const f = await deps.features(endpoint, body, sessionId);
@@ -122,7 +131,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       metrics.requests.labels(route, '404', '').inc();
       throw new GatewayError('EAR_ERR_MODEL_NOT_FOUND', `The model \`${f.model}\` does not exist.`);
     }
-    const input: RoutingInput = { model: f.model, sessionId, promptTokens: f.promptTokens, blockKeys: f.blockKeys, blockSize: config.blockSize, maxTokens: f.maxTokens };
+    const input: RoutingInput = { model: f.model, sessionId, parentSessionId, promptTokens: f.promptTokens, blockKeys: f.blockKeys, maxTokens: f.maxTokens };
     const forward = f.forward ? Buffer.from(f.forward.buffer, f.forward.byteOffset, f.forward.byteLength) : body;
     const exclude = new Set<number>();
     let last: AttemptResult | null = null;
@@ -130,7 +139,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       let placement: Placement;
       const d0 = now();
       try {
-        placement = state.route(input, exclude, d0);
+        placement = state.route(input, exclude, d0, n);
       } catch (err) {
         if (!(err instanceof NoCandidateError)) throw err;
         break;
@@ -152,7 +161,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
           headers: [['content-type', 'application/json'], ['x-request-id', rid]],
           responseHeaders: [['x-ear-backend', b.id], ['x-request-id', rid]],
           // With no attempt or no other backend left, an engine's 5xx goes to the client as it is.
-          final: n === config.maxAttempts - 1 || !backends.some((x) => x !== b && x.serves(f.model) && !exclude.has(x.index)),
+          final: n === config.maxAttempts - 1 || !hasOther(state, f.model, exclude, b.index),
           observer: newObserver,
           onFirstToken: () => {
             firstAt = now();
@@ -263,7 +272,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     for (const b of backends) {
       const c = wanted.get(b.id);
       if (b.draining) continue;
-      if (c && c.url === b.config.url && c.role === b.config.role && c.kvEvents === b.config.kvEvents && c.replay === b.config.replay && c.kvTopic === b.config.kvTopic) {
+      if (c && c.url === b.config.url && c.role === b.config.role && c.kvEvents === b.config.kvEvents && c.replay === b.config.replay && c.kvTopic === b.config.kvTopic && c.kvCapacityBlocks === b.config.kvCapacityBlocks) {
         wanted.delete(b.id);
         continue;
       }
@@ -280,6 +289,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     }
   }
   await checkHealth();
+  // The engines' figures (load, KV capacity) from the start, not one interval later.
+  if (config.metricsIntervalMs > 0) await scrapeAll();
   const healthTimer = setInterval(() => { void checkHealth(); }, config.healthIntervalMs);
   const metricsTimer = config.metricsIntervalMs > 0 ? setInterval(() => { void scrapeAll(); }, config.metricsIntervalMs) : null;
   healthTimer.unref();

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildConfig, loadConfigFile, parseBackendFlag, ConfigError } from '../../src/gateway/config.js';
 import { errorBody, GatewayError } from '../../src/gateway/errors.js';
-import { sessionIdFrom, MAX_SESSION_ID_BYTES } from '../../src/gateway/session-id.js';
+import { sessionIdFrom, sessionOf, MAX_SESSION_ID_BYTES } from '../../src/gateway/session-id.js';
 import { parseEngineMetrics } from '../../src/gateway/engine-metrics.js';
 
 test('backend flags parse into validated, frozen backends; flags override the file', () => {
@@ -14,7 +14,7 @@ test('backend flags parse into validated, frozen backends; flags override the fi
     port: '8081'
   });
   assert.equal(cfg.port, 8081);
-  assert.deepEqual(cfg.backends[0], { id: 'a', url: 'http://127.0.0.1:8001', kvEvents: 'tcp://127.0.0.1:5557', replay: 'tcp://127.0.0.1:5558', kvTopic: '', role: 'prefill' });
+  assert.deepEqual(cfg.backends[0], { id: 'a', url: 'http://127.0.0.1:8001', kvEvents: 'tcp://127.0.0.1:5557', replay: 'tcp://127.0.0.1:5558', kvTopic: '', role: 'prefill', kvCapacityBlocks: null });
   assert.equal(cfg.backends[1].id, 'backend-1');
   assert.equal(cfg.backends[1].role, 'both');
   assert.ok(Object.isFrozen(cfg) && Object.isFrozen(cfg.backends[0]));
@@ -100,4 +100,16 @@ test('engine /metrics text gives running, waiting and KV usage for vLLM and SGLa
   assert.deepEqual(parseEngineMetrics(sglang), { running: 4, waiting: 1, kvUsage: 0.2 });
   assert.equal(parseEngineMetrics('http_requests_total 5\n'), null);
   assert.equal(parseEngineMetrics('garbage{{{ \n\n vllm:num_requests_running{ NaN'), null);
+});
+
+test('a sub-agent\'s parent session comes from EAR\'s header, the common one, or Claude Code\'s agent ids', () => {
+  const of = (h: Record<string, string>) => sessionOf((n) => h[n] ?? '');
+  assert.deepEqual(of({ 'x-session-id': 'c', 'x-ear-parent-session-id': 'p' }), { sessionId: 'c', parentSessionId: 'p' });
+  assert.deepEqual(of({ 'x-session-id': 'c', 'x-parent-session-id': 'p' }), { sessionId: 'c', parentSessionId: 'p' });
+  assert.deepEqual(of({ 'x-session-id': 'c' }), { sessionId: 'c', parentSessionId: null });
+  // Claude Code sends the parent's session id on a sub-agent's turns and names the agents apart.
+  assert.deepEqual(of({ 'x-claude-code-session-id': 's' }), { sessionId: 's', parentSessionId: null });
+  assert.deepEqual(of({ 'x-claude-code-session-id': 's', 'x-claude-code-agent-id': 'a1' }), { sessionId: 's:a1', parentSessionId: 's' });
+  assert.deepEqual(of({ 'x-claude-code-session-id': 's', 'x-claude-code-agent-id': 'a2', 'x-claude-code-parent-agent-id': 'a1' }), { sessionId: 's:a2', parentSessionId: 's:a1' });
+  assert.equal(of({ 'x-session-id': 'c', 'x-parent-session-id': 'p'.repeat(1000) }).parentSessionId!.length, MAX_SESSION_ID_BYTES);
 });

@@ -38,8 +38,8 @@ const scratch = new Map<BlockHasher, { ptr: number; bytes: number }>();
 
 /** A hasher over one scratch area of the gateway's region (the area is reused to pass keys to longestPrefix). */
 function hasherFor (ear: Ear): BlockHasher {
-  const area = ear.routing.index.region.claimScratch();
-  const h = new BlockHasher(ear.routing.index.region, area);
+  const area = ear.routing.host.index.region.claimScratch();
+  const h = new BlockHasher(ear.routing.host.index.region, area);
   scratch.set(h, area);
   return h;
 }
@@ -47,7 +47,7 @@ function hasherFor (ear: Ear): BlockHasher {
 /** Deepest match of `body` in a gateway's index (keys from the gateway's own feature path), and per-pod counts. */
 function matchIn (ear: Ear, hasher: BlockHasher, body: object): { blocks: number; deepest: number; counts: number[] } {
   const keys = computeFeatures({ tokenizer, hasher, blockSize: 16 }, 'chat', Buffer.from(JSON.stringify(body))).blockKeys;
-  const ix = ear.routing.index;
+  const ix = ear.routing.host.index;
   // longestPrefix reads keys in the gateway's shared memory: copy them back into the hasher's scratch area.
   const area = scratch.get(hasher)!;
   new BigUint64Array(ix.region.memory.buffer, area.ptr, keys.length).set(keys);

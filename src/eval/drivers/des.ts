@@ -1,16 +1,13 @@
-// The `des` driver: K engines from the simulator's core on one virtual clock (src/sim/des.ts), the routing
-// core called in-process through the same Router, policies and WASM tables as the gateway, and the workload
-// runner issuing requests as the workload's closed or open loop says. Deterministic for a seed.
+// The `des` driver: K engines from the simulator's core on one virtual clock (src/sim/des.ts), the gateway's
+// routing host called in-process through LabRouting (the same host, policies and WASM tables as the gateway,
+// fed engine load and index updates as the gateway is), and the workload runner issuing requests as the
+// workload's closed or open loop says. Deterministic for a seed.
 import { createAndAttach } from '../../core/region.js';
 import { BlockHasher } from '../../core/block-keys.js';
-import { PrefixIndexWriter } from '../../core/prefix-index.js';
-import { LoadTable } from '../../core/load-table.js';
-import { SessionTable } from '../../core/session-table.js';
-import { SessionKeys } from '../../core/session-key.js';
-import { Router, type RouteRequest } from '../../core/router.js';
 import { createPolicy } from '../../core/policies/index.js';
-import type { PodView } from '../../core/policy.js';
 import { DesHost } from '../../sim/des.js';
+import { DEFAULTS } from '../../gateway/config.js';
+import { LabRouting, type KvEventsMode } from './lab-routing.js';
 import { loadProfile, resolveProfile } from '../../sim/profile.js';
 import type { BlockDigest } from '../../sim/block-hash.js';
 import { ApcBound, MetricsCollector, type MetricsSummary } from '../metrics/index.js';
@@ -31,8 +28,12 @@ export interface DesRunOptions {
   until?: number;
   ttftSlo?: number;
   tCool?: number;
-  /** Assumed entries in the index expire after this long (ms): 20 min, EAR's approximate mode. */
+  /** Where the index learns from: routing decisions only (default), or also the engines' KV events. */
+  kvEvents?: KvEventsMode;
+  /** Assumed entries in the index expire after this long (ms); default as the gateway picks it for the mode. */
   assumedTtlMs?: number;
+  /** The engines' figures reach the router this often (ms of virtual time, on the 100 ms sampling tick); default the gateway's metricsIntervalMs. */
+  scrapeIntervalMs?: number;
   /** Called every virtual second with the time (progress display). */
   onProgress?: (t: number) => void;
 }
@@ -44,6 +45,8 @@ export interface DesRunResult {
 }
 
 const SAMPLE_EVERY = 0.1;
+/** The model name the lab's requests carry and its engines serve. */
+const MODEL = 'des';
 
 export function runDes (o: DesRunOptions): DesRunResult {
   const wall0 = performance.now();
@@ -54,20 +57,14 @@ export function runDes (o: DesRunOptions): DesRunResult {
   for (let i = 0; i < o.engines; i++) des.addEngine({ profile, numGpuBlocks: o.numGpuBlocks });
   const engineHasher = des.engines[0].hasher;
 
-  const region = createAndAttach({ pods: Math.max(8, o.engines), sessions: 1 << 16, scratchSlots: 8 });
-  const index = new PrefixIndexWriter(region);
-  const load = new LoadTable(region);
-  const sessions = new SessionTable(region);
-  const scratch = region.claimScratch();
-  const sessionKeys = new SessionKeys(region, { ptr: scratch.ptr, bytes: 4096 });
-  const keyHasher = new BlockHasher(region);
-  const root = keyHasher.rootSeed('des');
-  const assumed = index.kind.assumed;
-  const router = new Router({ index, load, sessions }, createPolicy(o.policy, o.policyConfig ?? {}), {
-    sessionTtlMs: 30 * 60_000,
-    record: (pod, keys, nowMs) => { index.insertMany(keys, pod, assumed, nowMs); }
+  const region = createAndAttach({ pods: Math.max(8, o.engines), sessions: DEFAULTS.maxSessions, scratchSlots: 16 });
+  const lab = new LabRouting(region, {
+    policy: createPolicy(o.policy, o.policyConfig ?? {}), engines: o.engines, model: MODEL, blockSize: resolved.blockSize,
+    kvEvents: o.kvEvents ?? 'approximate', random: () => des.random(), assumedTtlMs: o.assumedTtlMs
   });
-  const pods: PodView[] = Array.from({ length: o.engines }, (_, i) => ({ index: i, id: `engine-${i}`, role: 'both', blockSize: resolved.blockSize, kvCapacityBlocks: resolved.numGpuBlocks }));
+  const keyHasher = new BlockHasher(region);
+  const root = keyHasher.rootSeed(MODEL);
+  const scrapeEvery = (o.scrapeIntervalMs ?? DEFAULTS.metricsIntervalMs) / 1000;
   const metrics = new MetricsCollector({ engines: o.engines, blockSize: w.blockSize, ttftSlo: o.ttftSlo, tCool: o.tCool });
 
   // Per session: its prompt builder and the engine-side block digests of its last prompt (reused when a turn
@@ -92,50 +89,58 @@ export function runDes (o: DesRunOptions): DesRunResult {
     // Ideal: an idle engine holding every prefix this prompt could reuse (one infinite cache's hit).
     isolated.set(id, isolatedServiceTime(profile, tokens.length, ideal.observe(d.rootSessionId, blocks, tokens.length).all, d.outputTokens));
 
-    const keys = keyHasher.hash(tokens, resolved.blockSize, root);
-    const req: RouteRequest = {
-      model: 'des', sessionKey: sessionKeys.key(d.sessionId),
-      parentSessionKey: d.parentId === null ? null : sessionKeys.key(d.parentId),
-      promptTokens: tokens.length, keys, blockSize: resolved.blockSize, expectedOutputTokens: d.outputTokens
+    const span = keyHasher.hash(tokens, resolved.blockSize, root);
+    const req = {
+      model: MODEL, sessionId: d.sessionId, parentSessionId: d.parentId,
+      promptTokens: tokens.length, blockKeys: new BigUint64Array(region.memory.buffer, span.ptr, span.count), maxTokens: d.outputTokens
     };
     const nowMs = d.at * 1000;
     const t0 = performance.now();
-    const routed = router.route(req, pods, nowMs, des.random());
+    const routed = lab.route(req, nowMs);
     metrics.routingDecision((performance.now() - t0) / 1000);
-    router.dispatched(routed, req, nowMs);
+    lab.dispatched(routed, nowMs);
     metrics.requestSent({ id, sessionId: d.sessionId, rootSessionId: d.rootSessionId, at: d.at, promptTokens: tokens.length, blocks });
     open++;
     issued++;
-    let sawFirst = false;
     des.submit(routed.pod, {
       id, promptTokenIds: tokens, maxTokens: d.outputTokens, minTokens: 0, ignoreEos: true, stopTokenIds: [],
       loraName: null, cacheSalt: null, seed: o.seed ^ issued, arrivalTime: d.at, blockHashes: dg
     }, d.at, {
       onFirstToken: (t) => {
-        sawFirst = true;
-        router.firstToken(routed);
+        lab.firstToken(routed, t * 1000);
         metrics.firstToken(id, t);
       },
       onFinish: (t, out) => {
         open--;
         const outTokens = out.metrics?.numGenerationTokens ?? d.outputTokens;
-        router.finished(routed, req, { sawFirstToken: sawFirst, contextTokens: tokens.length + outTokens, serviceMs: (t - d.at) * 1000 }, t * 1000);
+        lab.finished(routed, { promptTokens: tokens.length, completionTokens: outTokens }, t * 1000);
         metrics.requestFinished(id, { at: t, cachedTokens: out.numCachedTokens, outputTokens: outTokens });
         done(t);
       },
       onError: (t, err) => {
         open--;
-        router.finished(routed, req, { sawFirstToken: sawFirst, contextTokens: null, serviceMs: 0 }, t * 1000);
+        lab.finished(routed, null, t * 1000);
         metrics.requestFailed(id, t, err.name || 'error');
         done(t);
       }
     });
   }, { sessionDone: (rootId, _start, end) => metrics.sessionDone(rootId, end) });
 
-  // Every 100 ms of virtual time: per-engine pending prefill (hotspot index), index upkeep, progress.
+  // The gateway's scrape of every engine's /metrics, on its interval (the first right at start).
+  let nextScrape = 0;
+  const scrape = (t: number): void => {
+    for (let i = 0; i < des.engines.length; i++) {
+      const s = des.engines[i].stats();
+      lab.engineReport(i, { running: s.running, waiting: s.waiting, kvUsage: s.kvUsage, numGpuBlocks: s.numGpuBlocks }, t * 1000);
+    }
+    nextScrape = t + scrapeEvery;
+  };
+  // One periodic timer (two would keep each other alive): a scrape when due, and every 100 ms of virtual time
+  // per-engine pending prefill (hotspot index), the index writer's upkeep, progress.
   const sample = (t: number): void => {
+    if (t >= nextScrape - 1e-9) scrape(t);
     metrics.pendingPrefill(t, des.engines.map((e) => e.stats().pendingPrefillTokens));
-    index.expireAssumed(t * 1000, o.assumedTtlMs ?? 20 * 60_000, 4096);
+    lab.upkeep(t * 1000);
     if (o.onProgress && Math.floor(t) !== Math.floor(t - SAMPLE_EVERY)) o.onProgress(t);
     if (open > 0 || des.pendingEvents > 0) des.at(t + SAMPLE_EVERY, sample);
   };

@@ -1,0 +1,86 @@
+// The discrete-event driver's adapter over the routing host (src/core/routing-host.ts), the lab's counterpart
+// of the gateway's src/gateway/table-routing.ts. Engine i is pod row i. What the gateway's other threads do
+// happens here on the virtual clock, through the same code:
+// - the kv-events thread: an IndexFeeder applies the host's record ops from the same ring, right after each
+//   dispatch (the gateway's thread gathers them for 1 ms), and ages assumed entries out every 100 ms; in
+//   precise mode the engines' KV events reach the index through des-kv-events.ts;
+// - the metrics scrape: each engine's running / waiting / KV usage / KV capacity reach the host every
+//   `scrapeIntervalMs` (the gateway's metricsIntervalMs), and are as stale between two scrapes as there.
+import { PrefixIndex, PrefixIndexWriter } from '../../core/prefix-index.js';
+import type { Region } from '../../core/region.js';
+import { RingConsumer } from '../../core/ring.js';
+import { APPROXIMATE_ASSUMED_TTL_MS, PRECISE_ASSUMED_TTL_MS, RoutingHost, type EngineReport, type HostRequest, type Placement, type RequestOutcome } from '../../core/routing-host.js';
+import type { Policy } from '../../core/policy.js';
+import { IndexFeeder } from '../../kvevents/index-feeder.js';
+import { DEFAULTS } from '../../gateway/config.js';
+
+export type KvEventsMode = 'approximate' | 'precise';
+
+export interface LabRoutingOptions {
+  policy: Policy;
+  engines: number;
+  /** The model every engine serves (requests name it). */
+  model: string;
+  blockSize: number;
+  /** approximate: the index learns from routing only; precise: also from the engines' KV events. */
+  kvEvents: KvEventsMode;
+  /** A seeded uniform draw in [0, 1). */
+  random: () => number;
+  /** Defaults: the gateway's (sessionIdleMs). */
+  sessionTtlMs?: number;
+  /** Assumed presence lifetime; default as the gateway picks it for the mode. */
+  assumedTtlMs?: number;
+}
+
+/** The kv-events thread's expiry slice (workers/kv-events-thread.ts). */
+const EXPIRY_BUDGET = 4096;
+
+export class LabRouting {
+  readonly host: RoutingHost;
+  /** The index's one writer, as the kv-events thread holds it. */
+  readonly writer: PrefixIndexWriter;
+  readonly feeder: IndexFeeder;
+  readonly kvEvents: KvEventsMode;
+  readonly assumedTtlMs: number;
+
+  constructor (region: Region, o: LabRoutingOptions) {
+    this.kvEvents = o.kvEvents;
+    this.host = new RoutingHost(region, { policy: o.policy, blockSize: o.blockSize, sessionTtlMs: o.sessionTtlMs ?? DEFAULTS.sessionIdleMs, random: o.random });
+    const area = region.claimScratch();
+    this.writer = new PrefixIndexWriter(region, { ptr: area.ptr, bytes: Math.ceil(PrefixIndex.areaBytes(region) / 64) * 64 });
+    this.assumedTtlMs = o.assumedTtlMs ?? (o.kvEvents === 'precise' ? PRECISE_ASSUMED_TTL_MS : APPROXIMATE_ASSUMED_TTL_MS);
+    this.feeder = new IndexFeeder(this.writer, new RingConsumer(region), { assumedTtlMs: this.assumedTtlMs, expiryBudget: EXPIRY_BUDGET });
+    const models = new Set([o.model]);
+    for (let i = 0; i < o.engines; i++) this.host.setPod(i, { id: `engine-${i}`, role: 'both', models, state: 'ready' });
+  }
+
+  route (req: HostRequest, now: number): Placement {
+    return this.host.route(req, NO_EXCLUSIONS, now);
+  }
+
+  dispatched (p: Placement, now: number): void {
+    this.host.dispatched(p, now);
+    this.feeder.pump();
+  }
+
+  firstToken (p: Placement, now: number): void {
+    this.host.firstToken(p, now);
+  }
+
+  finished (p: Placement, out: RequestOutcome | null, now: number): void {
+    this.host.finished(p, out, now);
+  }
+
+  /** One scrape of engine `i`'s figures. */
+  engineReport (i: number, r: EngineReport, now: number): void {
+    this.host.engineLoad(i, r, now);
+  }
+
+  /** The kv-events thread's periodic work: pending ops, then a slice of assumed expiry. */
+  upkeep (now: number): void {
+    this.feeder.pump();
+    this.feeder.expire(now);
+  }
+}
+
+const NO_EXCLUSIONS: ReadonlySet<number> = new Set();

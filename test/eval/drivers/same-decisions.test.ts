@@ -1,0 +1,169 @@
+// The lab measures the code that serves: one request sequence (sessions, sub-agents, engine reports, first
+// tokens, ends, retries) driven through the gateway's adapter (TableRouting, backends as the server holds them)
+// and the discrete-event driver's (LabRouting) gives the same decisions, for every registered policy.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createAndAttach, type Region } from '../../../src/core/region.js';
+import { BlockHasher } from '../../../src/core/block-keys.js';
+import { PrefixIndexWriter } from '../../../src/core/prefix-index.js';
+import { RingConsumer } from '../../../src/core/ring.js';
+import { createPolicy, policyNames } from '../../../src/core/policies/index.js';
+import { IndexFeeder } from '../../../src/kvevents/index-feeder.js';
+import { Backend } from '../../../src/gateway/backends.js';
+import { buildConfig } from '../../../src/gateway/config.js';
+import { TableRouting } from '../../../src/gateway/table-routing.js';
+import type { Placement as GatewayPlacement, RoutingInput } from '../../../src/gateway/routing-state.js';
+import { LabRouting } from '../../../src/eval/drivers/lab-routing.js';
+import type { Placement } from '../../../src/core/routing-host.js';
+import { Rng } from '../../../src/eval/workloads/rng.js';
+
+const MODEL = 'des';
+const ENGINES = 4;
+const BLOCK = 16;
+const TTL = 60_000;
+
+function region (): Region {
+  return createAndAttach({ prefixIndexKeys: 1 << 14, sessions: 1024, heapJobs: 16, recordRingOps: 1 << 14, pods: 8, scratchSlots: 16, scratchBytes: 1 << 18 });
+}
+
+/** What both adapters are asked, in order. */
+type Step =
+  | { kind: 'route'; id: number; session: string | null; parent: string | null; tokens: number[]; retryOf: number | null }
+  | { kind: 'first'; id: number }
+  | { kind: 'end'; id: number; ok: boolean; completion: number }
+  | { kind: 'report'; engine: number; running: number; waiting: number; kvUsage: number };
+
+function script (seed: number, steps: number): Step[] {
+  const rng = new Rng(seed, 1);
+  const out: Step[] = [];
+  const prompts = new Map<string, number[]>();
+  const open: Array<{ id: number; first: boolean; session: string | null; tokens: number[]; parent: string | null }> = [];
+  let next = 0;
+  for (let i = 0; i < steps; i++) {
+    const r = rng.next();
+    if (r < 0.4 || open.length === 0) {
+      const s = rng.next() < 0.85 ? `s${rng.int(12)}` : null;
+      const parent = s !== null && rng.next() < 0.2 ? `s${rng.int(12)}` : null;
+      // A turn extends the session's previous prompt (prefix reuse); a new session starts from a shared system prompt.
+      const prev = (s !== null ? prompts.get(s) : undefined) ?? Array.from({ length: 64 }, (_, k) => k + 1);
+      const tokens = prev.concat(Array.from({ length: 8 + rng.int(120) }, () => 1000 + rng.int(50_000)));
+      if (s !== null) prompts.set(s, tokens);
+      const id = next++;
+      out.push({ kind: 'route', id, session: s, parent, tokens, retryOf: null });
+      open.push({ id, first: false, session: s, tokens, parent });
+    } else if (r < 0.55) {
+      out.push({ kind: 'report', engine: rng.int(ENGINES), running: rng.int(40), waiting: rng.int(20), kvUsage: Math.round(rng.next() * 100) / 100 });
+    } else {
+      const j = rng.int(open.length);
+      const o = open[j];
+      if (!o.first && rng.next() < 0.7) {
+        o.first = true;
+        out.push({ kind: 'first', id: o.id });
+      } else {
+        open.splice(j, 1);
+        const ok = o.first || rng.next() < 0.5;
+        out.push({ kind: 'end', id: o.id, ok, completion: 1 + rng.int(300) });
+        // A failure before the first token is retried on another pod.
+        if (!ok) {
+          const id = next++;
+          out.push({ kind: 'route', id, session: o.session, parent: o.parent, tokens: o.tokens, retryOf: o.id });
+          open.push({ id, first: false, session: o.session, tokens: o.tokens, parent: o.parent });
+        }
+      }
+    }
+  }
+  return out;
+}
+
+interface Decision { id: number; pod: number; reason: string; matched: number; prefill: number }
+
+function keysOf (hasher: BlockHasher, r: Region, tokens: number[]): BigUint64Array {
+  const span = hasher.hash(tokens, BLOCK, hasher.rootSeed(MODEL));
+  return new BigUint64Array(r.memory.buffer, span.ptr, span.count).slice();
+}
+
+function runGateway (policy: string, steps: Step[]): Decision[] {
+  const r = region();
+  const config = buildConfig({ blockSize: BLOCK, backends: Array.from({ length: ENGINES }, (_, i) => ({ id: `engine-${i}`, url: `http://127.0.0.1:${9 + i}` })) });
+  const backends = config.backends.map((c, i) => {
+    const b = new Backend(i, c, config);
+    b.health = 'healthy';
+    b.models = new Set([MODEL]);
+    return b;
+  });
+  const draws = new Rng(7, 9);
+  const routing = new TableRouting(r, backends, createPolicy(policy), { blockSize: BLOCK, sessionTtlMs: TTL, random: () => draws.next() });
+  // The kv-events thread's part: apply the recorded keys (the gateway's thread does within its 1 ms gather).
+  const feeder = new IndexFeeder(new PrefixIndexWriter(r), new RingConsumer(r), { assumedTtlMs: 20 * 60_000, expiryBudget: 4096 });
+  const hasher = new BlockHasher(r);
+  const live = new Map<number, { p: GatewayPlacement; input: RoutingInput; exclude: Set<number> }>();
+  const out: Decision[] = [];
+  let now = 0;
+  for (const s of steps) {
+    now += 3;
+    if (s.kind === 'route') {
+      const exclude = s.retryOf === null ? new Set<number>() : live.get(s.retryOf)!.exclude;
+      const input: RoutingInput = { model: MODEL, sessionId: s.session, parentSessionId: s.parent, promptTokens: s.tokens.length, blockKeys: keysOf(hasher, r, s.tokens), maxTokens: null };
+      const p = routing.route(input, exclude, now, exclude.size);
+      routing.started(p, input, now);
+      feeder.pump();
+      exclude.add(p.backend.index);
+      live.set(s.id, { p, input, exclude });
+      const hp = (p as unknown as { host: Placement }).host;
+      out.push({ id: s.id, pod: p.backend.index, reason: p.reason, matched: hp.matchedBlocks, prefill: p.expectedPrefill });
+    } else if (s.kind === 'first') {
+      routing.firstToken(live.get(s.id)!.p, now);
+    } else if (s.kind === 'end') {
+      const l = live.get(s.id)!;
+      routing.finished(l.p, l.input, s.ok ? { promptTokens: l.input.promptTokens, completionTokens: s.completion, cachedTokens: 0 } : null, s.ok, now);
+    } else {
+      routing.engineLoad(backends[s.engine], { running: s.running, waiting: s.waiting, kvUsage: s.kvUsage }, now);
+    }
+  }
+  return out;
+}
+
+function runLab (policy: string, steps: Step[]): Decision[] {
+  const r = region();
+  const draws = new Rng(7, 9);
+  const lab = new LabRouting(r, { policy: createPolicy(policy), engines: ENGINES, model: MODEL, blockSize: BLOCK, kvEvents: 'approximate', random: () => draws.next(), sessionTtlMs: TTL });
+  const hasher = new BlockHasher(r);
+  const live = new Map<number, { p: Placement; prompt: number; exclude: Set<number> }>();
+  const out: Decision[] = [];
+  let now = 0;
+  for (const s of steps) {
+    now += 3;
+    if (s.kind === 'route') {
+      const exclude = s.retryOf === null ? new Set<number>() : live.get(s.retryOf)!.exclude;
+      const req = { model: MODEL, sessionId: s.session, parentSessionId: s.parent, promptTokens: s.tokens.length, blockKeys: keysOf(hasher, r, s.tokens), maxTokens: null };
+      const p = lab.host.route(req, exclude, now, exclude.size);
+      lab.dispatched(p, now);
+      exclude.add(p.pod);
+      live.set(s.id, { p, prompt: s.tokens.length, exclude });
+      out.push({ id: s.id, pod: p.pod, reason: p.reason, matched: p.matchedBlocks, prefill: p.expectedPrefill });
+    } else if (s.kind === 'first') {
+      lab.firstToken(live.get(s.id)!.p, now);
+    } else if (s.kind === 'end') {
+      const l = live.get(s.id)!;
+      lab.finished(l.p, s.ok ? { promptTokens: l.prompt, completionTokens: s.completion } : null, now);
+    } else {
+      lab.engineReport(s.engine, { running: s.running, waiting: s.waiting, kvUsage: s.kvUsage }, now);
+    }
+  }
+  return out;
+}
+
+test('the gateway\'s adapter and the lab\'s give the same decisions on the same sequence, for every policy', () => {
+  const steps = script(11, 1500);
+  const routes = steps.filter((s) => s.kind === 'route').length;
+  assert.ok(routes > 400, `the script routes enough requests (${routes})`);
+  for (const policy of policyNames()) {
+    const gw = runGateway(policy, steps);
+    const lab = runLab(policy, steps);
+    assert.equal(gw.length, routes);
+    assert.deepEqual(lab, gw, `policy ${policy}`);
+    // Not a vacuous match: the sequence spreads over pods and hits the index.
+    assert.ok(new Set(gw.map((d) => d.pod)).size > 1 || policy === 'sticky', `${policy} used more than one pod`);
+    assert.ok(gw.some((d) => d.matched > 0), `${policy} matched cached blocks`);
+  }
+});
