@@ -6,7 +6,6 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import type { Logger } from 'pino';
-import { encodeBatch } from '../kvevents/codec.js';
 import type { KvWireFormat } from '../kvevents/types.js';
 import { createTokenizer } from '../tokenize/index.js';
 import { SimEngine } from './engine.js';
@@ -21,7 +20,7 @@ import { RealClockHost } from './real-clock-host.js';
 import type { RequestFinishedHook, SimContext } from './sim-context.js';
 import { SimMetrics } from './sim-metrics.js';
 import { resolveSimOptions } from './sim-options.js';
-import { asVllmEvents } from './vllm-event-shape.js';
+import { encodeEngineBatch, simWireFormat } from './vllm-event-shape.js';
 import type { SimOptions } from './sim-options.js';
 import { handleDetokenize, handleTokenize } from './tokenize-handler.js';
 
@@ -151,7 +150,7 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
 
   const kvCfg = opts.kvEventsConfig ?? { ...defaultKvEventsConfig };
   const publisher = kvEventsActive(kvCfg) ? await KvEventPublisher.open(kvCfg, log) : null;
-  const wire: KvWireFormat = { batchLayout: 'array', eventLayout: opts.kvEventFormat, hashFormat: opts.kvHashFormat };
+  const wire: KvWireFormat = simWireFormat(opts);
 
   const metrics = new SimMetrics(modelNames[0], opts.engineIndex, profile.maxModelLen, {
     blockSize: engine.blockSize,
@@ -162,7 +161,7 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
 
   const host = new RealClockHost(engine, opts.timeScale, (events) => {
     if (publisher === null) return;
-    publisher.publish(encodeBatch({ ts: Date.now() / 1000, events: asVllmEvents(events), dataParallelRank: opts.engineIndex }, wire));
+    publisher.publish(encodeEngineBatch(events, Date.now() / 1000, opts.engineIndex, wire));
   }, () => metrics.syncCounters(engine.stats()));
   host.onListenerError = (err) => log.error({ err }, 'response handler failed; request aborted');
 

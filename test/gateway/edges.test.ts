@@ -93,11 +93,12 @@ test('engine /metrics text gives running, waiting and KV usage for vLLM and SGLa
     'vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.25',
     'vllm:cache_config_info{block_size="16",engine="0",model_name="weird } label"} 1.0'
   ].join('\n');
-  assert.deepEqual(parseEngineMetrics(vllm), { running: 5, waiting: 7, kvUsage: 0.375 });
+  // cache_config_info without num_gpu_blocks: the block size is known, the capacity is not.
+  assert.deepEqual(parseEngineMetrics(vllm), { running: 5, waiting: 7, kvUsage: 0.375, numGpuBlocks: null, blockSize: 16 });
   const old = 'vllm:gpu_cache_usage_perc{model_name="m"} 0.9\nvllm:num_requests_running{model_name="m"} 1 1700000000000\n';
-  assert.deepEqual(parseEngineMetrics(old), { running: 1, waiting: 0, kvUsage: 0.9 });
+  assert.deepEqual(parseEngineMetrics(old), { running: 1, waiting: 0, kvUsage: 0.9, numGpuBlocks: null, blockSize: null });
   const sglang = 'sglang:num_running_reqs{model_name="q"} 4\nsglang:num_queue_reqs{model_name="q"} 1\nsglang:token_usage{model_name="q"} 0.2\n';
-  assert.deepEqual(parseEngineMetrics(sglang), { running: 4, waiting: 1, kvUsage: 0.2 });
+  assert.deepEqual(parseEngineMetrics(sglang), { running: 4, waiting: 1, kvUsage: 0.2, numGpuBlocks: null, blockSize: null });
   assert.equal(parseEngineMetrics('http_requests_total 5\n'), null);
   assert.equal(parseEngineMetrics('garbage{{{ \n\n vllm:num_requests_running{ NaN'), null);
 });

@@ -1,0 +1,77 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseEngineMetrics, parseLabels } from '../../src/gateway/engine-metrics.js';
+import { SimEngine } from '../../src/sim/engine.js';
+import { SimMetrics } from '../../src/sim/sim-metrics.js';
+import { loadProfile } from '../../src/sim/profile.js';
+
+// Exactly what `ear sim --profile h100-llama-3.1-8b` serves on /metrics for these series (prom-client's text,
+// label order as SimMetrics declares it), idle.
+const SIM_TEXT = `# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="meta-llama/Llama-3.1-8B-Instruct",engine="0"} 0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model_name="meta-llama/Llama-3.1-8B-Instruct",engine="0"} 0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{model_name="meta-llama/Llama-3.1-8B-Instruct",engine="0"} 0
+# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",gpu_memory_utilization="0.9",num_cpu_blocks="None",num_gpu_blocks="26972",num_gpu_blocks_override="None",prefix_caching_hash_algo="sha256",engine="0"} 1
+`;
+
+test('KV capacity and block size come from the simulator\'s vllm:cache_config_info, as it prints it', () => {
+  assert.deepEqual(parseEngineMetrics(SIM_TEXT), { running: 0, waiting: 0, kvUsage: 0, numGpuBlocks: 26972, blockSize: 16 });
+});
+
+test('a live simulator\'s /metrics text gives its pool\'s capacity', async () => {
+  const profile = loadProfile('h100-llama-3.1-8b');
+  for (const override of [undefined, 777]) {
+    const e = new SimEngine({ profile, numGpuBlocks: override });
+    const m = new SimMetrics('m', 3, profile.maxModelLen, {
+      blockSize: e.blockSize, numGpuBlocks: e.pool.numBlocks, numGpuBlocksOverride: override ?? null, gpuMemoryUtilization: profile.gpuMemoryUtilization
+    }, () => e.stats());
+    const load = parseEngineMetrics(await m.render());
+    assert.ok(load !== null);
+    assert.equal(load.numGpuBlocks, e.pool.numBlocks);
+    assert.equal(load.blockSize, e.blockSize);
+    if (override !== undefined) assert.equal(load.numGpuBlocks, override);
+  }
+});
+
+test('a data-parallel engine: blocks add up over the ranks; "None" or a disagreeing block size gives null', () => {
+  const info = (engine: string, blocks: string, bs = '16'): string =>
+    `vllm:cache_config_info{block_size="${bs}",engine="${engine}",num_gpu_blocks="${blocks}",num_gpu_blocks_override="None"} 1.0`;
+  const running = 'vllm:num_requests_running{engine="0",model_name="m"} 2.0\nvllm:num_requests_running{engine="1",model_name="m"} 1.0';
+  const two = [running, info('0', '1000'), info('1', '1200')].join('\n');
+  assert.deepEqual(parseEngineMetrics(two), { running: 3, waiting: 0, kvUsage: 0, numGpuBlocks: 2200, blockSize: 16 });
+  // One rank not profiled yet: a partial sum would understate the capacity.
+  const partial = parseEngineMetrics([running, info('0', '1000'), info('1', 'None')].join('\n'));
+  assert.equal(partial?.numGpuBlocks, null);
+  assert.equal(partial?.blockSize, 16);
+  const mixed = parseEngineMetrics([running, info('0', '1000', '16'), info('1', '1000', '32')].join('\n'));
+  assert.deepEqual([mixed?.numGpuBlocks, mixed?.blockSize], [2000, null]);
+  // The same rank twice (a re-registered series): counted once, the last one wins.
+  assert.equal(parseEngineMetrics([running, info('0', '1000'), info('0', '1500')].join('\n'))?.numGpuBlocks, 1500);
+  // No engine label at all: one rank.
+  assert.equal(parseEngineMetrics(`${running}\nvllm:cache_config_info{num_gpu_blocks="42",block_size="8"} 1`)?.numGpuBlocks, 42);
+  // Not counts: floats with a fraction, negatives, words, empty.
+  for (const bad of ['12.5', '-3', 'lots', '']) {
+    const r = parseEngineMetrics(`${running}\nvllm:cache_config_info{num_gpu_blocks="${bad}",block_size="${bad}"} 1`);
+    assert.deepEqual([r?.numGpuBlocks, r?.blockSize], [null, null], bad);
+  }
+  assert.equal(parseEngineMetrics(`${running}\nvllm:cache_config_info{num_gpu_blocks="64.0",block_size="16"} 1`)?.numGpuBlocks, 64);
+});
+
+test('cache_config_info labels: escapes, braces and commas inside values, any order, sloppy unquoted values', () => {
+  const line = 'vllm:cache_config_info{a="x\\"}, y",b="back\\\\slash",c="line\\nbreak", num_gpu_blocks = 512 ,block_size="16"} 1 1700000000000';
+  const labels = parseLabels(line, line.indexOf('{'));
+  assert.deepEqual([...labels], [['a', 'x"}, y'], ['b', 'back\\slash'], ['c', 'line\nbreak'], ['num_gpu_blocks', '512'], ['block_size', '16']]);
+  const r = parseEngineMetrics(`vllm:num_requests_waiting 4\n${line}\n`);
+  assert.deepEqual(r, { running: 0, waiting: 4, kvUsage: 0, numGpuBlocks: 512, blockSize: 16 });
+  // The info series alone is no load report; a torn line reads what it can.
+  assert.equal(parseEngineMetrics('vllm:cache_config_info{num_gpu_blocks="5"} 1\n'), null);
+  assert.deepEqual(parseLabels('x{a="1",b="unterminated', 1), new Map([['a', '1'], ['b', 'unterminated']]));
+  assert.deepEqual(parseLabels('x{a', 1), new Map());
+});
