@@ -185,13 +185,21 @@ export function registerKvEventMetrics (registry: Registry, read: () => Promise<
       if (s.applyLagP99Ms !== null) this.set({ quantile: '0.99' }, s.applyLagP99Ms / 1000);
     }
   });
-  new Counter({
-    name: 'ear_kv_backends_purged_total', help: 'Backends whose KV-event entries were purged (removed, drained or down).', registers: [registry],
-    async collect () {
-      const s = await fetch();
-      if (!s) return;
-      this.reset();
-      this.inc(s.purged);
-    }
-  });
+  const totals: Array<[keyof KvThreadStats, string, string]> = [
+    ['purged', 'ear_kv_backends_purged_total', 'Backends whose KV-event entries were purged (removed, drained or down).'],
+    ['purgedPods', 'ear_kv_pod_rows_purged_total', 'Released pod rows whose every index entry was purged.'],
+    ['stale', 'ear_kv_stale_ops_total', 'Record ops dropped because their pod row was released after they were decided (old lease).'],
+    ['retiredDropped', 'ear_kv_retired_backends_dropped_total', 'Departed backends whose counters were dropped at the bound (oldest first).']
+  ];
+  for (const [field, name, help] of totals) {
+    new Counter({
+      name, help, registers: [registry],
+      async collect () {
+        const s = await fetch();
+        if (!s) return;
+        this.reset();
+        this.inc(Number(s[field]));
+      }
+    });
+  }
 }

@@ -23,7 +23,7 @@ test('removeBackend deletes a backend\'s series from every metric labelled by ba
   const m = new GatewayMetrics();
   // The kv-events thread's counters, rebuilt from its stats on every scrape.
   const kv = [{ id: 'pod-a' }, { id: 'pod-b' }].map((b) => ({ ...b, events: 4, confirmedBlocks: 2, offloadedBlocks: 0, active: false, lastApplyLagMs: null }) as unknown as KvBackendStats);
-  registerKvEventMetrics(m.registry, async () => ({ backends: kv, applyLagP50Ms: null, applyLagP99Ms: null, purged: 0 }) as unknown as KvThreadStats);
+  registerKvEventMetrics(m.registry, async () => ({ backends: kv, applyLagP50Ms: null, applyLagP99Ms: null, purged: 1, purgedPods: 2, stale: 3, retiredDropped: 4 }) as unknown as KvThreadStats);
   record(m, 'pod-a');
   record(m, 'pod-b');
   m.decisionSeconds.labels('ear').observe(1e-5);
@@ -34,6 +34,9 @@ test('removeBackend deletes a backend\'s series from every metric labelled by ba
     'ear_time_per_output_token_seconds_count', 'ear_upstream_errors_total', 'ear_routing_decisions_total', 'ear_backend_up',
     'ear_backend_in_flight', 'ear_kv_events_total', 'ear_kv_index_blocks']) {
     assert.ok(a.some((l) => l.startsWith(name + '{')), `${name} has pod-a before`);
+  }
+  for (const line of ['ear_kv_backends_purged_total 1', 'ear_kv_pod_rows_purged_total 2', 'ear_kv_stale_ops_total 3', 'ear_kv_retired_backends_dropped_total 4']) {
+    assert.ok(before.includes(`\n${line}\n`), line);
   }
   const kept = before.split('\n').filter((l) => l.includes('backend="pod-b"'));
   // The thread forgets pod-a too (KvEventsThread.forget), so its ear_kv_* series do not come back.
