@@ -19,7 +19,7 @@ export const DIR_TABLE_SLOTS: u32 = 32;
 export const DIR_BYTES: u32 = 4096;
 
 export const DIR_MAGIC_VALUE: u32 = 0x31524145; // "EAR1" little-endian
-export const LAYOUT_VERSION: u32 = 1;
+export const LAYOUT_VERSION: u32 = 2; // 2: pod rows carry a lease, ring ops grew to 40 bytes to carry it
 /** Every table base is aligned to a cache line. */
 export const TABLE_ALIGN: u32 = 64;
 

@@ -10,6 +10,12 @@
 //   main thread      — LOAD_F_IN_FLIGHT, LOAD_F_PENDING_PREFILL, LOAD_F_DECISIONS (loadAdd*, loadCountDecision)
 //   the scraping thread (the gateway's main thread) — LOAD_F_RUNNING, LOAD_F_WAITING, LOAD_F_KV_USAGE, LOAD_F_LAST_SCRAPE (loadSetEngine)
 //
+// A row is leased to a backend (asm/pod-table.ts PODS_F_LEASE): when the backend leaves, loadResetRow puts the
+// row back as loadInit left it, so the row's next backend starts from zero. It writes both halves, so it
+// belongs to the thread that writes both, the main thread (also the scraping thread today; were scraping to
+// move, that thread would reset its half). Call it once no request of the departed backend is left to release
+// its counters: a late release would only stop at zero, but it would take from the next backend's count.
+//
 // At the bound: pod ids are in [0, capacity); any other id is refused (−1) and changes nothing. Counters that
 // would go below zero stop at zero (a release without its acquire must not wrap to 4 billion), and at
 // 2^31 − 1 above.
@@ -48,6 +54,24 @@ export function loadInit (base: u32, capacity: u32): void {
   memory.fill(<usize>base, 0, <usize>loadBytes(capacity));
   store<u32>(<usize>base + LOAD_H_CAPACITY, capacity);
   for (let i: u32 = 0; i < capacity; i++) store<f64>(rowPtr(base, i) + LOAD_F_LAST_SCRAPE, -Infinity);
+}
+
+/**
+ * Main thread (the writer of both halves): puts a released row back as loadInit left it, every counter and
+ * metric zero, last scrape −Infinity. Each field is stored atomically, so a reader sees each field old or
+ * new. Returns 1, or −1 for a bad pod.
+ */
+export function loadResetRow (base: u32, pod: u32): i32 {
+  if (!inRange(base, pod)) return -1;
+  const p = rowPtr(base, pod);
+  atomic.store<u32>(p + LOAD_F_IN_FLIGHT, 0);
+  atomic.store<u32>(p + LOAD_F_PENDING_PREFILL, 0);
+  atomic.store<u64>(p + LOAD_F_DECISIONS, 0);
+  atomic.store<u32>(p + LOAD_F_RUNNING, 0);
+  atomic.store<u32>(p + LOAD_F_WAITING, 0);
+  atomic.store<u64>(p + LOAD_F_KV_USAGE, 0);
+  atomic.store<u64>(p + LOAD_F_LAST_SCRAPE, reinterpret<u64>(-Infinity));
+  return 1;
 }
 
 // A counter plus delta, stopping at 0 and at 2^31 − 1 (so it reads the same as u32 and i32).

@@ -3,12 +3,22 @@
 // Layout: a 64-byte header (PODS_H_*), then `capacity` rows of PODS_STRIDE bytes (PODS_F_*), row = pod id.
 // podsGet's out area has the row layout (PODS_RECORD_BYTES).
 //
-// Concurrency: ONE writer (the main thread) calls podsSet/podsSetState/podsRemove. Any thread reads: a row has
-// a sequence counter (odd while written) and podsGet copies it with retry; podsState reads the one field
-// atomically. Every change bumps the row's generation and the table's, so a reader can rebuild what it derives
-// from the pod list (a hash ring) only when PODS_H_GENERATION moved.
+// Concurrency: ONE writer (the main thread) calls podsSet/podsSetState/podsRelease. Any thread reads: a row has
+// a sequence counter (odd while written) and podsGet copies it with retry; podsState and podsLease read their
+// one field atomically. Every change bumps the row's generation and the table's, so a reader can rebuild what
+// it derives from the pod list (a hash ring) only when PODS_H_GENERATION moved.
 //
-// At the bound: pod ids are in [0, capacity); any other id is refused (−1) and changes nothing.
+// Leases (ARCHITECTURE.md "Pod rows"): a row is leased to one backend at a time, not owned. PODS_F_LEASE counts
+// the row's releases: podsRelease bumps it (and makes the row absent) when a backend leaves for good, so the
+// next backend on the row runs under a new lease. Ops that other threads send about a pod carry the lease they
+// were decided under (asm/ring.ts), and the consumer drops an op whose lease is not the row's lease now: late
+// ops of a departed backend never land on its successor. The lease moves only on release, never on podsSet or
+// podsSetState (a backend that goes down and comes back keeps its lease); PODS_F_GENERATION, which moves on
+// every change, is for rebuilding caches and must not be used for this. Zero at init; u32, wrapping after 2^32
+// releases of one row (an op would have to wait that long on the ring to be taken for current).
+//
+// At the bound: pod ids are in [0, capacity); any other id is refused (−1) and changes nothing (podsLease
+// reads 0 for it).
 
 export const PODS_H_CAPACITY: u32 = 0;    // u32 rows
 export const PODS_H_GENERATION: u32 = 4;  // u32 bumped on every change to any row
@@ -23,6 +33,7 @@ export const PODS_F_BLOCK_SIZE: u32 = 12; // u32 tokens per KV block
 export const PODS_F_KV_BLOCKS: u32 = 16;  // u32 KV capacity in blocks
 export const PODS_F_MODEL: u32 = 20;      // u32 model id (the host's model registry index)
 export const PODS_F_GENERATION: u32 = 24; // u32 bumped on every change to this row
+export const PODS_F_LEASE: u32 = 28;      // u32 bumped when the row is released (a new backend's ops differ)
 
 export const POD_STATE_ABSENT: u32 = 0;
 export const POD_STATE_READY: u32 = 1;
@@ -90,6 +101,32 @@ export function podsSetState (base: u32, pod: u32, state: u32): i32 {
   atomic.store<u32>(p + PODS_F_STATE, state);
   endRow(base, p);
   return 1;
+}
+
+/**
+ * Releases a row for good (its backend left): the row becomes absent with every field zero, and its lease
+ * moves on, so ops stamped with the old lease are dropped from now on. Returns 1, or −1 for an id out of
+ * range. Writer only. Call it before the row's entries are purged from the other tables: an op that slips in
+ * before the purge is purged with the rest, and none can follow it.
+ */
+export function podsRelease (base: u32, pod: u32): i32 {
+  if (pod >= load<u32>(<usize>base + PODS_H_CAPACITY)) return -1;
+  const p = rowPtr(base, pod);
+  beginRow(p);
+  atomic.store<u32>(p + PODS_F_STATE, POD_STATE_ABSENT);
+  atomic.store<u32>(p + PODS_F_ROLE, 0);
+  atomic.store<u32>(p + PODS_F_BLOCK_SIZE, 0);
+  atomic.store<u32>(p + PODS_F_KV_BLOCKS, 0);
+  atomic.store<u32>(p + PODS_F_MODEL, 0);
+  atomic.store<u32>(p + PODS_F_LEASE, load<u32>(p + PODS_F_LEASE) + 1);
+  endRow(base, p);
+  return 1;
+}
+
+/** A row's lease now (any thread), or 0 for an id out of range. */
+export function podsLease (base: u32, pod: u32): u32 {
+  if (pod >= load<u32>(<usize>base + PODS_H_CAPACITY)) return 0;
+  return atomic.load<u32>(rowPtr(base, pod) + PODS_F_LEASE);
 }
 
 /** A pod's state (any thread), or POD_STATE_ABSENT for an id out of range. */

@@ -39,7 +39,9 @@
 //     that time is ttl old, scanning `budget` slots per call from a cursor kept in the header.
 //   - a key left with no pod in any kind is deleted (remove, clearPod, expiry).
 //   - load <= 0.75 (size <= capacity), so a probe always meets an empty slot; probes are bounded by slots.
-//   - clearPod sweeps the whole table (a pod leaving, AllBlocksCleared): O(slots), on the writer thread.
+//   - clearPod sweeps the whole table (a pod leaving, AllBlocksCleared): O(slots), on the writer thread. A pod
+//     row whose backend left is purged with IX_MASK_ALL (IndexFeeder.purgePod) once its lease has moved
+//     (asm/pod-table.ts), so no record op of the old lease lands after the purge (asm/ring-apply.ts).
 //   Counters are per key: size == inserts - removes - evictions - expirations.
 
 export const IX_MAX_PODS: u32 = 256;

@@ -4,19 +4,27 @@
 //
 // Layout: a header (RING_H_*; tail and head on cache lines of their own), then `capacity` (a power of two)
 // cells of RING_CELL_STRIDE bytes: a u32 sequence number, then the op (RING_OP_BYTES: opcode u32, pod u32,
-// key u64, arguments a and b u64). An op passed in or out (ringPush's src, ringPop's out) has the op layout.
+// key u64, arguments a and b u64, the pod's lease u32, 4 bytes reserved, zero). An op passed in or out
+// (ringPush's src, ringPop's out) has the op layout.
+//
+// Leases: every op carries the lease of its pod's row (asm/pod-table.ts PODS_F_LEASE) under which it was
+// decided. The ring only carries it; the consumer (asm/ring-apply.ts) compares it with the row's lease when it
+// applies the op and drops the op if they differ, so an op about a backend that has left (its row released,
+// perhaps leased again) never lands on the row's next backend, however late it arrives.
 //
 // Concurrency (after Vyukov's bounded queue): positions are free-running u32 counters. Cell i starts with
 // sequence i. A producer reads the tail and the head, computes the free cells [tail, head + capacity), claims
 // k of them by CAS on the tail, writes each op and publishes it by storing sequence pos + 1. The consumer takes
 // cells in order while their sequence is pos + 1, marks each free for the next lap (pos + capacity), then
 // stores the head. A producer stalled between claim and publish holds back the consumer at that cell, never
-// corrupts it. Ops of one producer keep their order. The op itself is written and read with plain stores and
-// loads: the sequence store (atomic, seq-cst) publishes it to the consumer's atomic load of that sequence, and
-// the consumer's head store hands the cell back the same way, so no access to an op races.
+// corrupts it. Ops of one producer keep their order. The op itself (lease included: it is one more word of
+// the op) is written and read with plain stores and loads: the sequence store (atomic, seq-cst) publishes it
+// to the consumer's atomic load of that sequence, and the consumer's head store hands the cell back the same
+// way, so no access to an op races.
 //
 // At the bound: a push that finds no free cell drops its op and adds 1 to RING_H_DROPPED (a bulk push keeps
-// the first ops that fit and counts the rest). Nothing blocks.
+// the first ops that fit and counts the rest). Nothing blocks. Ops dropped for a stale lease are counted by
+// the consumer (ixApplyRing's RA_OUT_STALE), not here.
 
 export const RING_H_CAPACITY: u32 = 0;  // u32 cells, a power of two
 export const RING_H_MASK: u32 = 4;      // u32 capacity − 1
@@ -26,22 +34,24 @@ export const RING_H_TAIL: u32 = 64;     // u32 next position to claim (producers
 export const RING_H_HEAD: u32 = 128;    // u32 next position to consume (consumer)
 export const RING_HEADER_BYTES: u32 = 192;
 
-export const RING_CELL_STRIDE: u32 = 40;
+export const RING_CELL_STRIDE: u32 = 48;
 export const RING_CELL_SEQ: u32 = 0;    // u32
 export const RING_CELL_OP: u32 = 8;     // the op, RING_OP_BYTES long
 
-export const RING_OP_BYTES: u32 = 32;
+export const RING_OP_BYTES: u32 = 40;
 export const RING_OP_OPCODE: u32 = 0;   // u32 RING_OPCODE_*
 export const RING_OP_POD: u32 = 4;      // u32 pod id
 export const RING_OP_KEY: u32 = 8;      // u64 block key
 export const RING_OP_A: u32 = 16;       // u64 first argument (see the opcode)
 export const RING_OP_B: u32 = 24;       // u64 second argument (see the opcode)
+export const RING_OP_LEASE: u32 = 32;   // u32 the pod row's lease the op was decided under (asm/pod-table.ts)
+export const RING_OP_RESERVED: u32 = 36; // u32 zero
 
 /** Record `key` as assumed present on `pod`: a = time (f64 ms, as its bits), b = the block's position in its chain. */
 export const RING_OPCODE_ASSUMED: u32 = 1;
 /** Mark `key` on `pod` as used: a = time (f64 ms, as its bits). */
 export const RING_OPCODE_TOUCH: u32 = 2;
-/** Forget every assumed block of `pod` (it restarted or left); key, a and b unused. */
+/** Forget `pod` in every kind, assumed, confirmed and offloaded (it went down or away); key, a and b unused. */
 export const RING_OPCODE_FORGET_POD: u32 = 3;
 
 /** Largest capacity ringBytes accepts. */
@@ -111,10 +121,10 @@ export function ringPush (base: u32, src: u32): i32 {
 }
 
 /**
- * Pushes n ops that share opcode, pod and time: one per key of `keys` (n u64), with a = time's bits and
+ * Pushes n ops that share opcode, pod, time and lease: one per key of `keys` (n u64), with a = time's bits and
  * b = firstPosition + i. Keeps the first ops that fit, drops and counts the rest; returns how many it pushed.
  */
-export function ringPushKeys (base: u32, opcode: u32, pod: u32, keys: u32, n: u32, time: f64, firstPosition: u32): u32 {
+export function ringPushKeys (base: u32, opcode: u32, pod: u32, keys: u32, n: u32, time: f64, firstPosition: u32, lease: u32): u32 {
   if (n == 0) return 0;
   const c = claim(base, n);
   const k = <u32>(c >> 32);
@@ -129,6 +139,7 @@ export function ringPushKeys (base: u32, opcode: u32, pod: u32, keys: u32, n: u3
     store<u64>(op + RING_OP_KEY, load<u64>(<usize>keys + (<usize>i << 3)));
     store<u64>(op + RING_OP_A, a);
     store<u64>(op + RING_OP_B, <u64>(firstPosition + i));
+    store<u64>(op + RING_OP_LEASE, <u64>lease); // the lease and the reserved word
     publish(cell, pos + i);
   }
   return k;

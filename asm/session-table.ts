@@ -11,6 +11,10 @@
 // cluster back (no tombstones, probing never degrades); the header's move epoch is odd for the whole of a
 // deletion, and a reader that misses retries if the epoch moved, so a record in transit is never reported absent.
 //
+// Pod rows are leased (asm/pod-table.ts PODS_F_LEASE): when a backend leaves, sessUnbindPod sweeps the whole
+// table (O(slots), a rare event, on the writer) and unbinds every session whose host is that row (host −1,
+// not a migration), so the row's next backend inherits no session. Counted in SESS_H_UNBOUND.
+//
 // At the bound: inserting a new session into a full table first expires idle sessions (in-flight 0 and idle
 // for at least their TTL) over a scan of at most SESS_EXPIRE_SCAN_AT_BOUND slots; if none expired it evicts one
 // by CLOCK (a reference bit set on each upsert; sessions with requests in flight are passed over for two full
@@ -25,6 +29,7 @@ export const SESS_H_EXPIRE_CURSOR: u32 = 20; // u32 next slot sessExpire looks a
 export const SESS_H_EXPIRED: u32 = 24;      // u64 sessions removed because idle past their TTL
 export const SESS_H_EVICTED: u32 = 32;      // u64 sessions evicted to make room at the bound
 export const SESS_H_INSERTED: u32 = 40;     // u64 sessions created
+export const SESS_H_UNBOUND: u32 = 48;      // u64 sessions unbound because their host's row was released
 export const SESS_HEADER_BYTES: u32 = 64;
 
 export const SESS_STRIDE: u32 = 80;
@@ -360,4 +365,26 @@ export function sessRemove (base: u32, key: u64): i32 {
   if (f < 0) return 0;
   removeAt(base, <u32>f);
   return 1;
+}
+
+/**
+ * Unbinds every session hosted on `pod` (its row is being released): host = −1, which is not a migration (the
+ * count and last migration stay), every other field kept. A full sweep of the slots; no record moves, so
+ * readers see each session bound or unbound, never absent. Returns how many it unbound (0 for pod < 0).
+ * Writer only.
+ */
+export function sessUnbindPod (base: u32, pod: i32): u32 {
+  if (pod < 0) return 0;
+  const slots = load<u32>(<usize>base + SESS_H_MASK) + 1;
+  let n: u32 = 0;
+  for (let i: u32 = 0; i < slots; i++) {
+    const p = slotPtr(base, i);
+    if (load<u64>(p + SESS_F_KEY) == 0 || load<i32>(p + SESS_F_HOST) != pod) continue;
+    beginWrite(p);
+    atomic.store<i32>(p + SESS_F_HOST, -1);
+    endWrite(p);
+    n++;
+  }
+  if (n > 0) atomic.store<u64>(<usize>base + SESS_H_UNBOUND, load<u64>(<usize>base + SESS_H_UNBOUND) + n);
+  return n;
 }

@@ -71,24 +71,24 @@ function ringRows (region: Region): BenchRow[] {
   const B = 64;
   let i = 0;
   const one = rate(() => {
-    for (let k = 0; k < B; k++) producer.push(touch, 3, keys[i++ & 1023], timeBits, 0n);
+    for (let k = 0; k < B; k++) producer.push(touch, 3, keys[i++ & 1023], timeBits, 0n, 0);
     consumer.pop(B);
   }, B);
   i = 0;
   const oneRef = rate(() => {
-    for (let k = 0; k < B; k++) ref.push({ opcode: touch, pod: 3, key: keys[i++ & 1023], a: timeBits, b: 0n });
+    for (let k = 0; k < B; k++) ref.push({ opcode: touch, pod: 3, key: keys[i++ & 1023], a: timeBits, b: 0n, lease: 0 });
     ref.pop(B);
   }, B);
   // Bulk: a prompt's block keys already in shared memory (as the hasher leaves them), recorded in one call.
   const scratch = region.claimScratch();
   new BigUint64Array(region.memory.buffer, scratch.ptr, keys.length).set(keys);
   const bulk = rate(() => {
-    producer.pushKeysAt(assumed, 3, scratch.ptr, 256, time, 0);
+    producer.pushKeysAt(assumed, 3, scratch.ptr, 256, time, 0, 0);
     consumer.pop(256);
   }, 256);
   const bulkKeys = keys.slice(0, 256);
   const bulkRef = rate(() => {
-    ref.pushKeys(assumed, 3, bulkKeys, timeBits, 0);
+    ref.pushKeys(assumed, 3, bulkKeys, timeBits, 0, 0);
     ref.pop(256);
   }, 256);
   return [

@@ -1,7 +1,9 @@
 // The kv-events thread: the prefix index's only writer (ARCHITECTURE.md principle 1). It applies the record ops
 // that the gateway pushes on the ring, ages assumed entries out, and follows every backend whose engine
 // publishes KV events (one KvEventSubscriber each), applying their batches with an EventApplier.
-// Messages from the parent carry an id that the reply repeats: 'backends' (the list to follow), 'stats', 'stop'.
+// Messages from the parent carry an id that the reply repeats: 'backends' (the list to follow), 'purge' (a
+// released row: stop following it and purge its entries), 'forget' (drop a departed backend's counters),
+// 'stats', 'stop'.
 import { parentPort, workerData } from 'node:worker_threads';
 import { Region, type SharedRegion } from '../src/core/region.js';
 import { PrefixIndex, PrefixIndexWriter } from '../src/core/prefix-index.js';
@@ -17,6 +19,8 @@ export interface KvEventsThreadData {
   assumedTtlMs: number;
   blockSize: number;
   maxMappedBlocks: number;
+  /** Departed backends whose counters are kept (the most recent); older ones are dropped and counted. */
+  maxRetiredBackends: number;
   subscriber: KvSubscriberOptions;
 }
 
@@ -39,9 +43,24 @@ const epochMs = (): number => performance.timeOrigin + performance.now();
 
 /** Followed backends by pod index. */
 const followed = new Map<number, Followed>();
-/** Counters of subscribers/appliers already closed, by backend id, so a reconnect does not reset them. */
+/**
+ * Counters of subscribers/appliers already closed, by backend id, so a reconnect does not reset them. Bounded:
+ * a fleet that rolls pods through sees new ids forever, so only the data.maxRetiredBackends most recently
+ * retired are kept (Map order is retirement order); older ones are dropped, counted in retiredDropped.
+ */
 const retired = new Map<string, KvBackendStats>();
+let retiredDropped = 0;
 let purged = 0;
+
+function retire (s: KvBackendStats): void {
+  retired.delete(s.id); // re-inserted at the end: the most recent
+  retired.set(s.id, s);
+  for (const id of retired.keys()) {
+    if (retired.size <= data.maxRetiredBackends) break;
+    retired.delete(id);
+    retiredDropped++;
+  }
+}
 /** The last LAG_WINDOW apply lags (ms), a ring. */
 const LAG_WINDOW = 4096;
 const lags = new Float64Array(LAG_WINDOW);
@@ -118,7 +137,7 @@ async function unfollow (f: Followed): Promise<void> {
   await f.sub.close();
   const s = snapshot(f, false);
   s.indexedBlocks = s.confirmedBlocks = s.offloadedBlocks = 0;
-  retired.set(f.spec.id, s);
+  retire(s);
   // No callback fires after close(): purge what this stream told us.
   f.applier.clear();
   purged++;
@@ -148,9 +167,23 @@ async function setBackends (list: readonly KvBackendSpec[]): Promise<void> {
       await f.sub.close();
       const s = snapshot(f, false);
       s.socketErrors++;
-      retired.set(spec.id, s);
+      retire(s);
     }
   }
+}
+
+/**
+ * A released row (PodTable.release has already moved its lease): stops following its stream if it still is,
+ * then purges every entry of the pod in every kind (IndexFeeder.purgePod drains the ring first). Returns the
+ * keys the purge changed.
+ */
+async function purgePod (index: number): Promise<number> {
+  const f = followed.get(index);
+  if (f !== undefined) {
+    followed.delete(index);
+    await unfollow(f);
+  }
+  return feeder.purgePod(index);
 }
 
 function quantile (q: number): number | null {
@@ -168,17 +201,29 @@ function stats (): KvThreadStats {
     live.add(f.spec.id);
   }
   for (const [id, s] of retired) if (!live.has(id)) backends.push(s);
-  return { ...feeder.stats, backends, applyLagP50Ms: quantile(0.5), applyLagP99Ms: quantile(0.99), purged };
+  return { ...feeder.stats, backends, applyLagP50Ms: quantile(0.5), applyLagP99Ms: quantile(0.99), purged, retiredDropped };
 }
 
 // Messages are handled one at a time, in order: a stats request sees every earlier backends change applied.
 let queue: Promise<void> = Promise.resolve();
-parentPort?.on('message', (msg: { type: string; id: number; backends?: KvBackendSpec[]; assumedTtlMs?: number }) => {
+parentPort?.on('message', (msg: { type: string; id: number; backends?: KvBackendSpec[]; assumedTtlMs?: number; index?: number; backendId?: string }) => {
   queue = queue.then(async () => {
     if (msg.type === 'backends') {
       if (typeof msg.assumedTtlMs === 'number') feeder.setAssumedTtl(msg.assumedTtlMs);
       await setBackends(msg.backends ?? []);
       parentPort?.postMessage({ id: msg.id, value: undefined });
+    } else if (msg.type === 'purge') {
+      const index = msg.index!;
+      // A bad row is the caller's error, not this thread's: it is answered, not thrown here.
+      if (!(Number.isInteger(index) && index >= 0 && index < writer.maxPods)) {
+        parentPort?.postMessage({ id: msg.id, error: `pod row must be an integer in [0, ${writer.maxPods}), got ${index}` });
+      } else {
+        parentPort?.postMessage({ id: msg.id, value: await purgePod(index) });
+      }
+    } else if (msg.type === 'forget') {
+      // Only a backend no longer followed: a live one's counters are its stream's.
+      const live = [...followed.values()].some((f) => f.spec.id === msg.backendId);
+      parentPort?.postMessage({ id: msg.id, value: !live && retired.delete(msg.backendId!) });
     } else if (msg.type === 'stats') {
       parentPort?.postMessage({ id: msg.id, value: stats() });
     } else if (msg.type === 'stop') {

@@ -2,6 +2,7 @@
 //   gateway counters — addInFlight, addPendingPrefill, countDecision: the main thread
 //   engine metrics   — setEngine: the thread that scrapes the engines' /metrics (the gateway's main thread,
 //                      whose scrapes are async I/O; ARCHITECTURE.md had the kv-events thread do it)
+//   a released row   — resetRow: the main thread, writer of both halves
 // Every read (get, inFlight, pendingPrefill) is safe on any thread.
 import type { Region } from './region.js';
 
@@ -36,6 +37,7 @@ export class LoadTable {
   readonly #countDecision: (base: number, pod: number) => number;
   readonly #setEngine: (base: number, pod: number, running: number, waiting: number, kv: number, time: number) => number;
   readonly #getF64: (base: number, pod: number, field: number) => number;
+  readonly #resetRow: (base: number, pod: number) => number;
 
   constructor (region: Region) {
     this.#r = region;
@@ -57,6 +59,7 @@ export class LoadTable {
     this.#countDecision = region.fn('loadCountDecision');
     this.#setEngine = region.fn('loadSetEngine');
     this.#getF64 = region.fn('loadGetF64');
+    this.#resetRow = region.fn('loadResetRow');
   }
 
   get capacity (): number {
@@ -97,6 +100,16 @@ export class LoadTable {
     this.#row(pod);
     if (!(m.kvUsage >= 0 && m.kvUsage <= 1)) throw new RangeError(`kvUsage must be in [0, 1], got ${m.kvUsage}`);
     this.#setEngine(this.#base, pod, m.running, m.waiting, m.kvUsage, m.time);
+  }
+
+  /**
+   * Main thread: a released row's step (src/core/pod-rows.ts): every counter and engine metric back to zero,
+   * last scrape −Infinity, so the row's next backend starts clean. Call it once the departed backend has no
+   * request left in flight: a late release would take from its successor's count.
+   */
+  resetRow (pod: number): void {
+    this.#row(pod);
+    this.#resetRow(this.#base, pod);
   }
 
   /** Any thread. */

@@ -1,5 +1,6 @@
-// Typed view of the pod table (asm/pod-table.ts). set/setState/remove belong to the single writer, the main
-// thread; get/state/generation are safe on any thread. Strings (URLs, names) stay in JS keyed by pod id.
+// Typed view of the pod table (asm/pod-table.ts). set/setState/remove/release belong to the single writer, the
+// main thread; get/state/generation/lease are safe on any thread. Strings (URLs, names) stay in JS keyed by pod id.
+// A row is leased to a backend (src/core/pod-rows.ts allocates rows): release() ends the lease for good.
 import type { Region } from './region.js';
 
 export type PodState = 'ready' | 'draining' | 'down';
@@ -13,6 +14,8 @@ export interface PodRecord {
   model: number;
   /** Bumped on every change to this pod. */
   generation: number;
+  /** The row's lease: bumped only when the row is released (see release). */
+  lease: number;
 }
 
 export class PodTable {
@@ -24,12 +27,14 @@ export class PodTable {
   readonly #roles: Record<PodRole, number>;
   readonly #stateNames: Map<number, PodState>;
   readonly #roleNames: Map<number, PodRole>;
-  readonly #f: { role: number; state: number; blockSize: number; kvBlocks: number; model: number; generation: number };
+  readonly #f: { role: number; state: number; blockSize: number; kvBlocks: number; model: number; generation: number; lease: number };
   readonly #set: (base: number, pod: number, state: number, role: number, bs: number, kv: number, model: number) => number;
   readonly #setState: (base: number, pod: number, state: number) => number;
   readonly #state: (base: number, pod: number) => number;
   readonly #get: (base: number, pod: number, out: number) => number;
   readonly #generation: (base: number) => number;
+  readonly #release: (base: number, pod: number) => number;
+  readonly #lease: (base: number, pod: number) => number;
 
   /** `out` is this thread's copy area (PODS_RECORD_BYTES, exclusive to this view); by default one is claimed. */
   constructor (region: Region, out: number = region.claimScratch().ptr) {
@@ -52,13 +57,16 @@ export class PodTable {
       blockSize: region.const('PODS_F_BLOCK_SIZE'),
       kvBlocks: region.const('PODS_F_KV_BLOCKS'),
       model: region.const('PODS_F_MODEL'),
-      generation: region.const('PODS_F_GENERATION')
+      generation: region.const('PODS_F_GENERATION'),
+      lease: region.const('PODS_F_LEASE')
     };
     this.#set = region.fn('podsSet');
     this.#setState = region.fn('podsSetState');
     this.#state = region.fn('podsState');
     this.#get = region.fn('podsGet');
     this.#generation = region.fn('podsGeneration');
+    this.#release = region.fn('podsRelease');
+    this.#lease = region.fn('podsLease');
   }
 
   /** Pod ids are integers in [0, capacity). */
@@ -78,7 +86,7 @@ export class PodTable {
   }
 
   /** Writer: sets a pod's fields (registers it if absent). */
-  set (pod: number, p: Omit<PodRecord, 'generation'>): void {
+  set (pod: number, p: Omit<PodRecord, 'generation' | 'lease'>): void {
     this.#checkPod(pod);
     const state = this.#states[p.state];
     const role = this.#roles[p.role];
@@ -97,10 +105,27 @@ export class PodTable {
     this.#setState(this.#base, pod, s);
   }
 
-  /** Writer: removes a pod (its row reads as absent). */
+  /** Writer: removes a pod (its row reads as absent) and keeps its lease: the same backend may come back. */
   remove (pod: number): void {
     this.#checkPod(pod);
     this.#setState(this.#base, pod, this.#states.absent);
+  }
+
+  /**
+   * Writer: ends the row's lease (its backend left for good): the row reads as absent, every field zero, and the
+   * lease moves on, so the ring's consumer drops every op still stamped with the old one. The first step of a
+   * row's release (see src/core/pod-rows.ts); returns the new lease.
+   */
+  release (pod: number): number {
+    this.#checkPod(pod);
+    this.#release(this.#base, pod);
+    return this.#lease(this.#base, pod) >>> 0;
+  }
+
+  /** Any thread: the row's lease now (what ops about this pod are stamped with). */
+  lease (pod: number): number {
+    this.#checkPod(pod);
+    return this.#lease(this.#base, pod) >>> 0;
   }
 
   /** Any thread: a pod's state, or undefined if absent or out of range. */
@@ -119,7 +144,8 @@ export class PodTable {
       blockSize: at(this.#f.blockSize),
       kvBlocks: at(this.#f.kvBlocks),
       model: at(this.#f.model),
-      generation: at(this.#f.generation)
+      generation: at(this.#f.generation),
+      lease: at(this.#f.lease)
     };
   }
 }

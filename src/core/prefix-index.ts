@@ -58,9 +58,9 @@ export class PrefixIndex {
   readonly #longest: Fn<[number, number, number, number, number]>;
   readonly #lookup: Fn<[number, bigint, number, number]>;
 
-  /** Bytes of output area a PrefixIndex needs (counts, presence words, probe stats). */
+  /** Bytes of output area a PrefixIndex needs (counts, presence words, probe stats, the ring drain's counts). */
   static areaBytes (region: Region): number {
-    return region.const('IX_COUNTS_BYTES') + region.const('IX_PRESENCE_BYTES') + region.const('IX_PS_BYTES');
+    return region.const('IX_COUNTS_BYTES') + region.const('IX_PRESENCE_BYTES') + region.const('IX_PS_BYTES') + region.const('RA_OUT_BYTES');
   }
 
   /** `area` (≥ areaBytes, 8-aligned) defaults to a newly claimed scratch area; pass a slice of one to share it. */
@@ -142,7 +142,8 @@ export class PrefixIndexWriter extends PrefixIndex {
   readonly #clearPod: Fn<[number, number, number]>;
   readonly #expire: Fn<[number, number, number, number]>;
   readonly #probeStats: Fn<[number, number], void>;
-  readonly #applyRing: Fn<[number, number, number, number, number, number], bigint>;
+  readonly #applyRing: Fn<[number, number, number, number, number, number, number, number]>;
+  readonly #podsBase: number;
 
   /** Claims the writer role for this thread; throws if another thread holds it. */
   constructor (region: Region, area?: { ptr: number; bytes: number }) {
@@ -160,6 +161,7 @@ export class PrefixIndexWriter extends PrefixIndex {
     this.#expire = region.fn('ixExpireAssumed');
     this.#probeStats = region.fn('ixProbeStats');
     this.#applyRing = region.fn('ixApplyRing');
+    this.#podsBase = region.base('TABLE_PODS');
   }
 
   /** Gives the writer role up (thread shutdown), so another thread may claim it. */
@@ -209,12 +211,17 @@ export class PrefixIndexWriter extends PrefixIndex {
 
   /**
    * Drains up to `limit` record ops from the ring into the index in one kernel call (asm/ring-apply.ts): this
-   * thread must also be the ring's one consumer. Returns the ops applied and the pods forgotten.
+   * thread must also be the ring's one consumer. An op whose lease is not its pod row's lease now (the row was
+   * released since) is dropped. Returns the ops taken off the ring, of them those applied and those dropped
+   * as stale, and the forgetPod ops among the applied.
    */
-  applyRing (ring: RingConsumer, limit: number): { applied: number; forgotten: number } {
-    const presence = this.area + this.region.const('IX_COUNTS_BYTES');
-    const r = BigInt.asUintN(64, this.#applyRing(this.base, ring.base, ring.outPtr, ring.maxOps, Math.min(limit, 0xffffffff) >>> 0, presence));
-    return { applied: Number(r & 0xffffffffn), forgotten: Number(r >> 32n) };
+  applyRing (ring: RingConsumer, limit: number): { taken: number; applied: number; stale: number; forgotten: number } {
+    const r = this.region;
+    const presence = this.area + r.const('IX_COUNTS_BYTES');
+    const counts = presence + r.const('IX_PRESENCE_BYTES') + r.const('IX_PS_BYTES');
+    const taken = this.#applyRing(this.base, ring.base, this.#podsBase, ring.outPtr, ring.maxOps, Math.min(limit, 0xffffffff) >>> 0, presence, counts) >>> 0;
+    const at = (name: string) => r.u32[(counts + r.const(name)) >>> 2];
+    return { taken, applied: at('RA_OUT_APPLIED'), stale: at('RA_OUT_STALE'), forgotten: at('RA_OUT_FORGOTTEN') };
   }
 
   /** Diagnostic full scan: probe lengths and a clean-slot check. */

@@ -1,5 +1,8 @@
 // Typed views of the record ring (asm/ring.ts): RingProducer for any thread that records (route workers, main),
 // RingConsumer for the single consumer, the kv-events thread. Each view owns a scratch area of its thread.
+// Every op carries its pod row's lease (asm/pod-table.ts): pass the lease the decision was made under (a
+// placement keeps it); left out, it is the row's lease at the push, which is the same thing only for the pod
+// table's writer (the main thread) pushing in the tick it decided.
 import type { Region } from './region.js';
 
 export type RingOpcode = 'assumed' | 'touch' | 'forgetPod';
@@ -11,6 +14,8 @@ export interface RingOp {
   key: bigint;
   a: bigint;
   b: bigint;
+  /** The pod row's lease the op was decided under (u32). */
+  lease: number;
 }
 
 export interface RingStats {
@@ -35,7 +40,9 @@ export function ringLayout (region: Region) {
     pod: region.const('RING_OP_POD'),
     key: region.const('RING_OP_KEY'),
     a: region.const('RING_OP_A'),
-    b: region.const('RING_OP_B')
+    b: region.const('RING_OP_B'),
+    lease: region.const('RING_OP_LEASE'),
+    reserved: region.const('RING_OP_RESERVED')
   };
 }
 
@@ -56,8 +63,10 @@ export class RingProducer {
   readonly #base: number;
   readonly #ptr: number;
   readonly #keyCap: number;
+  readonly #podsBase: number;
   readonly #push: (base: number, src: number) => number;
-  readonly #pushKeys: (base: number, opcode: number, pod: number, keys: number, n: number, time: number, first: number) => number;
+  readonly #pushKeys: (base: number, opcode: number, pod: number, keys: number, n: number, time: number, first: number, lease: number) => number;
+  readonly #lease: (podsBase: number, pod: number) => number;
 
   /** `scratch` is this thread's own area (at least RING_OP_BYTES); by default one is claimed. */
   constructor (region: Region, scratch: { ptr: number; bytes: number } = region.claimScratch()) {
@@ -67,12 +76,19 @@ export class RingProducer {
     if (scratch.bytes < this.layout.opBytes) throw new RangeError(`ring scratch needs at least ${this.layout.opBytes} bytes`);
     this.#ptr = scratch.ptr;
     this.#keyCap = Math.floor(scratch.bytes / 8);
+    this.#podsBase = region.base('TABLE_PODS');
     this.#push = region.fn('ringPush');
     this.#pushKeys = region.fn('ringPushKeys');
+    this.#lease = region.fn('podsLease');
+  }
+
+  /** Any thread: the pod row's lease now (0 for a row outside the pod table). */
+  lease (pod: number): number {
+    return this.#lease(this.#podsBase, pod) >>> 0;
   }
 
   /** Pushes one op. False if the ring was full: the op is dropped and counted. */
-  push (opcode: number, pod: number, key: bigint, a: bigint, b: bigint): boolean {
+  push (opcode: number, pod: number, key: bigint, a: bigint, b: bigint, lease: number = this.lease(pod)): boolean {
     const { u32, u64 } = this.#r;
     const L = this.layout;
     const p = this.#ptr;
@@ -81,6 +97,8 @@ export class RingProducer {
     u64[(p + L.key) >>> 3] = key;
     u64[(p + L.a) >>> 3] = a;
     u64[(p + L.b) >>> 3] = b;
+    u32[(p + L.lease) >>> 2] = lease;
+    u32[(p + L.reserved) >>> 2] = 0;
     const ok = this.#push(this.#base, p) === 1;
     this.#wake();
     return ok;
@@ -93,22 +111,23 @@ export class RingProducer {
 
   /**
    * Records block keys already in shared memory (n u64 at `keysPtr`, e.g. the hasher's output): one op each,
-   * a = time, b = firstPosition + i. Keeps the first ops that fit; returns how many were pushed.
+   * a = time, b = firstPosition + i, all stamped with `lease`. Keeps the first ops that fit; returns how many
+   * were pushed.
    */
-  pushKeysAt (opcode: number, pod: number, keysPtr: number, n: number, time: number, firstPosition = 0): number {
-    const pushed = this.#pushKeys(this.#base, opcode, pod, keysPtr, n, time, firstPosition) >>> 0;
+  pushKeysAt (opcode: number, pod: number, keysPtr: number, n: number, time: number, firstPosition = 0, lease: number = this.lease(pod)): number {
+    const pushed = this.#pushKeys(this.#base, opcode, pod, keysPtr, n, time, firstPosition, lease) >>> 0;
     this.#wake();
     return pushed;
   }
 
   /** Like pushKeysAt for keys held in JS; they are copied through this view's scratch area. */
-  pushKeys (opcode: number, pod: number, keys: BigUint64Array | bigint[], time: number, firstPosition = 0): number {
+  pushKeys (opcode: number, pod: number, keys: BigUint64Array | bigint[], time: number, firstPosition = 0, lease: number = this.lease(pod)): number {
     let pushed = 0;
     for (let i = 0; i < keys.length; i += this.#keyCap) {
       const n = Math.min(this.#keyCap, keys.length - i);
       const view = new BigUint64Array(this.#r.memory.buffer, this.#ptr, n);
       for (let j = 0; j < n; j++) view[j] = keys[i + j];
-      const k = this.pushKeysAt(opcode, pod, this.#ptr, n, time, firstPosition + i);
+      const k = this.pushKeysAt(opcode, pod, this.#ptr, n, time, firstPosition + i, lease);
       pushed += k;
       if (k < n) {
         // The ring is full: what is left is dropped and counted like the kernel's own tail.
@@ -190,7 +209,8 @@ export class RingConsumer {
       pod: u32[(p + L.pod) >>> 2],
       key: u64[(p + L.key) >>> 3],
       a: u64[(p + L.a) >>> 3],
-      b: u64[(p + L.b) >>> 3]
+      b: u64[(p + L.b) >>> 3],
+      lease: u32[(p + L.lease) >>> 2]
     };
   }
 

@@ -26,6 +26,8 @@ export interface SessionTableStats {
   inserted: number;
   expired: number;
   evicted: number;
+  /** Sessions unbound because their host's row was released (unbindPod). */
+  unbound: number;
 }
 
 type GetFn = (base: number, key: bigint, out: number) => number;
@@ -45,6 +47,7 @@ export class SessionTable {
   readonly #addInFlight: (base: number, key: bigint, delta: number, now: number) => number;
   readonly #remove: KeyFn;
   readonly #expire: (base: number, now: number, budget: number) => number;
+  readonly #unbindPod: (base: number, pod: number) => number;
   readonly #fields: Record<SessionTimeField | SessionCountField, number>;
 
   /**
@@ -56,7 +59,7 @@ export class SessionTable {
     this.#base = region.base('TABLE_SESSIONS');
     this.#out = out;
     const c: Record<string, number> = {};
-    for (const n of ['SESS_H_CAPACITY', 'SESS_H_COUNT', 'SESS_H_INSERTED', 'SESS_H_EXPIRED', 'SESS_H_EVICTED',
+    for (const n of ['SESS_H_CAPACITY', 'SESS_H_COUNT', 'SESS_H_INSERTED', 'SESS_H_EXPIRED', 'SESS_H_EVICTED', 'SESS_H_UNBOUND',
       'SESS_F_KEY', 'SESS_F_HOST', 'SESS_F_IN_FLIGHT', 'SESS_F_CONTEXT_TOKENS', 'SESS_F_MIGRATIONS', 'SESS_F_ATTAINED',
       'SESS_F_CRITICAL_PATH', 'SESS_F_WAIT', 'SESS_F_LAST_ACTIVITY', 'SESS_F_LAST_MIGRATION', 'SESS_F_TTL']) {
       c[n] = region.const(n);
@@ -77,6 +80,7 @@ export class SessionTable {
     this.#addInFlight = region.fn('sessAddInFlight');
     this.#remove = region.fn('sessRemove');
     this.#expire = region.fn('sessExpire');
+    this.#unbindPod = region.fn('sessUnbindPod');
   }
 
   /** Any thread: a consistent copy of the session, or undefined. */
@@ -103,7 +107,8 @@ export class SessionTable {
       count: this.count,
       inserted: u64(this.#c.SESS_H_INSERTED),
       expired: u64(this.#c.SESS_H_EXPIRED),
-      evicted: u64(this.#c.SESS_H_EVICTED)
+      evicted: u64(this.#c.SESS_H_EVICTED),
+      unbound: u64(this.#c.SESS_H_UNBOUND)
     };
   }
 
@@ -161,6 +166,16 @@ export class SessionTable {
   /** Writer: looks at up to `budget` slots and removes idle sessions past their TTL; returns how many. */
   expire (now: number, budget: number): number {
     return this.#expire(this.#base, now, budget);
+  }
+
+  /**
+   * Writer: a released row's step (src/core/pod-rows.ts): every session hosted on `pod` becomes unbound (host
+   * −1; not a migration), so the row's next backend inherits none; its next turn is routed as a new session's.
+   * A full sweep of the table. Returns how many sessions it unbound.
+   */
+  unbindPod (pod: number): number {
+    if (!Number.isInteger(pod) || pod < 0 || pod > 0x7FFFFFFF) throw new RangeError(`pod must be an integer in [0, 2^31), got ${pod}`);
+    return this.#unbindPod(this.#base, pod) >>> 0;
   }
 
   #decode (p: number): SessionRecord {

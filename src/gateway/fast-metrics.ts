@@ -57,12 +57,15 @@ interface MetricOptions {
 }
 
 /** What both metric kinds share: series kept by label values, registration, reset and prom-client's get(). */
-abstract class SeriesMetric<S> {
+abstract class SeriesMetric<S extends { readonly labels: Record<string, string> }> {
   readonly name: string;
   readonly help: string;
   readonly aggregator = 'sum';
   readonly labelNames: readonly string[];
-  /** Series by label values joined with NUL; bounded by what labels them (policies, routes, statuses, backend ids from the config). */
+  /**
+   * Series by label values joined with NUL; bounded by what labels them (policies, routes, statuses, backend ids:
+   * a backend that leaves has its series deleted, removeWhere).
+   */
   protected readonly series = new Map<string, S>();
   readonly #create: (labels: Record<string, string>) => S;
 
@@ -87,6 +90,22 @@ abstract class SeriesMetric<S> {
   reset (): void {
     this.series.clear();
     if (this.labelNames.length === 0) this.labels();
+  }
+
+  /**
+   * Deletes every series whose label `name` is `value` (a backend that left: its series go from the export).
+   * A series object kept by a caller still counts, but is no longer exported; labels() makes a new one.
+   * Returns how many series it deleted.
+   */
+  removeWhere (name: string, value: string): number {
+    let n = 0;
+    for (const [key, s] of this.series) {
+      if (s.labels[name] === value) {
+        this.series.delete(key);
+        n++;
+      }
+    }
+    return n;
   }
 
   /** What prom-client's Registry reads to export a metric. */

@@ -26,11 +26,48 @@ export class GatewayMetrics {
 
   readonly #backends = new Map<string, BackendSeries>();
 
-  /** The series labelled with one backend, made once per backend id (ids come from the config: bounded). */
+  /**
+   * The series labelled with one backend, made once per backend id. Bounded by the backends present: one that
+   * leaves has its series deleted (removeBackend).
+   */
   backend (id: string): BackendSeries {
     let s = this.#backends.get(id);
     if (!s) this.#backends.set(id, s = new BackendSeries(this, id));
     return s;
+  }
+
+  /**
+   * A backend left for good: deletes its series from every metric of the registry with a `backend` label, so a
+   * fleet that rolls pods through does not grow /metrics forever. A BackendSeries still held records into
+   * series no longer exported; backend(id) makes new ones if the id comes back. Metrics rebuilt from a source
+   * on every scrape (the ear_kv_* series, from the kv-events thread's stats) come back while the source lists
+   * the id: have the kv-events thread forget it too (KvEventsThread.forget). Returns the series deleted.
+   */
+  async removeBackend (id: string): Promise<number> {
+    this.#backends.delete(id);
+    let n = 0;
+    for (const m of this.registry.getMetricsAsArray() as unknown[]) {
+      if (m instanceof FastCounter || m instanceof FastHistogram) {
+        if (m.labelNames.includes('backend')) n += m.removeWhere('backend', id);
+        continue;
+      }
+      // A prom-client metric: its label sets are found through get(), its public read.
+      const pm = m as { labelNames?: readonly string[]; get (): Promise<{ values: Array<{ labels: Record<string, string | number> }> }>; remove (labels: Record<string, string | number>): void };
+      const names = pm.labelNames ?? [];
+      if (!names.includes('backend')) continue;
+      const seen = new Set<string>();
+      for (const v of (await pm.get()).values) {
+        if (v.labels.backend !== id) continue;
+        // Only the metric's own labels (a histogram's lines add `le`): one removal per label set.
+        const labels = Object.fromEntries(names.flatMap((k) => v.labels[k] === undefined ? [] : [[k, v.labels[k]]]));
+        const key = JSON.stringify(labels);
+        if (seen.has(key)) continue;
+        seen.add(key);
+        pm.remove(labels);
+        n++;
+      }
+    }
+    return n;
   }
 
   async text (): Promise<string> {
@@ -148,13 +185,21 @@ export function registerKvEventMetrics (registry: Registry, read: () => Promise<
       if (s.applyLagP99Ms !== null) this.set({ quantile: '0.99' }, s.applyLagP99Ms / 1000);
     }
   });
-  new Counter({
-    name: 'ear_kv_backends_purged_total', help: 'Backends whose KV-event entries were purged (removed, drained or down).', registers: [registry],
-    async collect () {
-      const s = await fetch();
-      if (!s) return;
-      this.reset();
-      this.inc(s.purged);
-    }
-  });
+  const totals: Array<[keyof KvThreadStats, string, string]> = [
+    ['purged', 'ear_kv_backends_purged_total', 'Backends whose KV-event entries were purged (removed, drained or down).'],
+    ['purgedPods', 'ear_kv_pod_rows_purged_total', 'Released pod rows whose every index entry was purged.'],
+    ['stale', 'ear_kv_stale_ops_total', 'Record ops dropped because their pod row was released after they were decided (old lease).'],
+    ['retiredDropped', 'ear_kv_retired_backends_dropped_total', 'Departed backends whose counters were dropped at the bound (oldest first).']
+  ];
+  for (const [field, name, help] of totals) {
+    new Counter({
+      name, help, registers: [registry],
+      async collect () {
+        const s = await fetch();
+        if (!s) return;
+        this.reset();
+        this.inc(Number(s[field]));
+      }
+    });
+  }
 }

@@ -12,13 +12,20 @@ export interface FeederOptions {
 }
 
 export interface FeederStats {
+  /** Ring ops applied to the index. */
   applied: number;
+  /** Ring ops dropped because their lease was not their pod row's lease any more (the backend had left). */
+  stale: number;
+  /** Assumed entries aged out. */
   expired: number;
+  /** forgetPod ops applied. */
   forgotten: number;
+  /** Rows purged (every entry of the pod, in every kind) after their backend left. */
+  purgedPods: number;
 }
 
 export class IndexFeeder {
-  readonly stats: FeederStats = { applied: 0, expired: 0, forgotten: 0 };
+  readonly stats: FeederStats = { applied: 0, stale: 0, expired: 0, forgotten: 0, purgedPods: 0 };
   readonly #w: PrefixIndexWriter;
   readonly #ring: RingConsumer;
   readonly #opts: FeederOptions;
@@ -36,14 +43,30 @@ export class IndexFeeder {
   }
 
   /**
-   * Applies up to `limit` ring ops in one kernel call (assumed: add the pod; touch: refresh a key the index still
-   * has; forgetPod: clear the pod); returns how many were applied.
+   * Takes up to `limit` ring ops in one kernel call and applies those stamped with their pod row's lease now
+   * (assumed: add the pod; touch: refresh a key the index still has; forgetPod: clear the pod); the others are
+   * dropped and counted in `stale`. Returns how many ops it took off the ring.
    */
   pump (limit = 1 << 16): number {
-    const { applied, forgotten } = this.#w.applyRing(this.#ring, limit);
+    const { taken, applied, stale, forgotten } = this.#w.applyRing(this.#ring, limit);
     this.stats.applied += applied;
+    this.stats.stale += stale;
     this.stats.forgotten += forgotten;
-    return applied;
+    return taken;
+  }
+
+  /**
+   * Purges a released row: every entry of `pod` in every kind (assumed, confirmed, offloaded). Call it once the
+   * row's lease was bumped (PodTable.release) and nothing else writes this pod's entries any more (its KV-event
+   * stream is no longer followed and its EventApplier is gone): the ring is drained first, so an op pushed
+   * before the call is applied and purged, or dropped as stale; one that comes later is dropped as stale.
+   * Returns how many keys it changed. The index's writer thread only.
+   */
+  purgePod (pod: number): number {
+    this.pump(Infinity);
+    const changed = this.#w.clearPod(pod, this.#w.mask.all);
+    this.stats.purgedPods++;
+    return changed;
   }
 
   /** Ages out one slice of assumed entries. */

@@ -30,6 +30,8 @@ export interface KvThreadOptions {
   blockSize?: number;
   /** Engine-hash mappings kept per backend (default 262 144). */
   maxMappedBlocks?: number;
+  /** Departed backend ids whose counters are kept, the most recently departed (default 1024). */
+  maxRetiredBackends?: number;
   /** Subscriber knobs (tests shorten the timeouts). */
   subscriber?: Pick<KvSubscriberOptions, 'replayTimeoutMs' | 'reconnectMinMs' | 'reconnectMaxMs' | 'receiveHighWaterMark'>;
 }
@@ -52,13 +54,24 @@ export interface KvThreadStats extends FeederStats {
   /** Event ts → applied, over the last batches applied (any backend), ms; null before any. */
   applyLagP50Ms: number | null;
   applyLagP99Ms: number | null;
-  /** Backends purged because they left the list. */
+  /** Backends purged because they left the list (or their row was released while followed). */
   purged: number;
+  /** Departed backends' counters dropped at maxRetiredBackends (the oldest departures first). */
+  retiredDropped: number;
 }
 
 export interface KvEventsThread {
   /** Follows exactly these backends (others are closed and purged); resolves once the thread has applied it. */
   setBackends (backends: readonly KvBackendSpec[], assumedTtlMs?: number): Promise<void>;
+  /**
+   * Purges a released row: the thread stops following the backend at `index` if it still does, drains the
+   * ring, and clears the pod from every index entry in every kind (assumed, confirmed, offloaded). Call it after
+   * PodTable.release(index) moved the row's lease, so no op of the old lease can land after the purge; leave the
+   * backend out of later setBackends lists. Resolves, with the keys the purge changed, once the purge is done.
+   */
+  purgePod (index: number): Promise<number>;
+  /** Drops the counters kept for a backend id that left for good (its ear_kv_* series go); false if none or still followed. */
+  forget (backendId: string): Promise<boolean>;
   stats (): Promise<KvThreadStats>;
   stop (): Promise<KvThreadStats>;
 }
@@ -69,16 +82,18 @@ export function startKvEventsThread (shared: SharedRegion, opts: KvThreadOptions
     assumedTtlMs: opts.assumedTtlMs,
     blockSize: opts.blockSize ?? 16,
     maxMappedBlocks: opts.maxMappedBlocks ?? 1 << 18,
+    maxRetiredBackends: opts.maxRetiredBackends ?? 1024,
     subscriber: opts.subscriber ?? {}
   };
   const worker = new Worker(URL_, { workerData: data });
   let nextId = 0;
   let failed: Error | null = null;
   const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
-  worker.on('message', (m: { id: number; value: unknown }) => {
+  worker.on('message', (m: { id: number; value?: unknown; error?: string }) => {
     const w = waiting.get(m.id);
     waiting.delete(m.id);
-    w?.resolve(m.value);
+    if (m.error !== undefined) w?.reject(new RangeError(m.error));
+    else w?.resolve(m.value);
   });
   const fail = (err: Error): void => {
     failed = err;
@@ -97,6 +112,8 @@ export function startKvEventsThread (shared: SharedRegion, opts: KvThreadOptions
   let stopping: Promise<KvThreadStats> | null = null;
   return {
     setBackends: (backends, assumedTtlMs) => ask<void>({ type: 'backends', backends, assumedTtlMs }),
+    purgePod: (index) => ask<number>({ type: 'purge', index }),
+    forget: (backendId) => ask<boolean>({ type: 'forget', backendId }),
     stats: () => ask<KvThreadStats>({ type: 'stats' }),
     stop () {
       stopping ??= (async () => {

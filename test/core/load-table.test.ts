@@ -33,3 +33,22 @@ test('pod ids out of range and a KV usage outside [0, 1] are refused', () => {
   assert.equal(region.fn<(...a: number[]) => number>('loadAddInFlight')(base, 4, 1), -1);
   assert.ok(Number.isNaN(region.fn<(...a: number[]) => number>('loadGetF64')(base, 4, region.const('LOAD_F_KV_USAGE'))));
 });
+
+test('resetRow puts a released row back as the table started, and only that row', () => {
+  const { region } = smallRegion({ pods: 4 });
+  const load = new LoadTable(region);
+  const fresh = load.get(2);
+  for (const pod of [1, 2]) {
+    load.addInFlight(pod, 5);
+    load.addPendingPrefill(pod, 900);
+    load.countDecision(pod);
+    load.setEngine(pod, { running: 3, waiting: 1, kvUsage: 0.5, time: 77 });
+  }
+  const other = load.get(1);
+  load.resetRow(2);
+  assert.deepEqual(load.get(2), fresh);
+  assert.deepEqual(load.get(2), { inFlight: 0, pendingPrefill: 0, decisions: 0, running: 0, waiting: 0, kvUsage: 0, lastScrape: -Infinity });
+  assert.deepEqual(load.get(1), other);
+  assert.throws(() => load.resetRow(4), RangeError);
+  assert.equal(region.fn<(...a: number[]) => number>('loadResetRow')(region.base('TABLE_LOAD'), 4), -1);
+});

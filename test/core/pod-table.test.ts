@@ -11,7 +11,7 @@ test('pods are set, read back whole, change state, and every change moves the ge
   assert.equal(pods.state(0), undefined);
   const g0 = pods.generation;
   pods.set(2, { state: 'ready', role: 'prefill', blockSize: 16, kvBlocks: 40_000, model: 3 });
-  assert.deepEqual(pods.get(2), { state: 'ready', role: 'prefill', blockSize: 16, kvBlocks: 40_000, model: 3, generation: 1 });
+  assert.deepEqual(pods.get(2), { state: 'ready', role: 'prefill', blockSize: 16, kvBlocks: 40_000, model: 3, generation: 1, lease: 0 });
   pods.setState(2, 'draining');
   assert.equal(pods.state(2), 'draining');
   assert.equal(pods.get(2)!.generation, 2);
@@ -37,4 +37,33 @@ test('pod ids out of range and unknown states are refused without a change', () 
   assert.equal(region.fn<(...a: number[]) => number>('podsSet')(base, 4, 1, 0, 16, 1, 0), -1);
   assert.equal(region.fn<(...a: number[]) => number>('podsSet')(base, 0, 9, 0, 16, 1, 0), -1);
   assert.equal(pods.generation, g);
+});
+
+test('release ends a row\'s lease: absent, fields zero, lease bumped; set and setState never move it', () => {
+  const { region } = smallRegion({ pods: 4 });
+  const pods = new PodTable(region);
+  assert.equal(pods.lease(1), 0);
+  pods.set(1, { state: 'ready', role: 'decode', blockSize: 16, kvBlocks: 100, model: 2 });
+  pods.setState(1, 'down');
+  pods.remove(1);
+  assert.equal(pods.lease(1), 0, 'down, absent and back: the same backend keeps its lease');
+  pods.set(1, { state: 'ready', role: 'decode', blockSize: 16, kvBlocks: 100, model: 2 });
+  const g = pods.generation;
+  assert.equal(pods.release(1), 1);
+  assert.equal(pods.get(1), undefined);
+  assert.equal(pods.state(1), undefined);
+  assert.equal(pods.generation, g + 1, 'a release is a change like any other');
+  pods.set(1, { state: 'ready', role: 'both', blockSize: 32, kvBlocks: 7, model: 0 });
+  assert.deepEqual(pods.get(1), { state: 'ready', role: 'both', blockSize: 32, kvBlocks: 7, model: 0, generation: 6, lease: 1 });
+  assert.equal(pods.release(1), 2);
+  assert.equal(pods.release(1), 3, 'releasing an absent row still moves its lease');
+  assert.equal(pods.lease(0), 0, 'other rows untouched');
+  assert.throws(() => pods.release(4), RangeError);
+  assert.throws(() => pods.lease(-1), RangeError);
+  // The kernel refuses out-of-range rows on its own, and reads their lease as 0.
+  const base = region.base('TABLE_PODS');
+  assert.equal(region.fn<(...a: number[]) => number>('podsRelease')(base, 4), -1);
+  assert.equal(region.fn<(...a: number[]) => number>('podsLease')(base, 4), 0);
+  // The lease sits in the row's last word, which podsGet's copy includes.
+  assert.equal(region.const('PODS_F_LEASE') + 4, region.const('PODS_RECORD_BYTES'));
 });

@@ -4,6 +4,7 @@ import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
 import { RingConsumer, RingProducer, opTime, type RingOp } from '../../src/core/ring.js';
 import { ReferenceRing } from '../../src/core/reference/ring.js';
+import { PodTable } from '../../src/core/pod-table.js';
 import { smallRegion } from './fixtures/small-region.js';
 
 const u64 = fc.bigInt({ min: 0n, max: (1n << 64n) - 1n });
@@ -11,12 +12,12 @@ const timeBits = (t: number) => new BigUint64Array(new Float64Array([t]).buffer)
 
 type Op =
   | { t: 'push'; op: RingOp }
-  | { t: 'keys'; opcode: number; pod: number; keys: bigint[]; time: number; first: number }
+  | { t: 'keys'; opcode: number; pod: number; keys: bigint[]; time: number; first: number; lease: number }
   | { t: 'pop'; max: number };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  fc.record({ t: fc.constant('push' as const), op: fc.record({ opcode: fc.nat(0xFFFFFFFF), pod: fc.nat(0xFFFFFFFF), key: u64, a: u64, b: u64 }) }),
-  fc.record({ t: fc.constant('keys' as const), opcode: fc.constantFrom(1, 2), pod: fc.nat(255), keys: fc.array(u64, { maxLength: 12 }), time: fc.double({ noNaN: true }), first: fc.nat(1000) }),
+  fc.record({ t: fc.constant('push' as const), op: fc.record({ opcode: fc.nat(0xFFFFFFFF), pod: fc.nat(0xFFFFFFFF), key: u64, a: u64, b: u64, lease: fc.nat(0xFFFFFFFF) }) }),
+  fc.record({ t: fc.constant('keys' as const), opcode: fc.constantFrom(1, 2), pod: fc.nat(255), keys: fc.array(u64, { maxLength: 12 }), time: fc.double({ noNaN: true }), first: fc.nat(1000), lease: fc.nat(0xFFFFFFFF) }),
   fc.record({ t: fc.constant('pop' as const), max: fc.integer({ min: 1, max: 10 }) })
 );
 
@@ -31,9 +32,9 @@ test('ring matches the reference queue on random single-thread sequences (wrap-a
     const ref = new ReferenceRing(8);
     for (const o of ops) {
       if (o.t === 'push') {
-        assert.equal(producer.push(o.op.opcode, o.op.pod, o.op.key, o.op.a, o.op.b), ref.push({ ...o.op }));
+        assert.equal(producer.push(o.op.opcode, o.op.pod, o.op.key, o.op.a, o.op.b, o.op.lease), ref.push({ ...o.op }));
       } else if (o.t === 'keys') {
-        assert.equal(producer.pushKeys(o.opcode, o.pod, o.keys, o.time, o.first), ref.pushKeys(o.opcode, o.pod, o.keys, timeBits(o.time), o.first));
+        assert.equal(producer.pushKeys(o.opcode, o.pod, o.keys, o.time, o.first, o.lease), ref.pushKeys(o.opcode, o.pod, o.keys, timeBits(o.time), o.first, o.lease));
       } else {
         const n = consumer.pop(o.max);
         assert.deepEqual(Array.from({ length: n }, (_, i) => consumer.op(i)), ref.pop(o.max));
@@ -121,4 +122,23 @@ test('three producer threads and one consumer: every op is delivered once or cou
   assert.equal(st.popped, deliveredTotal);
   assert.equal(st.size, 0);
   t.diagnostic(`delivered ${deliveredTotal}, dropped ${droppedTotal}`);
+});
+
+test('an op carries its pod row\'s lease: the one given, or the row\'s lease at the push', () => {
+  const { region } = smallRegion({ recordRingOps: 8, pods: 4 });
+  const p = new RingProducer(region);
+  const c = new RingConsumer(region);
+  const pods = new PodTable(region);
+  const { assumed, forgetPod } = p.layout.opcodes;
+  pods.release(1);
+  pods.release(1);
+  assert.equal(p.lease(1), 2);
+  assert.equal(p.lease(9), 0, 'a row outside the pod table reads 0');
+  p.push(forgetPod, 1, 0n, 0n, 0n);
+  p.push(forgetPod, 1, 0n, 0n, 0n, 7);
+  p.pushKeys(assumed, 1, [5n], 1.5);
+  p.pushKeys(assumed, 1, [6n], 1.5, 0, 0xFFFFFFFF);
+  assert.equal(c.pop(), 4);
+  assert.deepEqual([0, 1, 2, 3].map((i) => c.op(i).lease), [2, 7, 2, 0xFFFFFFFF]);
+  assert.equal(region.const('RING_OP_LEASE') + 8, region.const('RING_OP_BYTES'), 'the lease and the reserved word close the op');
 });

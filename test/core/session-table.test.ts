@@ -16,6 +16,7 @@ type Op =
   | { t: 'update'; k: number; ctx: number; wait: number }
   | { t: 'remove'; k: number }
   | { t: 'expire' }
+  | { t: 'unbind'; pod: number }
   | { t: 'tick'; dt: number };
 
 function opArb (keys: number): fc.Arbitrary<Op> {
@@ -30,6 +31,7 @@ function opArb (keys: number): fc.Arbitrary<Op> {
     fc.record({ t: fc.constant('update' as const), k, ctx: fc.nat(1e6), wait: fc.double({ min: 0, max: 1e3, noNaN: true }) }),
     fc.record({ t: fc.constant('remove' as const), k }),
     fc.constant({ t: 'expire' as const }),
+    fc.record({ t: fc.constant('unbind' as const), pod: fc.integer({ min: 0, max: 5 }) }),
     fc.record({ t: fc.constant('tick' as const), dt: fc.integer({ min: 0, max: 20 }) })
   );
 }
@@ -46,12 +48,17 @@ test('session table matches the reference on random operation sequences (collisi
       fc.array(opArb(nKeys), { minLength: 100, maxLength: 300 }), (keyPool, ops) => {
         fc.pre(new Set(keyPool).size === keyPool.length);
         init(base, capacity);
+        const unbound0 = view.stats().unbound;
         const ref = new ReferenceSessionTable(capacity);
         let now = 0;
         for (const op of ops) {
           if (op.t === 'tick') { now += op.dt; continue; }
           if (op.t === 'expire') {
             assert.equal(view.expire(now, 2 * slots + capacity), ref.expire(now));
+            continue;
+          }
+          if (op.t === 'unbind') {
+            assert.equal(view.unbindPod(op.pod), ref.unbindPod(op.pod));
             continue;
           }
           const key = keyPool[op.k];
@@ -70,6 +77,7 @@ test('session table matches the reference on random operation sequences (collisi
         for (const key of keyPool) assert.deepEqual(view.get(key), ref.get(key));
         assert.equal(view.stats().expired, ref.expired);
         assert.equal(view.stats().evicted, 0);
+        assert.equal(view.stats().unbound - unbound0, ref.unbound);
       }), { numRuns: 150 });
   }
 });
@@ -158,4 +166,30 @@ test('a reader thread never sees a torn record nor misses a present session whil
   assert.equal(r.torn, 0, 'torn records seen');
   assert.equal(r.pinnedMisses, 0, 'a present session was reported absent');
   assert.ok(r.hits > 1000, `reader made progress (${r.hits} hits)`);
+});
+
+test('unbindPod unbinds every session of a released row without counting a migration, and nothing else', () => {
+  const { region } = smallRegion({ sessions: 64 });
+  const s = new SessionTable(region);
+  for (let k = 1n; k <= 40n; k++) {
+    s.upsert(k, 0, 1e9);
+    s.setHost(k, Number(k % 4n), 1);
+  }
+  s.setHost(8n, 1, 5); // 0 → 1: one migration before the release
+  s.addInFlight(12n, 1, 6);
+  const before = s.get(12n)!;
+  assert.equal(s.unbindPod(0), 9, 'keys 4, 12, … 40 but 8');
+  assert.equal(s.unbindPod(0), 0, 'a second sweep finds none');
+  for (let k = 1n; k <= 40n; k++) {
+    const r = s.get(k)!;
+    assert.equal(r.host, k % 4n === 0n && k !== 8n ? -1 : Number(k === 8n ? 1n : k % 4n), `session ${k}`);
+  }
+  assert.deepEqual(s.get(12n), { ...before, host: -1 }, 'every other field kept: in flight, times, migrations');
+  assert.deepEqual([s.get(8n)!.migrations, s.get(8n)!.lastMigration], [1, 5]);
+  // The next pod on the row binds a session anew: from unbound, not a migration either.
+  s.setHost(12n, 0, 9);
+  assert.deepEqual([s.get(12n)!.host, s.get(12n)!.migrations], [0, 0]);
+  assert.equal(s.stats().unbound, 9);
+  assert.equal(s.count, 40);
+  assert.throws(() => s.unbindPod(-1), RangeError);
 });

@@ -15,6 +15,8 @@ export const BLOCK = 16;
 const quiet = pino({ level: 'silent' });
 
 export interface Rig {
+  /** The main thread's handle on the rig's region (the pod table's writer, a ring producer). */
+  region: Region;
   thread: KvEventsThread;
   index: PrefixIndex;
   /** Keys the gateway computes for a completions request with this prompt. */
@@ -44,6 +46,7 @@ export function startRig (): Rig {
     return { deepest, pod: index.counts[pod] };
   };
   return {
+    region,
     thread,
     index,
     keys,

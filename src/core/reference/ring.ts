@@ -1,6 +1,7 @@
 // Plain TypeScript bounded FIFO of ops with the single-thread semantics of asm/ring.ts: capacity rounded up to
-// a power of two, a push on a full ring drops the op and counts it, a bulk push keeps the ops that fit.
-// Test oracle and bench baseline (it is not shared between threads).
+// a power of two, a push on a full ring drops the op and counts it, a bulk push keeps the ops that fit; each op
+// carries its lease. Test oracle and bench baseline (it is not shared between threads). The consumer's lease
+// check (asm/ring-apply.ts) is `applyLeased` below.
 import type { RingOp } from '../ring.js';
 
 export class ReferenceRing {
@@ -31,10 +32,10 @@ export class ReferenceRing {
     return true;
   }
 
-  pushKeys (opcode: number, pod: number, keys: ArrayLike<bigint>, timeBits: bigint, firstPosition = 0): number {
+  pushKeys (opcode: number, pod: number, keys: ArrayLike<bigint>, timeBits: bigint, firstPosition: number, lease: number): number {
     let k = 0;
     for (; k < keys.length && this.size < this.capacity; k++) {
-      this.#cells[this.#tail++ & (this.capacity - 1)] = { opcode, pod, key: keys[k], a: timeBits, b: BigInt(firstPosition + k) };
+      this.#cells[this.#tail++ & (this.capacity - 1)] = { opcode, pod, key: keys[k], a: timeBits, b: BigInt(firstPosition + k), lease };
     }
     this.dropped += keys.length - k;
     return k;
@@ -50,4 +51,15 @@ export class ReferenceRing {
     this.popped += out.length;
     return out;
   }
+}
+
+/**
+ * The consumer's rule (asm/ring-apply.ts): an op is applied only if its lease is its pod row's lease now
+ * (`leaseOf`); the others are dropped. Splits popped ops into the two.
+ */
+export function applyLeased (ops: readonly RingOp[], leaseOf: (pod: number) => number): { applied: RingOp[]; stale: RingOp[] } {
+  const applied: RingOp[] = [];
+  const stale: RingOp[] = [];
+  for (const op of ops) (op.lease === leaseOf(op.pod) ? applied : stale).push(op);
+  return { applied, stale };
 }

@@ -9,6 +9,7 @@ export class ReferenceSessionTable {
   inserted = 0;
   expired = 0;
   evicted = 0;
+  unbound = 0;
   readonly #m = new Map<bigint, SessionRecord>();
 
   constructor (capacity: number) {
@@ -86,6 +87,20 @@ export class ReferenceSessionTable {
 
   remove (key: bigint): boolean {
     return this.#m.delete(key);
+  }
+
+  /** Unbinds every session hosted on `pod` (host −1, not a migration); returns how many. */
+  unbindPod (pod: number): number {
+    if (pod < 0) return 0;
+    let n = 0;
+    for (const r of this.#m.values()) {
+      if (r.host === pod) {
+        r.host = -1;
+        n++;
+      }
+    }
+    this.unbound += n;
+    return n;
   }
 
   /** Removes every session with nothing in flight idle for at least its TTL; returns how many. */

@@ -1,0 +1,83 @@
+// A row's release as the kv-events thread sees it: purgePod stops following the backend's stream and purges
+// every entry of the pod (confirmed from its events, assumed from the ring); ops stamped with the row's old
+// lease are dropped however late they come; the counters of departed backends are bounded.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRegion } from '../../src/core/region.js';
+import { PodTable } from '../../src/core/pod-table.js';
+import { RingProducer } from '../../src/core/ring.js';
+import { startKvEventsThread, type KvBackendSpec } from '../../src/kvevents/kv-events-thread.js';
+import { BLOCK, complete, eventSim, prompt, startRig, until } from './sim-rig.js';
+
+test('purgePod unfollows the backend and purges its confirmed and assumed entries; old-lease ops are dropped', async () => {
+  const rig = startRig();
+  const s = await eventSim(1);
+  try {
+    const pods = new PodTable(rig.region);
+    const ring = new RingProducer(rig.region);
+    const { assumed } = ring.layout.opcodes;
+    pods.set(1, { state: 'ready', role: 'both', blockSize: BLOCK, kvBlocks: 0, model: 0 });
+    await rig.thread.setBackends([s.spec]);
+    const p = prompt(12 * BLOCK + 3, 5);
+    await complete(s.sim, p);
+    await until('the confirmed blocks', () => rig.match(p, 1).pod === 12);
+    const hinted = [101n, 102n, 103n];
+    ring.pushKeys(assumed, 1, hinted, Date.now());
+    await until('the assumed blocks', () => hinted.every((k) => rig.index.lookup(k)?.includes(1)));
+    // The row is released: lease first (0 → 1), then the purge.
+    assert.equal(pods.release(1), 1);
+    ring.pushKeys(assumed, 1, [104n], Date.now(), 0, 0); // decided before the release, pushed after it
+    const changed = await rig.thread.purgePod(1);
+    // The confirmed entries went as the stream was dropped (its applier clears them); the sweep took the assumed.
+    assert.equal(changed, 3);
+    assert.equal(rig.match(p, 1).deepest, 0, 'confirmed entries gone');
+    for (const k of [...hinted, 104n]) assert.equal(rig.index.lookup(k), null, 'assumed entries gone');
+    assert.equal(rig.index.stats().size, 0);
+    let st = await rig.thread.stats();
+    assert.deepEqual([st.stale, st.purgedPods, st.purged], [1, 1, 1]);
+    assert.equal(st.backends.find((b) => b.id === s.spec.id)?.active, false, 'no longer followed');
+    // The engine keeps storing blocks: nothing of it reaches the index any more.
+    await complete(s.sim, prompt(8 * BLOCK, 6));
+    // A late op of the old lease after the purge is dropped; the row's next backend (lease 1) records as usual.
+    ring.pushKeys(assumed, 1, [105n], Date.now(), 0, 0);
+    ring.pushKeys(assumed, 1, [106n], Date.now());
+    await until('the next backend\'s op', () => rig.index.lookup(106n) !== null);
+    assert.equal(rig.index.lookup(105n), null);
+    st = await rig.thread.stats();
+    assert.equal(st.stale, 2);
+    assert.equal(rig.index.stats().size, 1);
+    await assert.rejects(rig.thread.purgePod(256), RangeError);
+    await assert.rejects(rig.thread.purgePod(-1), RangeError);
+    assert.equal((await rig.thread.stats()).purgedPods, 1, 'the thread answered the bad rows and kept going');
+  } finally {
+    await rig.close();
+    await s.sim.close();
+  }
+});
+
+test('the counters of departed backends are bounded: the most recent are kept, the rest counted; forget drops one', async () => {
+  const shared = createRegion({ prefixIndexKeys: 1 << 10, sessions: 16, heapJobs: 16, recordRingOps: 64, pods: 8, scratchSlots: 4, scratchBytes: 1 << 16 });
+  const thread = startKvEventsThread(shared, { assumedTtlMs: 1000, maxRetiredBackends: 2, subscriber: { reconnectMinMs: 50, reconnectMaxMs: 200 } });
+  try {
+    // Nothing listens there: ZMQ connects lazily, so each is followed (and never hears a thing).
+    const spec = (i: number): KvBackendSpec => ({ index: i, id: `b${i}`, model: 'm', kvEvents: `tcp://127.0.0.1:${9 + i}`, replay: null, topic: '' });
+    await thread.setBackends([0, 1, 2, 3, 4].map(spec));
+    assert.equal((await thread.stats()).backends.length, 5);
+    await thread.setBackends([]);
+    let st = await thread.stats();
+    assert.deepEqual(st.backends.map((b) => b.id).sort(), ['b3', 'b4']);
+    assert.equal(st.retiredDropped, 3);
+    // A departure refreshes an id: b0 comes back and leaves again, and b3 is now the oldest.
+    await thread.setBackends([spec(0)]);
+    assert.equal(await thread.forget('b0'), false, 'a followed backend keeps its counters');
+    await thread.setBackends([]);
+    st = await thread.stats();
+    assert.deepEqual(st.backends.map((b) => b.id).sort(), ['b0', 'b4']);
+    assert.equal(st.retiredDropped, 4);
+    assert.equal(await thread.forget('b4'), true);
+    assert.equal(await thread.forget('b4'), false);
+    assert.deepEqual((await thread.stats()).backends.map((b) => b.id), ['b0']);
+  } finally {
+    await thread.stop();
+  }
+});
