@@ -29,7 +29,7 @@ const region = createAndAttach({ prefixIndexKeys: 1 << 18, sessions: 4096, heapJ
 const hasher = new BlockHasher(region);
 const index = new PrefixIndexWriter(region);
 const host = new RoutingHost(region, { policy: createPolicy('prefix-cache'), blockSize: BLOCK, sessionTtlMs: 60_000, random: () => 0.5 });
-for (let i = 0; i < 8; i++) host.setPod(i, { id: `p${i}`, role: 'both', models: new Set(['m']), state: 'ready' });
+for (let i = 0; i < 8; i++) host.addPod({ id: `p${i}`, role: 'both', models: new Set(['m']), state: 'ready' });
 const NONE = new Set<number>();
 const keyArea = region.claimScratch();
 

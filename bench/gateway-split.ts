@@ -62,7 +62,9 @@ console.log(ctx.sessions.stats());
 // The main thread's part, against an index that holds the prompt (as after its first request).
 const kv = startKvEventsThread(shared, { assumedTtlMs: 20 * 60_000, blockSize: BLOCK, maxMappedBlocks: 1 << 20 });
 const backend = { index: 0, id: 'up', config: { role: 'both' }, models: new Set([BENCH_MODEL]), serves: () => true, draining: false, health: 'healthy' } as unknown as Backend;
-const routing = new TableRouting(region, [backend], createPolicy('sticky'), { blockSize: BLOCK, sessionTtlMs: 30 * 60_000 });
+const routing = new TableRouting(region, createPolicy('sticky'), { blockSize: BLOCK, sessionTtlMs: 30 * 60_000 });
+routing.admit('up');
+routing.backendChanged(backend, 0);
 const input: RoutingInput = { model: BENCH_MODEL, sessionId: null, parentSessionId: null, promptTokens: ids.length, blockKeys: keys, maxTokens: 32 };
 const first = routing.route(input, new Set(), Date.now());
 routing.started(first, input, Date.now());

@@ -12,6 +12,7 @@
 import type { KeySpan } from './block-keys.js';
 import { LoadTable } from './load-table.js';
 import { PodTable, type PodRole, type PodState } from './pod-table.js';
+import { PodRows } from './pod-rows.js';
 import { NoCandidateError, type Policy, type PodView } from './policy.js';
 import { PrefixIndex } from './prefix-index.js';
 import type { Region } from './region.js';
@@ -109,7 +110,9 @@ interface HostPod {
 class HostPlacement implements Placement {
   sawFirstToken = false;
   dispatchedAt = 0;
-  constructor (readonly routed: Routed, readonly request: RouteRequest, readonly keys: BigUint64Array, readonly decidedAt: number, readonly attempt: number) {}
+  constructor (readonly routed: Routed, readonly request: RouteRequest, readonly keys: BigUint64Array, readonly decidedAt: number, readonly attempt: number,
+    /** The pod row's lease when decided: a row released and leased again since is another pod's. */
+    readonly lease: number) {}
   get pod (): number { return this.routed.pod; }
   get reason (): string { return this.routed.reason; }
   get matchedBlocks (): number { return this.routed.matchedBlocks; }
@@ -122,6 +125,8 @@ export class RoutingHost {
   readonly pods: PodTable;
   readonly index: PrefixIndex;
   readonly ring: RingProducer;
+  /** Which pod holds which row, and the rows being released (ARCHITECTURE.md "Pod rows"). */
+  readonly rows: PodRows;
   readonly blockSize: number;
   readonly #router: Router;
   readonly #keys: SessionKeys;
@@ -154,13 +159,14 @@ export class RoutingHost {
     this.pods = new PodTable(region);
     this.index = new PrefixIndex(region);
     this.ring = new RingProducer(region);
+    this.rows = new PodRows(this.pods);
     this.#expiryBudget = opts.sessionExpiryBudget ?? 8;
     this.#random = opts.random ?? Math.random;
     const assumed = this.ring.layout.opcodes.assumed;
     this.#router = new Router({ index: this.index, load: this.load, sessions: this.sessions }, opts.policy, {
       sessionTtlMs: opts.sessionTtlMs,
       // The index's writer applies these; a full ring drops them and counts it (a missed hint, never an error).
-      record: (pod, keys, now) => { this.ring.pushKeysAt(assumed, pod, keys.ptr, keys.count, now); }
+      record: (pod, keys, now) => { this.ring.pushKeysAt(assumed, pod, keys.ptr, keys.count, now, 0, this.rows.lease(pod)); }
     });
   }
 
@@ -172,9 +178,19 @@ export class RoutingHost {
     return this.#keys.key(sessionId);
   }
 
-  /** Adds a pod at `row` or changes it (health, draining, role, models). */
+  /**
+   * A pod joins: it leases the lowest free row (its index in every table and in policies' views) and is set
+   * as `spec` says. Throws PodRowsFullError when every row is leased or still being released.
+   */
+  addPod (spec: PodSpec): number {
+    const row = this.rows.acquire(spec.id);
+    this.setPod(row, spec);
+    return row;
+  }
+
+  /** Changes a pod (health, draining, role, models). */
   setPod (row: number, spec: PodSpec): void {
-    if (!Number.isInteger(row) || row < 0 || row >= this.pods.capacity) throw new RangeError(`pod ${spec.id}: row ${row} is outside the pod table's ${this.pods.capacity} rows`);
+    if (this.rows.occupant(row) !== spec.id) throw new RangeError(`pod ${spec.id}: row ${row} is not its row (held by ${this.rows.occupant(row) ?? 'no pod'})`);
     const old = this.#pods[row];
     const engineBlocks = old?.engineBlocks ?? 0;
     const kv = engineBlocks > 0 ? engineBlocks : spec.kvCapacityBlocks ?? 0;
@@ -187,8 +203,39 @@ export class RoutingHost {
     if (spec.state !== 'ready' && prev?.state === 'ready') this.ring.push(this.ring.layout.opcodes.forgetPod, row, 0n, 0n, 0n);
   }
 
+  /**
+   * The pod leaves: nothing new is routed to it, and the sessions bound to it are unbound now (not counted
+   * as migrations), so a turn that arrives while it drains is placed as a new session would be.
+   */
+  retirePod (row: number): void {
+    const p = this.#pods[row];
+    if (p === undefined) throw new RangeError(`no pod on row ${row}`);
+    if (p.spec.state !== 'draining') this.setPod(row, { ...p.spec, state: 'draining' });
+    this.rows.retire(row);
+    this.sessions.unbindPod(row);
+  }
+
+  /**
+   * The retired pod has nothing in flight: its lease moves on (from here every ring op stamped with the old
+   * one is dropped), its load row is zeroed, and it leaves the views. The adapter then has the index's writer
+   * purge the row and calls podPurged.
+   */
+  releasePod (row: number): void {
+    if (this.rows.state(row) !== 'releasing') throw new RangeError(`row ${row} is not retired`);
+    this.pods.release(row);
+    this.load.resetRow(row);
+    this.#pods[row] = undefined;
+    this.#candidates.clear();
+  }
+
+  /** The index holds nothing of the released row any more: it is free for the next pod. */
+  podPurged (row: number): void {
+    this.rows.release(row);
+  }
+
   /** An engine's own figures, as of `now` (the time of the scrape that read them). */
   engineLoad (row: number, r: EngineReport, now: number): void {
+    if (this.#pods[row] === undefined) return; // a scrape that raced the pod's release
     this.load.setEngine(row, { running: r.running, waiting: r.waiting, kvUsage: r.kvUsage, time: now });
     const p = this.#pods[row];
     const blocks = r.numGpuBlocks ?? 0;
@@ -251,7 +298,7 @@ export class RoutingHost {
     };
     const routed = this.#router.route(request, candidates, now, this.#random(), attempt > 0);
     if (this.#expiryBudget > 0) this.sessions.expire(now, this.#expiryBudget);
-    const p = new HostPlacement(routed, request, req.blockKeys, now, attempt);
+    const p = new HostPlacement(routed, request, req.blockKeys, now, attempt, this.rows.lease(routed.pod));
     this.#keysOwner = p;
     return p;
   }
@@ -267,18 +314,24 @@ export class RoutingHost {
     this.#router.dispatched(p.routed, p.request, now);
   }
 
+  /** Whether the placement's pod still holds the row it was decided on (else its counters are another pod's). */
+  #current (p: HostPlacement): boolean {
+    return this.pods.lease(p.pod) === p.lease;
+  }
+
   /** The first content token came back: the prompt is computed. Idempotent. */
   firstToken (placement: Placement, _now: number): void {
     const p = placement as HostPlacement;
     if (p.sawFirstToken) return;
     p.sawFirstToken = true;
-    this.#router.firstToken(p.routed);
+    if (this.#current(p)) this.#router.firstToken(p.routed);
   }
 
   /** The request ended, any outcome. Service = time from dispatch to end (the session's attained service). */
   finished (placement: Placement, out: RequestOutcome | null, now: number): void {
     const p = placement as HostPlacement;
     const contextTokens = out !== null && out.promptTokens !== null ? out.promptTokens + (out.completionTokens ?? 0) : null;
+    if (!this.#current(p)) return;
     this.#router.finished(p.routed, p.request, { sawFirstToken: p.sawFirstToken, contextTokens, serviceMs: now - p.dispatchedAt }, now);
   }
 

@@ -19,6 +19,8 @@ export class Backend {
   lastScrape = 0;
   /** Requests this gateway has in flight on it (a draining backend closes when this reaches 0). */
   inFlight = 0;
+  /** Drained and closed: its pod row is released (or being released) for another backend. */
+  gone = false;
 
   constructor (readonly index: number, readonly config: BackendConfig, gw: Readonly<GatewayConfig>) {
     this.pool = new UpstreamPool(config.url, {

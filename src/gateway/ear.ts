@@ -81,7 +81,15 @@ export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
       config,
       state: (backends) => {
         list = backends;
-        routing = new TableRouting(region, backends, policy, { blockSize: config.blockSize, sessionTtlMs: config.sessionIdleMs, onBackendChanged: sync });
+        routing = new TableRouting(region, policy, {
+          blockSize: config.blockSize, sessionTtlMs: config.sessionIdleMs, onBackendChanged: sync,
+          // After the list change that stops its stream, on the same chain.
+          purgeRow: (row) => {
+            const purged = synced.then(() => k.purgePod(row));
+            synced = purged.then(() => {}, () => {});
+            return purged;
+          }
+        });
         return routing;
       },
       features: featureSource(region, config, p),

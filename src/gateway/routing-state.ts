@@ -43,6 +43,12 @@ export interface RoutingState {
   session (sessionId: string): Record<string, unknown> | null;
   /** Table sizes and what their bounds dropped, for /metrics. */
   tableStats (): Array<{ table: string; entries: number; dropped: number }>;
+  /** A pod row for a new backend (its `index`); throws PodRowsFullError when every row is in use. */
+  admit (id: string): number;
+  /** The backend leaves (reload, discovery): nothing new goes to it, its sessions are unbound. */
+  retire (b: Backend): void;
+  /** The retired backend has nothing in flight: its row is purged and freed for the next backend. */
+  release (b: Backend): Promise<void>;
   /** A backend's health, role or draining state changed, or a backend was added. */
   backendChanged (b: Backend, now: number): void;
   /** A backend's engine reported its load (/metrics). */

@@ -22,6 +22,7 @@ export type FeatureFn = (endpoint: Endpoint, body: Buffer, sessionId: string | n
 
 export interface GatewayDeps {
   config: Readonly<GatewayConfig>;
+  /** The routing state over `backends`: the gateway's live list, which it fills (and changes on reloads) afterwards. */
   state: (backends: readonly Backend[]) => RoutingState;
   features: FeatureFn;
   /** Time source in ms (performance.now by default). */
@@ -36,7 +37,8 @@ export interface Gateway {
   checkHealth (): Promise<void>;
   /**
    * Applies a new backend list without dropping requests: new ids are added (and probed), ids that are gone, or
-   * whose URL changed, drain (no new requests) and close once their requests end. Other settings need a restart.
+   * whose URL changed, drain (no new requests) and close once their requests end, and their pod rows are
+   * purged and reused. Reloads apply one after another. Other settings need a restart.
    */
   reload (config: Readonly<GatewayConfig>): Promise<void>;
   /** Stops accepting, lets in-flight requests finish (up to drainTimeoutMs), then closes everything. */
@@ -77,9 +79,15 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const now = deps.now ?? (() => performance.now());
   const metrics = new GatewayMetrics();
   const decisionSeconds = metrics.decisionSeconds.labels(config.policy);
-  // Append-only: a backend's index is its row in the shared pod and load tables for the life of the process.
-  const backends: Backend[] = config.backends.map((b, i) => new Backend(i, b, config));
+  // The live backends (draining ones until their requests end). A backend's index is the pod row it leases in
+  // the shared tables: a row is released when its backend has gone, and reused by a later one.
+  const backends: Backend[] = [];
   const state = deps.state(backends);
+  for (const c of config.backends) {
+    const b = new Backend(state.admit(c.id), c, config);
+    backends.push(b);
+    state.backendChanged(b, 0);
+  }
   let draining = false;
   let inFlight = 0;
   let idle: (() => void) | null = null;
@@ -170,7 +178,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
           }
         }));
       } finally {
-        if (--b.inFlight === 0 && b.draining) void b.pool.close().catch(() => {});
+        if (--b.inFlight === 0 && b.draining) void leave(b);
       }
       const tEnd = now();
       const usage = observer?.usage ?? null;
@@ -267,9 +275,20 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       if (b.engineLoad && b.lastScrape > 0) state.engineLoad(b, b.engineLoad, b.lastScrape);
     }));
   }
-  async function reload (next: Readonly<GatewayConfig>): Promise<void> {
+  /** A drained backend goes: its connections close, it leaves the list, and its pod row is purged and freed. */
+  async function leave (b: Backend): Promise<void> {
+    if (b.gone) return;
+    b.gone = true;
+    const i = backends.indexOf(b);
+    if (i >= 0) backends.splice(i, 1);
+    await b.pool.close().catch(() => {});
+    await state.release(b);
+    // Its series go too, unless a backend of the same id (a changed URL) took its place.
+    if (!backends.some((x) => x.id === b.id)) await metrics.removeBackend(b.id);
+  }
+  async function applyReload (next: Readonly<GatewayConfig>): Promise<void> {
     const wanted = new Map(next.backends.map((c) => [c.id, c]));
-    for (const b of backends) {
+    for (const b of [...backends]) {
       const c = wanted.get(b.id);
       if (b.draining) continue;
       if (c && c.url === b.config.url && c.role === b.config.role && c.kvEvents === b.config.kvEvents && c.replay === b.config.replay && c.kvTopic === b.config.kvTopic && c.kvCapacityBlocks === b.config.kvCapacityBlocks) {
@@ -278,15 +297,22 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       }
       b.draining = true;
       state.backendChanged(b, now());
-      if (b.inFlight === 0) void b.pool.close().catch(() => {});
+      state.retire(b);
+      if (b.inFlight === 0) void leave(b).catch(() => {});
     }
     for (const c of wanted.values()) {
-      const b = new Backend(backends.length, c, config);
+      const b = new Backend(state.admit(c.id), c, config);
       backends.push(b);
       state.backendChanged(b, now());
       await probe(b, config.unhealthyAfter);
       state.backendChanged(b, now());
     }
+  }
+  let reloads: Promise<void> = Promise.resolve();
+  function reload (next: Readonly<GatewayConfig>): Promise<void> {
+    const r = reloads.then(() => applyReload(next));
+    reloads = r.catch(() => {});
+    return r;
   }
   await checkHealth();
   // The engines' figures (load, KV capacity) from the start, not one interval later.

@@ -23,6 +23,12 @@ export interface TableRoutingOptions {
   random?: () => number;
   /** Called after every backendChanged (health probe, reload), e.g. to tell the kv-events thread which engines to follow. */
   onBackendChanged?: (b: Backend) => void;
+  /**
+   * Has the prefix index's writer purge a released row (the kv-events thread: stop following the backend's
+   * events, drain the ring, remove every entry of the row). Without it the row is purged through the ring
+   * (a forgetPod op), which the writer applies in order with the ops before it.
+   */
+  purgeRow?: (row: number) => Promise<unknown>;
 }
 
 export function podState (b: Backend): PodState {
@@ -31,19 +37,39 @@ export function podState (b: Backend): PodState {
 
 export class TableRouting implements RoutingState {
   readonly host: RoutingHost;
-  readonly #backends: readonly Backend[];
+  /** Backends by pod row (leased or releasing). */
+  readonly #byRow: Array<Backend | undefined> = [];
   readonly #onChanged: ((b: Backend) => void) | null;
+  readonly #purgeRow: ((row: number) => Promise<unknown>) | null;
 
-  constructor (region: Region, backends: readonly Backend[], policy: Policy, opts: TableRoutingOptions) {
-    this.#backends = backends;
+  constructor (region: Region, policy: Policy, opts: TableRoutingOptions) {
     this.#onChanged = opts.onBackendChanged ?? null;
+    this.#purgeRow = opts.purgeRow ?? null;
     this.host = new RoutingHost(region, { policy, blockSize: opts.blockSize, sessionTtlMs: opts.sessionTtlMs, sessionExpiryBudget: opts.sessionExpiryBudget, random: opts.random });
-    for (const b of backends) this.backendChanged(b, 0);
+  }
+
+  admit (id: string): number {
+    // The row is set (as down until its first probe) when the backend is built: backendChanged.
+    return this.host.rows.acquire(id);
+  }
+
+  retire (b: Backend): void {
+    this.host.retirePod(b.index);
+    this.#onChanged?.(b);
+  }
+
+  async release (b: Backend): Promise<void> {
+    this.host.releasePod(b.index);
+    this.#byRow[b.index] = undefined;
+    this.#onChanged?.(b);
+    if (this.#purgeRow !== null) await this.#purgeRow(b.index);
+    else this.host.ring.push(this.host.ring.layout.opcodes.forgetPod, b.index, 0n, 0n, 0n, this.host.pods.lease(b.index));
+    this.host.podPurged(b.index);
   }
 
   route (input: RoutingInput, exclude: ReadonlySet<number>, now: number, attempt = 0): Placement {
     const host = this.host.route(input, exclude, now, attempt);
-    const p: TablePlacement = { backend: this.#backends[host.pod], reason: host.reason, expectedPrefill: host.expectedPrefill, decidedAt: now, host };
+    const p: TablePlacement = { backend: this.#byRow[host.pod]!, reason: host.reason, expectedPrefill: host.expectedPrefill, decidedAt: now, host };
     return p;
   }
 
@@ -68,12 +94,14 @@ export class TableRouting implements RoutingState {
   }
 
   backendChanged (b: Backend, _now: number): void {
+    if (b.gone) return; // a probe or scrape that outlived the backend's row
+    this.#byRow[b.index] = b;
     this.host.setPod(b.index, { id: b.id, role: b.config.role, models: b.models, state: podState(b), kvCapacityBlocks: b.config.kvCapacityBlocks ?? 0 });
     this.#onChanged?.(b);
   }
 
   engineLoad (b: Backend, load: EngineLoad, now: number): void {
-    this.host.engineLoad(b.index, load, now);
+    if (!b.gone) this.host.engineLoad(b.index, load, now);
   }
 
   tableStats (): Array<{ table: string; entries: number; dropped: number }> {

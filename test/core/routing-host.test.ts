@@ -15,7 +15,7 @@ function setup (policy: string | Policy, pods = 3, sessionTtlMs = 60_000) {
   const region = createAndAttach({ prefixIndexKeys: 1 << 12, sessions: 256, heapJobs: 16, recordRingOps: 4096, pods: 8, scratchSlots: 12, scratchBytes: 1 << 16 });
   const host = new RoutingHost(region, { policy: typeof policy === 'string' ? createPolicy(policy) : policy, blockSize: 16, sessionTtlMs, random: () => 0.5 });
   const models = new Set([MODEL]);
-  for (let i = 0; i < pods; i++) host.setPod(i, { id: `p${i}`, role: 'both', models, state: 'ready' });
+  for (let i = 0; i < pods; i++) host.addPod({ id: `p${i}`, role: 'both', models, state: 'ready' });
   // The index's writer, as the kv-events thread holds it: it applies the host's ring ops.
   const writer = new PrefixIndexWriter(region);
   const feeder = new IndexFeeder(writer, new RingConsumer(region), { assumedTtlMs: 60_000, expiryBudget: 4096 });

@@ -51,7 +51,8 @@ export class LabRouting {
     this.assumedTtlMs = o.assumedTtlMs ?? (o.kvEvents === 'precise' ? PRECISE_ASSUMED_TTL_MS : APPROXIMATE_ASSUMED_TTL_MS);
     this.feeder = new IndexFeeder(this.writer, new RingConsumer(region), { assumedTtlMs: this.assumedTtlMs, expiryBudget: EXPIRY_BUDGET });
     const models = new Set([o.model]);
-    for (let i = 0; i < o.engines; i++) this.host.setPod(i, { id: `engine-${i}`, role: 'both', models, state: 'ready' });
+    // Engine i leases row i: rows are handed out lowest first.
+    for (let i = 0; i < o.engines; i++) this.host.addPod({ id: `engine-${i}`, role: 'both', models, state: 'ready' });
   }
 
   route (req: HostRequest, now: number): Placement {

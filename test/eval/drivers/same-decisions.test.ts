@@ -85,14 +85,16 @@ function keysOf (hasher: BlockHasher, r: Region, tokens: number[]): BigUint64Arr
 function runGateway (policy: string, steps: Step[]): Decision[] {
   const r = region();
   const config = buildConfig({ blockSize: BLOCK, backends: Array.from({ length: ENGINES }, (_, i) => ({ id: `engine-${i}`, url: `http://127.0.0.1:${9 + i}` })) });
-  const backends = config.backends.map((c, i) => {
-    const b = new Backend(i, c, config);
+  const draws = new Rng(7, 9);
+  const routing = new TableRouting(r, createPolicy(policy), { blockSize: BLOCK, sessionTtlMs: TTL, random: () => draws.next() });
+  // As the server admits its configured backends, then finds them healthy.
+  const backends = config.backends.map((c) => {
+    const b = new Backend(routing.admit(c.id), c, config);
     b.health = 'healthy';
     b.models = new Set([MODEL]);
+    routing.backendChanged(b, 0);
     return b;
   });
-  const draws = new Rng(7, 9);
-  const routing = new TableRouting(r, backends, createPolicy(policy), { blockSize: BLOCK, sessionTtlMs: TTL, random: () => draws.next() });
   // The kv-events thread's part: apply the recorded keys (the gateway's thread does within its 1 ms gather).
   const feeder = new IndexFeeder(new PrefixIndexWriter(r), new RingConsumer(r), { assumedTtlMs: 20 * 60_000, expiryBudget: 4096 });
   const hasher = new BlockHasher(r);
@@ -117,7 +119,7 @@ function runGateway (policy: string, steps: Step[]): Decision[] {
       const l = live.get(s.id)!;
       routing.finished(l.p, l.input, s.ok ? { promptTokens: l.input.promptTokens, completionTokens: s.completion, cachedTokens: 0 } : null, s.ok, now);
     } else {
-      routing.engineLoad(backends[s.engine], { running: s.running, waiting: s.waiting, kvUsage: s.kvUsage }, now);
+      routing.engineLoad(backends[s.engine], { running: s.running, waiting: s.waiting, kvUsage: s.kvUsage, numGpuBlocks: null, blockSize: null }, now);
     }
   }
   return out;
