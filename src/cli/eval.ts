@@ -4,6 +4,7 @@
 import { parseArgs } from 'node:util';
 import { policyNames } from '../core/policies/index.js';
 import { runDes } from '../eval/drivers/des.js';
+import type { KvEventsMode } from '../eval/drivers/lab-routing.js';
 import { runE2e } from '../eval/drivers/e2e.js';
 import { loadWorkload, workloadStats, type Workload } from '../eval/workloads/index.js';
 import { buildResults, describeWorkload, policyTable, Progress, writeReport, type PolicyResult, type Sweep } from '../eval/report/index.js';
@@ -16,7 +17,9 @@ const USAGE = `usage: ear eval [--driver des|e2e] [--workload agentic|claude-cod
 Runs the workload against each policy and writes results.json, report.md and PNG plots to --out.
   --policies    default: every registered policy (${policyNames().join(', ')})
   --duration    agentic: seconds of session arrivals; traces: virtual seconds after which the run stops
-  --set         a workload option (e.g. --set rate=1 --set clients=4), or numGpuBlocks=N for the engines
+  --set         a workload option (e.g. --set rate=1 --set clients=4), numGpuBlocks=N for the engines, or for the
+                des driver's gateway: kvEvents=approximate|precise (the index learns from routing only, or also
+                from the engines' KV events), kvDelayMs=N (their delivery delay), scrapeIntervalMs=N (engine metrics)
   --sweep       one flag over several values: engines, numGpuBlocks, or any workload option (e.g. rate=0.25,0.5,1)
   --time-scale  e2e only: wall seconds per workload second (default 0.1)`;
 
@@ -30,6 +33,9 @@ interface Plan {
   seed: number;
   duration: number | null;
   numGpuBlocks: number | undefined;
+  kvEvents: KvEventsMode;
+  kvDelayMs: number | undefined;
+  scrapeIntervalMs: number | undefined;
   timeScale: number;
   ttftSlo: number;
 }
@@ -61,7 +67,10 @@ async function runOne (p: Plan, w: Workload, policy: string, engines: number, nu
   const until = p.workload === 'agentic' ? undefined : p.duration ?? undefined;
   const onProgress = (t: number): void => progress.update(Math.round(t), until ?? Math.round(t), `${policy} (virtual ${Math.round(t)} s)`);
   if (p.driver === 'des') {
-    return runDes({ workload: w, policy, engines, profile: p.profile, seed: p.seed, numGpuBlocks, until, ttftSlo: p.ttftSlo, onProgress }).summary;
+    return runDes({
+      workload: w, policy, engines, profile: p.profile, seed: p.seed, numGpuBlocks, until, ttftSlo: p.ttftSlo, onProgress,
+      kvEvents: p.kvEvents, kvDelayMs: p.kvDelayMs, scrapeIntervalMs: p.scrapeIntervalMs
+    }).summary;
   }
   return (await runE2e({ workload: w, policy, engines, profile: p.profile, seed: p.seed, timeScale: p.timeScale, until, ttftSlo: p.ttftSlo, onProgress })).summary;
 }
@@ -102,11 +111,20 @@ export async function main (argv: string[]): Promise<number> {
     for (const name of policies) if (!known.includes(name)) throw new UsageError(`unknown policy "${name}"; known: ${known.join(', ')}`);
     const workloadOptions: Record<string, unknown> = {};
     let numGpuBlocks: number | undefined;
+    let kvEvents: KvEventsMode = 'approximate';
+    let kvDelayMs: number | undefined;
+    let scrapeIntervalMs: number | undefined;
     for (const s of values.set ?? []) {
       const [k, v] = keyValue('set', s);
       if (k === 'numGpuBlocks') numGpuBlocks = num('set numGpuBlocks', v, 1, true);
+      else if (k === 'kvEvents') {
+        if (v !== 'approximate' && v !== 'precise') throw new UsageError(`--set kvEvents must be approximate or precise, got "${v}"`);
+        kvEvents = v;
+      } else if (k === 'kvDelayMs') kvDelayMs = num('set kvDelayMs', v, 0);
+      else if (k === 'scrapeIntervalMs') scrapeIntervalMs = num('set scrapeIntervalMs', v, 1);
       else workloadOptions[k] = v;
     }
+    if (values.driver === 'e2e' && kvEvents === 'precise') throw new UsageError('--set kvEvents=precise is for the des driver (the e2e driver\'s engines publish no KV events yet)');
     plan = {
       driver: values.driver,
       workload: values.workload!,
@@ -117,6 +135,9 @@ export async function main (argv: string[]): Promise<number> {
       seed: num('seed', values.seed, 0, true),
       duration: values.duration === undefined ? null : num('duration', values.duration, 1),
       numGpuBlocks,
+      kvEvents,
+      kvDelayMs,
+      scrapeIntervalMs,
       timeScale: num('time-scale', values['time-scale'], 0.001),
       ttftSlo: num('ttft-slo', values['ttft-slo'], 0)
     };
@@ -163,6 +184,7 @@ export async function main (argv: string[]): Promise<number> {
   const config = {
     driver: plan.driver, workload: plan.workload, workloadOptions: w.config, policies: plan.policies, engines: plan.engines,
     profile: plan.profile, seed: plan.seed, duration: plan.duration, numGpuBlocks: plan.numGpuBlocks ?? null,
+    kvEvents: plan.kvEvents, kvDelayMs: plan.kvDelayMs ?? null, scrapeIntervalMs: plan.scrapeIntervalMs ?? null,
     timeScale: plan.driver === 'e2e' ? plan.timeScale : null, ttftSlo: plan.ttftSlo, sweep, command: `ear eval ${argv.join(' ')}`
   };
   const files = await writeReport(out, buildResults({ config, policies: results, sweeps, workload: stats }), { plots });

@@ -8,6 +8,7 @@ import { createPolicy } from '../../core/policies/index.js';
 import { DesHost } from '../../sim/des.js';
 import { DEFAULTS } from '../../gateway/config.js';
 import { LabRouting, type KvEventsMode } from './lab-routing.js';
+import { DesKvEventFeed, type DesKvFeedStats } from './des-kv-events.js';
 import { loadProfile, resolveProfile } from '../../sim/profile.js';
 import type { BlockDigest } from '../../sim/block-hash.js';
 import { ApcBound, MetricsCollector, type MetricsSummary } from '../metrics/index.js';
@@ -30,6 +31,8 @@ export interface DesRunOptions {
   tCool?: number;
   /** Where the index learns from: routing decisions only (default), or also the engines' KV events. */
   kvEvents?: KvEventsMode;
+  /** Precise mode: an engine's KV events reach the index this long after its step (ms of virtual time). */
+  kvDelayMs?: number;
   /** Assumed entries in the index expire after this long (ms); default as the gateway picks it for the mode. */
   assumedTtlMs?: number;
   /** The engines' figures reach the router this often (ms of virtual time, on the 100 ms sampling tick); default the gateway's metricsIntervalMs. */
@@ -40,6 +43,8 @@ export interface DesRunOptions {
 
 export interface DesRunResult {
   summary: MetricsSummary;
+  /** Where the index learned from, and in precise mode what the engines' events brought. */
+  kvEvents: { mode: KvEventsMode; feed: DesKvFeedStats | null };
   wallSeconds: number;
   virtualSeconds: number;
 }
@@ -62,6 +67,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
     policy: createPolicy(o.policy, o.policyConfig ?? {}), engines: o.engines, model: MODEL, blockSize: resolved.blockSize,
     kvEvents: o.kvEvents ?? 'approximate', random: () => des.random(), assumedTtlMs: o.assumedTtlMs
   });
+  const feed = lab.kvEvents === 'precise' ? new DesKvEventFeed({ writer: lab.writer, blockSize: resolved.blockSize, model: MODEL, deliveryDelayMs: o.kvDelayMs }).attach(des) : null;
   const keyHasher = new BlockHasher(region);
   const root = keyHasher.rootSeed(MODEL);
   const scrapeEvery = (o.scrapeIntervalMs ?? DEFAULTS.metricsIntervalMs) / 1000;
@@ -148,5 +154,5 @@ export function runDes (o: DesRunOptions): DesRunResult {
   des.run(o.until ?? Infinity);
 
   const idealRun = replay(w, (sessionId, turn) => isolated.get(requestId(sessionId, turn)) ?? 0);
-  return { summary: metrics.summary({ idealMakespan: idealRun.makespan }), wallSeconds: (performance.now() - wall0) / 1000, virtualSeconds: des.now };
+  return { summary: metrics.summary({ idealMakespan: idealRun.makespan }), kvEvents: { mode: lab.kvEvents, feed: feed?.stats() ?? null }, wallSeconds: (performance.now() - wall0) / 1000, virtualSeconds: des.now };
 }

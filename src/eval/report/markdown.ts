@@ -58,6 +58,8 @@ export function renderMarkdown (r: Results, plots: string[] = []): string {
   const cfg = r.config;
   const line = (k: string, v: unknown) => out.push(`- ${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`);
   for (const k of ['driver', 'workload', 'engines', 'profile', 'seed']) if (cfg[k] !== undefined) line(k, cfg[k]);
+  // Where the routing's prefix index learned from: the gateway's own decisions, or also the engines' KV events.
+  if (cfg.kvEvents !== undefined) line('prefix index', cfg.kvEvents === 'precise' ? `precise (engine KV events, delivered after ${cfg.kvDelayMs ?? 5} ms)` : 'approximate (routing decisions only)');
   line('commit', r.commit === null ? 'unknown' : `${r.commit.sha.slice(0, 12)}${r.commit.dirty ? ' (dirty)' : ''}`);
   line('machine', `${r.machine.cpuModel}, ${r.machine.cpus} CPUs, ${r.machine.memoryGiB} GiB, ${r.machine.platform} ${r.machine.release}, Node ${r.machine.node}`);
   line('created', r.createdAt);
