@@ -13,7 +13,7 @@ import type { PodView } from '../../core/policy.js';
 import { DesHost } from '../../sim/des.js';
 import { loadProfile, resolveProfile } from '../../sim/profile.js';
 import type { BlockDigest } from '../../sim/block-hash.js';
-import { ApcBound, MetricsCollector, type MetricsSummary } from '../metrics/index.js';
+import { ApcBound, MetricsCollector, failureCause, type MetricsSummary } from '../metrics/index.js';
 import { replay, SessionPrompt, requestId, type Workload } from '../workloads/index.js';
 import { runWorkload } from '../workloads/runner.js';
 import { isolatedServiceTime } from './isolated.js';
@@ -126,7 +126,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
       onError: (t, err) => {
         open--;
         router.finished(routed, req, { sawFirstToken: sawFirst, contextTokens: null, serviceMs: 0 }, t * 1000);
-        metrics.requestFailed(id, t, err.name || 'error');
+        metrics.requestFailed(id, t, failureCause(err));
         done(t);
       }
     });
