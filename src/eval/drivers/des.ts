@@ -143,5 +143,5 @@ export function runDes (o: DesRunOptions): DesRunResult {
   des.run(o.until ?? Infinity);
 
   const idealRun = replay(w, (sessionId, turn) => isolated.get(requestId(sessionId, turn)) ?? 0);
-  return { summary: metrics.summary({ idealMakespan: idealRun.makespan }), wallSeconds: (performance.now() - wall0) / 1000, virtualSeconds: des.now };
+  return { summary: metrics.summary({ idealMakespan: idealRun.makespan, idealSessionCompletion: idealRun.sessionCompletion }), wallSeconds: (performance.now() - wall0) / 1000, virtualSeconds: des.now };
 }

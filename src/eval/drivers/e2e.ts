@@ -165,7 +165,7 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
     if (limit) clearTimeout(limit);
     for (const [seconds, count] of await gatewayDecisionSamples(url)) for (let i = 0; i < count; i++) metrics.routingDecision(seconds);
     const idealRun = replay(w, (s, k) => isolated.get(requestId(s, k)) ?? 0);
-    return { summary: metrics.summary({ idealMakespan: idealRun.makespan }), wallSeconds: (performance.now() - wall0) / 1000 };
+    return { summary: metrics.summary({ idealMakespan: idealRun.makespan, idealSessionCompletion: idealRun.sessionCompletion }), wallSeconds: (performance.now() - wall0) / 1000 };
   } finally {
     if (gw) {
       gw.child.kill('SIGTERM');
