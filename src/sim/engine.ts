@@ -35,6 +35,36 @@ export class EngineFullError extends Error {
   readonly code = 'EAR_ERR_ENGINE_QUEUE_FULL';
 }
 
+/** The prompt, with the tokens it may generate, does not fit max_model_len: vLLM's 400, with its message. A
+ *  RangeError, so that a host refusing bad input refuses this too. */
+export class ContextLengthError extends RangeError {
+  readonly code = 'EAR_ERR_CONTEXT_LENGTH';
+  override readonly name = 'ContextLengthError';
+}
+
+/** The prompt, with the tokens it may generate, needs more KV blocks than the engine has (a cache smaller than
+ *  max_model_len, as a KV pool sweep makes). */
+export class KvCapacityError extends RangeError {
+  readonly code = 'EAR_ERR_KV_CAPACITY';
+  override readonly name = 'KvCapacityError';
+}
+
+/**
+ * vLLM's context-length checks on a prompt of `promptLen` tokens, with its messages: the prompt alone over
+ * max_model_len (or filling it when max_tokens is not given), then prompt + max_tokens over it. null when it fits.
+ */
+export function contextLengthError (maxModelLen: number, promptLen: number, maxTokens: number | null): ContextLengthError | null {
+  if (promptLen > maxModelLen || (maxTokens === null && promptLen >= maxModelLen)) {
+    return new ContextLengthError(`This model's maximum context length is ${maxModelLen} tokens. However, your request has ${promptLen} input tokens. ` +
+      'Please reduce the length of the input messages.');
+  }
+  if (maxTokens !== null && promptLen + maxTokens > maxModelLen) {
+    return new ContextLengthError(`'max_tokens' or 'max_completion_tokens' is too large: ${maxTokens}. This model's maximum context length is ${maxModelLen} ` +
+      `tokens and your request has ${promptLen} input tokens (${maxTokens} > ${maxModelLen} - ${promptLen}).`);
+  }
+  return null;
+}
+
 const enum Status { Waiting, WaitingForRemoteKvs, Running }
 
 interface Req {
@@ -118,7 +148,8 @@ export class SimEngine {
   }
 
   /**
-   * Queues a request. Throws RangeError on invalid input and EngineFullError when the waiting queue is full
+   * Queues a request. Throws RangeError on invalid input (ContextLengthError over max_model_len, KvCapacityError
+   * beyond the KV cache) and EngineFullError when the waiting queue is full
    * (preempted requests return to the queue beyond that bound: at most max_num_seqs more). The engine keeps
    * `promptTokenIds` by reference until the request ends: the host must not mutate it.
    */
@@ -140,8 +171,9 @@ export class SimEngine {
     }
     if (r.kvImport != null && r.kvExport === true) throw new RangeError('a request cannot both export and import KV');
     const maxTokens = r.kvExport === true ? 1 : r.maxTokens;
-    if (n + maxTokens > this.profile.maxModelLen) throw new RangeError(`prompt (${n}) + max tokens (${maxTokens}) exceed max_model_len ${this.profile.maxModelLen}`);
-    if (Math.ceil((n + maxTokens) / bs) > this.pool.numBlocks) throw new RangeError(`prompt (${n}) + max tokens (${maxTokens}) exceed the KV cache (${this.pool.numBlocks * bs} tokens)`);
+    const tooLong = contextLengthError(this.profile.maxModelLen, n, maxTokens);
+    if (tooLong !== null) throw tooLong;
+    if (Math.ceil((n + maxTokens) / bs) > this.pool.numBlocks) throw new KvCapacityError(`prompt (${n}) + max tokens (${maxTokens}) exceed the KV cache (${this.pool.numBlocks * bs} tokens)`);
     if (this.#waiting.length >= this.#maxWaiting) throw new EngineFullError(`waiting queue is full (${this.#maxWaiting} requests)`);
     const digests: BlockDigest[] = [];
     if (r.blockHashes !== undefined) {

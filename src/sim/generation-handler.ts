@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FinishReason, KvImport, RequestMetrics, RequestOutput, SimRequest } from './engine-types.js';
-import { EngineFullError } from './engine.js';
+import { EngineFullError, contextLengthError } from './engine.js';
 import { HttpError, badRequest, errorJson } from './http-errors.js';
 import { classifyKvTransferParams, exportParams, pullBlocks } from './kv-transfer.js';
 import type { ImportParams } from './kv-transfer.js';
@@ -78,16 +78,10 @@ function renderPrompts (ctx: SimContext, g: GenerationRequest): Prompt[] {
   });
 }
 
-/** vLLM's context-length checks, with its messages. */
+/** vLLM's context-length checks (the engine's, with its messages), as its 400 answer; else the max tokens. */
 export function maxTokensFor (maxModelLen: number, promptLen: number, requested: number | null): number {
-  if (promptLen > maxModelLen || (requested === null && promptLen >= maxModelLen)) {
-    throw badRequest(`This model's maximum context length is ${maxModelLen} tokens. However, your request has ${promptLen} input tokens. ` +
-      'Please reduce the length of the input messages.');
-  }
-  if (requested !== null && promptLen + requested > maxModelLen) {
-    throw badRequest(`'max_tokens' or 'max_completion_tokens' is too large: ${requested}. This model's maximum context length is ${maxModelLen} ` +
-      `tokens and your request has ${promptLen} input tokens (${requested} > ${maxModelLen} - ${promptLen}).`);
-  }
+  const tooLong = contextLengthError(maxModelLen, promptLen, requested);
+  if (tooLong !== null) throw badRequest(tooLong.message);
   return requested ?? maxModelLen - promptLen;
 }
 

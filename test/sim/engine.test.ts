@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { SimEngine, EngineFullError } from '../../src/sim/engine.js';
+import { SimEngine, EngineFullError, ContextLengthError, KvCapacityError } from '../../src/sim/engine.js';
 import { digestToU64 } from '../../src/sim/block-hash.js';
 import type { BlockStored, BlockRemoved } from '../../src/kvevents/types.js';
 import { drain, range, req, tinyProfile } from './helpers.js';
@@ -249,8 +249,14 @@ test('abort frees blocks wherever the request is; bad input gets clear errors; t
   assert.throws(() => e.addRequest(req('e', [])), /at least one token/);
   assert.throws(() => e.addRequest(req('e', [1.5])), /non-negative integer/);
   assert.throws(() => e.addRequest(req('e', [1], { maxTokens: 0 })), /maxTokens/);
-  assert.throws(() => e.addRequest(req('e', range(1, 4000), { maxTokens: 200 })), /max_model_len/);
-  assert.throws(() => e.addRequest(req('e', range(1, 300))), /KV cache/);
+  // Over max_model_len: vLLM's two messages, under a stable code (a RangeError still, as every bad input).
+  const tooLong = (re: RegExp) => (err: unknown) => err instanceof ContextLengthError && err instanceof RangeError &&
+    err.code === 'EAR_ERR_CONTEXT_LENGTH' && err.name === 'ContextLengthError' && re.test(err.message);
+  assert.throws(() => e.addRequest(req('e', range(1, 4000), { maxTokens: 200 })),
+    tooLong(/^'max_tokens' or 'max_completion_tokens' is too large: 200\. This model's maximum context length is 4096 tokens and your request has 4000 input tokens \(200 > 4096 - 4000\)\.$/));
+  assert.throws(() => e.addRequest(req('e', range(1, 4200))),
+    tooLong(/^This model's maximum context length is 4096 tokens\. However, your request has 4200 input tokens\. Please reduce the length of the input messages\.$/));
+  assert.throws(() => e.addRequest(req('e', range(1, 300))), (err: unknown) => err instanceof KvCapacityError && err.code === 'EAR_ERR_KV_CAPACITY' && /KV cache/.test(err.message));
   assert.throws(() => e.addRequest(req('e', [1], { kvImport: { prefixTokenIds: 5 as unknown as number[], sourceEngineId: 's' } })), /kvImport/);
   assert.throws(() => e.addRequest(req('e', [1], { kvExport: true, kvImport: { prefixTokenIds: [1], sourceEngineId: 's' } })), /both/);
   e.addRequest(req('w1', [1]));

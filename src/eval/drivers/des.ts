@@ -11,7 +11,7 @@ import { LabRouting, type KvEventsMode } from './lab-routing.js';
 import { DesKvEventFeed, type DesKvFeedStats } from './des-kv-events.js';
 import { loadProfile, resolveProfile } from '../../sim/profile.js';
 import type { BlockDigest } from '../../sim/block-hash.js';
-import { ApcBound, MetricsCollector, type MetricsSummary } from '../metrics/index.js';
+import { ApcBound, MetricsCollector, failureCause, type MetricsSummary } from '../metrics/index.js';
 import { replay, SessionPrompt, requestId, type Workload } from '../workloads/index.js';
 import { runWorkload } from '../workloads/runner.js';
 import { isolatedServiceTime } from './isolated.js';
@@ -126,7 +126,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
       onError: (t, err) => {
         open--;
         lab.finished(routed, null, t * 1000);
-        metrics.requestFailed(id, t, err.name || 'error');
+        metrics.requestFailed(id, t, failureCause(err));
         done(t);
       }
     });
@@ -154,5 +154,8 @@ export function runDes (o: DesRunOptions): DesRunResult {
   des.run(o.until ?? Infinity);
 
   const idealRun = replay(w, (sessionId, turn) => isolated.get(requestId(sessionId, turn)) ?? 0);
-  return { summary: metrics.summary({ idealMakespan: idealRun.makespan }), kvEvents: { mode: lab.kvEvents, feed: feed?.stats() ?? null }, wallSeconds: (performance.now() - wall0) / 1000, virtualSeconds: des.now };
+  return {
+    summary: metrics.summary({ idealMakespan: idealRun.makespan, idealSessionCompletion: idealRun.sessionCompletion }),
+    kvEvents: { mode: lab.kvEvents, feed: feed?.stats() ?? null }, wallSeconds: (performance.now() - wall0) / 1000, virtualSeconds: des.now
+  };
 }

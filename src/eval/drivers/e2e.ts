@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import { Agent, request } from 'undici';
 import pino from 'pino';
 import { startSim, type SimServer } from '../../sim/server.js';
-import { ApcBound, MetricsCollector, type MetricsSummary } from '../metrics/index.js';
+import { ApcBound, HttpStatusError, MetricsCollector, failureCause, type MetricsSummary } from '../metrics/index.js';
 import { replay, SessionPrompt, requestId, type Workload } from '../workloads/index.js';
 import { runWorkload, type Scheduler } from '../workloads/runner.js';
 import { loadProfile } from '../../sim/profile.js';
@@ -56,7 +56,7 @@ async function startGatewayProcess (backends: string[], policy: string): Promise
 /** Reads an SSE completion stream: first content chunk time, usage (cached tokens), output tokens. */
 async function stream (dispatcher: Agent, url: string, body: string, headers: Record<string, string>, onFirst: () => void): Promise<{ cached: number; output: number }> {
   const r = await request(`${url}/v1/completions`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json', ...headers }, body });
-  if (r.statusCode !== 200) throw new Error(`status ${r.statusCode}: ${(await r.body.text()).slice(0, 200)}`);
+  if (r.statusCode !== 200) throw new HttpStatusError(r.statusCode, await r.body.text());
   let carry = '';
   let first = false;
   let cached = 0;
@@ -69,7 +69,7 @@ async function stream (dispatcher: Agent, url: string, body: string, headers: Re
       carry = carry.slice(i + 2);
       if (!ev.startsWith('data: ') || ev === 'data: [DONE]') continue;
       const doc = JSON.parse(ev.slice(6));
-      if (doc.error) throw new Error(`stream error: ${doc.error.message}`);
+      if (doc.error) throw new HttpStatusError(typeof doc.error.code === 'number' ? doc.error.code : 500, JSON.stringify(doc));
       if (!first && doc.choices?.[0]?.text) { first = true; onFirst(); }
       if (doc.usage) {
         cached = doc.usage.prompt_tokens_details?.cached_tokens ?? 0;
@@ -141,7 +141,7 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
           done(t);
         }, (err: Error) => {
           const t = now();
-          metrics.requestFailed(id, t, err.message.startsWith('status') ? err.message.slice(0, 10) : 'connection');
+          metrics.requestFailed(id, t, failureCause(err, 'connection'));
           done(t);
         })
         .finally(() => {
@@ -165,7 +165,7 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
     if (limit) clearTimeout(limit);
     for (const [seconds, count] of await gatewayDecisionSamples(url)) for (let i = 0; i < count; i++) metrics.routingDecision(seconds);
     const idealRun = replay(w, (s, k) => isolated.get(requestId(s, k)) ?? 0);
-    return { summary: metrics.summary({ idealMakespan: idealRun.makespan }), wallSeconds: (performance.now() - wall0) / 1000 };
+    return { summary: metrics.summary({ idealMakespan: idealRun.makespan, idealSessionCompletion: idealRun.sessionCompletion }), wallSeconds: (performance.now() - wall0) / 1000 };
   } finally {
     if (gw) {
       gw.child.kill('SIGTERM');

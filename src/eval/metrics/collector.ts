@@ -77,10 +77,16 @@ export interface MetricsSummary {
     promptTokens: number;
     cachedTokens: number;
   };
-  hotspot: { mean: number; p99: number; samples: number; loadedSamples: number };
+  /** Per 100 ms sample, max / mean of the engines' pending prefill: `mean` and `p99` over the samples with any
+   *  load (one busy engine among idle ones reads K however little it holds); `loadWeighted` = Σ max / Σ mean over
+   *  all samples, which the heavily loaded moments dominate. 0 when no sample had load. */
+  hotspot: { mean: number; p99: number; loadWeighted: number; samples: number; loadedSamples: number };
   makespan: number;
   idealMakespan: number | null;
   amplification: number | null;
+  /** Per root session: its completion time over its completion time in the ideal run; over the sessions done
+   *  in both with an ideal time > 0 (null when there are none). */
+  sessionSlowdown: { mean: number | null; p90: number | null; sessions: number };
   throughput: { outputTokensPerSec: number; sessionsPerMin: number; outputTokens: number; sessionsCompleted: number };
   goodput: { ttftSlo: number; share: number };
   migrations: { count: number; tokens: number; bytes: number; transferTime: LatencySummary; thrash: number; thrashSessions: number; tCool: number };
@@ -105,6 +111,8 @@ export class MetricsCollector {
   readonly #session = new Latency(); readonly #decision = new Latency(); readonly #added = new Latency();
   readonly #transfer = new Latency();
   readonly #sessionStart = new Map<string, number>();
+  /** Completion time of each root session done. */
+  readonly #sessionTime = new Map<string, number>();
   readonly #failures: Record<string, number> = {};
   readonly #lastMove = new Map<string, number>();
   readonly #thrashed = new Set<string>();
@@ -112,6 +120,7 @@ export class MetricsCollector {
   readonly #sampleT: number[] = [];
   readonly #samples: Float64Array[] = [];
   readonly #index: number[] = [];
+  #sumMax = 0; #sumMean = 0;
   #sent = 0; #completed = 0; #failed = 0; #good = 0;
   #prompt = 0; #cached = 0; #boundAll = 0; #boundIntra = 0; #output = 0; #sessionsDone = 0;
   #migrations = 0; #migTokens = 0; #migBytes = 0; #thrash = 0;
@@ -178,6 +187,7 @@ export class MetricsCollector {
     const start = this.#sessionStart.get(sessionId);
     if (start === undefined) throw new Error(`session ${sessionId} done but never sent a request`);
     this.#session.record(at - start);
+    this.#sessionTime.set(sessionId, at - start);
     this.#sessionsDone++;
   }
 
@@ -188,6 +198,8 @@ export class MetricsCollector {
     let sum = 0, max = 0;
     for (const x of v) { sum += x; if (x > max) max = x; }
     if (sum > 0) this.#index.push(max / (sum / v.length));
+    this.#sumMax += max;
+    this.#sumMean += sum / v.length;
     if (this.#samples.length >= this.#samplesKept) { this.#droppedSamples++; return; }
     this.#sampleT.push(at);
     this.#samples.push(v);
@@ -207,8 +219,9 @@ export class MetricsCollector {
   /** Time the gateway spent deciding where a request goes, seconds. */
   routingDecision (seconds: number): void { this.#decision.record(seconds); }
 
-  /** `idealMakespan` from amplification.ts (the driver measured the isolated times). */
-  summary (opts: { idealMakespan?: number } = {}): MetricsSummary {
+  /** `idealMakespan` from amplification.ts and `idealSessionCompletion` (root session id → its completion time)
+   *  from the same ideal replay (`replay().sessionCompletion`), with the isolated times the driver measured. */
+  summary (opts: { idealMakespan?: number; idealSessionCompletion?: ReadonlyMap<string, number> } = {}): MetricsSummary {
     const makespan = this.#firstSent === Infinity || this.#lastEnd === -Infinity ? 0 : Math.max(0, this.#lastEnd - this.#firstSent);
     const ideal = opts.idealMakespan ?? null;
     const bounded = this.#bound !== null && this.#blocksSeen && this.#prompt > 0;
@@ -226,9 +239,11 @@ export class MetricsCollector {
       },
       hotspot: {
         mean: this.#index.length === 0 ? 0 : this.#index.reduce((a, b) => a + b, 0) / this.#index.length,
-        p99: percentile(this.#index, 99), samples: this.#samples.length + this.#droppedSamples, loadedSamples: this.#index.length,
+        p99: percentile(this.#index, 99), loadWeighted: this.#sumMean > 0 ? this.#sumMax / this.#sumMean : 0,
+        samples: this.#samples.length + this.#droppedSamples, loadedSamples: this.#index.length,
       },
       makespan, idealMakespan: ideal, amplification: ideal === null ? null : amplification(makespan, ideal),
+      sessionSlowdown: this.#slowdown(opts.idealSessionCompletion),
       throughput: {
         outputTokensPerSec: makespan > 0 ? this.#output / makespan : 0,
         sessionsPerMin: makespan > 0 ? (this.#sessionsDone * 60) / makespan : 0,
@@ -243,6 +258,18 @@ export class MetricsCollector {
       gateway: { decision: this.#decision.summary(), addedLatency: this.#added.summary() },
       timeline: { ...this.#timeline(), migrations: this.#moves.slice(), droppedSamples: this.#droppedSamples },
     };
+  }
+
+  #slowdown (ideal: ReadonlyMap<string, number> | undefined): MetricsSummary['sessionSlowdown'] {
+    const ratios: number[] = [];
+    if (ideal !== undefined) {
+      for (const [id, t] of this.#sessionTime) {
+        const i = ideal.get(id);
+        if (i !== undefined && i > 0) ratios.push(t / i);
+      }
+    }
+    if (ratios.length === 0) return { mean: null, p90: null, sessions: 0 };
+    return { mean: ratios.reduce((a, b) => a + b, 0) / ratios.length, p90: percentile(ratios, 90), sessions: ratios.length };
   }
 
   /** Pending prefill per engine over time, at most timelinePoints points (bucket maxima keep the peaks). */

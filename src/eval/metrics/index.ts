@@ -1,4 +1,5 @@
 export { MetricsCollector, type CollectorOptions, type SentRequest, type FinishedRequest, type Migration, type MetricsSummary } from './collector.js';
 export { idealMakespan, amplification } from './amplification.js';
 export { ApcBound } from './apc-bound.js';
+export { failureCause, HttpStatusError } from './failure-cause.js';
 export { Latency, percentile, type LatencySummary } from './latency.js';

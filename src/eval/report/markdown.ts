@@ -11,10 +11,13 @@ export const COLUMNS: readonly Column[] = [
   { label: 'TPOT p50 (ms)', value: (m) => ms(m.tpot.p50), better: 'lower', digits: 2 },
   { label: 'E2E p99 (s)', value: (m) => m.e2e.p99 / 1e6, better: 'lower', digits: 2 },
   { label: 'session mean (s)', value: (m) => m.sessionCompletion.mean / 1e6, better: 'lower', digits: 1 },
+  { label: 'slowdown mean', value: (m) => m.sessionSlowdown.mean, better: 'lower', digits: 2 },
+  { label: 'slowdown p90', value: (m) => m.sessionSlowdown.p90, better: 'lower', digits: 2 },
   { label: 'APC', value: (m) => m.apc.value, better: 'higher', digits: 3 },
   { label: 'APC / bound', value: (m) => m.apc.ratio, better: 'higher', digits: 3 },
   { label: 'hotspot mean', value: (m) => m.hotspot.mean, better: 'lower', digits: 2 },
   { label: 'hotspot p99', value: (m) => m.hotspot.p99, better: 'lower', digits: 2 },
+  { label: 'hotspot load-wtd', value: (m) => m.hotspot.loadWeighted, better: 'lower', digits: 2 },
   { label: 'amplification', value: (m) => m.amplification, better: 'lower', digits: 2 },
   { label: 'output tok/s', value: (m) => m.throughput.outputTokensPerSec, better: 'higher', digits: 0 },
   { label: 'sessions/min', value: (m) => m.throughput.sessionsPerMin, better: 'higher', digits: 2 },
@@ -48,9 +51,11 @@ export function policyTable (policies: Results['policies']): string {
 
 /** The workload as realised, in one line (report.md and `ear eval`'s output). */
 export function describeWorkload (w: NonNullable<Results['workload']>): string {
-  return `${w.sessions} sessions, ${w.requests} requests, mean prompt ${Math.round(w.meanPrompt)}, prompt/output ${w.promptOutputRatio.toFixed(1)}, ` +
-    `top 1% of sessions ${(w.top1PctTokenShare * 100).toFixed(1)}% of input, reuse ${(w.reuseSplit.intraSession * 100).toFixed(1)}% intra / ` +
-    `${(w.reuseSplit.crossSession * 100).toFixed(1)}% cross / ${(w.reuseSplit.sharedPrefix * 100).toFixed(1)}% shared prefix`;
+  const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+  return `${w.sessions} sessions, ${w.requests} requests, mean prompt ${Math.round(w.meanPrompt)}, p99 prompt ${Math.round(w.p99Prompt)}, ` +
+    `prompt/output ${w.promptOutputRatio.toFixed(1)}, APC bound ${pct(w.reusableShare)} (intra-session ${pct(w.intraSessionShare)}), ` +
+    `top 1% of sessions ${pct(w.top1PctTokenShare)} of input, reuse ${pct(w.reuseSplit.intraSession)} intra / ` +
+    `${pct(w.reuseSplit.crossSession)} cross / ${pct(w.reuseSplit.sharedPrefix)} shared prefix`;
 }
 
 export function renderMarkdown (r: Results, plots: string[] = []): string {
@@ -67,7 +72,7 @@ export function renderMarkdown (r: Results, plots: string[] = []): string {
     const w = r.workload;
     line('workload statistics', describeWorkload(w));
   }
-  out.push('', 'Best value per column in bold. Latencies from HDR histograms (µs, 3 significant digits); APC bound = one infinite cache seeing every request in order; hotspot = max / mean pending prefill over engines (100 ms samples with load); amplification = makespan / ideal makespan.', '');
+  out.push('', 'Best value per column in bold. Latencies from HDR histograms (µs, 3 significant digits); APC bound = one infinite cache seeing every request in order; hotspot = max / mean pending prefill over engines (mean and p99 over 100 ms samples with load; load-wtd = Σ max / Σ mean over samples); amplification = makespan / ideal makespan; slowdown = session completion time / the same in the ideal run (mean and p90 over sessions).', '');
   out.push(policyTable(r.policies), '');
   for (const s of r.sweeps) {
     const values = [...new Set(s.points.map((p) => p.value))];

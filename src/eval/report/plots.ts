@@ -86,7 +86,7 @@ function pendingPlots (r: Results): Plot[] {
   });
 }
 
-const SWEPT = ['amplification', 'TTFT p99 (ms)', 'APC', 'hotspot mean'];
+const SWEPT = ['amplification', 'slowdown mean', 'TTFT p99 (ms)', 'APC', 'hotspot mean', 'hotspot load-wtd'];
 
 function sweepPlot (s: Sweep): Plot {
   const numeric = s.points.every((p) => typeof p.value === 'number');

@@ -20,6 +20,9 @@ export interface ReplayResult {
   readonly lastEnd: number;
   /** lastEnd − firstSent (0 for an empty workload). */
   readonly makespan: number;
+  /** Closed loop: each root session's completion time (its start → the end of its last request or sub-agent),
+   *  by root session id; empty for an open-loop workload. */
+  readonly sessionCompletion: ReadonlyMap<string, number>;
 }
 
 /** Service time of one request in seconds. */
@@ -66,15 +69,16 @@ class EventQueue {
 export function replay (workload: Workload, service: ServiceTime): ReplayResult {
   const q = new EventQueue();
   const requests: ReplayedRequest[] = [];
+  const sessions = new Map<string, number>();
   const sched: Scheduler = { at: (t, fn) => q.push(t, () => fn(t)) };
   runWorkload(workload, sched, (d, done) => {
     const end = d.at + checkedService(service, d.sessionId, d.turn);
     requests.push({ id: requestId(d.sessionId, d.turn), sessionId: d.sessionId, turn: d.turn, sent: d.at, end });
     q.push(end, () => done(end));
-  });
+  }, { sessionDone: (rootId, start, end) => { sessions.set(rootId, end - start); } });
   while (q.size > 0) q.pop()[1]();
   if (workload.kind === 'open') requests.sort((a, b) => a.sent - b.sent);
-  return finish(requests);
+  return finish(requests, sessions);
 }
 
 function checkedService (service: ServiceTime, sessionId: string, turn: number): number {
@@ -83,9 +87,9 @@ function checkedService (service: ServiceTime, sessionId: string, turn: number):
   return d;
 }
 
-function finish (requests: ReplayedRequest[]): ReplayResult {
-  if (requests.length === 0) return { requests, firstSent: 0, lastEnd: 0, makespan: 0 };
+function finish (requests: ReplayedRequest[], sessionCompletion: ReadonlyMap<string, number>): ReplayResult {
+  if (requests.length === 0) return { requests, firstSent: 0, lastEnd: 0, makespan: 0, sessionCompletion };
   let firstSent = Infinity, lastEnd = -Infinity;
   for (const r of requests) { if (r.sent < firstSent) firstSent = r.sent; if (r.end > lastEnd) lastEnd = r.end; }
-  return { requests, firstSent, lastEnd, makespan: lastEnd - firstSent };
+  return { requests, firstSent, lastEnd, makespan: lastEnd - firstSent, sessionCompletion };
 }

@@ -1,7 +1,9 @@
 // A workload's own statistics, the ones evaluation.md names for the production agentic trace: prompt/output
-// token ratio, mean prompt, share of input tokens carried by the top 1% of sessions, and the split of KV reuse
-// between intra-session, cross-session and shared-prefix hits of one infinite cache that sees the requests in
-// their nominal order (each turn served in its recorded time).
+// token ratio, mean and p99 prompt, share of input tokens carried by the top 1% of sessions, the APC upper
+// bounds (hit rate of one infinite cache that sees the requests in their nominal order, each turn served in its
+// recorded time; and the same restricted to reuse within a session tree), and the split of that cache's hits
+// between intra-session, cross-session and shared-prefix blocks.
+import { percentile } from '../metrics/latency.js';
 import { replay } from './replay.js';
 import { allSessions, type PromptSpec, type Workload } from './types.js';
 
@@ -13,10 +15,14 @@ export interface WorkloadStats {
   outputTokens: number;
   promptOutputRatio: number;
   meanPrompt: number;
+  /** 99th percentile of the prompt length over requests, tokens. */
+  p99Prompt: number;
   /** Share of all prompt tokens sent by the top 1% of sessions (at least one session). */
   top1PctTokenShare: number;
-  /** Hit rate of an infinite cache over full blocks, in nominal order. */
+  /** Hit rate of an infinite cache over full blocks, in nominal order: the APC upper bound. */
   reusableShare: number;
+  /** The same cache restricted to blocks the request's own session tree sent earlier: the intra-session bound. */
+  intraSessionShare: number;
   /** Split of those hits: seen earlier in the same session tree / a shared system+tool prompt block / other sessions. */
   reuseSplit: { intraSession: number; crossSession: number; sharedPrefix: number };
 }
@@ -47,7 +53,8 @@ export function workloadStats (w: Workload): WorkloadStats {
   const seenBy = new Map<string, Set<number>>();
   const blocksOf = new Map<string, number[]>(); // current block list per session
   const perRoot = new Map<string, number>();
-  let prompt = 0, output = 0, hits = 0, intra = 0, cross = 0, shared = 0;
+  const prompts: number[] = [];
+  let prompt = 0, output = 0, hits = 0, ownHits = 0, intra = 0, cross = 0, shared = 0;
   for (const o of order) {
     const r = byId.get(o.id) as Req;
     const prev = blocksOf.get(r.sessionId) ?? [];
@@ -55,6 +62,7 @@ export function workloadStats (w: Workload): WorkloadStats {
     for (const b of r.spec.newBlocks) blocks.push(b);
     blocksOf.set(r.sessionId, blocks);
     prompt += r.spec.promptTokens;
+    prompts.push(r.spec.promptTokens);
     output += r.outputTokens;
     perRoot.set(r.root, (perRoot.get(r.root) ?? 0) + r.spec.promptTokens);
     let mine = seenBy.get(r.root);
@@ -69,6 +77,7 @@ export function workloadStats (w: Workload): WorkloadStats {
     hits += i;
     let own = 0;
     while (own < full && mine.has(blocks[own])) own++;
+    ownHits += own;
     for (let j = i; j < full; j++) seen.add(blocks[j]); // the hit prefixes are in the sets already
     for (let j = own; j < full; j++) mine.add(blocks[j]);
   }
@@ -83,8 +92,10 @@ export function workloadStats (w: Workload): WorkloadStats {
     outputTokens: output,
     promptOutputRatio: output > 0 ? prompt / output : Infinity,
     meanPrompt: order.length > 0 ? prompt / order.length : 0,
+    p99Prompt: percentile(prompts, 99),
     top1PctTokenShare: prompt > 0 ? topTokens / prompt : 0,
     reusableShare: prompt > 0 ? (hits * bs) / prompt : 0,
+    intraSessionShare: prompt > 0 ? (ownHits * bs) / prompt : 0,
     reuseSplit: { intraSession: intra / h, crossSession: cross / h, sharedPrefix: shared / h },
   };
 }

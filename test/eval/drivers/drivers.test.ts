@@ -25,6 +25,10 @@ test('des is deterministic for a seed, and sane: sticky beats round-robin on APC
     assert.equal(s.requests.incomplete, 0);
     assert.ok(s.amplification !== null && s.amplification >= 0.999, `amplification ${s.amplification}`);
     assert.ok(s.apc.bound !== null && s.apc.value <= s.apc.bound + 1e-9);
+    // Every session against its own ideal completion time (the same replay as the ideal makespan).
+    assert.equal(s.sessionSlowdown.sessions, w.kind === 'closed' ? w.sessions.length : -1);
+    assert.ok(s.sessionSlowdown.mean !== null && s.sessionSlowdown.mean >= 0.999 && s.sessionSlowdown.p90! >= s.sessionSlowdown.mean * 0.5, JSON.stringify(s.sessionSlowdown));
+    assert.ok(s.hotspot.loadWeighted >= 1 && s.hotspot.loadWeighted <= 4, `load-weighted hotspot ${s.hotspot.loadWeighted}`);
   }
 });
 

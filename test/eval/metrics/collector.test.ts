@@ -72,9 +72,41 @@ test('hotspot index: max / mean per loaded sample, mean over loaded samples and 
   assert.equal(s.hotspot.loadedSamples, 3);
   assert.equal(s.hotspot.mean, (1 + 4 + 3) / 3);
   assert.equal(s.hotspot.p99, 4);
+  // Σ max / Σ mean over the samples: (0 + 100 + 400 + 300) / (0 + 100 + 100 + 100).
+  assert.equal(s.hotspot.loadWeighted, 800 / 300);
   assert.deepEqual(s.timeline.t, [0, 0.1, 0.2, 0.3]);
   assert.deepEqual(s.timeline.pendingPrefill[0], [0, 100, 400, 300]);
   assert.throws(() => m.pendingPrefill(0.4, [1, 2]), /has 2 engines, want 4/);
+});
+
+test('load-weighted hotspot index: a trickle on one engine reads K per sample, but weighs little', () => {
+  const m = new MetricsCollector({ engines: 4 });
+  for (let i = 0; i < 9; i++) m.pendingPrefill(i / 10, [1, 0, 0, 0]); // index 4 each, mean load 0.25
+  m.pendingPrefill(0.9, [1000, 1000, 1000, 1000]); //                   index 1, mean load 1000
+  const s = m.summary().hotspot;
+  assert.equal(s.mean, (9 * 4 + 1) / 10);
+  assert.equal(s.p99, 4);
+  assert.equal(s.loadWeighted, (9 * 1 + 1000) / (9 * 0.25 + 1000));
+  assert.equal(new MetricsCollector({ engines: 2 }).summary().hotspot.loadWeighted, 0, 'no load at all');
+});
+
+test('session slowdown: each root session against its ideal completion time, mean and p90', () => {
+  const m = new MetricsCollector({ engines: 1 });
+  // Sessions a..e start at 0, 1, 2, 3, 4 and take 2, 3, 4, 10, 6 s; their ideal times are 2, 1, 2, 2, 3 s.
+  const took = { a: 2, b: 3, c: 4, d: 10, e: 6 };
+  Object.entries(took).forEach(([id, d], i) => {
+    m.requestSent({ id: `${id}/0`, sessionId: id, at: i, promptTokens: 1 });
+    m.requestFinished(`${id}/0`, { at: i + d, cachedTokens: 0, outputTokens: 1 });
+    m.sessionDone(id, i + d);
+  });
+  m.requestSent({ id: 'f/0', sessionId: 'f', at: 0, promptTokens: 1 }); // never done: not counted
+  const ideal = new Map([['a', 2], ['b', 1], ['c', 2], ['d', 2], ['e', 3], ['f', 1], ['ghost', 5]]);
+  const s = m.summary({ idealSessionCompletion: ideal }).sessionSlowdown;
+  // Slowdowns 1, 3, 2, 5, 2: mean 13 / 5; p90 (nearest rank, 5 values) is the largest.
+  assert.deepEqual(s, { mean: 13 / 5, p90: 5, sessions: 5 });
+  // Without ideal times, or with an ideal time of 0, there is nothing to divide by.
+  assert.deepEqual(m.summary().sessionSlowdown, { mean: null, p90: null, sessions: 0 });
+  assert.deepEqual(m.summary({ idealSessionCompletion: new Map([['a', 0]]) }).sessionSlowdown, { mean: null, p90: null, sessions: 0 });
 });
 
 test('the timeline keeps bucket maxima when downsampled, and a bounded number of samples', () => {

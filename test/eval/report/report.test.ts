@@ -4,7 +4,12 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MetricsCollector, type MetricsSummary } from '../../../src/eval/metrics/collector.js';
-import { buildResults, policyTable, writeReport } from '../../../src/eval/report/index.js';
+import { buildResults, COLUMNS, describeWorkload, policyTable, writeReport } from '../../../src/eval/report/index.js';
+
+const workload = {
+  requests: 10, sessions: 2, promptTokens: 1000, outputTokens: 10, promptOutputRatio: 100, meanPrompt: 100, p99Prompt: 120000,
+  top1PctTokenShare: 0.465, reusableShare: 0.8034, intraSessionShare: 0.7461, reuseSplit: { intraSession: 0.93, crossSession: 0.06, sharedPrefix: 0.01 },
+};
 
 /** A small run: `n` requests, TTFT growing with `slow`, a skewed or balanced load, some migrations. */
 function run (slow: number, skew: boolean, moves: number): MetricsSummary {
@@ -18,7 +23,7 @@ function run (slow: number, skew: boolean, moves: number): MetricsSummary {
   for (let t = 0; t < 200; t++) m.pendingPrefill(t / 10, skew ? [t, 1, 0, 1] : [5, 5, 4, 6]);
   for (let k = 0; k < moves; k++) m.migration({ at: 3 * k, sessionId: 's1', from: 0, to: 1, tokens: 100, bytes: 9800, transferTime: 0.01 });
   for (let s = 0; s < 5; s++) m.sessionDone(`s${s}`, 20);
-  return m.summary({ idealMakespan: 10 });
+  return m.summary({ idealMakespan: 10, idealSessionCompletion: new Map([0, 1, 2, 3, 4].map((s) => [`s${s}`, 4 / slow])) });
 }
 
 test('results.json, report.md (a row per policy, best marked) and PNG plots are written', async () => {
@@ -30,7 +35,7 @@ test('results.json, report.md (a row per policy, best marked) and PNG plots are 
       { policy: 'ear', metrics: run(1, false, 3) },
     ];
     const sweeps = [{ flag: 'rate', points: [0.2, 0.5, 1].flatMap((v) => policies.map((p) => ({ value: v, policy: p.policy, metrics: run(v * 2, p.policy === 'sticky', 0) }))) }];
-    const results = buildResults({ config: { driver: 'des', workload: 'agentic', engines: 4, seed: 1 }, policies, sweeps });
+    const results = buildResults({ config: { driver: 'des', workload: 'agentic', engines: 4, seed: 1 }, policies, sweeps, workload });
     const files = await writeReport(dir, results);
     assert.deepEqual(files.slice(0, 2), ['results.json', 'report.md']);
     assert.deepEqual(files.slice(2).sort(), ['amplification.png', 'apc-vs-hotspot.png', 'pending-prefill-ear.png', 'pending-prefill-round-robin.png',
@@ -50,6 +55,11 @@ test('results.json, report.md (a row per policy, best marked) and PNG plots are 
     for (const p of policies) assert.equal(md.split('\n').filter((l) => l.startsWith(`| \`${p.policy}\` |`)).length, 1, p.policy);
     assert.match(md, /\| rate \| `round-robin` \| `sticky` \| `ear` \|/);
     assert.match(md, /## Sweep: rate/);
+    assert.match(md, /- workload statistics: .*APC bound 80\.3% \(intra-session 74\.6%\)/);
+    assert.match(md, /\| slowdown mean \| slowdown p90 \|.*\| hotspot load-wtd \|/);
+    assert.equal(parsed.policies[0].metrics.hotspot.loadWeighted, 6 / 5); // [5, 5, 4, 6] throughout
+    // Sessions s0..s4 start at 0, 0.5, .., 2 s and end at 20 s, against an ideal of 4 / 3 s each.
+    assert.deepEqual(parsed.policies[0].metrics.sessionSlowdown, { mean: (20 + 19.5 + 19 + 18.5 + 18) / 5 * 3 / 4, p90: 15, sessions: 5 });
     assert.match(md, /!\[ttft-cdf\.png\]\(ttft-cdf\.png\)/);
 
     for (const f of files.slice(2)) {
@@ -64,10 +74,21 @@ test('the best value per column is bold, by the column direction, ties included'
   const fast = run(1, false, 0), slow = run(3, true, 0);
   const rows = policyTable([{ policy: 'a', metrics: fast }, { policy: 'b', metrics: slow }, { policy: 'c', metrics: fast }]).split('\n').slice(2);
   const cells = rows.map((r) => r.split('|').map((c) => c.trim()).slice(1, -1));
-  // TTFT p50 (column 1): a and c tie for the lowest; hotspot mean (column 8): balanced a and c win.
-  assert.deepEqual(cells.map((c) => c[1].startsWith('**')), [true, false, true]);
-  assert.deepEqual(cells.map((c) => c[8].startsWith('**')), [true, false, true]);
+  const col = (label: string) => 1 + COLUMNS.findIndex((c) => c.label === label);
+  // TTFT p50: a and c tie for the lowest; hotspot mean and load-weighted: balanced a and c win.
+  for (const label of ['TTFT p50 (ms)', 'hotspot mean', 'hotspot load-wtd', 'slowdown mean']) {
+    assert.deepEqual(cells.map((c) => c[col(label)].startsWith('**')), [true, false, true], label);
+  }
+  // The longest session (20 s) against an ideal of 4 / slow s: p90 slowdown 5 · slow.
+  assert.deepEqual(cells.map((c) => c[col('slowdown p90')].replace(/\*/g, '')), ['5.00', '15.00', '5.00']);
   // Migrations have no better direction: never bold.
-  assert.ok(cells.every((c) => !c[14].startsWith('**')));
+  assert.ok(cells.every((c) => !c[col('migrations')].startsWith('**')));
   assert.throws(() => buildResults({ config: {}, policies: [{ policy: 'a', metrics: fast }, { policy: 'a', metrics: slow }] }), /appears twice/);
+});
+
+test('the workload line names the APC bound, the intra-session bound and the p99 prompt', () => {
+  const line = describeWorkload(workload);
+  assert.match(line, /APC bound 80\.3% \(intra-session 74\.6%\)/);
+  assert.match(line, /p99 prompt 120000/);
+  assert.match(line, /reuse 93\.0% intra \/ 6\.0% cross \/ 1\.0% shared prefix/);
 });

@@ -17,6 +17,8 @@ test('closed loop: each turn is sent its think time after the previous response 
     ['a/0', 10, 11], ['b/0', 11, 13], ['a/1', 13, 17], ['b/1', 14, 16], ['a/2', 20, 20.5]]);
   assert.equal(r.firstSent, 10);
   assert.equal(r.makespan, 10.5);
+  // Each root session's completion: its start to its last response.
+  assert.deepEqual([...r.sessionCompletion], [['b', 5], ['a', 10.5]]);
 });
 
 test('sub-agents start after their delay, run concurrently, and the joining turn waits for them', () => {
@@ -31,6 +33,7 @@ test('sub-agents start after their delay, run concurrently, and the joining turn
   // p/0 0→1; k2 starts at 1 (1→2), k1 at 1.5: 1.5→2.5, 3.5→4.5; p/1 waits for k1: 4.5 + 2 = 6.5→7.5; p/2 at 7.5.
   assert.deepEqual(at, { 'p/0': 0, 'p:k2/0': 1, 'p:k1/0': 1.5, 'p:k1/1': 3.5, 'p/1': 6.5, 'p/2': 7.5 });
   assert.equal(r.lastEnd, 8.5);
+  assert.deepEqual([...r.sessionCompletion], [['p', 8.5]], 'one root: the sub-agents count toward it');
 });
 
 test('concurrency arrivals keep N session trees running, the next starting when one finishes', () => {
@@ -39,6 +42,8 @@ test('concurrency arrivals keep N session trees running, the next starting when 
   // a's end frees a slot before b's end readies b/1 (ties run in the order they were scheduled).
   assert.deepEqual(r.requests.map((x) => [x.id, x.sent]), [['a/0', 0], ['b/0', 0], ['c/0', 1], ['b/1', 1]]);
   assert.equal(r.makespan, 2);
+  // c starts when a's slot frees (t = 1): its completion counts from there.
+  assert.deepEqual(Object.fromEntries(r.sessionCompletion), { a: 1, b: 2, c: 1 });
 });
 
 test('open loop: requests at their times whatever the service time; bad service times are refused', () => {
@@ -47,5 +52,6 @@ test('open loop: requests at their times whatever the service time; bad service 
   const r = replay(w, (_, k) => (k === 0 ? 5 : 1));
   assert.deepEqual(r.requests.map((x) => [x.sent, x.end]), [[1, 6], [2, 3]]);
   assert.equal(r.makespan, 5);
+  assert.equal(r.sessionCompletion.size, 0, 'open loop: no session trees');
   assert.throws(() => replay(w, () => Number.NaN), /service time of m0\/0/);
 });
