@@ -9,6 +9,7 @@ import { dirname, join } from 'node:path';
 import fc from 'fast-check';
 import { createTokenizerSync, TokenizeError } from '../../src/tokenize/index.js';
 import { HfTokenizer, qwen3Files } from '../../src/tokenize/hf.js';
+import { NEW_IN_UNICODE_17 } from '../../src/tokenize/unicode-16.js';
 
 const qwen = createTokenizerSync('hf:qwen3');
 
@@ -45,8 +46,11 @@ test('hf:qwen3 uses the fast ranked-BPE engine, and it encodes exactly as the ge
   const js = new HfTokenizer('hf:qwen3 (js)', qwen3Files(), undefined, { engine: 'js' });
   assert.equal(js.engine, 'js');
   // BMP text (see ranked-bpe.ts on recently assigned astral letters), with added tokens, NFC cases and
-  // the pre-tokenizer's tricky spots (contractions in any case, digit runs, whitespace runs) mixed in.
-  const bmp = fc.string({ unit: fc.integer({ min: 0, max: 0xffff }).filter((c) => c < 0xd800 || c > 0xdfff).map((c) => String.fromCharCode(c)), maxLength: 40 });
+  // the pre-tokenizer's tricky spots (contractions in any case, digit runs, whitespace runs) mixed in. Code
+  // points new in Unicode 17 are left out: the js engine reads them with Node's ICU (17), the engines' regex
+  // tables (and ranked-bpe, pinned) are Unicode 16 (e.g. U+A7D2 before "'S" split differently).
+  const new17 = (c: number): boolean => NEW_IN_UNICODE_17.some(([lo, hi]) => c >= lo && c <= hi);
+  const bmp = fc.string({ unit: fc.integer({ min: 0, max: 0xffff }).filter((c) => (c < 0xd800 || c > 0xdfff) && !new17(c)).map((c) => String.fromCharCode(c)), maxLength: 40 });
   const piece = fc.oneof(bmp, fc.string({ unit: 'grapheme-ascii', maxLength: 40 }),
     fc.constantFrom('<|im_start|>', '<|im_end|>', '<think>', '</tool_call>', "'S", "I'LL", "'ve", '1234567', '   \n\n  ', '\t', 'e\u0301', '>\u0338', '\u00a0'));
   fc.assert(fc.property(fc.array(piece, { maxLength: 10 }), (parts) => {
@@ -124,4 +128,11 @@ test('hf: missing files and bad ids give clear errors', () => {
   assert.throws(() => createTokenizerSync('hf:/nonexistent/tokenizer.json'), (e: unknown) => e instanceof TokenizeError && e.code === 'EAR_ERR_TOKENIZER_LOAD');
   assert.throws(() => qwen.decode([151669]), (e: unknown) => e instanceof TokenizeError && e.code === 'EAR_ERR_TOKEN_ID');
   assert.equal(qwen.decode([]), '');
+});
+
+test('a letter new in Unicode 17 before a contraction: ranked-bpe reads it as the engines do (unassigned, Unicode 16)', () => {
+  // Found by the property above on a seed: the js engine (Node's ICU, Unicode 17) takes U+A7D2 for a letter and
+  // so "'S" for a contraction; the engines' pre-tokenizers (Unicode 16) see a symbol run "\uA7D2'" then "S".
+  const ids = qwen.encode("\uA7D2'S");
+  assert.deepEqual(ids.slice(-2), qwen.encode("'").concat(qwen.encode('S')).slice(-2));
 });
