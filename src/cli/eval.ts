@@ -18,8 +18,8 @@ Runs the workload against each policy and writes results.json, report.md and PNG
   --policies    default: every registered policy (${policyNames().join(', ')})
   --duration    agentic: seconds of session arrivals; traces: virtual seconds after which the run stops
   --set         a workload option (e.g. --set rate=1 --set clients=4), numGpuBlocks=N for the engines, or for the
-                des driver's gateway: kvEvents=approximate|precise (the index learns from routing only, or also
-                from the engines' KV events), kvDelayMs=N (their delivery delay), scrapeIntervalMs=N (engine metrics)
+                gateway: kvEvents=approximate|precise (the index learns from routing only, or also from the engines'
+                KV events); des only: kvDelayMs=N (the events' delivery delay), scrapeIntervalMs=N (engine metrics)
   --sweep       one flag over several values: engines, numGpuBlocks, or any workload option (e.g. rate=0.25,0.5,1)
   --time-scale  e2e only: wall seconds per workload second (default 0.1)`;
 
@@ -72,7 +72,7 @@ async function runOne (p: Plan, w: Workload, policy: string, engines: number, nu
       kvEvents: p.kvEvents, kvDelayMs: p.kvDelayMs, scrapeIntervalMs: p.scrapeIntervalMs
     }).summary;
   }
-  return (await runE2e({ workload: w, policy, engines, profile: p.profile, seed: p.seed, timeScale: p.timeScale, until, ttftSlo: p.ttftSlo, onProgress })).summary;
+  return (await runE2e({ workload: w, policy, engines, profile: p.profile, seed: p.seed, timeScale: p.timeScale, until, ttftSlo: p.ttftSlo, onProgress, kvEvents: p.kvEvents })).summary;
 }
 
 export async function main (argv: string[]): Promise<number> {
@@ -124,7 +124,6 @@ export async function main (argv: string[]): Promise<number> {
       else if (k === 'scrapeIntervalMs') scrapeIntervalMs = num('set scrapeIntervalMs', v, 1);
       else workloadOptions[k] = v;
     }
-    if (values.driver === 'e2e' && kvEvents === 'precise') throw new UsageError('--set kvEvents=precise is for the des driver (the e2e driver\'s engines publish no KV events yet)');
     plan = {
       driver: values.driver,
       workload: values.workload!,

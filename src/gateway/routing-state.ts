@@ -4,17 +4,10 @@
 import type { Backend } from './backends.js';
 import type { Usage } from './stream-observer.js';
 import type { EngineLoad } from './engine-metrics.js';
+import type { HostRequest } from '../core/routing-host.js';
 
-export interface RoutingInput {
-  model: string;
-  sessionId: string | null;
-  /** A sub-agent's parent session, when the client names it. */
-  parentSessionId: string | null;
-  promptTokens: number;
-  /** Chained block keys of the prompt (empty when the prompt was not hashed, e.g. a batch). */
-  blockKeys: BigUint64Array;
-  maxTokens: number | null;
-}
+/** A request as the routing host takes it (block keys empty when the prompt was not hashed, e.g. a batch). */
+export type RoutingInput = HostRequest;
 
 /** A request placed on a backend; handed back to the bookkeeping calls. */
 export interface Placement {

@@ -13,6 +13,8 @@ import { replay, SessionPrompt, requestId, type Workload } from '../workloads/in
 import { runWorkload, type Scheduler } from '../workloads/runner.js';
 import { loadProfile } from '../../sim/profile.js';
 import { isolatedServiceTime } from './isolated.js';
+import { parseKvEventsConfig } from '../../sim/kv-events-config.js';
+import type { KvEventsMode } from './lab-routing.js';
 
 export interface E2eRunOptions {
   workload: Workload;
@@ -25,6 +27,8 @@ export interface E2eRunOptions {
   /** Workload seconds after which no new request is sent and open ones are abandoned. */
   until?: number;
   ttftSlo?: number;
+  /** precise: the engines publish KV events (ZeroMQ on loopback) and the gateway follows them; default approximate. */
+  kvEvents?: KvEventsMode;
   onProgress?: (t: number) => void;
 }
 
@@ -36,8 +40,9 @@ export interface E2eRunResult {
 const BIN = new URL('../../cli/ear.js', import.meta.url).pathname;
 const MODEL = 'ear-eval';
 
-async function startGatewayProcess (backends: string[], policy: string): Promise<{ child: ChildProcess; url: string }> {
-  const args = [BIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--policy', policy, '--route-threads', '1',
+/** `backends` are `--backend` specs (URL and options); `blockSize` the engines' (precise mode needs the same). */
+async function startGatewayProcess (backends: string[], policy: string, blockSize: number): Promise<{ child: ChildProcess; url: string }> {
+  const args = [BIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--policy', policy, '--route-threads', '1', '--block-size', String(blockSize),
     ...backends.flatMap((b, i) => ['--backend', `${b},id=engine-${i}`])];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, EAR_LOG_LEVEL: 'info' } });
   let out = '';
@@ -97,10 +102,12 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
       sims.push(await startSim({
         onRequestFinished: (rid, t) => { if (rid !== null) engineTtft.set(rid, t.firstToken - t.arrival); },
         host: '127.0.0.1', port: 0, profile: o.profile, timeScale: scale, tokenizer: 'hf:qwen3', servedModelName: [MODEL],
-        enablePromptTokensDetails: true, seed: o.seed + i, stopProbability: 0, logger: silent
+        enablePromptTokensDetails: true, seed: o.seed + i, stopProbability: 0, logger: silent,
+        kvEventsConfig: o.kvEvents === 'precise' ? parseKvEventsConfig({ enable_kv_cache_events: true, endpoint: 'tcp://127.0.0.1:*', replay_endpoint: 'tcp://127.0.0.1:*' }) : null
       }));
     }
-    gw = await startGatewayProcess(sims.map((s) => s.url), o.policy);
+    const specs = sims.map((s) => o.kvEvents === 'precise' ? `${s.url},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}` : s.url);
+    gw = await startGatewayProcess(specs, o.policy, profile.blockSize);
     const metrics = new MetricsCollector({ engines: o.engines, blockSize: w.blockSize, ttftSlo: o.ttftSlo });
     const t0 = performance.now();
     const now = (): number => (performance.now() - t0) / 1000 / scale;

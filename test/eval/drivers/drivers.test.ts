@@ -59,6 +59,15 @@ test('e2e smoke: the real gateway in front of two simulated engines serves a sho
   assert.ok(s.gateway.addedLatency.p50 > 0 && s.gateway.addedLatency.p50 < 1e6, `added p50 ${s.gateway.addedLatency.p50} µs`);
 });
 
+test('e2e in precise mode: the engines publish KV events, the gateway follows them, and the run completes', async () => {
+  const w = loadWorkload('agentic', { duration: 10, rate: 0.4, seed: 6 });
+  const r = await runE2e({ workload: w, policy: 'prefix-cache', engines: 2, profile: 'h100-llama-3.1-8b', seed: 2, timeScale: 0.05, kvEvents: 'precise' });
+  const s = r.summary;
+  assert.ok(s.requests.sent > 0);
+  assert.equal(s.requests.failed, 0, JSON.stringify(s.failures));
+  assert.equal(s.requests.completed, s.requests.sent);
+});
+
 test('ear eval writes results.json and report.md, and refuses a bad flag', () => {
   const out = mkdtempSync(join(tmpdir(), 'ear-eval-'));
   const bin = new URL('../../../src/cli/ear.js', import.meta.url).pathname;
@@ -68,6 +77,11 @@ test('ear eval writes results.json and report.md, and refuses a bad flag', () =>
   assert.deepEqual(results.policies.map((p: { policy: string }) => p.policy), ['round-robin', 'sticky']);
   assert.equal(results.config.engines, 2);
   assert.match(readFileSync(join(out, 'report.md'), 'utf8'), /\| `sticky` \|/);
+  assert.match(readFileSync(join(out, 'report.md'), 'utf8'), /- prefix index: approximate \(routing decisions only\)/);
+  assert.equal(results.config.kvEvents, 'approximate');
+  const badMode = spawnSync(process.execPath, [bin, 'eval', '--set', 'kvEvents=exact'], { encoding: 'utf8' });
+  assert.equal(badMode.status, 2);
+  assert.match(badMode.stderr, /kvEvents must be approximate or precise/);
   const bad = spawnSync(process.execPath, [bin, 'eval', '--policies', 'nope'], { encoding: 'utf8' });
   assert.equal(bad.status, 2);
   assert.match(bad.stderr, /unknown policy "nope"/);
