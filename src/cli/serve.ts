@@ -110,12 +110,8 @@ export async function main (argv: string[]): Promise<number> {
     throw err;
   }
   const ear = await startEar(config);
-  const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${ear.gateway.port}`;
-  log.info({ url, policy: config.policy, backends: config.backends.map((b) => b.id) }, `ear serve listening on ${url}`);
-  if (demo > 0) {
-    console.log(`\nTry:\n  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' -H 'x-session-id: demo-1' \\\n` +
-      `    -d '{"model":"ear-demo","messages":[{"role":"user","content":"Hello!"}],"max_tokens":32}'\n`);
-  }
+  // Signal handlers before the line that says we listen: until a handler is installed, SIGHUP and SIGTERM
+  // take their default action and kill the process (a supervisor may signal as soon as it reads that line).
   process.on('SIGHUP', () => {
     try {
       const next = readConfig();
@@ -124,10 +120,17 @@ export async function main (argv: string[]): Promise<number> {
       log.error({ err: (err as Error).message }, 'reload refused: the configuration is invalid; keeping the current one');
     }
   });
-  await new Promise<void>((resolve) => {
+  const stopped = new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
   });
+  const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${ear.gateway.port}`;
+  log.info({ url, policy: config.policy, backends: config.backends.map((b) => b.id) }, `ear serve listening on ${url}`);
+  if (demo > 0) {
+    console.log(`\nTry:\n  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' -H 'x-session-id: demo-1' \\\n` +
+      `    -d '{"model":"ear-demo","messages":[{"role":"user","content":"Hello!"}],"max_tokens":32}'\n`);
+  }
+  await stopped;
   log.info('draining');
   await ear.close();
   await Promise.all(sims.map((s) => s.close()));

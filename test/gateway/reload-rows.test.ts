@@ -50,8 +50,11 @@ test('300 SIGHUP reloads, each to a backend of a new id, recycle pod rows; the g
     write(0);
     gw = await start(['serve', '--config', file, '--host', '127.0.0.1', '--port', '0', '--route-threads', '1'], /listening on (http:\/\/\S+)"/);
     const url = gw.url;
+    const g = gw;
     const backends = async (): Promise<string[]> => {
-      const r = await fetch(`${url}/admin/backends`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      const r = await fetch(`${url}/admin/backends`, { headers: { authorization: `Bearer ${TOKEN}` } }).catch((err: Error) => {
+        throw new Error(`${err.message} (gateway exit code ${g.child.exitCode}, signal ${g.child.signalCode}):\n${g.out()}`);
+      });
       const doc = await r.json() as { backends: Array<{ id: string; health: string }> };
       return doc.backends.map((b) => `${b.id}:${b.health}`);
     };
