@@ -261,12 +261,6 @@ export class RoutingHost {
     return false;
   }
 
-  /** Whether any pod serves `model` at all, ready or not (else the model is unknown: 404, not 503). */
-  knowsModel (model: string): boolean {
-    for (const p of this.#pods) if (p !== undefined && p.spec.models.has(model)) return true;
-    return false;
-  }
-
   /** Puts the block keys where the kernels read them; a prompt longer than the area is matched on its head. */
   #span (keys: BigUint64Array): KeySpan {
     const n = Math.min(keys.length, this.#keysCap);

@@ -111,8 +111,6 @@ test('candidates: the model served, ready (not down or draining), not prefill-on
   host.route(req(keys, 16), new Set([0]), 0, 1);
   assert.deepEqual(seen, [[0, 5], [5]]);
   assert.equal(host.hasCandidate(MODEL, new Set([0, 5])), false);
-  assert.equal(host.knowsModel('other'), true);
-  assert.equal(host.knowsModel('nope'), false);
   assert.throws(() => host.route(req(keys, 16), new Set([0, 5]), 0, 2), NoCandidateError);
   assert.throws(() => host.route({ ...req(keys, 16), model: 'nope' }, NONE, 0), NoCandidateError);
 });
