@@ -15,6 +15,17 @@
 //
 // Hosts are named by backend id, never by pod row: replicas lease rows on their own, so the same backend has
 // different rows in different replicas.
+//
+// Wiring it in (the host and the gateway; not done here):
+// - Start: parseSessionStoreSpec(flag) → createSessionStore(spec, { sessionTtlMs: sessionIdleMs, maxSessions,
+//   logger }); optionally await whenUp(ms) before listening (false is fine: it runs degraded); stats() to
+//   /metrics; close() on shutdown.
+// - load: a host that is not one of this replica's ready backends counts as unbound; copy attained, critical
+//   path and last migration as max(local, shared) (a Redis that lost its data must not lower a priority).
+// - bind when the shared record has no host (pass the local figures as the seed); a lost bind names the host
+//   to follow. A retry elsewhere, or a host that left, is casHost(id, old, new, now, { migration: false }).
+// - addService needs no await on the response path; casHost gates a migration (only the winner moves).
+// - Degraded replies: go on from the local table. Nothing to retry: the store replays what it could not send.
 import { createHash } from 'node:crypto';
 
 /** Idle time after which a shared session ends (ms): the gateway's default sessionIdleMs (30 min). */
