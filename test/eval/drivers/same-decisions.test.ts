@@ -82,77 +82,91 @@ function keysOf (hasher: BlockHasher, r: Region, tokens: number[]): BigUint64Arr
   return new BigUint64Array(r.memory.buffer, span.ptr, span.count).slice();
 }
 
-function runGateway (policy: string, steps: Step[]): Decision[] {
+/** One adapter under test: what the request path calls on it, in the script's order. */
+interface Adapter {
+  /** Routes and dispatches the request; returns the decision. */
+  route (req: RoutingInput, exclude: ReadonlySet<number>, now: number): Decision & { token: unknown };
+  firstToken (token: unknown, now: number): void;
+  finished (token: unknown, req: RoutingInput, ok: boolean, completion: number, now: number): void;
+  report (engine: number, s: Extract<Step, { kind: 'report' }>, now: number): void;
+}
+
+/** Plays the script against one adapter over its own region; returns its decisions. */
+function play (make: (r: Region) => Adapter, steps: Step[]): Decision[] {
   const r = region();
-  const config = buildConfig({ blockSize: BLOCK, backends: Array.from({ length: ENGINES }, (_, i) => ({ id: `engine-${i}`, url: `http://127.0.0.1:${9 + i}` })) });
-  const draws = new Rng(7, 9);
-  const routing = new TableRouting(r, createPolicy(policy), { blockSize: BLOCK, sessionTtlMs: TTL, random: () => draws.next() });
-  // As the server admits its configured backends, then finds them healthy.
-  const backends = config.backends.map((c) => {
-    const b = new Backend(routing.admit(c.id), c, config);
-    b.health = 'healthy';
-    b.models = new Set([MODEL]);
-    routing.backendChanged(b, 0);
-    return b;
-  });
-  // The kv-events thread's part: apply the recorded keys (the gateway's thread does within its 1 ms gather).
-  const feeder = new IndexFeeder(new PrefixIndexWriter(r), new RingConsumer(r), { assumedTtlMs: 20 * 60_000, expiryBudget: 4096 });
+  const a = make(r);
   const hasher = new BlockHasher(r);
-  const live = new Map<number, { p: GatewayPlacement; input: RoutingInput; exclude: Set<number> }>();
+  const live = new Map<number, { token: unknown; req: RoutingInput; exclude: Set<number> }>();
   const out: Decision[] = [];
   let now = 0;
   for (const s of steps) {
     now += 3;
     if (s.kind === 'route') {
       const exclude = s.retryOf === null ? new Set<number>() : live.get(s.retryOf)!.exclude;
-      const input: RoutingInput = { model: MODEL, sessionId: s.session, parentSessionId: s.parent, promptTokens: s.tokens.length, blockKeys: keysOf(hasher, r, s.tokens), maxTokens: null };
-      const p = routing.route(input, exclude, now, exclude.size);
-      routing.started(p, input, now);
-      feeder.pump();
-      exclude.add(p.backend.index);
-      live.set(s.id, { p, input, exclude });
-      const hp = (p as unknown as { host: Placement }).host;
-      out.push({ id: s.id, pod: p.backend.index, reason: p.reason, matched: hp.matchedBlocks, prefill: p.expectedPrefill });
+      const req: RoutingInput = { model: MODEL, sessionId: s.session, parentSessionId: s.parent, promptTokens: s.tokens.length, blockKeys: keysOf(hasher, r, s.tokens), maxTokens: null };
+      const { token, ...d } = a.route(req, exclude, now);
+      exclude.add(d.pod);
+      live.set(s.id, { token, req, exclude });
+      out.push({ ...d, id: s.id });
     } else if (s.kind === 'first') {
-      routing.firstToken(live.get(s.id)!.p, now);
+      a.firstToken(live.get(s.id)!.token, now);
     } else if (s.kind === 'end') {
       const l = live.get(s.id)!;
-      routing.finished(l.p, l.input, s.ok ? { promptTokens: l.input.promptTokens, completionTokens: s.completion, cachedTokens: 0 } : null, s.ok, now);
+      a.finished(l.token, l.req, s.ok, s.completion, now);
     } else {
-      routing.engineLoad(backends[s.engine], { running: s.running, waiting: s.waiting, kvUsage: s.kvUsage, numGpuBlocks: null, blockSize: null }, now);
+      a.report(s.engine, s, now);
     }
   }
   return out;
 }
 
-function runLab (policy: string, steps: Step[]): Decision[] {
-  const r = region();
-  const draws = new Rng(7, 9);
-  const lab = new LabRouting(r, { policy: createPolicy(policy), engines: ENGINES, model: MODEL, blockSize: BLOCK, kvEvents: 'approximate', random: () => draws.next(), sessionTtlMs: TTL });
-  const hasher = new BlockHasher(r);
-  const live = new Map<number, { p: Placement; prompt: number; exclude: Set<number> }>();
-  const out: Decision[] = [];
-  let now = 0;
-  for (const s of steps) {
-    now += 3;
-    if (s.kind === 'route') {
-      const exclude = s.retryOf === null ? new Set<number>() : live.get(s.retryOf)!.exclude;
-      const req = { model: MODEL, sessionId: s.session, parentSessionId: s.parent, promptTokens: s.tokens.length, blockKeys: keysOf(hasher, r, s.tokens), maxTokens: null };
-      const p = lab.host.route(req, exclude, now, exclude.size);
-      lab.dispatched(p, now);
-      exclude.add(p.pod);
-      live.set(s.id, { p, prompt: s.tokens.length, exclude });
-      out.push({ id: s.id, pod: p.pod, reason: p.reason, matched: p.matchedBlocks, prefill: p.expectedPrefill });
-    } else if (s.kind === 'first') {
-      lab.firstToken(live.get(s.id)!.p, now);
-    } else if (s.kind === 'end') {
-      const l = live.get(s.id)!;
-      lab.finished(l.p, s.ok ? { promptTokens: l.prompt, completionTokens: s.completion } : null, now);
-    } else {
-      lab.engineReport(s.engine, { running: s.running, waiting: s.waiting, kvUsage: s.kvUsage }, now);
-    }
-  }
-  return out;
+/** The gateway's adapter, with backends as the server holds them. */
+function gateway (policy: string) {
+  return (r: Region): Adapter => {
+    const config = buildConfig({ blockSize: BLOCK, backends: Array.from({ length: ENGINES }, (_, i) => ({ id: `engine-${i}`, url: `http://127.0.0.1:${9 + i}` })) });
+    const draws = new Rng(7, 9);
+    const routing = new TableRouting(r, createPolicy(policy), { blockSize: BLOCK, sessionTtlMs: TTL, random: () => draws.next() });
+    // As the server admits its configured backends, then finds them healthy.
+    const backends = config.backends.map((c) => {
+      const b = new Backend(routing.admit(c.id), c, config);
+      b.health = 'healthy';
+      b.models = new Set([MODEL]);
+      routing.backendChanged(b, 0);
+      return b;
+    });
+    // The kv-events thread's part: apply the recorded keys (the gateway's thread does within its 1 ms gather).
+    const feeder = new IndexFeeder(new PrefixIndexWriter(r), new RingConsumer(r), { assumedTtlMs: 20 * 60_000, expiryBudget: 4096 });
+    return {
+      route (req, exclude, now) {
+        const p = routing.route(req, exclude, now, exclude.size);
+        routing.started(p, req, now);
+        feeder.pump();
+        const hp = (p as unknown as { host: Placement }).host;
+        return { id: -1, pod: p.backend.index, reason: p.reason, matched: hp.matchedBlocks, prefill: p.expectedPrefill, token: p };
+      },
+      firstToken: (t, now) => routing.firstToken(t as GatewayPlacement, now),
+      finished: (t, req, ok, completion, now) => routing.finished(t as GatewayPlacement, req, ok ? { promptTokens: req.promptTokens, completionTokens: completion, cachedTokens: 0 } : null, ok, now),
+      report: (engine, s, now) => routing.engineLoad(backends[engine], { running: s.running, waiting: s.waiting, kvUsage: s.kvUsage, numGpuBlocks: null, blockSize: null }, now)
+    };
+  };
+}
+
+/** The discrete-event driver's adapter. */
+function lab (policy: string) {
+  return (r: Region): Adapter => {
+    const draws = new Rng(7, 9);
+    const l = new LabRouting(r, { policy: createPolicy(policy), engines: ENGINES, model: MODEL, blockSize: BLOCK, kvEvents: 'approximate', random: () => draws.next(), sessionTtlMs: TTL });
+    return {
+      route (req, exclude, now) {
+        const p = l.host.route(req, exclude, now, exclude.size);
+        l.dispatched(p, now);
+        return { id: -1, pod: p.pod, reason: p.reason, matched: p.matchedBlocks, prefill: p.expectedPrefill, token: p };
+      },
+      firstToken: (t, now) => l.firstToken(t as Placement, now),
+      finished: (t, req, ok, completion, now) => l.finished(t as Placement, ok ? { promptTokens: req.promptTokens, completionTokens: completion } : null, now),
+      report: (engine, s, now) => l.engineReport(engine, { running: s.running, waiting: s.waiting, kvUsage: s.kvUsage }, now)
+    };
+  };
 }
 
 test('the gateway\'s adapter and the lab\'s give the same decisions on the same sequence, for every policy', () => {
@@ -160,10 +174,10 @@ test('the gateway\'s adapter and the lab\'s give the same decisions on the same 
   const routes = steps.filter((s) => s.kind === 'route').length;
   assert.ok(routes > 400, `the script routes enough requests (${routes})`);
   for (const policy of policyNames()) {
-    const gw = runGateway(policy, steps);
-    const lab = runLab(policy, steps);
+    const gw = play(gateway(policy), steps);
+    const lb = play(lab(policy), steps);
     assert.equal(gw.length, routes);
-    assert.deepEqual(lab, gw, `policy ${policy}`);
+    assert.deepEqual(lb, gw, `policy ${policy}`);
     // Not a vacuous match: the sequence spreads over pods and hits the index.
     assert.ok(new Set(gw.map((d) => d.pod)).size > 1 || policy === 'sticky', `${policy} used more than one pod`);
     assert.ok(gw.some((d) => d.matched > 0), `${policy} matched cached blocks`);
