@@ -9,7 +9,10 @@
 //
 // Single-threaded: the thread that writes the load, session and pod tables (the gateway's main thread). The
 // prefix index is read here and written by its own thread; routing decisions reach it as ring ops.
+import { AdmissionQueue, ADMISSION_DEFAULTS, before, DEFAULT_CLASS, type AdmissionOptions, type Job, type SchedulerKind } from './admission.js';
 import type { KeySpan } from './block-keys.js';
+import { CapacityEstimator, type CapacityOptions } from './capacity.js';
+import { AdmissionHeap } from './heap.js';
 import { LoadTable } from './load-table.js';
 import { PodTable, type PodRole, type PodState } from './pod-table.js';
 import { PodRows } from './pod-rows.js';
@@ -89,6 +92,69 @@ export interface RoutingHostOptions {
   sessionExpiryBudget?: number;
   /** A uniform draw in [0, 1) for policies that randomise (Math.random in the gateway, seeded in the lab). */
   random?: () => number;
+  /** The admission scheduler (default off: every request is routed as it comes). */
+  scheduler?: SchedulerKind;
+  admission?: Partial<Omit<AdmissionOptions, 'kind'>>;
+  capacity?: Partial<CapacityOptions>;
+}
+
+/** Told what became of a request submitted to admission. */
+export interface AdmissionWaiter {
+  /** The request was routed and is counted as dispatched on its pod: send it. */
+  released (p: Placement, info: ReleaseInfo): void;
+  /** It leaves the queue unserved. */
+  dropped (reason: DropReason, now: number): void;
+}
+
+export type DropReason = 'timeout' | 'no_backend' | 'shutdown';
+
+export interface ReleaseInfo {
+  now: number;
+  /** Time it waited for admission (ms). */
+  waitMs: number;
+  level: number;
+  promoted: boolean;
+}
+
+/** A request waiting for admission (cancel() takes it out). */
+export interface Queued {
+  readonly queued: true;
+}
+
+/** The queue is at its bound: the request is refused (the gateway answers 429 with Retry-After). */
+export class QueueFullError extends Error {
+  readonly code = 'EAR_ERR_QUEUE_FULL';
+  constructor (readonly retryAfterSeconds: number) {
+    super('the admission queue is full');
+    this.name = 'QueueFullError';
+  }
+}
+
+export interface AdmissionStats {
+  scheduler: SchedulerKind;
+  waiting: number;
+  parked: number;
+  /** Waiting jobs by level. */
+  depthByLevel: number[];
+  promotions: number;
+  rejected: number;
+  timedOut: number;
+  released: number;
+  /** The oldest waiting job's wait, and the longest wait any released job had (ms). */
+  oldestWaitMs: number;
+  longestWaitMs: number;
+  /** Each pod's concurrency limit (Infinity when nothing limits it). */
+  limits: Array<{ pod: number; id: string; limit: number }>;
+}
+
+interface QueuedRequest {
+  req: HostRequest;
+  waiter: AdmissionWaiter;
+}
+
+class QueuedJob implements Queued {
+  readonly queued = true;
+  constructor (readonly job: Job<QueuedRequest>) {}
 }
 
 export interface SessionSummary {
@@ -96,6 +162,9 @@ export interface SessionSummary {
   inFlight: number;
   contextTokens: number;
   attainedServiceMs: number;
+  criticalPathMs: number;
+  /** Time its calls waited for admission (ms). */
+  waitMs: number;
   migrations: number;
   lastActivity: number;
 }
@@ -112,12 +181,16 @@ class HostPlacement implements Placement {
   dispatchedAt = 0;
   constructor (readonly routed: Routed, readonly request: RouteRequest, readonly keys: BigUint64Array, readonly decidedAt: number, readonly attempt: number,
     /** The pod row's lease when decided: a row released and leased again since is another pod's. */
-    readonly lease: number) {}
+    readonly lease: number,
+    /** ATLAS: the call's priority, its session's critical path when it came (a new sub-agent's: its parent's). */
+    readonly callPriority: number) {}
   get pod (): number { return this.routed.pod; }
   get reason (): string { return this.routed.reason; }
   get matchedBlocks (): number { return this.routed.matchedBlocks; }
   get expectedPrefill (): number { return this.routed.expectedPrefill; }
 }
+
+const NO_EXCLUSIONS: ReadonlySet<number> = new Set();
 
 export class RoutingHost {
   readonly load: LoadTable;
@@ -144,6 +217,16 @@ export class RoutingHost {
   readonly #candidates = new Map<string, readonly PodView[]>();
   /** The placement whose keys are in the key area now (dispatched() rewrites them if another came between). */
   #keysOwner: HostPlacement | null = null;
+  readonly scheduler: SchedulerKind;
+  readonly #queue: AdmissionQueue<QueuedRequest>;
+  readonly capacity: CapacityEstimator;
+  #releasing = false;
+  #again = false;
+  #released = 0;
+  #longestWait = 0;
+  /** EMA of the time between two releases (ms), for Retry-After. */
+  #releaseGap = 1000;
+  #lastRelease = -1;
 
   constructor (region: Region, opts: RoutingHostOptions) {
     this.#region = region;
@@ -161,6 +244,9 @@ export class RoutingHost {
     this.ring = new RingProducer(region);
     this.rows = new PodRows(this.pods);
     this.#expiryBudget = opts.sessionExpiryBudget ?? 8;
+    this.scheduler = opts.scheduler ?? 'off';
+    this.#queue = new AdmissionQueue(new AdmissionHeap(region), { ...ADMISSION_DEFAULTS, ...opts.admission, kind: this.scheduler });
+    this.capacity = new CapacityEstimator(opts.capacity);
     this.#random = opts.random ?? Math.random;
     const assumed = this.ring.layout.opcodes.assumed;
     this.#router = new Router({ index: this.index, load: this.load, sessions: this.sessions }, opts.policy, {
@@ -213,6 +299,8 @@ export class RoutingHost {
     if (p.spec.state !== 'draining') this.setPod(row, { ...p.spec, state: 'draining' });
     this.rows.retire(row);
     this.sessions.unbindPod(row);
+    // Jobs waiting for this pod are routed again, to the pods that stay.
+    if (this.#queue.unparkAll(row) > 0) this.#release(this.#lastNow);
   }
 
   /**
@@ -224,6 +312,7 @@ export class RoutingHost {
     if (this.rows.state(row) !== 'releasing') throw new RangeError(`row ${row} is not retired`);
     this.pods.release(row);
     this.load.resetRow(row);
+    this.capacity.reset(row);
     this.#pods[row] = undefined;
     this.#candidates.clear();
   }
@@ -237,12 +326,14 @@ export class RoutingHost {
   engineLoad (row: number, r: EngineReport, now: number): void {
     if (this.#pods[row] === undefined) return; // a scrape that raced the pod's release
     this.load.setEngine(row, { running: r.running, waiting: r.waiting, kvUsage: r.kvUsage, time: now });
+    this.capacity.report(row, r.running, r.waiting, r.kvUsage);
     const p = this.#pods[row];
     const blocks = r.numGpuBlocks ?? 0;
     if (p !== undefined && blocks > 0 && blocks !== p.engineBlocks) {
       p.engineBlocks = blocks;
       this.setPod(row, p.spec);
     }
+    if (this.#queue.size > 0) this.#release(now);
   }
 
   /** The pod as policies see it (null for a row never set). */
@@ -290,9 +381,10 @@ export class RoutingHost {
       blockSize: this.blockSize,
       expectedOutputTokens: req.maxTokens
     };
+    const callPriority = this.#criticalPath(request.sessionKey, request.parentSessionKey);
     const routed = this.#router.route(request, candidates, now, this.#random(), attempt > 0);
     if (this.#expiryBudget > 0) this.sessions.expire(now, this.#expiryBudget);
-    const p = new HostPlacement(routed, request, req.blockKeys, now, attempt, this.rows.lease(routed.pod));
+    const p = new HostPlacement(routed, request, req.blockKeys, now, attempt, this.rows.lease(routed.pod), callPriority);
     this.#keysOwner = p;
     return p;
   }
@@ -318,7 +410,9 @@ export class RoutingHost {
     const p = placement as HostPlacement;
     if (p.sawFirstToken) return;
     p.sawFirstToken = true;
-    if (this.#current(p)) this.#router.firstToken(p.routed);
+    if (!this.#current(p)) return;
+    this.#router.firstToken(p.routed);
+    if (this.#queue.size > 0) this.#release(_now);
   }
 
   /** The request ended, any outcome. Service = time from dispatch to end (the session's attained service). */
@@ -326,7 +420,17 @@ export class RoutingHost {
     const p = placement as HostPlacement;
     const contextTokens = out !== null && out.promptTokens !== null ? out.promptTokens + (out.completionTokens ?? 0) : null;
     if (!this.#current(p)) return;
-    this.#router.finished(p.routed, p.request, { sawFirstToken: p.sawFirstToken, contextTokens, serviceMs: now - p.dispatchedAt }, now);
+    const serviceMs = now - p.dispatchedAt;
+    this.#router.finished(p.routed, p.request, { sawFirstToken: p.sawFirstToken, contextTokens, serviceMs }, now);
+    const key = p.request.sessionKey;
+    if (key !== null) {
+      // ATLAS: the session's critical path is the longest (call priority + call service) of its calls, so
+      // parallel calls (which came with one priority) add only the longest of them.
+      const s = this.sessions.get(key);
+      const cp = p.callPriority + serviceMs;
+      if (s && cp > s.criticalPath) this.sessions.setTime(key, 'criticalPath', cp);
+    }
+    if (this.#queue.size > 0) this.#release(now);
   }
 
   /** What the session table says of a session, for the admin endpoint; null if unknown. */
@@ -334,7 +438,193 @@ export class RoutingHost {
     const s = this.sessions.get(this.sessionKey(sessionId));
     if (!s) return null;
     const host = s.host >= 0 ? this.#pods[s.host]?.spec.id ?? null : null;
-    return { host, inFlight: s.inFlight, contextTokens: s.contextTokens, attainedServiceMs: s.attained, migrations: s.migrations, lastActivity: s.lastActivity };
+    return {
+      host, inFlight: s.inFlight, contextTokens: s.contextTokens, attainedServiceMs: s.attained, criticalPathMs: s.criticalPath,
+      waitMs: s.wait, migrations: s.migrations, lastActivity: s.lastActivity
+    };
+  }
+
+  // ---- Admission (ARCHITECTURE.md "Request lifecycle" step 3) ----
+
+  /** The critical path a call of this session starts from: the session's, or for a new sub-agent its parent's. */
+  #criticalPath (key: bigint | null, parent: bigint | null): number {
+    if (key === null) return 0;
+    const s = this.sessions.get(key);
+    if (s && (s.criticalPath > 0 || s.attained > 0)) return s.criticalPath;
+    if (parent === null) return 0;
+    return this.sessions.get(parent)?.criticalPath ?? 0;
+  }
+
+  /**
+   * The priority a request waits with (lower first), in ms of service. Service is time: dispatch to end of each
+   * call, as Autellix measures it. Tokens would need per-model cost weights and miss what the engine's batch did
+   * to the call; with admission holding engines at their capacity, the time a call holds an engine is its service.
+   * - plas: the session's attained service, plus its parent's (a sub-agent spends its program's share);
+   * - atlas: the critical path (a new sub-agent inherits its parent's);
+   * - fcfs: 0 for all (arrival order).
+   */
+  #priorityOf (req: HostRequest): number {
+    if (req.sessionId === null || this.scheduler === 'fcfs') return 0;
+    const key = this.sessionKey(req.sessionId);
+    const parent = req.parentSessionId === null ? null : this.sessionKey(req.parentSessionId);
+    if (this.scheduler === 'atlas') return this.#criticalPath(key, parent);
+    const own = this.sessions.get(key)?.attained ?? 0;
+    return own + (parent === null ? 0 : this.sessions.get(parent)?.attained ?? 0);
+  }
+
+  #lastNow = 0;
+
+  /**
+   * Admits a request: routes and dispatches it now when the scheduler is off or it can go at once (returns
+   * its placement, already dispatched), else queues it (returns a handle for cancel) and tells `waiter` when
+   * it is released or dropped. `priorityClass` ranks above the session's priority (0 best). Throws
+   * QueueFullError at the queue's bound, NoCandidateError when no pod serves the model.
+   */
+  submit (req: HostRequest, waiter: AdmissionWaiter, now: number, priorityClass = DEFAULT_CLASS): Placement | Queued {
+    this.#lastNow = now;
+    const q = this.#queue;
+    if (this.scheduler === 'off' || q.size === 0) {
+      if (!this.hasCandidate(req.model, NO_EXCLUSIONS)) throw new NoCandidateError();
+      const p = this.route(req, NO_EXCLUSIONS, now) as HostPlacement;
+      if (this.scheduler === 'off' || this.#room(p.pod, p.expectedPrefill)) {
+        this.dispatched(p, now);
+        this.#noteRelease(now, 0);
+        return p;
+      }
+      const job = q.push({ req, waiter }, priorityClass, this.#priorityOf(req), now);
+      if (job === null) throw new QueueFullError(this.#retryAfter());
+      q.pop();
+      q.park(job, p.pod, p);
+      return new QueuedJob(job);
+    }
+    if (!this.hasCandidate(req.model, NO_EXCLUSIONS)) throw new NoCandidateError();
+    const job = q.push({ req, waiter }, priorityClass, this.#priorityOf(req), now);
+    if (job === null) throw new QueueFullError(this.#retryAfter());
+    this.#release(now);
+    return new QueuedJob(job);
+  }
+
+  /** Takes a queued request out (its client went away). False if it was released or dropped already. */
+  cancel (q: Queued): boolean {
+    return this.#queue.remove((q as QueuedJob).job);
+  }
+
+  /** The backstop of event-driven release, and the queue's clock: timeouts, anti-starvation, release. */
+  tick (now: number): void {
+    this.#lastNow = now;
+    const q = this.#queue;
+    if (q.size === 0) return;
+    for (const job of q.timedOut(now)) job.payload.waiter.dropped('timeout', now);
+    if (this.scheduler !== 'vtc' && this.scheduler !== 'fcfs') q.promoteStarved(now, this.#starvation);
+    this.#release(now);
+  }
+
+  /** Every queued request is dropped with `reason` (shutdown). */
+  dropAll (reason: DropReason, now: number): void {
+    for (const job of this.#queue.all()) {
+      this.#queue.remove(job);
+      job.payload.waiter.dropped(reason, now);
+    }
+  }
+
+  /** (session wait + job wait) / the service its priority came from. */
+  readonly #starvation = (job: Job<QueuedRequest>, now: number): number => {
+    const id = job.payload.req.sessionId;
+    const sessionWait = id === null ? 0 : this.sessions.get(this.sessionKey(id))?.wait ?? 0;
+    return (sessionWait + now - job.enqueuedAt) / Math.max(job.value, 1);
+  };
+
+  #room (pod: number, prefill: number): boolean {
+    return this.capacity.hasRoom(pod, this.load.inFlight(pod), this.load.pendingPrefill(pod), prefill);
+  }
+
+  #anyRoom (model: string): boolean {
+    for (const p of this.#pods) if (this.#serves(p, model, NO_EXCLUSIONS) && this.#room(p.view.index, 0)) return true;
+    return false;
+  }
+
+  #release (now: number): void {
+    if (this.#releasing) {
+      this.#again = true;
+      return;
+    }
+    this.#releasing = true;
+    try {
+      do {
+        this.#again = false;
+        this.#cycle(now);
+      } while (this.#again);
+    } finally {
+      this.#releasing = false;
+    }
+  }
+
+  /** Releases jobs while pods have room: the best of the heap's top and the parked jobs whose pod has room. */
+  #cycle (now: number): void {
+    const q = this.#queue;
+    while (q.size > 0) {
+      let parked: Job<QueuedRequest> | null = null;
+      for (const pod of q.parkedPods()) {
+        const j = q.parkedHead(pod)!;
+        if ((parked === null || before(j, parked)) && this.#room(pod, (j.placement as HostPlacement).expectedPrefill)) parked = j;
+      }
+      const top = q.peek();
+      if (top !== null && (parked === null || before(top, parked))) {
+        if (!this.#anyRoom(top.payload.req.model)) break;
+        q.pop();
+        let p: HostPlacement;
+        try {
+          p = this.route(top.payload.req, NO_EXCLUSIONS, now) as HostPlacement;
+        } catch (err) {
+          if (!(err instanceof NoCandidateError)) throw err;
+          q.remove(top);
+          top.payload.waiter.dropped('no_backend', now);
+          continue;
+        }
+        if (this.#room(p.pod, p.expectedPrefill)) this.#dispatchJob(top, p, now);
+        else q.park(top, p.pod, p);
+      } else if (parked !== null) {
+        this.#dispatchJob(parked, parked.placement as HostPlacement, now);
+      } else {
+        break;
+      }
+    }
+  }
+
+  #dispatchJob (job: Job<QueuedRequest>, p: HostPlacement, now: number): void {
+    this.#queue.remove(job);
+    this.dispatched(p, now);
+    const waitMs = now - job.enqueuedAt;
+    if (p.request.sessionKey !== null) this.sessions.setTime(p.request.sessionKey, 'wait', waitMs, true);
+    this.#noteRelease(now, waitMs);
+    job.payload.waiter.released(p, { now, waitMs, level: job.level, promoted: job.promoted });
+  }
+
+  #noteRelease (now: number, waitMs: number): void {
+    this.#released++;
+    if (waitMs > this.#longestWait) this.#longestWait = waitMs;
+    if (this.#lastRelease >= 0) this.#releaseGap += 0.1 * (now - this.#lastRelease - this.#releaseGap);
+    this.#lastRelease = now;
+  }
+
+  /** Seconds until the queue has likely room again: its length at the recent release rate, in [1, 60]. */
+  #retryAfter (): number {
+    return Math.min(60, Math.max(1, Math.ceil(this.#queue.size * this.#releaseGap / 1000)));
+  }
+
+  admissionStats (now: number): AdmissionStats {
+    const s = this.#queue.stats();
+    const limits: AdmissionStats['limits'] = [];
+    for (const p of this.#pods) if (p !== undefined) limits.push({ pod: p.view.index, id: p.spec.id, limit: this.capacity.limit(p.view.index) });
+    return {
+      scheduler: this.scheduler, waiting: s.waiting, parked: s.parked, depthByLevel: this.#queue.depthByLevel(), promotions: s.promotions,
+      rejected: s.rejected, timedOut: s.timedOut, released: this.#released, oldestWaitMs: this.#queue.oldestWait(now), longestWaitMs: this.#longestWait, limits
+    };
+  }
+
+  /** A pod's configured limit on requests in flight (0 = none). */
+  setMaxConcurrent (row: number, n: number): void {
+    this.capacity.configure(row, n);
   }
 
   /** Table sizes and what their bounds dropped, for /metrics and reports. */

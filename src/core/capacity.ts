@@ -1,0 +1,92 @@
+// How much each pod can take now, for the admission queue (ARCHITECTURE.md "Request lifecycle" step 3). Pure:
+// the host feeds it engine reports and asks it with the pod's fresh counters.
+//
+// Signals, any of which limits a pod:
+// - a configured `maxConcurrent` (requests in flight from this gateway);
+// - the engine's own figures: when it reports requests waiting, it had more than it could batch (max_num_seqs
+//   or KV blocks ran out), so what it was running is its concurrency limit now. The limit is an EMA of those
+//   samples (α = `ema`), so one scrape's swing neither flushes the queue nor starves the pod; while the engine
+//   reports nothing waiting but runs at the limit, the limit creeps up by one a report (it may have room the
+//   last saturation hid). A release cycle's batch for the pod is then limit − in flight;
+// - KV usage at or above `kvHighWatermark`: the engine would queue or preempt what it gets;
+// - pending prefill tokens against `prefillBudgetTokens` (0 = no budget): prompts sent and not yet computed.
+// A pod with nothing in flight always has room for one request, so stale figures can never stall it.
+// With no signal at all (no limit configured, none learned, no budget) every pod has room: the scheduler passes
+// through, as if off.
+
+export interface CapacityOptions {
+  /** Smoothing of the learned limit (weight of the newest sample). */
+  ema: number;
+  kvHighWatermark: number;
+  /** Pending prefill a pod may hold before it takes no more prompts; 0 = unbounded. */
+  prefillBudgetTokens: number;
+}
+
+export const CAPACITY_DEFAULTS: Readonly<CapacityOptions> = Object.freeze({ ema: 0.3, kvHighWatermark: 0.97, prefillBudgetTokens: 0 });
+
+interface PodCapacity {
+  configured: number;
+  learned: number;
+  kvUsage: number;
+}
+
+export class CapacityEstimator {
+  readonly opts: Readonly<CapacityOptions>;
+  readonly #pods: Array<PodCapacity | undefined> = [];
+
+  constructor (opts: Partial<CapacityOptions> = {}) {
+    this.opts = Object.freeze({ ...CAPACITY_DEFAULTS, ...opts });
+  }
+
+  #pod (row: number): PodCapacity {
+    return (this.#pods[row] ??= { configured: 0, learned: 0, kvUsage: 0 });
+  }
+
+  /** A pod's configured limit on requests in flight (0 = none). */
+  configure (row: number, maxConcurrent: number): void {
+    this.#pod(row).configured = maxConcurrent;
+  }
+
+  /** The row left: nothing learned about it holds for its next pod. */
+  reset (row: number): void {
+    this.#pods[row] = undefined;
+  }
+
+  /** An engine report (the pod's own figures at a scrape). */
+  report (row: number, running: number, waiting: number, kvUsage: number): void {
+    const p = this.#pod(row);
+    p.kvUsage = kvUsage;
+    if (waiting > 0 && running > 0) {
+      p.learned = p.learned === 0 ? running : p.learned + this.opts.ema * (running - p.learned);
+    } else if (waiting === 0 && p.learned > 0 && running >= Math.floor(p.learned)) {
+      p.learned += 1;
+    }
+  }
+
+  /** The pod's concurrency limit now (Infinity when nothing limits it). */
+  limit (row: number): number {
+    const p = this.#pods[row];
+    if (p === undefined) return Infinity;
+    let l = Infinity;
+    if (p.configured > 0) l = p.configured;
+    if (p.learned > 0) l = Math.min(l, Math.max(1, Math.floor(p.learned)));
+    return l;
+  }
+
+  /** Whether the pod can take a request expecting `prefill` prompt tokens to compute. */
+  hasRoom (row: number, inFlight: number, pendingPrefill: number, prefill: number): boolean {
+    if (inFlight === 0) return true;
+    if (inFlight >= this.limit(row)) return false;
+    const p = this.#pods[row];
+    if (p !== undefined && p.kvUsage >= this.opts.kvHighWatermark) return false;
+    const budget = this.opts.prefillBudgetTokens;
+    return budget === 0 || pendingPrefill === 0 || pendingPrefill + prefill <= budget;
+  }
+
+  /** Whether any signal can hold a job back (else the scheduler passes through). */
+  get limited (): boolean {
+    if (this.opts.prefillBudgetTokens > 0) return true;
+    for (const p of this.#pods) if (p !== undefined && (p.configured > 0 || p.learned > 0 || p.kvUsage >= this.opts.kvHighWatermark)) return true;
+    return false;
+  }
+}

@@ -1,0 +1,208 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createAndAttach } from '../../src/core/region.js';
+import { RoutingHost, QueueFullError, type AdmissionWaiter, type HostRequest, type Placement, type ReleaseInfo, type DropReason, type Queued } from '../../src/core/routing-host.js';
+import type { SchedulerKind } from '../../src/core/admission.js';
+import { createPolicy } from '../../src/core/policies/index.js';
+
+const MODEL = 'm';
+const NO_KEYS = new BigUint64Array(0);
+
+function setup (scheduler: SchedulerKind, pods = 1, policy = 'sticky', o: { beta?: number; queueTimeoutMs?: number; maxQueued?: number; prefillBudgetTokens?: number } = {}) {
+  const region = createAndAttach({ prefixIndexKeys: 1 << 12, sessions: 256, heapJobs: 64, recordRingOps: 4096, pods: 8, scratchSlots: 12, scratchBytes: 1 << 16 });
+  const host = new RoutingHost(region, {
+    policy: createPolicy(policy), blockSize: 16, sessionTtlMs: 600_000, random: () => 0.5, scheduler,
+    admission: { quantumMs: 1000, levels: 4, beta: o.beta ?? 100, queueTimeoutMs: o.queueTimeoutMs ?? 60_000, maxQueued: o.maxQueued ?? 64 },
+    capacity: { prefillBudgetTokens: o.prefillBudgetTokens ?? 0 }
+  });
+  for (let i = 0; i < pods; i++) host.addPod({ id: `p${i}`, role: 'both', models: new Set([MODEL]), state: 'ready' });
+  return { host };
+}
+
+const req = (sessionId: string | null, parentSessionId: string | null = null, promptTokens = 100): HostRequest =>
+  ({ model: MODEL, sessionId, parentSessionId, promptTokens, blockKeys: NO_KEYS, maxTokens: null });
+
+class Recorder implements AdmissionWaiter {
+  placement: Placement | null = null;
+  info: ReleaseInfo | null = null;
+  dropReason: DropReason | null = null;
+  constructor (readonly name: string, readonly log: string[]) {}
+  released (p: Placement, info: ReleaseInfo): void { this.placement = p; this.info = info; this.log.push(this.name); }
+  dropped (reason: DropReason): void { this.dropReason = reason; this.log.push(`${this.name}:${reason}`); }
+}
+
+/** Runs one call of `session` to completion on an idle host: `serviceMs` of service. */
+function serve (host: RoutingHost, session: string, at: number, serviceMs: number, parent: string | null = null): void {
+  const p = host.submit(req(session, parent), new Recorder(session, []), at) as Placement;
+  assert.ok('pod' in p, 'an idle host places at once');
+  host.firstToken(p, at + 1);
+  host.finished(p, { promptTokens: 100, completionTokens: 10 }, at + serviceMs);
+}
+
+test('off: every request is placed at once, whatever the pods hold', () => {
+  const { host } = setup('off');
+  host.setMaxConcurrent(0, 1);
+  for (let i = 0; i < 5; i++) assert.ok('pod' in host.submit(req(`s${i}`), new Recorder('x', []), i));
+  assert.equal(host.load.inFlight(0), 5);
+});
+
+test('no capacity signal: the scheduler passes through', () => {
+  const { host } = setup('atlas');
+  for (let i = 0; i < 5; i++) assert.ok('pod' in host.submit(req(`s${i}`), new Recorder('x', []), i));
+  assert.equal(host.admissionStats(10).waiting, 0);
+});
+
+test('plas and atlas: the least served session goes first (fcfs: arrival order), with the session state written by the host', () => {
+  for (const [kind, expected] of [['plas', ['fresh', 'light', 'heavy']], ['atlas', ['fresh', 'light', 'heavy']], ['fcfs', ['heavy', 'light', 'fresh']]] as const) {
+    const { host } = setup(kind);
+    serve(host, 'heavy', 0, 30_000);
+    serve(host, 'light', 40_000, 1500);
+    host.setMaxConcurrent(0, 1);
+    const log: string[] = [];
+    const waiters = new Map<string, Recorder>();
+    const blocker = host.submit(req('blocker'), new Recorder('blocker', log), 50_000) as Placement;
+    for (const s of ['heavy', 'light', 'fresh']) {
+      const w = new Recorder(s, log);
+      waiters.set(s, w);
+      host.submit(req(s), w, 50_001);
+    }
+    let running = blocker;
+    let t = 50_010;
+    for (let i = 0; i < 3; i++) {
+      host.finished(running, null, t);
+      const next = waiters.get(log[log.length - 1])!;
+      running = next.placement!;
+      t += 10;
+    }
+    assert.deepEqual(log, expected, kind);
+    if (kind === 'fcfs') continue;
+    const s = host.session('heavy')!;
+    assert.equal(s.attainedServiceMs, 30_000);
+    assert.ok(s.waitMs >= 29, 'the wait was recorded');
+    assert.equal(s.criticalPathMs, 30_000);
+    assert.ok(waiters.get('heavy')!.info!.level >= 3);
+  }
+});
+
+test('atlas: a sub-agent inherits its parent\'s critical path; parallel calls of a session add only the longest', () => {
+  const { host } = setup('atlas', 2, 'least-request');
+  serve(host, 'parent', 0, 4000);
+  // Two parallel calls, one priority (4000): the critical path becomes 4000 + the longer, not the sum.
+  const a = host.submit(req('parent'), new Recorder('a', []), 10_000) as Placement;
+  const b = host.submit(req('parent'), new Recorder('b', []), 10_000) as Placement;
+  host.finished(a, null, 13_000);
+  host.finished(b, null, 12_000);
+  assert.equal(host.session('parent')!.criticalPathMs, 7000);
+  assert.equal(host.session('parent')!.attainedServiceMs, 4000 + 3000 + 2000, 'attained service is the sum');
+  serve(host, 'child', 20_000, 500, 'parent');
+  assert.equal(host.session('child')!.criticalPathMs, 7500, 'the child starts from the parent\'s 7000');
+});
+
+test('classes rank above session priority', () => {
+  const { host } = setup('plas');
+  serve(host, 'vip', 0, 100_000);
+  host.setMaxConcurrent(0, 1);
+  const log: string[] = [];
+  const blocker = host.submit(req('blocker'), new Recorder('blocker', log), 200_000) as Placement;
+  host.submit(req('fresh'), new Recorder('fresh', log), 200_001);
+  host.submit(req('vip'), new Recorder('vip', log), 200_002, 0);
+  host.finished(blocker, null, 200_010);
+  assert.deepEqual(log, ['vip'], 'the blocker was placed at once (no waiter call)');
+});
+
+test('affinity to a full pod parks the job there while other sessions go to pods with room', () => {
+  const { host } = setup('fcfs', 2, 'sticky');
+  host.setMaxConcurrent(0, 1);
+  host.setMaxConcurrent(1, 1);
+  const log: string[] = [];
+  const first = host.submit(req('s'), new Recorder('s1', log), 0) as Placement;
+  const w = new Recorder('s2', log);
+  const q = host.submit(req('s'), w, 1);
+  assert.ok('queued' in q, 'its host is full');
+  const wt = new Recorder('t', log);
+  host.submit(req('t'), wt, 2);
+  const other = wt.placement!;
+  assert.ok(other !== null, 'another session goes at once to the pod with room (released inside submit)');
+  assert.notEqual(other.pod, first.pod);
+  assert.equal(host.admissionStats(3).parked, 1);
+  host.finished(other, null, 5);
+  assert.equal(w.placement, null, 'room on the other pod does not release it: it waits for its host');
+  host.finished(first, null, 6);
+  assert.equal(w.placement!.pod, first.pod);
+});
+
+test('learned capacity: an engine that reports waiting requests limits the pod to what it was running', () => {
+  const { host } = setup('atlas');
+  const placed: Placement[] = [];
+  for (let i = 0; i < 3; i++) placed.push(host.submit(req(`s${i}`), new Recorder('x', []), i) as Placement);
+  host.engineLoad(0, { running: 2, waiting: 1, kvUsage: 0.5 }, 10);
+  assert.equal(host.admissionStats(10).limits[0].limit, 2);
+  const w = new Recorder('late', []);
+  assert.ok('queued' in host.submit(req('late'), w, 11));
+  host.finished(placed[0], null, 20);
+  assert.equal(w.placement, null, '2 still in flight: at the limit');
+  host.finished(placed[1], null, 21);
+  assert.ok(w.placement !== null);
+  host.engineLoad(0, { running: 2, waiting: 0, kvUsage: 0.5 }, 1000);
+  assert.equal(host.admissionStats(1000).limits[0].limit, 3, 'no queue at the limit: the limit creeps up');
+});
+
+test('prefill budget: a pod holding pending prefill takes no prompt that would pass the budget', () => {
+  const { host } = setup('fcfs', 1, 'sticky', { prefillBudgetTokens: 1000 });
+  const a = host.submit(req('a', null, 800), new Recorder('a', []), 0) as Placement;
+  const w = new Recorder('b', []);
+  assert.ok('queued' in host.submit(req('b', null, 800), w, 1));
+  host.firstToken(a, 50);
+  assert.ok(w.placement !== null, 'the first prompt computed: room again');
+});
+
+test('timeouts, cancel, the bound and shutdown', () => {
+  const { host } = setup('fcfs', 1, 'sticky', { queueTimeoutMs: 1000, maxQueued: 3 });
+  host.setMaxConcurrent(0, 1);
+  host.submit(req('a'), new Recorder('a', []), 0);
+  const log: string[] = [];
+  const t1 = host.submit(req('b'), new Recorder('b', log), 10) as Queued;
+  const t2 = host.submit(req('c'), new Recorder('c', log), 20) as Queued;
+  host.submit(req('d'), new Recorder('d', log), 600);
+  assert.throws(() => host.submit(req('e'), new Recorder('e', log), 700), (e: unknown) => e instanceof QueueFullError && e.retryAfterSeconds >= 1);
+  assert.equal(host.cancel(t2), true);
+  assert.equal(host.cancel(t2), false);
+  host.tick(1015);
+  assert.deepEqual(log, ['b:timeout']);
+  assert.equal(host.cancel(t1), false);
+  host.dropAll('shutdown', 1100);
+  assert.deepEqual(log, ['b:timeout', 'd:shutdown']);
+  const s = host.admissionStats(1100);
+  assert.equal(s.waiting, 0);
+  assert.equal(s.rejected, 1);
+  assert.equal(s.timedOut, 1);
+});
+
+test('anti-starvation on the ticker: a heavy session waiting beta times its service goes to the top', () => {
+  const { host } = setup('plas', 1, 'sticky', { beta: 1 });
+  serve(host, 'heavy', 0, 2000);
+  host.setMaxConcurrent(0, 1);
+  const log: string[] = [];
+  const blocker = host.submit(req('blocker'), new Recorder('blocker', log), 10_000) as Placement;
+  host.submit(req('heavy'), new Recorder('heavy', log), 10_001);
+  host.submit(req('fresh'), new Recorder('fresh', log), 12_500);
+  host.tick(12_100);
+  assert.equal(host.admissionStats(12_100).promotions, 1);
+  host.finished(blocker, null, 12_600);
+  assert.deepEqual(log, ['heavy'], 'promoted to level 0, and older than the fresh one');
+});
+
+test('a pod that leaves sends the jobs parked on it back to be routed to the others', () => {
+  const { host } = setup('fcfs', 2, 'sticky');
+  host.setMaxConcurrent(0, 1);
+  host.setMaxConcurrent(1, 1);
+  const first = host.submit(req('s'), new Recorder('s1', []), 0) as Placement;
+  const busy = host.submit(req('t'), new Recorder('t', []), 0) as Placement;
+  assert.notEqual(first.pod, busy.pod);
+  const w = new Recorder('s2', []);
+  host.submit(req('s'), w, 1);
+  host.retirePod(first.pod);
+  assert.equal(w.placement, null, 'the other pod is full');
+  host.finished(busy, null, 5);
+  assert.equal(w.placement!.pod, busy.pod);
+});
