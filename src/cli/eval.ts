@@ -3,7 +3,8 @@
 //            --profile NAME [--duration S] [--seed N] [--out DIR] [--sweep name=v1,v2,...] [--set opt=value]...
 import { parseArgs } from 'node:util';
 import { policyNames } from '../core/policies/index.js';
-import { runDes } from '../eval/drivers/des.js';
+import { SCHEDULERS, type SchedulerKind } from '../core/admission.js';
+import { runDes, type DesRunOptions } from '../eval/drivers/des.js';
 import type { KvEventsMode } from '../eval/drivers/lab-routing.js';
 import { runE2e } from '../eval/drivers/e2e.js';
 import { loadWorkload, workloadStats, type Workload } from '../eval/workloads/index.js';
@@ -12,7 +13,7 @@ import type { MetricsSummary } from '../eval/metrics/index.js';
 
 const USAGE = `usage: ear eval [--driver des|e2e] [--workload agentic|claude-code:DIR|mooncake:FILE] [--policies a,b,c]
                 [--engines N] [--profile NAME] [--duration S] [--seed N] [--out DIR] [--sweep name=v1,v2,...]
-                [--set option=value]... [--time-scale X] [--ttft-slo S] [--no-plots]
+                [--set option=value]... [--time-scale X] [--ttft-slo S] [--scheduler NAME] [--no-plots]
 
 Runs the workload against each policy and writes results.json, report.md and PNG plots to --out.
   --policies    default: every registered policy (${policyNames().join(', ')})
@@ -20,7 +21,11 @@ Runs the workload against each policy and writes results.json, report.md and PNG
   --set         a workload option (e.g. --set rate=1 --set clients=4), numGpuBlocks=N for the engines, or for the
                 gateway: kvEvents=approximate|precise (the index learns from routing only, or also from the engines'
                 KV events); des only: kvDelayMs=N (the events' delivery delay), scrapeIntervalMs=N (engine metrics)
-  --sweep       one flag over several values: engines, numGpuBlocks, or any workload option (e.g. rate=0.25,0.5,1)
+  --scheduler   the gateway's admission scheduler: ${SCHEDULERS.join(', ')} (default atlas)
+                its knobs with --set: levels, quantumMs, beta, maxQueued, queueTimeoutMs, prefillBudgetTokens,
+                kvHighWatermark, maxConcurrent (per engine)
+  --sweep       one flag over several values: engines, numGpuBlocks, scheduler, a scheduler knob, or any workload
+                option (e.g. rate=0.25,0.5,1 or scheduler=off,fcfs,plas,atlas)
   --time-scale  e2e only: wall seconds per workload second (default 0.1)`;
 
 interface Plan {
@@ -38,6 +43,31 @@ interface Plan {
   scrapeIntervalMs: number | undefined;
   timeScale: number;
   ttftSlo: number;
+  scheduler: SchedulerKind;
+  /** Admission and capacity knobs given with --set (admission.ts, capacity.ts). */
+  admission: AdmissionKnobs;
+}
+
+/** The scheduler's knobs `--set` and `--sweep` take, as numbers. */
+const ADMISSION_KNOBS = ['levels', 'quantumMs', 'beta', 'maxQueued', 'queueTimeoutMs', 'prefillBudgetTokens', 'kvHighWatermark', 'maxConcurrent'] as const;
+type AdmissionKnobs = Partial<Record<typeof ADMISSION_KNOBS[number], number>>;
+
+function isKnob (k: string): k is typeof ADMISSION_KNOBS[number] {
+  return (ADMISSION_KNOBS as readonly string[]).includes(k);
+}
+
+function schedulerOf (v: string): SchedulerKind {
+  if (!(SCHEDULERS as readonly string[]).includes(v)) throw new UsageError(`--scheduler must be one of ${SCHEDULERS.join(', ')}, got "${v}"`);
+  return v as SchedulerKind;
+}
+
+/** What a run sets on the host: the scheduler, its queue's knobs and the capacity signals. */
+function admissionOf (scheduler: SchedulerKind, k: AdmissionKnobs): Pick<DesRunOptions, 'scheduler' | 'admission' | 'capacity' | 'maxConcurrent'> {
+  const admission: Record<string, number> = {};
+  for (const n of ['levels', 'quantumMs', 'beta', 'maxQueued', 'queueTimeoutMs'] as const) if (k[n] !== undefined) admission[n] = k[n]!;
+  const capacity: Record<string, number> = {};
+  for (const n of ['prefillBudgetTokens', 'kvHighWatermark'] as const) if (k[n] !== undefined) capacity[n] = k[n]!;
+  return { scheduler, admission, capacity, maxConcurrent: k.maxConcurrent };
 }
 
 class UsageError extends Error {}
@@ -63,16 +93,17 @@ function buildWorkload (p: Plan, over: Record<string, unknown> = {}): Workload {
   return loadWorkload(p.workload, options);
 }
 
-async function runOne (p: Plan, w: Workload, policy: string, engines: number, numGpuBlocks: number | undefined, progress: Progress): Promise<MetricsSummary> {
+async function runOne (p: Plan, w: Workload, policy: string, engines: number, numGpuBlocks: number | undefined, progress: Progress, over: { scheduler?: SchedulerKind; admission?: AdmissionKnobs } = {}): Promise<MetricsSummary> {
+  const admission = admissionOf(over.scheduler ?? p.scheduler, { ...p.admission, ...over.admission });
   const until = p.workload === 'agentic' ? undefined : p.duration ?? undefined;
   const onProgress = (t: number): void => progress.update(Math.round(t), until ?? Math.round(t), `${policy} (virtual ${Math.round(t)} s)`);
   if (p.driver === 'des') {
     return runDes({
       workload: w, policy, engines, profile: p.profile, seed: p.seed, numGpuBlocks, until, ttftSlo: p.ttftSlo, onProgress,
-      kvEvents: p.kvEvents, kvDelayMs: p.kvDelayMs, scrapeIntervalMs: p.scrapeIntervalMs
+      kvEvents: p.kvEvents, kvDelayMs: p.kvDelayMs, scrapeIntervalMs: p.scrapeIntervalMs, ...admission
     }).summary;
   }
-  return (await runE2e({ workload: w, policy, engines, profile: p.profile, seed: p.seed, timeScale: p.timeScale, until, ttftSlo: p.ttftSlo, onProgress, kvEvents: p.kvEvents })).summary;
+  return (await runE2e({ workload: w, policy, engines, profile: p.profile, seed: p.seed, timeScale: p.timeScale, until, ttftSlo: p.ttftSlo, onProgress, kvEvents: p.kvEvents, ...admission })).summary;
 }
 
 export async function main (argv: string[]): Promise<number> {
@@ -97,6 +128,7 @@ export async function main (argv: string[]): Promise<number> {
         set: { type: 'string', multiple: true },
         'time-scale': { type: 'string', default: '0.1' },
         'ttft-slo': { type: 'string', default: '2' },
+        scheduler: { type: 'string', default: 'atlas' },
         'no-plots': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' }
       }
@@ -114,6 +146,7 @@ export async function main (argv: string[]): Promise<number> {
     let kvEvents: KvEventsMode = 'approximate';
     let kvDelayMs: number | undefined;
     let scrapeIntervalMs: number | undefined;
+    const admission: AdmissionKnobs = {};
     for (const s of values.set ?? []) {
       const [k, v] = keyValue('set', s);
       if (k === 'numGpuBlocks') numGpuBlocks = num('set numGpuBlocks', v, 1, true);
@@ -122,6 +155,7 @@ export async function main (argv: string[]): Promise<number> {
         kvEvents = v;
       } else if (k === 'kvDelayMs') kvDelayMs = num('set kvDelayMs', v, 0);
       else if (k === 'scrapeIntervalMs') scrapeIntervalMs = num('set scrapeIntervalMs', v, 1);
+      else if (isKnob(k)) admission[k] = num(`set ${k}`, v, 0);
       else workloadOptions[k] = v;
     }
     plan = {
@@ -138,7 +172,9 @@ export async function main (argv: string[]): Promise<number> {
       kvDelayMs,
       scrapeIntervalMs,
       timeScale: num('time-scale', values['time-scale'], 0.001),
-      ttftSlo: num('ttft-slo', values['ttft-slo'], 0)
+      ttftSlo: num('ttft-slo', values['ttft-slo'], 0),
+      scheduler: schedulerOf(values.scheduler!),
+      admission
     };
     if (plan.engines > 256) throw new UsageError('--engines must be at most 256 (the pod table bound)');
     out = values.out!;
@@ -148,6 +184,7 @@ export async function main (argv: string[]): Promise<number> {
       const vs = list.split(',').filter(Boolean);
       if (vs.length < 2) throw new UsageError('--sweep needs at least two values');
       sweep = { flag, values: vs };
+      if (flag === 'scheduler') for (const v of vs) schedulerOf(v);
     }
     buildWorkload(plan); // validates the workload and its options before any run starts
   } catch (err) {
@@ -172,9 +209,11 @@ export async function main (argv: string[]): Promise<number> {
     for (const v of sweep.values) {
       const engines = sweep.flag === 'engines' ? num('sweep engines', v, 1, true) : plan.engines;
       const blocks = sweep.flag === 'numGpuBlocks' ? num('sweep numGpuBlocks', v, 1, true) : plan.numGpuBlocks;
-      const wv = sweep.flag === 'engines' || sweep.flag === 'numGpuBlocks' ? w : buildWorkload(plan, { [sweep.flag]: v });
+      const onHost = sweep.flag === 'engines' || sweep.flag === 'numGpuBlocks' || sweep.flag === 'scheduler' || isKnob(sweep.flag);
+      const wv = onHost ? w : buildWorkload(plan, { [sweep.flag]: v });
+      const over = sweep.flag === 'scheduler' ? { scheduler: v as SchedulerKind } : isKnob(sweep.flag) ? { admission: { [sweep.flag]: num(`sweep ${sweep.flag}`, v, 0) } } : {};
       for (const policy of plan.policies) {
-        s.points.push({ value: Number.isFinite(Number(v)) ? Number(v) : v, policy, metrics: await runOne(plan, wv, policy, engines, blocks, progress) });
+        s.points.push({ value: Number.isFinite(Number(v)) ? Number(v) : v, policy, metrics: await runOne(plan, wv, policy, engines, blocks, progress, over) });
       }
     }
     sweeps.push(s);
@@ -184,6 +223,7 @@ export async function main (argv: string[]): Promise<number> {
     driver: plan.driver, workload: plan.workload, workloadOptions: w.config, policies: plan.policies, engines: plan.engines,
     profile: plan.profile, seed: plan.seed, duration: plan.duration, numGpuBlocks: plan.numGpuBlocks ?? null,
     kvEvents: plan.kvEvents, kvDelayMs: plan.kvDelayMs ?? null, scrapeIntervalMs: plan.scrapeIntervalMs ?? null,
+    scheduler: plan.scheduler, admission: plan.admission,
     timeScale: plan.driver === 'e2e' ? plan.timeScale : null, ttftSlo: plan.ttftSlo, sweep, command: `ear eval ${argv.join(' ')}`
   };
   const files = await writeReport(out, buildResults({ config, policies: results, sweeps, workload: stats }), { plots });

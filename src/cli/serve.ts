@@ -8,7 +8,7 @@ import { policyNames } from '../core/policies/index.js';
 import { startSim, type SimServer } from '../sim/server.js';
 import { parseKvEventsConfig } from '../sim/kv-events-config.js';
 
-const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode]]...
+const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
                  [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--demo N [--demo-profile NAME] [--demo-time-scale X]]
 
@@ -19,6 +19,12 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --tokenizer NAME     tokenizer for block keys (default ${DEFAULTS.tokenizer}): character, tiktoken:o200k_base, hf:qwen3, hf:PATH, remote:URL (engine /tokenize)
   --assumed-ttl-ms N   how long a routing decision's assumed prefix stays in the index (default: 5000 when a
                        backend has kv-events, i.e. precise mode; else 20 min)
+  --scheduler NAME     admission: off, fcfs, plas, atlas (Autellix; default), vtc. Requests wait, ordered by their
+                       session's service, while engines are at capacity (learned from their /metrics, or a
+                       backend's max-concurrent=N, or --prefill-budget-tokens); with no signal it passes through
+  --max-queued N       requests that may wait (default ${DEFAULTS.maxQueued}; above: 429 with Retry-After)
+  --queue-timeout-ms N longest wait for admission (default ${DEFAULTS.queueTimeoutMs}; then 504 timeout_error)
+  --prefill-budget-tokens N  prompt tokens a backend may hold uncomputed before it takes no more (default 0: none)
   --demo N             start N simulated engines here and route to them
 SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), exit.`;
 
@@ -44,6 +50,10 @@ export async function main (argv: string[]): Promise<number> {
         'admin-token': { type: 'string' },
         'api-key': { type: 'string', multiple: true },
         'max-body-bytes': { type: 'string' },
+        scheduler: { type: 'string' },
+        'max-queued': { type: 'string' },
+        'queue-timeout-ms': { type: 'string' },
+        'prefill-budget-tokens': { type: 'string' },
         demo: { type: 'string' },
         'demo-profile': { type: 'string' },
         'demo-time-scale': { type: 'string' },
@@ -77,6 +87,10 @@ export async function main (argv: string[]): Promise<number> {
     adminToken: values['admin-token'],
     apiKeys: values['api-key'],
     maxBodyBytes: values['max-body-bytes'],
+    scheduler: values.scheduler,
+    maxQueued: values['max-queued'],
+    queueTimeoutMs: values['queue-timeout-ms'],
+    prefillBudgetTokens: values['prefill-budget-tokens'],
     // Demo engines publish KV events, so the demo runs in precise mode.
     backend: [...((values.backend as string[] | undefined) ?? []), ...sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`)]
   });
@@ -125,7 +139,7 @@ export async function main (argv: string[]): Promise<number> {
     process.once('SIGTERM', resolve);
   });
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${ear.gateway.port}`;
-  log.info({ url, policy: config.policy, backends: config.backends.map((b) => b.id) }, `ear serve listening on ${url}`);
+  log.info({ url, policy: config.policy, scheduler: config.scheduler, backends: config.backends.map((b) => b.id) }, `ear serve listening on ${url}`);
   if (demo > 0) {
     console.log(`\nTry:\n  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' -H 'x-session-id: demo-1' \\\n` +
       `    -d '{"model":"ear-demo","messages":[{"role":"user","content":"Hello!"}],"max_tokens":32}'\n`);

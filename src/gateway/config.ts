@@ -3,6 +3,8 @@
 import { readFileSync } from 'node:fs';
 import YAML from 'yaml';
 import type { PodRole } from '../core/policy.js';
+import { ADMISSION_DEFAULTS, PRIORITY_CLASSES, SCHEDULERS, type PriorityClass, type SchedulerKind } from '../core/admission.js';
+import { CAPACITY_DEFAULTS } from '../core/capacity.js';
 import { REMOTE_TOKENIZER_DEFAULTS, remoteTokenizerUrl, type RemoteTokenizerOptions } from '../tokenize/remote.js';
 
 export interface BackendConfig {
@@ -17,6 +19,8 @@ export interface BackendConfig {
   role: PodRole;
   /** KV capacity in blocks, for engines that do not export vllm:cache_config_info; null = unknown. */
   kvCapacityBlocks: number | null;
+  /** Requests in flight the admission scheduler lets this backend hold; null = as its engine's figures say. */
+  maxConcurrent: number | null;
 }
 
 export interface GatewayConfig {
@@ -70,6 +74,21 @@ export interface GatewayConfig {
   sessionIdleMs: number;
   /** How long SIGTERM waits for in-flight requests before closing them. */
   drainTimeoutMs: number;
+  /** Admission scheduler (src/core/admission.ts): off, fcfs, plas, atlas (Autellix), vtc. */
+  scheduler: SchedulerKind;
+  /** Its priority levels, level 0's bound (ms of service, doubling per level) and the anti-starvation β. */
+  schedulerLevels: number;
+  schedulerQuantumMs: number;
+  schedulerBeta: number;
+  /** Most requests waiting for admission (429 with Retry-After above), and the longest one may wait (504). */
+  maxQueued: number;
+  queueTimeoutMs: number;
+  /** Prompt tokens a backend may have sent and not yet computed before it takes no more; 0 = no budget. */
+  prefillBudgetTokens: number;
+  /** KV usage (0..1) from which an engine takes no more requests until it frees some. */
+  kvHighWatermark: number;
+  /** Priority class of a client's API key (high, normal, low), below an x-ear-priority header. */
+  apiKeyPriority: Record<string, PriorityClass>;
 }
 
 export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze({
@@ -96,7 +115,16 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   kvMaxMappedBlocks: 1 << 18,
   maxSessions: 65536,
   sessionIdleMs: 1_800_000,
-  drainTimeoutMs: 30_000
+  drainTimeoutMs: 30_000,
+  scheduler: 'atlas',
+  schedulerLevels: ADMISSION_DEFAULTS.levels,
+  schedulerQuantumMs: ADMISSION_DEFAULTS.quantumMs,
+  schedulerBeta: ADMISSION_DEFAULTS.beta,
+  maxQueued: ADMISSION_DEFAULTS.maxQueued,
+  queueTimeoutMs: ADMISSION_DEFAULTS.queueTimeoutMs,
+  prefillBudgetTokens: CAPACITY_DEFAULTS.prefillBudgetTokens,
+  kvHighWatermark: CAPACITY_DEFAULTS.kvHighWatermark,
+  apiKeyPriority: {}
 });
 
 export class ConfigError extends Error {
@@ -144,13 +172,14 @@ function backend (path: string, raw: unknown, index: number): BackendConfig {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError(path, 'must be a mapping');
   const r = raw as Record<string, unknown>;
   for (const k of Object.keys(r)) {
-    if (!['id', 'url', 'kvEvents', 'kv-events', 'replay', 'topic', 'role', 'kvCapacityBlocks', 'kv-blocks'].includes(k)) throw new ConfigError(`${path}.${k}`, 'unknown field');
+    if (!['id', 'url', 'kvEvents', 'kv-events', 'replay', 'topic', 'role', 'kvCapacityBlocks', 'kv-blocks', 'maxConcurrent', 'max-concurrent'].includes(k)) throw new ConfigError(`${path}.${k}`, 'unknown field');
   }
   const url = checkUrl(`${path}.url`, r.url, ['http:', 'https:']);
   const id = r.id === undefined ? `backend-${index}` : checkString(`${path}.id`, r.id);
   if (!ID_RE.test(id)) throw new ConfigError(`${path}.id`, `"${id}" must match ${ID_RE}`);
   const kv = r.kvEvents ?? r['kv-events'];
   const kvBlocks = r.kvCapacityBlocks ?? r['kv-blocks'];
+  const maxConcurrent = r.maxConcurrent ?? r['max-concurrent'];
   const role = (r.role ?? 'both') as PodRole;
   if (!ROLES.includes(role)) throw new ConfigError(`${path}.role`, `must be one of ${ROLES.join(', ')}`);
   return {
@@ -160,11 +189,12 @@ function backend (path: string, raw: unknown, index: number): BackendConfig {
     replay: r.replay === undefined || r.replay === null ? null : checkUrl(`${path}.replay`, r.replay, ['tcp:', 'ipc:']),
     kvTopic: r.topic === undefined || r.topic === null ? '' : checkTopic(`${path}.topic`, r.topic),
     role,
-    kvCapacityBlocks: kvBlocks === undefined || kvBlocks === null ? null : checkInt(`${path}.kv-blocks`, kvBlocks, 1, 0xFFFFFFFF)
+    kvCapacityBlocks: kvBlocks === undefined || kvBlocks === null ? null : checkInt(`${path}.kv-blocks`, kvBlocks, 1, 0xFFFFFFFF),
+    maxConcurrent: maxConcurrent === undefined || maxConcurrent === null ? null : checkInt(`${path}.max-concurrent`, maxConcurrent, 1, 1_000_000)
   };
 }
 
-/** Parses one `--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N]` flag. */
+/** Parses one `--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N]` flag. */
 export function parseBackendFlag (flag: string): Record<string, string> {
   const [url, ...opts] = flag.split(',');
   const out: Record<string, string> = { url };
@@ -227,8 +257,32 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
   kvMaxMappedBlocks: (p, v) => checkInt(p, v, 1024, 1 << 26),
   maxSessions: (p, v) => checkInt(p, v, 16, 1 << 24),
   sessionIdleMs: (p, v) => checkInt(p, v, 1000, 86_400_000 * 7),
-  drainTimeoutMs: (p, v) => checkInt(p, v, 0, 3_600_000)
+  drainTimeoutMs: (p, v) => checkInt(p, v, 0, 3_600_000),
+  scheduler: (p, v) => {
+    if (!(SCHEDULERS as readonly unknown[]).includes(v)) throw new ConfigError(p, `must be one of ${SCHEDULERS.join(', ')}, got ${JSON.stringify(v)}`);
+    return v;
+  },
+  schedulerLevels: (p, v) => checkInt(p, v, 1, 64),
+  schedulerQuantumMs: (p, v) => checkInt(p, v, 1, 3_600_000),
+  schedulerBeta: (p, v) => checkNumber(p, v, 0.01, 1e6),
+  maxQueued: (p, v) => checkInt(p, v, 1, 1 << 20),
+  queueTimeoutMs: (p, v) => checkInt(p, v, 1, 86_400_000),
+  prefillBudgetTokens: (p, v) => checkInt(p, v, 0, 1 << 30),
+  kvHighWatermark: (p, v) => checkNumber(p, v, 0.01, 1),
+  apiKeyPriority: (p, v) => {
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ConfigError(p, 'must be a mapping of API key to priority class');
+    for (const [k, c] of Object.entries(v)) {
+      if (!(PRIORITY_CLASSES as readonly unknown[]).includes(c)) throw new ConfigError(`${p}.<key ${k.slice(0, 4)}…>`, `must be one of ${PRIORITY_CLASSES.join(', ')}`);
+    }
+    return v;
+  }
 };
+
+function checkNumber (path: string, v: unknown, min: number, max: number): number {
+  const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isFinite(n) || n < min || n > max) throw new ConfigError(path, `must be a number in [${min}, ${max}], got ${JSON.stringify(v)}`);
+  return n;
+}
 
 /**
  * Builds the configuration from a parsed YAML document (or {}) and flag overrides, validating every field.

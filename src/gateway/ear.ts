@@ -83,6 +83,9 @@ export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
         list = backends;
         routing = new TableRouting(region, policy, {
           blockSize: config.blockSize, sessionTtlMs: config.sessionIdleMs, onBackendChanged: sync,
+          scheduler: config.scheduler,
+          admission: { levels: config.schedulerLevels, quantumMs: config.schedulerQuantumMs, beta: config.schedulerBeta, maxQueued: config.maxQueued, queueTimeoutMs: config.queueTimeoutMs },
+          capacity: { prefillBudgetTokens: config.prefillBudgetTokens, kvHighWatermark: config.kvHighWatermark },
           // After the list change that stops its stream, on the same chain.
           purgeRow: (row) => {
             const purged = synced.then(() => k.purgePod(row));

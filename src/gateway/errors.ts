@@ -20,7 +20,9 @@ export const ERRORS = {
   EAR_ERR_UPSTREAM: { status: 502, type: 'upstream_error' },
   EAR_ERR_NO_BACKEND: { status: 503, type: 'service_unavailable' },
   EAR_ERR_DRAINING: { status: 503, type: 'service_unavailable' },
-  EAR_ERR_UPSTREAM_TIMEOUT: { status: 504, type: 'upstream_error' }
+  EAR_ERR_UPSTREAM_TIMEOUT: { status: 504, type: 'upstream_error' },
+  /** The request waited for admission longer than queueTimeoutMs. */
+  EAR_ERR_QUEUE_TIMEOUT: { status: 504, type: 'timeout_error' }
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;
@@ -33,8 +35,12 @@ export class GatewayError extends Error {
   readonly type: string;
   readonly [kGatewayError] = true;
 
-  constructor (code: ErrorCode, message: string, options?: { cause?: unknown }) {
+  /** Seconds the client should wait before trying again (a Retry-After header), when it applies. */
+  readonly retryAfterSeconds: number | null;
+
+  constructor (code: ErrorCode, message: string, options?: { cause?: unknown; retryAfterSeconds?: number }) {
     super(message, options);
+    this.retryAfterSeconds = options?.retryAfterSeconds ?? null;
     this.name = 'GatewayError';
     this.code = code;
     this.status = ERRORS[code].status;

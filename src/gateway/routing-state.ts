@@ -4,7 +4,15 @@
 import type { Backend } from './backends.js';
 import type { Usage } from './stream-observer.js';
 import type { EngineLoad } from './engine-metrics.js';
-import type { HostRequest } from '../core/routing-host.js';
+import type { AdmissionStats, DropReason, HostRequest, Queued, ReleaseInfo } from '../core/routing-host.js';
+
+export type { Queued, ReleaseInfo, DropReason };
+
+/** Told what became of a request submitted to admission. */
+export interface GatewayWaiter {
+  released (p: Placement, info: ReleaseInfo): void;
+  dropped (reason: DropReason, now: number): void;
+}
 
 /** A request as the routing host takes it (block keys empty when the prompt was not hashed, e.g. a batch). */
 export type RoutingInput = HostRequest;
@@ -24,6 +32,19 @@ export interface RoutingState {
    * request). `attempt` > 0 is a retry of the same request, never a migration of its session.
    */
   route (input: RoutingInput, exclude: ReadonlySet<number>, now: number, attempt?: number): Placement;
+  /**
+   * Admission: the placement, already started, when the request may go now; else it waits (a handle for
+   * cancel) and `waiter` hears when it is released (placed and started) or dropped. Throws QueueFullError at
+   * the queue's bound, NoCandidateError when no backend serves the model. `priorityClass`: 0 high, 1 normal, 2 low.
+   */
+  submit (input: RoutingInput, waiter: GatewayWaiter, now: number, priorityClass: number): Placement | Queued;
+  /** A waiting request leaves the queue (its client went away); false if it was released or dropped already. */
+  cancel (q: Queued): boolean;
+  /** The scheduler's clock: timeouts, anti-starvation, release when events did not. */
+  tick (now: number): void;
+  /** Every waiting request is dropped (shutdown). */
+  dropAll (reason: DropReason, now: number): void;
+  admissionStats (now: number): AdmissionStats;
   /** Whether a backend beyond `exclude` could still take a request for `model` (a retry would find one). */
   hasCandidate (model: string, exclude: ReadonlySet<number>): boolean;
   /** The request was sent. */

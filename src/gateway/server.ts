@@ -5,6 +5,9 @@ import uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { performance } from 'node:perf_hooks';
 import { NoCandidateError } from '../core/policy.js';
+import { DEFAULT_CLASS, PRIORITY_CLASSES } from '../core/admission.js';
+import { QueueFullError } from '../core/routing-host.js';
+import { registerAdmissionMetrics } from './admission-metrics.js';
 import { Backend, probe, scrape } from './backends.js';
 import type { GatewayConfig } from './config.js';
 import { GatewayError } from './errors.js';
@@ -13,7 +16,7 @@ import { attempt, type AttemptResult } from './proxy.js';
 import { requestId } from './request-id.js';
 import type { Endpoint } from './request-body.js';
 import type { Features } from './features.js';
-import type { Placement, RoutingInput, RoutingState } from './routing-state.js';
+import type { DropReason, GatewayWaiter, Placement, RoutingInput, RoutingState } from './routing-state.js';
 import { sessionOf, SESSION_ID_HEADERS } from './session-id.js';
 import { StreamObserver } from './stream-observer.js';
 import { readBody, ResponseState } from './uws-io.js';
@@ -45,6 +48,8 @@ export interface Gateway {
   close (): Promise<void>;
 }
 
+const ADMISSION_TICK_MS = 100;
+
 const UPSTREAM_PATH: Record<Endpoint, string> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
 
 const newObserver = (contentType: string): StreamObserver => new StreamObserver(contentType);
@@ -63,6 +68,29 @@ function hasOther (state: RoutingState, model: string, exclude: Set<number>, fai
   const any = state.hasCandidate(model, exclude);
   if (!had) exclude.delete(failed);
   return any;
+}
+
+/** The priority class a request asks for: x-ear-priority (a class name or its rank), else its API key's, else normal. */
+function priorityClassOf (header: string, apiKey: string | null, byKey: Readonly<Record<string, string>>): number {
+  const v = header.trim().toLowerCase();
+  if (v !== '') {
+    const byName = (PRIORITY_CLASSES as readonly string[]).indexOf(v);
+    if (byName >= 0) return byName;
+    if (/^[0-9]$/.test(v) && Number(v) < PRIORITY_CLASSES.length) return Number(v);
+    throw new GatewayError('EAR_ERR_BAD_HEADER', `x-ear-priority must be one of ${PRIORITY_CLASSES.join(', ')} (or 0-${PRIORITY_CLASSES.length - 1}), got "${header.slice(0, 32)}"`);
+  }
+  if (apiKey !== null && Object.hasOwn(byKey, apiKey)) return (PRIORITY_CLASSES as readonly string[]).indexOf(byKey[apiKey]);
+  return DEFAULT_CLASS;
+}
+
+function dropError (reason: DropReason, waitedMs: number): Error {
+  if (reason === 'timeout') return new GatewayError('EAR_ERR_QUEUE_TIMEOUT', `the request waited ${Math.round(waitedMs / 1000)} s for admission and timed out; the backends are at capacity`);
+  if (reason === 'shutdown') return new GatewayError('EAR_ERR_DRAINING', 'the gateway is shutting down');
+  return new NoCandidateError();
+}
+
+function retryAfter (err: unknown): Array<[string, string]> {
+  return err instanceof GatewayError && err.retryAfterSeconds !== null ? [['retry-after', String(err.retryAfterSeconds)]] : [];
 }
 
 function hasCtl (v: string): boolean {
@@ -102,6 +130,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       // Everything from req is read now: it is gone after this handler returns.
       const t0 = now();
       const auth = req.getHeader('authorization');
+      const priorityHeader = req.getHeader('x-ear-priority');
       const rid = requestId(req.getHeader('x-request-id'));
       const headerValues = SESSION_ID_HEADERS.map((h) => req.getHeader(h));
       const { sessionId, parentSessionId } = sessionOf((h) => headerValues[SESSION_ID_HEADERS.indexOf(h)] ?? '');
@@ -112,10 +141,16 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       if (headerValues.some(hasCtl)) {
         return rs.fail(new GatewayError('EAR_ERR_BAD_HEADER', 'header values must not contain CR, LF or NUL'), [ridHeader]);
       }
+      let priorityClass: number;
+      try {
+        priorityClass = priorityClassOf(priorityHeader, auth.startsWith('Bearer ') ? auth.slice(7).trim() : null, config.apiKeyPriority);
+      } catch (err) {
+        return rs.fail(err, [ridHeader]);
+      }
       readBody(rs, config.maxBodyBytes, (body) => {
         inFlight++;
-        handle(endpoint, rs, body, rid, sessionId, parentSessionId, t0).then(() => handled(rs, ridHeader), (err) => {
-          rs.fail(err, [ridHeader]);
+        handle(endpoint, rs, body, rid, sessionId, parentSessionId, priorityClass, t0).then(() => handled(rs, ridHeader), (err) => {
+          rs.fail(err, [ridHeader, ...retryAfter(err)]);
           handled(rs, ridHeader);
         });
       });
@@ -129,7 +164,44 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     if (--inFlight === 0 && idle) idle();
   }
 
-  async function handle (endpoint: Endpoint, rs: ResponseState, body: Buffer, rid: string, sessionId: string | null, parentSessionId: string | null, t0: number): Promise<void> {
+  /**
+   * Admission (ARCHITECTURE.md "Request lifecycle" step 3): the placement, already started, once the scheduler
+   * releases the request (at once when it can go); null if the client went away while it waited.
+   */
+  function admit (input: RoutingInput, rs: ResponseState, priorityClass: number): Promise<Placement | null> {
+    return new Promise((resolve, reject) => {
+      const d0 = now();
+      const waiter: GatewayWaiter = {
+        released: (p, info) => {
+          rs.onAbort = null;
+          metrics.admissionWait.labels(String(info.level)).observe(info.waitMs / 1000);
+          resolve(p);
+        },
+        dropped: (reason, t) => {
+          rs.onAbort = null;
+          reject(dropError(reason, t - d0));
+        }
+      };
+      let r;
+      try {
+        r = state.submit(input, waiter, d0, priorityClass);
+      } catch (err) {
+        if (err instanceof QueueFullError) {
+          reject(new GatewayError('EAR_ERR_QUEUE_FULL', 'too many requests are waiting for admission; retry later', { retryAfterSeconds: err.retryAfterSeconds }));
+        } else {
+          reject(err);
+        }
+        return;
+      }
+      decisionSeconds.observe((now() - d0) / 1000);
+      if (!('queued' in r)) return resolve(r);
+      const queued = r;
+      // Released inside submit already: the waiter has resolved, nothing waits.
+      rs.onAbort = () => { if (state.cancel(queued)) resolve(null); };
+    });
+  }
+
+  async function handle (endpoint: Endpoint, rs: ResponseState, body: Buffer, rid: string, sessionId: string | null, parentSessionId: string | null, priorityClass: number, t0: number): Promise<void> {
     const route = UPSTREAM_PATH[endpoint];
     const f0 = now();
     const f = await deps.features(endpoint, body, sessionId);
@@ -143,21 +215,39 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     const forward = f.forward ? Buffer.from(f.forward.buffer, f.forward.byteOffset, f.forward.byteLength) : body;
     const exclude = new Set<number>();
     let last: AttemptResult | null = null;
-    for (let n = 0; n < config.maxAttempts; n++) {
+    let admitted: Placement | null = null;
+    try {
+      admitted = await admit(input, rs, priorityClass);
+    } catch (err) {
+      if (err instanceof GatewayError && err.code === 'EAR_ERR_QUEUE_FULL') metrics.requests.labels(route, '429', '').inc();
+      if (err instanceof GatewayError && err.code === 'EAR_ERR_QUEUE_TIMEOUT') metrics.requests.labels(route, '504', '').inc();
+      if (!(err instanceof NoCandidateError)) throw err;
+    }
+    if (admitted !== null && rs.aborted) {
+      // Released as the client went away: it never reached its backend.
+      state.finished(admitted, input, null, false, now());
+      return;
+    }
+    if (rs.aborted) return;
+    for (let n = 0; n < config.maxAttempts && (n > 0 || admitted !== null); n++) {
       let placement: Placement;
-      const d0 = now();
-      try {
-        placement = state.route(input, exclude, d0, n);
-      } catch (err) {
-        if (!(err instanceof NoCandidateError)) throw err;
-        break;
+      if (n === 0) {
+        placement = admitted!;
+      } else {
+        const d0 = now();
+        try {
+          placement = state.route(input, exclude, d0, n);
+        } catch (err) {
+          if (!(err instanceof NoCandidateError)) throw err;
+          break;
+        }
+        decisionSeconds.observe((now() - d0) / 1000);
+        metrics.retries.inc();
+        state.started(placement, input, now());
       }
-      decisionSeconds.observe((now() - d0) / 1000);
       const b = placement.backend;
       const series = metrics.backend(b.id);
       series.decisions(config.policy, placement.reason).inc();
-      if (n > 0) metrics.retries.inc();
-      state.started(placement, input, now());
       b.inFlight++;
       let firstAt = 0;
       let result: AttemptResult;
@@ -318,6 +408,10 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   // The engines' figures (load, KV capacity) from the start, not one interval later.
   if (config.metricsIntervalMs > 0) await scrapeAll();
   const healthTimer = setInterval(() => { void checkHealth(); }, config.healthIntervalMs);
+  // The scheduler's backstop: releases come with first tokens, ends and scrapes; this catches timeouts and starvation.
+  const admissionTimer = setInterval(() => { state.tick(now()); }, ADMISSION_TICK_MS);
+  admissionTimer.unref();
+  registerAdmissionMetrics(metrics.registry, () => state.admissionStats(now()));
   const metricsTimer = config.metricsIntervalMs > 0 ? setInterval(() => { void scrapeAll(); }, config.metricsIntervalMs) : null;
   healthTimer.unref();
   metricsTimer?.unref();
@@ -334,6 +428,9 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
         draining = true;
         uWS.us_listen_socket_close(listenSocket);
         clearInterval(healthTimer);
+        clearInterval(admissionTimer);
+        // Requests still waiting for admission are answered now (503), not after the drain timeout.
+        state.dropAll('shutdown', now());
         if (metricsTimer) clearInterval(metricsTimer);
         if (inFlight > 0) {
           await new Promise<void>((resolve) => {

@@ -1,13 +1,13 @@
 // The gateway's adapter over the routing host (src/core/routing-host.ts): backends are pods (a backend's index
 // is its pod row), its request path's bookkeeping calls go to the host unchanged, and health, reloads and
 // engine scrapes become pod changes and engine reports. Nothing here decides anything. Main thread only.
-import { RoutingHost, type Placement as HostPlacement } from '../core/routing-host.js';
+import { RoutingHost, type AdmissionStats, type DropReason, type Placement as HostPlacement, type Queued, type RoutingHostOptions } from '../core/routing-host.js';
 import type { PodState } from '../core/pod-table.js';
 import type { Policy } from '../core/policy.js';
 import type { Region } from '../core/region.js';
 import type { Backend } from './backends.js';
 import type { EngineLoad } from './engine-metrics.js';
-import type { Placement, RoutingInput, RoutingState } from './routing-state.js';
+import type { GatewayWaiter, Placement, RoutingInput, RoutingState } from './routing-state.js';
 import type { Usage } from './stream-observer.js';
 
 interface TablePlacement extends Placement {
@@ -29,6 +29,10 @@ export interface TableRoutingOptions {
    * (a forgetPod op), which the writer applies in order with the ops before it.
    */
   purgeRow?: (row: number) => Promise<unknown>;
+  /** The admission scheduler and its knobs (default off). */
+  scheduler?: RoutingHostOptions['scheduler'];
+  admission?: RoutingHostOptions['admission'];
+  capacity?: RoutingHostOptions['capacity'];
 }
 
 export function podState (b: Backend): PodState {
@@ -45,7 +49,10 @@ export class TableRouting implements RoutingState {
   constructor (region: Region, policy: Policy, opts: TableRoutingOptions) {
     this.#onChanged = opts.onBackendChanged ?? null;
     this.#purgeRow = opts.purgeRow ?? null;
-    this.host = new RoutingHost(region, { policy, blockSize: opts.blockSize, sessionTtlMs: opts.sessionTtlMs, sessionExpiryBudget: opts.sessionExpiryBudget, random: opts.random });
+    this.host = new RoutingHost(region, {
+      policy, blockSize: opts.blockSize, sessionTtlMs: opts.sessionTtlMs, sessionExpiryBudget: opts.sessionExpiryBudget, random: opts.random,
+      scheduler: opts.scheduler, admission: opts.admission, capacity: opts.capacity
+    });
   }
 
   admit (id: string): number {
@@ -68,9 +75,35 @@ export class TableRouting implements RoutingState {
   }
 
   route (input: RoutingInput, exclude: ReadonlySet<number>, now: number, attempt = 0): Placement {
-    const host = this.host.route(input, exclude, now, attempt);
-    const p: TablePlacement = { backend: this.#byRow[host.pod]!, reason: host.reason, expectedPrefill: host.expectedPrefill, decidedAt: now, host };
-    return p;
+    return this.#wrap(this.host.route(input, exclude, now, attempt));
+  }
+
+  #wrap (host: HostPlacement): TablePlacement {
+    return { backend: this.#byRow[host.pod]!, reason: host.reason, expectedPrefill: host.expectedPrefill, decidedAt: host.decidedAt, host };
+  }
+
+  submit (input: RoutingInput, waiter: GatewayWaiter, now: number, priorityClass: number): Placement | Queued {
+    const r = this.host.submit(input, {
+      released: (p, info) => waiter.released(this.#wrap(p), info),
+      dropped: (reason, t) => waiter.dropped(reason, t)
+    }, now, priorityClass);
+    return 'queued' in r ? r : this.#wrap(r);
+  }
+
+  cancel (q: Queued): boolean {
+    return this.host.cancel(q);
+  }
+
+  tick (now: number): void {
+    this.host.tick(now);
+  }
+
+  dropAll (reason: DropReason, now: number): void {
+    this.host.dropAll(reason, now);
+  }
+
+  admissionStats (now: number): AdmissionStats {
+    return this.host.admissionStats(now);
   }
 
   hasCandidate (model: string, exclude: ReadonlySet<number>): boolean {
@@ -97,6 +130,7 @@ export class TableRouting implements RoutingState {
     if (b.gone) return; // a probe or scrape that outlived the backend's row
     this.#byRow[b.index] = b;
     this.host.setPod(b.index, { id: b.id, role: b.config.role, models: b.models, state: podState(b), kvCapacityBlocks: b.config.kvCapacityBlocks ?? 0 });
+    this.host.setMaxConcurrent(b.index, b.config.maxConcurrent ?? 0);
     this.#onChanged?.(b);
   }
 

@@ -8,6 +8,7 @@ import { createPolicy } from '../../core/policies/index.js';
 import { DesHost } from '../../sim/des.js';
 import { DEFAULTS } from '../../gateway/config.js';
 import { LabRouting, type KvEventsMode } from './lab-routing.js';
+import type { AdmissionStats, AdmissionWaiter, Placement, RoutingHostOptions } from '../../core/routing-host.js';
 import { DesKvEventFeed, type DesKvFeedStats } from './des-kv-events.js';
 import { loadProfile, resolveProfile } from '../../sim/profile.js';
 import type { BlockDigest } from '../../sim/block-hash.js';
@@ -37,6 +38,12 @@ export interface DesRunOptions {
   assumedTtlMs?: number;
   /** The engines' figures reach the router this often (ms of virtual time, on the 100 ms sampling tick); default the gateway's metricsIntervalMs. */
   scrapeIntervalMs?: number;
+  /** The gateway's admission scheduler (default off) and its knobs. */
+  scheduler?: RoutingHostOptions['scheduler'];
+  admission?: RoutingHostOptions['admission'];
+  capacity?: RoutingHostOptions['capacity'];
+  /** Requests in flight each engine may hold (the gateway's per-backend maxConcurrent); none by default. */
+  maxConcurrent?: number;
   /** Called every virtual second with the time (progress display). */
   onProgress?: (t: number) => void;
 }
@@ -45,6 +52,8 @@ export interface DesRunResult {
   summary: MetricsSummary;
   /** Where the index learned from, and in precise mode what the engines' events brought. */
   kvEvents: { mode: KvEventsMode; feed: DesKvFeedStats | null };
+  /** The admission queue at the end of the run (longest wait, promotions, limits learned). */
+  admission: AdmissionStats;
   wallSeconds: number;
   virtualSeconds: number;
 }
@@ -65,8 +74,10 @@ export function runDes (o: DesRunOptions): DesRunResult {
   const region = createAndAttach({ pods: Math.max(8, o.engines), sessions: DEFAULTS.maxSessions, scratchSlots: 16 });
   const lab = new LabRouting(region, {
     policy: createPolicy(o.policy, o.policyConfig ?? {}), engines: o.engines, model: MODEL, blockSize: resolved.blockSize,
-    kvEvents: o.kvEvents ?? 'approximate', random: () => des.random(), assumedTtlMs: o.assumedTtlMs
+    kvEvents: o.kvEvents ?? 'approximate', random: () => des.random(), assumedTtlMs: o.assumedTtlMs,
+    scheduler: o.scheduler, admission: o.admission, capacity: o.capacity
   });
+  if (o.maxConcurrent) for (let i = 0; i < o.engines; i++) lab.host.setMaxConcurrent(i, o.maxConcurrent);
   const feed = lab.kvEvents === 'precise' ? new DesKvEventFeed({ writer: lab.writer, blockSize: resolved.blockSize, model: MODEL, deliveryDelayMs: o.kvDelayMs }).attach(des) : null;
   const keyHasher = new BlockHasher(region);
   const root = keyHasher.rootSeed(MODEL);
@@ -96,40 +107,59 @@ export function runDes (o: DesRunOptions): DesRunResult {
     isolated.set(id, isolatedServiceTime(profile, tokens.length, ideal.observe(d.rootSessionId, blocks, tokens.length).all, d.outputTokens));
 
     const span = keyHasher.hash(tokens, resolved.blockSize, root);
+    // A copy: the hasher's output area is reused by the next request, and this one may wait in the queue.
     const req = {
       model: MODEL, sessionId: d.sessionId, parentSessionId: d.parentId,
-      promptTokens: tokens.length, blockKeys: new BigUint64Array(region.memory.buffer, span.ptr, span.count), maxTokens: d.outputTokens
+      promptTokens: tokens.length, blockKeys: new BigUint64Array(region.memory.buffer, span.ptr, span.count).slice(), maxTokens: d.outputTokens
     };
     const nowMs = d.at * 1000;
-    const t0 = performance.now();
-    const routed = lab.route(req, nowMs);
-    metrics.routingDecision((performance.now() - t0) / 1000);
-    lab.dispatched(routed, nowMs);
     metrics.requestSent({ id, sessionId: d.sessionId, rootSessionId: d.rootSessionId, at: d.at, promptTokens: tokens.length, blocks });
     open++;
     issued++;
-    des.submit(routed.pod, {
-      id, promptTokenIds: tokens, maxTokens: d.outputTokens, minTokens: 0, ignoreEos: true, stopTokenIds: [],
-      loraName: null, cacheSalt: null, seed: o.seed ^ issued, arrivalTime: d.at, blockHashes: dg
-    }, d.at, {
-      onFirstToken: (t) => {
-        lab.firstToken(routed, t * 1000);
-        metrics.firstToken(id, t);
+    const seed = o.seed ^ issued;
+    const send = (routed: Placement, t: number): void => {
+      lab.sent();
+      des.submit(routed.pod, {
+        id, promptTokenIds: tokens, maxTokens: d.outputTokens, minTokens: 0, ignoreEos: true, stopTokenIds: [],
+        loraName: null, cacheSalt: null, seed, arrivalTime: t, blockHashes: dg
+      }, t, {
+        onFirstToken: (ft) => {
+          lab.firstToken(routed, ft * 1000);
+          metrics.firstToken(id, ft);
+        },
+        onFinish: (ft, out) => {
+          open--;
+          const outTokens = out.metrics?.numGenerationTokens ?? d.outputTokens;
+          lab.finished(routed, { promptTokens: tokens.length, completionTokens: outTokens }, ft * 1000);
+          metrics.requestFinished(id, { at: ft, cachedTokens: out.numCachedTokens, outputTokens: outTokens });
+          done(ft);
+        },
+        onError: (ft, err) => {
+          open--;
+          lab.finished(routed, null, ft * 1000);
+          metrics.requestFailed(id, ft, failureCause(err));
+          done(ft);
+        }
+      });
+    };
+    const waiter: AdmissionWaiter = {
+      released: (p, info) => {
+        metrics.admitted(info.waitMs / 1000);
+        send(p, info.now / 1000);
       },
-      onFinish: (t, out) => {
+      dropped: (reason, now) => {
         open--;
-        const outTokens = out.metrics?.numGenerationTokens ?? d.outputTokens;
-        lab.finished(routed, { promptTokens: tokens.length, completionTokens: outTokens }, t * 1000);
-        metrics.requestFinished(id, { at: t, cachedTokens: out.numCachedTokens, outputTokens: outTokens });
-        done(t);
-      },
-      onError: (t, err) => {
-        open--;
-        lab.finished(routed, null, t * 1000);
-        metrics.requestFailed(id, t, failureCause(err));
-        done(t);
+        metrics.requestFailed(id, now / 1000, reason === 'timeout' ? 'queue_timeout' : reason);
+        done(now / 1000);
       }
-    });
+    };
+    const t0 = performance.now();
+    const placed = lab.submit(req, waiter, nowMs);
+    metrics.routingDecision((performance.now() - t0) / 1000);
+    if ('pod' in placed) {
+      metrics.admitted(0);
+      send(placed, d.at);
+    }
   }, { sessionDone: (rootId, _start, end) => metrics.sessionDone(rootId, end) });
 
   // The gateway's scrape of every engine's /metrics, on its interval (the first right at start).
@@ -156,6 +186,6 @@ export function runDes (o: DesRunOptions): DesRunResult {
   const idealRun = replay(w, (sessionId, turn) => isolated.get(requestId(sessionId, turn)) ?? 0);
   return {
     summary: metrics.summary({ idealMakespan: idealRun.makespan, idealSessionCompletion: idealRun.sessionCompletion }),
-    kvEvents: { mode: lab.kvEvents, feed: feed?.stats() ?? null }, wallSeconds: (performance.now() - wall0) / 1000, virtualSeconds: des.now
+    kvEvents: { mode: lab.kvEvents, feed: feed?.stats() ?? null }, admission: lab.host.admissionStats(des.now * 1000), wallSeconds: (performance.now() - wall0) / 1000, virtualSeconds: des.now
   };
 }

@@ -5,6 +5,12 @@
 // the gateway runs apart so its event loop is its own.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import YAML from 'yaml';
+import { ADMISSION_DEFAULTS } from '../../core/admission.js';
+import type { RoutingHostOptions } from '../../core/routing-host.js';
 import { Agent, request } from 'undici';
 import pino from 'pino';
 import { startSim, type SimServer } from '../../sim/server.js';
@@ -29,6 +35,11 @@ export interface E2eRunOptions {
   ttftSlo?: number;
   /** precise: the engines publish KV events (ZeroMQ on loopback) and the gateway follows them; default approximate. */
   kvEvents?: KvEventsMode;
+  /** The gateway's admission scheduler and knobs, as for the des driver (times in workload ms: scaled here). */
+  scheduler?: RoutingHostOptions['scheduler'];
+  admission?: RoutingHostOptions['admission'];
+  capacity?: RoutingHostOptions['capacity'];
+  maxConcurrent?: number;
   onProgress?: (t: number) => void;
 }
 
@@ -38,12 +49,26 @@ export interface E2eRunResult {
 }
 
 const BIN = new URL('../../cli/ear.js', import.meta.url).pathname;
+
+/** The gateway's scheduler settings for the run; its times are wall ms, the workload's are scaled by `scale`. */
+function schedulerConfig (o: E2eRunOptions, scale: number): Record<string, unknown> {
+  const a = o.admission ?? {};
+  const c: Record<string, unknown> = { scheduler: o.scheduler ?? 'atlas' };
+  if (a.levels !== undefined) c.schedulerLevels = a.levels;
+  c.schedulerQuantumMs = Math.max(1, Math.round((a.quantumMs ?? ADMISSION_DEFAULTS.quantumMs) * scale));
+  if (a.beta !== undefined) c.schedulerBeta = a.beta;
+  if (a.maxQueued !== undefined) c.maxQueued = a.maxQueued;
+  c.queueTimeoutMs = Math.max(1, Math.round((a.queueTimeoutMs ?? ADMISSION_DEFAULTS.queueTimeoutMs) * scale));
+  if (o.capacity?.prefillBudgetTokens !== undefined) c.prefillBudgetTokens = o.capacity.prefillBudgetTokens;
+  if (o.capacity?.kvHighWatermark !== undefined) c.kvHighWatermark = o.capacity.kvHighWatermark;
+  return c;
+}
 const MODEL = 'ear-eval';
 
 /** `backends` are `--backend` specs (URL and options); `blockSize` the engines' (precise mode needs the same). */
-async function startGatewayProcess (backends: string[], policy: string, blockSize: number): Promise<{ child: ChildProcess; url: string }> {
+async function startGatewayProcess (backends: string[], policy: string, blockSize: number, config: string | null): Promise<{ child: ChildProcess; url: string }> {
   const args = [BIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--policy', policy, '--route-threads', '1', '--block-size', String(blockSize),
-    ...backends.flatMap((b, i) => ['--backend', `${b},id=engine-${i}`])];
+    ...(config === null ? [] : ['--config', config]), ...backends.flatMap((b, i) => ['--backend', `${b},id=engine-${i}`])];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, EAR_LOG_LEVEL: 'info' } });
   let out = '';
   child.stdout!.on('data', (d) => { out += d; });
@@ -94,6 +119,7 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
   const silent = pino({ level: 'silent' });
   const sims: SimServer[] = [];
   let gw: { child: ChildProcess; url: string } | null = null;
+  let configDir: string | null = null;
   const dispatcher = new Agent({ connections: 512, headersTimeout: 0, bodyTimeout: 0 });
   try {
     // Each request's engine TTFT (modelled seconds), by the x-request-id the gateway forwards.
@@ -106,8 +132,12 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
         kvEventsConfig: o.kvEvents === 'precise' ? parseKvEventsConfig({ enable_kv_cache_events: true, endpoint: 'tcp://127.0.0.1:*', replay_endpoint: 'tcp://127.0.0.1:*' }) : null
       }));
     }
-    const specs = sims.map((s) => o.kvEvents === 'precise' ? `${s.url},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}` : s.url);
-    gw = await startGatewayProcess(specs, o.policy, profile.blockSize);
+    const cap = o.maxConcurrent ? `,max-concurrent=${o.maxConcurrent}` : '';
+    const specs = sims.map((s) => (o.kvEvents === 'precise' ? `${s.url},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}` : s.url) + cap);
+    configDir = mkdtempSync(join(tmpdir(), 'ear-e2e-'));
+    const configFile = join(configDir, 'gateway.yaml');
+    writeFileSync(configFile, YAML.stringify(schedulerConfig(o, scale)));
+    gw = await startGatewayProcess(specs, o.policy, profile.blockSize, configFile);
     const metrics = new MetricsCollector({ engines: o.engines, blockSize: w.blockSize, ttftSlo: o.ttftSlo });
     const t0 = performance.now();
     const now = (): number => (performance.now() - t0) / 1000 / scale;
@@ -180,6 +210,7 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
     }
     await dispatcher.close();
     await Promise.all(sims.map((s) => s.close()));
+    if (configDir !== null) rmSync(configDir, { recursive: true, force: true });
   }
 }
 
@@ -192,11 +223,14 @@ async function gatewayDecisionSamples (url: string): Promise<Array<[number, numb
   const text = await r.body.text();
   const out: Array<[number, number]> = [];
   let below = 0;
+  let top = 0;
   for (const m of text.matchAll(/^ear_routing_decision_seconds_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)/gm)) {
-    if (m[1] === '+Inf') continue;
     const cumulative = Number(m[2]);
-    if (cumulative > below) out.push([Number(m[1]), cumulative - below]);
+    // Past the last bound (a pause of the loaded machine): counted at that bound, a lower bound of the time.
+    const bound = m[1] === '+Inf' ? top : Number(m[1]);
+    if (cumulative > below) out.push([bound, cumulative - below]);
     below = cumulative;
+    top = bound;
   }
   return out;
 }

@@ -9,7 +9,7 @@
 import { PrefixIndex, PrefixIndexWriter } from '../../core/prefix-index.js';
 import type { Region } from '../../core/region.js';
 import { RingConsumer } from '../../core/ring.js';
-import { APPROXIMATE_ASSUMED_TTL_MS, PRECISE_ASSUMED_TTL_MS, RoutingHost, type EngineReport, type HostRequest, type Placement, type RequestOutcome } from '../../core/routing-host.js';
+import { APPROXIMATE_ASSUMED_TTL_MS, PRECISE_ASSUMED_TTL_MS, RoutingHost, type AdmissionWaiter, type EngineReport, type HostRequest, type Placement, type Queued, type RequestOutcome, type RoutingHostOptions } from '../../core/routing-host.js';
 import type { Policy } from '../../core/policy.js';
 import { IndexFeeder } from '../../kvevents/index-feeder.js';
 import { DEFAULTS } from '../../gateway/config.js';
@@ -30,6 +30,10 @@ export interface LabRoutingOptions {
   sessionTtlMs?: number;
   /** Assumed presence lifetime; default as the gateway picks it for the mode. */
   assumedTtlMs?: number;
+  /** The admission scheduler and its knobs, as the gateway's (default off). */
+  scheduler?: RoutingHostOptions['scheduler'];
+  admission?: RoutingHostOptions['admission'];
+  capacity?: RoutingHostOptions['capacity'];
 }
 
 /** The kv-events thread's expiry slice (workers/kv-events-thread.ts). */
@@ -45,7 +49,10 @@ export class LabRouting {
 
   constructor (region: Region, o: LabRoutingOptions) {
     this.kvEvents = o.kvEvents;
-    this.host = new RoutingHost(region, { policy: o.policy, blockSize: o.blockSize, sessionTtlMs: o.sessionTtlMs ?? DEFAULTS.sessionIdleMs, random: o.random });
+    this.host = new RoutingHost(region, {
+      policy: o.policy, blockSize: o.blockSize, sessionTtlMs: o.sessionTtlMs ?? DEFAULTS.sessionIdleMs, random: o.random,
+      scheduler: o.scheduler, admission: o.admission, capacity: o.capacity
+    });
     const area = region.claimScratch();
     this.writer = new PrefixIndexWriter(region, { ptr: area.ptr, bytes: Math.ceil(PrefixIndex.areaBytes(region) / 64) * 64 });
     this.assumedTtlMs = o.assumedTtlMs ?? (o.kvEvents === 'precise' ? PRECISE_ASSUMED_TTL_MS : APPROXIMATE_ASSUMED_TTL_MS);
@@ -64,6 +71,20 @@ export class LabRouting {
     this.feeder.pump();
   }
 
+  /**
+   * Through admission, as the gateway's requests go: the placement (dispatched) when it goes at once, else
+   * `waiter` hears of it. Released requests are dispatched by the host; `sent` is for the caller to call when it
+   * hands one to its engine.
+   */
+  submit (req: HostRequest, waiter: AdmissionWaiter, now: number): Placement | Queued {
+    return this.host.submit(req, waiter, now);
+  }
+
+  /** A released request went to its engine: its record ops reach the index now. */
+  sent (): void {
+    this.feeder.pump();
+  }
+
   firstToken (p: Placement, now: number): void {
     this.host.firstToken(p, now);
   }
@@ -79,6 +100,7 @@ export class LabRouting {
 
   /** The kv-events thread's periodic work: pending ops, then a slice of assumed expiry. */
   upkeep (now: number): void {
+    this.host.tick(now);
     this.feeder.pump();
     this.feeder.expire(now);
   }

@@ -93,6 +93,20 @@ export interface MetricsSummary {
   failures: Record<string, number>;
   gateway: { decision: LatencySummary; addedLatency: LatencySummary };
   timeline: { t: number[]; pendingPrefill: number[][]; migrations: Array<{ t: number; from: number; to: number }>; droppedSamples: number };
+  /**
+   * Short and long sessions (root sessions with at most / more than the median number of requests): their
+   * requests' TTFT and their completion times. What an admission scheduler trades between them.
+   */
+  bySessionLength: { medianRequests: number; short: SessionClassSummary; long: SessionClassSummary };
+  /** Time requests waited in the gateway's admission queue (s); the longest is the starvation figure. */
+  admissionWait: LatencySummary;
+}
+
+export interface SessionClassSummary {
+  sessions: number;
+  /** s */
+  ttft: LatencySummary;
+  completion: LatencySummary;
 }
 
 interface Open { sessionId: string; root: string; sent: number; first: number; prompt: number; boundAll: number; boundIntra: number }
@@ -126,6 +140,11 @@ export class MetricsCollector {
   #migrations = 0; #migTokens = 0; #migBytes = 0; #thrash = 0;
   #firstSent = Infinity; #lastEnd = -Infinity;
   #blocksSeen = true;
+  /** Per completed request: its root session and TTFT, split by session length at the end. */
+  readonly #ttftRoots: string[] = [];
+  readonly #ttftValues: number[] = [];
+  readonly #requestsPerRoot = new Map<string, number>();
+  readonly #wait = new Latency();
 
   constructor (o: CollectorOptions) {
     if (!(Number.isInteger(o.engines) && o.engines > 0)) throw new RangeError(`engines must be an integer > 0, got ${o.engines}`);
@@ -146,6 +165,7 @@ export class MetricsCollector {
     else this.#blocksSeen = false;
     this.#open.set(r.id, { sessionId: r.sessionId, root, sent: r.at, first: -1, prompt: r.promptTokens, boundAll, boundIntra });
     if (!this.#sessionStart.has(r.sessionId)) this.#sessionStart.set(r.sessionId, r.at);
+    this.#requestsPerRoot.set(root, (this.#requestsPerRoot.get(root) ?? 0) + 1);
     if (r.at < this.#firstSent) this.#firstSent = r.at;
     this.#sent++;
   }
@@ -161,6 +181,8 @@ export class MetricsCollector {
     const ttft = (o.first < 0 ? f.at : o.first) - o.sent;
     const e2e = f.at - o.sent;
     this.#ttft.record(ttft);
+    this.#ttftRoots.push(o.root);
+    this.#ttftValues.push(ttft);
     this.#e2e.record(e2e);
     if (f.outputTokens > 1) this.#tpot.record((e2e - ttft) / (f.outputTokens - 1));
     if (ttft <= this.#slo) this.#good++;
@@ -216,6 +238,28 @@ export class MetricsCollector {
     if (this.#moves.length < this.#eventsKept) this.#moves.push({ t: m.at, from: m.from, to: m.to });
   }
 
+  #bySessionLength (): MetricsSummary['bySessionLength'] {
+    const counts = [...this.#requestsPerRoot.values()].sort((a, b) => a - b);
+    const median = counts.length === 0 ? 0 : counts[Math.floor((counts.length - 1) / 2)];
+    const isShort = (root: string): boolean => (this.#requestsPerRoot.get(root) ?? 0) <= median;
+    const cls = (short: boolean): SessionClassSummary => {
+      const ttft = new Latency();
+      const completion = new Latency();
+      for (let i = 0; i < this.#ttftRoots.length; i++) if (isShort(this.#ttftRoots[i]) === short) ttft.record(this.#ttftValues[i]);
+      let sessions = 0;
+      for (const [root, t] of this.#sessionTime) {
+        if (isShort(root) !== short) continue;
+        completion.record(t);
+        sessions++;
+      }
+      return { sessions, ttft: ttft.summary(), completion: completion.summary() };
+    };
+    return { medianRequests: median, short: cls(true), long: cls(false) };
+  }
+
+  /** A request left the gateway's admission queue after `seconds`. */
+  admitted (seconds: number): void { this.#wait.record(seconds); }
+
   /** Time the gateway spent deciding where a request goes, seconds. */
   routingDecision (seconds: number): void { this.#decision.record(seconds); }
 
@@ -257,6 +301,8 @@ export class MetricsCollector {
       failures,
       gateway: { decision: this.#decision.summary(), addedLatency: this.#added.summary() },
       timeline: { ...this.#timeline(), migrations: this.#moves.slice(), droppedSamples: this.#droppedSamples },
+      bySessionLength: this.#bySessionLength(),
+      admissionWait: this.#wait.summary(),
     };
   }
 
