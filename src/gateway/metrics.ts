@@ -22,7 +22,7 @@ export class GatewayMetrics {
   readonly inFlight = new Gauge({ name: 'ear_backend_in_flight', help: 'Requests in flight per backend (read when scraped).', labelNames: ['backend'], registers: [this.registry] });
   readonly tableSize = new Gauge({ name: 'ear_table_entries', help: 'Entries in each shared table.', labelNames: ['table'], registers: [this.registry] });
   readonly tableDropped = new Gauge({ name: 'ear_table_dropped_total', help: 'What each table\'s bound dropped (evictions, rejected pushes, dropped ring ops) since start.', labelNames: ['table'], registers: [this.registry] });
-  readonly admissionWait = new FastHistogram({ name: 'ear_admission_wait_seconds', help: 'Time a request waited for admission, by the priority level it left from.', buckets: LATENCY_BUCKETS, labelNames: ['level'], registers: [this.registry] });
+  readonly admissionWait = new FastHistogram({ name: 'ear_admission_wait_seconds', help: 'Time a request that had to queue waited for admission, by the priority level it left from (requests placed at once are not counted).', buckets: LATENCY_BUCKETS, labelNames: ['level'], registers: [this.registry] });
   readonly clientAborts = new FastCounter({ name: 'ear_client_aborts_total', help: 'Requests the client abandoned before the response ended.', registers: [this.registry] });
 
   readonly #backends = new Map<string, BackendSeries>();
