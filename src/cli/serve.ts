@@ -10,7 +10,8 @@ import { parseKvEventsConfig } from '../sim/kv-events-config.js';
 
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
-                 [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--demo N [--demo-profile NAME] [--demo-time-scale X]]
+                 [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--session-store memory|redis://HOST[:PORT][/DB]]
+                 [--demo N [--demo-profile NAME] [--demo-time-scale X]]
 
 An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --config FILE        YAML with any of the fields below (camelCase) and a \`backends\` list; SIGHUP reloads its backends
@@ -19,6 +20,8 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --tokenizer NAME     tokenizer for block keys (default ${DEFAULTS.tokenizer}): character, tiktoken:o200k_base, hf:qwen3, hf:PATH, remote:URL (engine /tokenize)
   --assumed-ttl-ms N   how long a routing decision's assumed prefix stays in the index (default: 5000 when a
                        backend has kv-events, i.e. precise mode; else 20 min)
+  --session-store S    memory (default: this process's session table) or redis://HOST[:PORT][/DB]: session
+                       bindings and service shared by every replica naming the same Redis (down: local table)
   --demo N             start N simulated engines here and route to them
 SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), exit.`;
 
@@ -44,6 +47,7 @@ export async function main (argv: string[]): Promise<number> {
         'admin-token': { type: 'string' },
         'api-key': { type: 'string', multiple: true },
         'max-body-bytes': { type: 'string' },
+        'session-store': { type: 'string' },
         demo: { type: 'string' },
         'demo-profile': { type: 'string' },
         'demo-time-scale': { type: 'string' },
@@ -77,6 +81,7 @@ export async function main (argv: string[]): Promise<number> {
     adminToken: values['admin-token'],
     apiKeys: values['api-key'],
     maxBodyBytes: values['max-body-bytes'],
+    sessionStore: values['session-store'],
     // Demo engines publish KV events, so the demo runs in precise mode.
     backend: [...((values.backend as string[] | undefined) ?? []), ...sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`)]
   });
@@ -109,7 +114,7 @@ export async function main (argv: string[]): Promise<number> {
     }
     throw err;
   }
-  const ear = await startEar(config);
+  const ear = await startEar(config, { logger: log.child({ component: 'session-store' }) });
   // Signal handlers before the line that says we listen: until a handler is installed, SIGHUP and SIGTERM
   // take their default action and kill the process (a supervisor may signal as soon as it reads that line).
   process.on('SIGHUP', () => {
@@ -125,7 +130,7 @@ export async function main (argv: string[]): Promise<number> {
     process.once('SIGTERM', resolve);
   });
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${ear.gateway.port}`;
-  log.info({ url, policy: config.policy, backends: config.backends.map((b) => b.id) }, `ear serve listening on ${url}`);
+  log.info({ url, policy: config.policy, sessionStore: config.sessionStore, backends: config.backends.map((b) => b.id) }, `ear serve listening on ${url}`);
   if (demo > 0) {
     console.log(`\nTry:\n  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' -H 'x-session-id: demo-1' \\\n` +
       `    -d '{"model":"ear-demo","messages":[{"role":"user","content":"Hello!"}],"max_tokens":32}'\n`);

@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import YAML from 'yaml';
 import type { PodRole } from '../core/policy.js';
 import { REMOTE_TOKENIZER_DEFAULTS, remoteTokenizerUrl, type RemoteTokenizerOptions } from '../tokenize/remote.js';
+import { parseSessionStoreSpec } from '../store/session-store.js';
 
 export interface BackendConfig {
   id: string;
@@ -70,6 +71,11 @@ export interface GatewayConfig {
   sessionIdleMs: number;
   /** How long SIGTERM waits for in-flight requests before closing them. */
   drainTimeoutMs: number;
+  /**
+   * Where session state lives: `memory` (the local session table only) or `redis://HOST[:PORT][/DB]`, shared by
+   * every replica that names the same server (src/gateway/shared-sessions.ts).
+   */
+  sessionStore: string;
 }
 
 export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze({
@@ -96,7 +102,8 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   kvMaxMappedBlocks: 1 << 18,
   maxSessions: 65536,
   sessionIdleMs: 1_800_000,
-  drainTimeoutMs: 30_000
+  drainTimeoutMs: 30_000,
+  sessionStore: 'memory'
 });
 
 export class ConfigError extends Error {
@@ -227,7 +234,15 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
   kvMaxMappedBlocks: (p, v) => checkInt(p, v, 1024, 1 << 26),
   maxSessions: (p, v) => checkInt(p, v, 16, 1 << 24),
   sessionIdleMs: (p, v) => checkInt(p, v, 1000, 86_400_000 * 7),
-  drainTimeoutMs: (p, v) => checkInt(p, v, 0, 3_600_000)
+  drainTimeoutMs: (p, v) => checkInt(p, v, 0, 3_600_000),
+  sessionStore: (p, v) => {
+    try {
+      parseSessionStoreSpec(v, p);
+    } catch (err) {
+      throw new ConfigError(p, (err as Error).message.slice(`config ${p}: `.length));
+    }
+    return (v as string).trim();
+  }
 };
 
 /**

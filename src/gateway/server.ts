@@ -17,6 +17,7 @@ import type { Placement, RoutingInput, RoutingState } from './routing-state.js';
 import { sessionOf, SESSION_ID_HEADERS } from './session-id.js';
 import { StreamObserver } from './stream-observer.js';
 import { readBody, ResponseState } from './uws-io.js';
+import type { SharedSessions } from './shared-sessions.js';
 
 export type FeatureFn = (endpoint: Endpoint, body: Buffer, sessionId: string | null) => Promise<Features>;
 
@@ -27,6 +28,8 @@ export interface GatewayDeps {
   features: FeatureFn;
   /** Time source in ms (performance.now by default). */
   now?: () => number;
+  /** Session state shared with other replicas (`--session-store redis://…`); none with `memory`. */
+  sessions?: SharedSessions | null;
 }
 
 export interface Gateway {
@@ -143,6 +146,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     const forward = f.forward ? Buffer.from(f.forward.buffer, f.forward.byteOffset, f.forward.byteLength) : body;
     const exclude = new Set<number>();
     let last: AttemptResult | null = null;
+    const shared = deps.sessions?.turn(input) ?? null; // shared session state: shared-sessions.ts
+    if (shared !== null) await shared.load();
     for (let n = 0; n < config.maxAttempts; n++) {
       let placement: Placement;
       const d0 = now();
@@ -153,6 +158,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
         break;
       }
       decisionSeconds.observe((now() - d0) / 1000);
+      if (shared !== null) placement = await shared.placed(placement, n, () => state.route(input, exclude, now(), n));
       const b = placement.backend;
       const series = metrics.backend(b.id);
       series.decisions(config.policy, placement.reason).inc();
@@ -183,6 +189,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const tEnd = now();
       const usage = observer?.usage ?? null;
       state.finished(placement, input, usage, result.kind === 'done', tEnd);
+      shared?.completed(tEnd);
       last = result;
       if (result.kind === 'retryable') {
         metrics.upstreamErrors.inc({ backend: b.id, kind: result.status === null ? 'connect' : 'status' });
@@ -245,9 +252,14 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     const rs = new ResponseState(res);
     if (!adminAuthorized(req.getHeader('authorization'))) return rs.fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'admin token required'));
     const id = decodeURIComponent(req.getParameter(0) ?? '');
-    const s = state.session(id);
-    if (!s) return rs.fail(new GatewayError('EAR_ERR_NOT_FOUND', `no session "${id}"`));
-    rs.send(200, JSON.stringify({ id, ...s }), [['content-type', 'application/json']]);
+    const answer = (): void => {
+      const s = state.session(id);
+      if (!s) return rs.fail(new GatewayError('EAR_ERR_NOT_FOUND', `no session "${id}"`));
+      rs.send(200, JSON.stringify({ id, ...s }), [['content-type', 'application/json']]);
+    };
+    // With a shared store, the shared record first: every replica then shows the same figures.
+    if (deps.sessions) deps.sessions.refresh(id).then(answer, (err) => rs.fail(err));
+    else answer();
   });
   app.any('/*', (res, req) => {
     const rs = new ResponseState(res);
