@@ -76,6 +76,8 @@ export interface GatewayConfig {
    * every replica that names the same server (src/gateway/shared-sessions.ts).
    */
   sessionStore: string;
+  /** Longest wait for a shared store's reply (ms); past it the request goes on from the local table. */
+  sessionStoreTimeoutMs: number;
 }
 
 export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze({
@@ -103,7 +105,8 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   maxSessions: 65536,
   sessionIdleMs: 1_800_000,
   drainTimeoutMs: 30_000,
-  sessionStore: 'memory'
+  sessionStore: 'memory',
+  sessionStoreTimeoutMs: 50
 });
 
 export class ConfigError extends Error {
@@ -242,7 +245,8 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
       throw new ConfigError(p, (err as Error).message.slice(`config ${p}: `.length));
     }
     return (v as string).trim();
-  }
+  },
+  sessionStoreTimeoutMs: (p, v) => checkInt(p, v, 1, 60_000)
 };
 
 /**

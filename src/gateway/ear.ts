@@ -71,7 +71,8 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
     const spec = parseSessionStoreSpec(config.sessionStore, 'sessionStore');
     // `memory` is the local session table itself: no store object, nothing on the request path.
     if (spec.kind !== 'memory') {
-      store = createSessionStore(spec, { sessionTtlMs: config.sessionIdleMs, maxSessions: config.maxSessions, logger: opts.logger });
+      store = createSessionStore(spec, { sessionTtlMs: config.sessionIdleMs, maxSessions: config.maxSessions, logger: opts.logger,
+        redis: { commandTimeoutMs: config.sessionStoreTimeoutMs } });
       await store.whenUp(opts.storeWaitMs ?? 1000);
     }
     const initialTtl = config.assumedTtlMs ?? (config.backends.some((b) => b.kvEvents !== null) ? PRECISE_ASSUMED_TTL_MS : APPROXIMATE_ASSUMED_TTL_MS);
