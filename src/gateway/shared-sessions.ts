@@ -31,15 +31,15 @@
 // grows past it); a Redis that lost its data gets back the service of calls made after the loss (and the
 // figures a new bind seeds), so its attained service may stay below a replica's local one, which keeps the max.
 import { NoCandidateError } from '../core/policy.js';
+import type { RoutingHost } from '../core/routing-host.js';
 import type { SessionRecord } from '../core/session-table.js';
 import type { SessionStore, SharedSession, SessionSeed } from '../store/session-store.js';
-import type { Placement, RoutingInput } from './routing-state.js';
-import type { TableRouting } from './table-routing.js';
+import type { RoutingInput } from './routing-state.js';
 
 export interface SharedSessionsOptions {
   store: SessionStore;
-  /** The routing state, made by startGateway after this object (so a getter). */
-  routing: () => TableRouting;
+  /** The routing state (TableRouting), made by startGateway after this object (so a getter). */
+  routing: () => { readonly host: RoutingHost };
   /** Local TTL of a session created by adopting a shared record (the gateway's sessionIdleMs). */
   sessionTtlMs: number;
   /** The gateway's clock (ms since the epoch: last migration times are compared across replicas). */
@@ -52,7 +52,7 @@ export class SharedSessions {
   readonly follows = { bind: 0, cas: 0 };
   /** Requests routed again to follow the winner's host. */
   rerouted = 0;
-  readonly #routing: () => TableRouting;
+  readonly #routing: () => { readonly host: RoutingHost };
   readonly #ttlMs: number;
   readonly now: () => number;
 
@@ -129,7 +129,7 @@ export class SharedTurn {
    * After a routing decision, before dispatch: makes the decision the shared binding, or follows the binding
    * that won (`again` routes the request again, once, after the winner was adopted). Returns the placement to send.
    */
-  async placed<P extends Placement> (p: P, attempt: number, again: () => P): Promise<P> {
+  async placed<P extends { readonly backend: { readonly id: string } }> (p: P, attempt: number, again: () => P): Promise<P> {
     let out = p;
     if (await this.#settle(p.backend.id, attempt)) {
       try {
