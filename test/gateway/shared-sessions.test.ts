@@ -42,11 +42,13 @@ async function start (args: string[], listening: RegExp): Promise<Proc> {
   return { child, url, out: () => out };
 }
 
-async function stop (p: Proc | undefined): Promise<void> {
-  if (p === undefined || p.child.exitCode !== null || p.child.signalCode !== null) return;
+/** SIGTERM; the exit code (null if it was not running). */
+async function stop (p: Proc | undefined): Promise<number | null> {
+  if (p === undefined || p.child.exitCode !== null || p.child.signalCode !== null) return null;
   const exited = once(p.child, 'exit');
   p.child.kill('SIGTERM');
-  await exited;
+  const [code] = await exited as [number | null];
+  return code;
 }
 
 /** One turn of a session: the backend that served it. */
@@ -113,7 +115,9 @@ describe('shared sessions: two ear serve replicas over one redis-server', { skip
   });
 
   after(async () => {
-    await Promise.all([A, B, MA, MB, ...sims].map(stop));
+    const [a, b] = await Promise.all([A, B, MA, MB, ...sims].map(stop));
+    // The replicas drain and close the store on SIGTERM, and exit cleanly.
+    assert.deepEqual([a, b], [0, 0], `exit codes: ${A?.out().slice(-2000)}`);
     await redis?.kill();
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });
