@@ -10,7 +10,8 @@ import { parseKvEventsConfig } from '../sim/kv-events-config.js';
 
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
-                 [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--demo N [--demo-profile NAME] [--demo-time-scale X]]
+                 [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--session-store memory|redis://HOST[:PORT][/DB]]
+                 [--demo N [--demo-profile NAME] [--demo-time-scale X]]
 
 An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --config FILE        YAML with any of the fields below (camelCase) and a \`backends\` list; SIGHUP reloads its backends
@@ -25,6 +26,8 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --max-queued N       requests that may wait (default ${DEFAULTS.maxQueued}; above: 429 with Retry-After)
   --queue-timeout-ms N longest wait for admission (default ${DEFAULTS.queueTimeoutMs}; then 504 timeout_error)
   --prefill-budget-tokens N  prompt tokens a backend may hold uncomputed before it takes no more (default 0: none)
+  --session-store S    memory (default: this process's session table) or redis://HOST[:PORT][/DB]: session
+                       bindings and service shared by every replica naming the same Redis (down: local table)
   --demo N             start N simulated engines here and route to them
 SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), exit.`;
 
@@ -54,6 +57,7 @@ export async function main (argv: string[]): Promise<number> {
         'max-queued': { type: 'string' },
         'queue-timeout-ms': { type: 'string' },
         'prefill-budget-tokens': { type: 'string' },
+        'session-store': { type: 'string' },
         demo: { type: 'string' },
         'demo-profile': { type: 'string' },
         'demo-time-scale': { type: 'string' },
@@ -91,6 +95,7 @@ export async function main (argv: string[]): Promise<number> {
     maxQueued: values['max-queued'],
     queueTimeoutMs: values['queue-timeout-ms'],
     prefillBudgetTokens: values['prefill-budget-tokens'],
+    sessionStore: values['session-store'],
     // Demo engines publish KV events, so the demo runs in precise mode.
     backend: [...((values.backend as string[] | undefined) ?? []), ...sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`)]
   });
@@ -123,7 +128,7 @@ export async function main (argv: string[]): Promise<number> {
     }
     throw err;
   }
-  const ear = await startEar(config);
+  const ear = await startEar(config, { logger: log.child({ component: 'session-store' }) });
   // Signal handlers before the line that says we listen: until a handler is installed, SIGHUP and SIGTERM
   // take their default action and kill the process (a supervisor may signal as soon as it reads that line).
   process.on('SIGHUP', () => {
@@ -139,7 +144,7 @@ export async function main (argv: string[]): Promise<number> {
     process.once('SIGTERM', resolve);
   });
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${ear.gateway.port}`;
-  log.info({ url, policy: config.policy, scheduler: config.scheduler, backends: config.backends.map((b) => b.id) }, `ear serve listening on ${url}`);
+  log.info({ url, policy: config.policy, scheduler: config.scheduler, sessionStore: config.sessionStore, backends: config.backends.map((b) => b.id) }, `ear serve listening on ${url}`);
   if (demo > 0) {
     console.log(`\nTry:\n  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' -H 'x-session-id: demo-1' \\\n` +
       `    -d '{"model":"ear-demo","messages":[{"role":"user","content":"Hello!"}],"max_tokens":32}'\n`);

@@ -22,7 +22,7 @@ import type { Region } from './region.js';
 import { RingProducer } from './ring.js';
 import { Router, type RouteRequest, type Routed } from './router.js';
 import { SessionKeys } from './session-key.js';
-import { SessionTable } from './session-table.js';
+import { SessionTable, type SessionRecord } from './session-table.js';
 
 /** Assumed presence lives this long when the index learns only from routing (approximate mode). */
 export const APPROXIMATE_ASSUMED_TTL_MS = 20 * 60_000;
@@ -638,4 +638,38 @@ export class RoutingHost {
       { table: 'record_ring', entries: rs.size, dropped: rs.dropped }
     ];
   }
+
+  /**
+   * Merges a session's shared record (the SessionStore's, another replica's view) into the local session table,
+   * creating the session if absent (TTL `ttlMs`). Attained service, critical path, last migration and context
+   * tokens become max(local, shared): a store that lost its data never lowers a priority, and a context only
+   * grows between turns. The host becomes `hostRow` when that row holds a ready pod (a row that is not ready,
+   * or null, leaves the local binding as it is); the change is not a migration, as the session did not move.
+   * Returns whether the local host is now `hostRow`.
+   */
+  adoptShared (sessionId: string, shared: SharedSessionFacts, now: number, ttlMs: number): boolean {
+    const key = this.sessionKey(sessionId);
+    this.sessions.upsert(key, now, ttlMs);
+    const s = this.sessions.get(key);
+    if (s === undefined) return false;
+    const f: Partial<Omit<SessionRecord, 'key'>> = {};
+    if (shared.attainedMs > s.attained) f.attained = shared.attainedMs;
+    if (shared.criticalPathMs > s.criticalPath) f.criticalPath = shared.criticalPathMs;
+    if (shared.lastMigration > s.lastMigration) f.lastMigration = shared.lastMigration;
+    if (shared.contextTokens > s.contextTokens) f.contextTokens = Math.min(shared.contextTokens, 0x7FFFFFFF);
+    const ready = shared.hostRow !== null && this.#pods[shared.hostRow]?.spec.state === 'ready';
+    if (ready && s.host !== shared.hostRow) f.host = shared.hostRow as number;
+    if (Object.keys(f).length > 0) this.sessions.update(key, f);
+    return ready;
+  }
+}
+
+/** A session's shared figures as RoutingHost.adoptShared takes them: the host by pod row here (null: none or not here). */
+export interface SharedSessionFacts {
+  hostRow: number | null;
+  attainedMs: number;
+  criticalPathMs: number;
+  /** −Infinity if it never migrated. */
+  lastMigration: number;
+  contextTokens: number;
 }

@@ -6,6 +6,7 @@ import type { PodRole } from '../core/policy.js';
 import { ADMISSION_DEFAULTS, PRIORITY_CLASSES, SCHEDULERS, type PriorityClass, type SchedulerKind } from '../core/admission.js';
 import { CAPACITY_DEFAULTS } from '../core/capacity.js';
 import { REMOTE_TOKENIZER_DEFAULTS, remoteTokenizerUrl, type RemoteTokenizerOptions } from '../tokenize/remote.js';
+import { parseSessionStoreSpec } from '../store/session-store.js';
 
 export interface BackendConfig {
   id: string;
@@ -89,6 +90,13 @@ export interface GatewayConfig {
   kvHighWatermark: number;
   /** Priority class of a client's API key (high, normal, low), below an x-ear-priority header. */
   apiKeyPriority: Record<string, PriorityClass>;
+  /**
+   * Where session state lives: `memory` (the local session table only) or `redis://HOST[:PORT][/DB]`, shared by
+   * every replica that names the same server (src/gateway/shared-sessions.ts).
+   */
+  sessionStore: string;
+  /** Longest wait for a shared store's reply (ms); past it the request goes on from the local table. */
+  sessionStoreTimeoutMs: number;
 }
 
 export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze({
@@ -124,7 +132,9 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   queueTimeoutMs: ADMISSION_DEFAULTS.queueTimeoutMs,
   prefillBudgetTokens: CAPACITY_DEFAULTS.prefillBudgetTokens,
   kvHighWatermark: CAPACITY_DEFAULTS.kvHighWatermark,
-  apiKeyPriority: {}
+  apiKeyPriority: {},
+  sessionStore: 'memory',
+  sessionStoreTimeoutMs: 50
 });
 
 export class ConfigError extends Error {
@@ -275,7 +285,16 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
       if (!(PRIORITY_CLASSES as readonly unknown[]).includes(c)) throw new ConfigError(`${p}.<key ${k.slice(0, 4)}…>`, `must be one of ${PRIORITY_CLASSES.join(', ')}`);
     }
     return v;
-  }
+  },
+  sessionStore: (p, v) => {
+    try {
+      parseSessionStoreSpec(v, p);
+    } catch (err) {
+      throw new ConfigError(p, (err as Error).message.slice(`config ${p}: `.length));
+    }
+    return (v as string).trim();
+  },
+  sessionStoreTimeoutMs: (p, v) => checkInt(p, v, 1, 60_000)
 };
 
 function checkNumber (path: string, v: unknown, min: number, max: number): number {

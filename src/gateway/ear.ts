@@ -6,17 +6,22 @@ import { createPolicy } from '../core/policies/index.js';
 import { startKvEventsThread, type KvBackendSpec, type KvEventsThread } from '../kvevents/kv-events-thread.js';
 import type { Backend } from './backends.js';
 import type { GatewayConfig } from './config.js';
-import { registerKvEventMetrics } from './metrics.js';
+import { registerKvEventMetrics, registerSessionStoreMetrics } from './metrics.js';
 import { createRoutePool, type RoutePool } from './route-pool.js';
 import { startGateway, type Gateway } from './server.js';
 import { TableRouting } from './table-routing.js';
 import { featureSource } from './inline-features.js';
 import { registerRoutePoolMetrics } from './route-pool-metrics.js';
+import { SharedSessions } from './shared-sessions.js';
+import { createSessionStore } from '../store/create.js';
+import { parseSessionStoreSpec, type SessionStore, type StoreLogger } from '../store/session-store.js';
 
 export interface Ear {
   gateway: Gateway;
   routing: TableRouting;
   kvEvents: KvEventsThread;
+  /** The shared session state (`sessionStore: redis://…`); null with `memory`. */
+  sessions: SharedSessions | null;
   /** Resolves once the kv-events thread follows the backends as they are now (tests, reload). */
   kvSynced (): Promise<void>;
   close (): Promise<void>;
@@ -45,7 +50,14 @@ export function kvBackendSpecs (backends: readonly Backend[]): KvBackendSpec[] {
   return out;
 }
 
-export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
+export interface EarOptions {
+  /** Where the session store logs its up/down changes (once per change). */
+  logger?: StoreLogger;
+  /** How long start-up waits for a shared store before serving (ms; default 1000). Not reached: it serves on the local table. */
+  storeWaitMs?: number;
+}
+
+export async function startEar (config: Readonly<GatewayConfig>, opts: EarOptions = {}): Promise<Ear> {
   const policy = createPolicy(config.policy, config.policyConfig);
   // Scratch areas: six for the main thread, three for the kv-events thread, one per route worker, and spares so a
   // restarted worker can claim one.
@@ -53,7 +65,16 @@ export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
   const region = new Region(shared);
   let kv: KvEventsThread | null = null;
   let pool: RoutePool | null = null;
+  let store: SessionStore | null = null;
   try {
+    const now = (): number => performance.timeOrigin + performance.now();
+    const spec = parseSessionStoreSpec(config.sessionStore, 'sessionStore');
+    // `memory` is the local session table itself: no store object, nothing on the request path.
+    if (spec.kind !== 'memory') {
+      store = createSessionStore(spec, { sessionTtlMs: config.sessionIdleMs, maxSessions: config.maxSessions, logger: opts.logger,
+        redis: { commandTimeoutMs: config.sessionStoreTimeoutMs } });
+      await store.whenUp(opts.storeWaitMs ?? 1000);
+    }
     const initialTtl = config.assumedTtlMs ?? (config.backends.some((b) => b.kvEvents !== null) ? PRECISE_ASSUMED_TTL_MS : APPROXIMATE_ASSUMED_TTL_MS);
     const k = kv = startKvEventsThread(shared, { assumedTtlMs: initialTtl, blockSize: config.blockSize, maxMappedBlocks: config.kvMaxMappedBlocks });
     // The gateway (and its metrics) starts after the pool; no task runs before it does.
@@ -77,6 +98,7 @@ export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
       synced = synced.then(() => k.setBackends(specs, ttl)).catch(() => {});
     };
     let routing!: TableRouting;
+    const sessions = store === null ? null : new SharedSessions({ store, routing: () => routing, sessionTtlMs: config.sessionIdleMs, now });
     const gateway = await startGateway({
       config,
       state: (backends) => {
@@ -96,10 +118,12 @@ export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
         return routing;
       },
       features: featureSource(region, config, p),
-      now: () => performance.timeOrigin + performance.now()
+      now,
+      sessions
     });
     registerKvEventMetrics(gateway.metrics.registry, () => k.stats());
     registerRoutePoolMetrics(gateway.metrics.registry, () => p.stats());
+    if (sessions !== null) registerSessionStoreMetrics(gateway.metrics.registry, sessions);
     const queueWait = gateway.metrics.queueWaitSeconds;
     observeQueueWait = (seconds) => queueWait.observe(seconds);
     sync();
@@ -107,15 +131,18 @@ export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
       gateway,
       routing,
       kvEvents: k,
+      sessions,
       kvSynced: () => synced,
       async close () {
         await gateway.close();
+        await sessions?.close();
         await p.close();
         await synced;
         await k.stop();
       }
     };
   } catch (err) {
+    await store?.close();
     await pool?.close();
     await kv?.stop();
     throw err;

@@ -2,6 +2,7 @@
 import { Counter, Gauge, Registry } from 'prom-client';
 import { FastCounter, FastHistogram, type CounterSeries, type HistogramSeries } from './fast-metrics.js';
 import type { KvBackendStats, KvThreadStats } from '../kvevents/kv-events-thread.js';
+import type { SessionStoreStats } from '../store/session-store.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160, 320, 640];
 const FAST_BUCKETS = [1e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1];
@@ -203,4 +204,59 @@ export function registerKvEventMetrics (registry: Registry, read: () => Promise<
       }
     });
   }
+}
+
+/** What registerSessionStoreMetrics reads at each scrape (src/gateway/shared-sessions.ts). */
+export interface SessionStoreSource {
+  store: { stats (): SessionStoreStats };
+  follows: { bind: number; cas: number };
+  rerouted: number;
+}
+
+/** The shared session store's state and counters (ear_session_store_*), read from its stats() when scraped. */
+export function registerSessionStoreMetrics (registry: Registry, src: SessionStoreSource): void {
+  new Gauge({
+    name: 'ear_session_store_up', help: '1 while the shared session store answers; 0 while down or not yet reached (the replica runs on its local session table).',
+    labelNames: ['kind'], registers: [registry],
+    collect () {
+      const s = src.store.stats();
+      this.reset();
+      this.set({ kind: s.kind }, s.state === 'up' ? 1 : 0);
+    }
+  });
+  const counter = (name: string, help: string, read: (s: SessionStoreStats) => number): void => {
+    new Counter({ name, help, registers: [registry], collect () { this.reset(); this.inc(read(src.store.stats())); } });
+  };
+  new Counter({
+    name: 'ear_session_store_degraded_total', help: 'Session store calls answered degraded, by reason: down (failed fast), timeout, error. The request went on from the local table.',
+    labelNames: ['reason'], registers: [registry],
+    collect () {
+      const s = src.store.stats();
+      this.reset();
+      this.inc({ reason: 'down' }, s.fastFails);
+      this.inc({ reason: 'timeout' }, s.timeouts);
+      this.inc({ reason: 'error' }, s.errors);
+    }
+  });
+  counter('ear_session_store_calls_total', 'Session store calls made (replays not included).', (s) => s.calls);
+  counter('ear_session_store_state_changes_total', 'Session store up/down changes (each logged once).', (s) => s.stateChanges);
+  counter('ear_session_store_replayed_total', 'Sessions whose writes made while the store was down were replayed when it came back.', (s) => s.replayed);
+  counter('ear_session_store_backlog_dropped_total', 'Sessions whose writes made while the store was down were dropped (backlog bound, or a replay that failed).', (s) => s.backlogDropped);
+  new Gauge({
+    name: 'ear_session_store_backlog', help: 'Sessions whose writes wait for the store to come back.', registers: [registry],
+    collect () { this.set(src.store.stats().backlog); }
+  });
+  new Counter({
+    name: 'ear_session_store_follows_total', help: 'Binding writes lost to another replica (bind: first writer; cas: a host change), after which this replica followed the winner\'s host.',
+    labelNames: ['op'], registers: [registry],
+    collect () {
+      this.reset();
+      this.inc({ op: 'bind' }, src.follows.bind);
+      this.inc({ op: 'cas' }, src.follows.cas);
+    }
+  });
+  new Counter({
+    name: 'ear_session_store_reroutes_total', help: 'Requests routed a second time to follow the shared binding another replica made.', registers: [registry],
+    collect () { this.reset(); this.inc(src.rerouted); }
+  });
 }

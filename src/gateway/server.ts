@@ -20,6 +20,7 @@ import type { DropReason, GatewayWaiter, Placement, RoutingInput, RoutingState }
 import { sessionOf, SESSION_ID_HEADERS } from './session-id.js';
 import { StreamObserver } from './stream-observer.js';
 import { readBody, ResponseState } from './uws-io.js';
+import type { SharedSessions } from './shared-sessions.js';
 
 export type FeatureFn = (endpoint: Endpoint, body: Buffer, sessionId: string | null) => Promise<Features>;
 
@@ -30,6 +31,8 @@ export interface GatewayDeps {
   features: FeatureFn;
   /** Time source in ms (performance.now by default). */
   now?: () => number;
+  /** Session state shared with other replicas (`--session-store redis://…`); none with `memory`. */
+  sessions?: SharedSessions | null;
 }
 
 export interface Gateway {
@@ -215,6 +218,10 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     const forward = f.forward ? Buffer.from(f.forward.buffer, f.forward.byteOffset, f.forward.byteLength) : body;
     const exclude = new Set<number>();
     let last: AttemptResult | null = null;
+    // Shared session state (shared-sessions.ts): loaded before admission, so the session is ranked by the
+    // service every replica saw.
+    const shared = deps.sessions?.turn(input) ?? null;
+    if (shared !== null) await shared.load();
     let admitted: Placement | null = null;
     try {
       admitted = await admit(input, rs, priorityClass);
@@ -232,7 +239,17 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     for (let n = 0; n < config.maxAttempts && (n > 0 || admitted !== null); n++) {
       let placement: Placement;
       if (n === 0) {
-        placement = admitted!;
+        const first = admitted!;
+        placement = first;
+        // Another replica bound the session first: follow it (the admitted placement is undone, not sent).
+        if (shared !== null) {
+          placement = await shared.placed(first, 0, () => {
+            const p = state.route(input, exclude, now(), 0);
+            state.finished(first, input, null, false, now());
+            state.started(p, input, now());
+            return p;
+          });
+        }
       } else {
         const d0 = now();
         try {
@@ -242,6 +259,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
           break;
         }
         decisionSeconds.observe((now() - d0) / 1000);
+        if (shared !== null) placement = await shared.placed(placement, n, () => state.route(input, exclude, now(), n));
         metrics.retries.inc();
         state.started(placement, input, now());
       }
@@ -273,6 +291,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const tEnd = now();
       const usage = observer?.usage ?? null;
       state.finished(placement, input, usage, result.kind === 'done', tEnd);
+      shared?.completed(tEnd);
       last = result;
       if (result.kind === 'retryable') {
         metrics.upstreamErrors.inc({ backend: b.id, kind: result.status === null ? 'connect' : 'status' });
@@ -335,9 +354,14 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     const rs = new ResponseState(res);
     if (!adminAuthorized(req.getHeader('authorization'))) return rs.fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'admin token required'));
     const id = decodeURIComponent(req.getParameter(0) ?? '');
-    const s = state.session(id);
-    if (!s) return rs.fail(new GatewayError('EAR_ERR_NOT_FOUND', `no session "${id}"`));
-    rs.send(200, JSON.stringify({ id, ...s }), [['content-type', 'application/json']]);
+    const answer = (): void => {
+      const s = state.session(id);
+      if (!s) return rs.fail(new GatewayError('EAR_ERR_NOT_FOUND', `no session "${id}"`));
+      rs.send(200, JSON.stringify({ id, ...s }), [['content-type', 'application/json']]);
+    };
+    // With a shared store, the shared record first: every replica then shows the same figures.
+    if (deps.sessions) deps.sessions.refresh(id).then(answer, (err) => rs.fail(err));
+    else answer();
   });
   app.any('/*', (res, req) => {
     const rs = new ResponseState(res);

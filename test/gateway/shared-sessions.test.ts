@@ -1,0 +1,209 @@
+// Two `ear serve` replicas sharing one real redis-server, in front of two `ear sim` engines, as a user would run
+// them (separate processes). Two more replicas with `--session-store memory` get the same traffic as a control:
+// they show that without the store the same traffic does split sessions, so the property is not vacuous.
+//
+// Policy: sticky, the default. A session's binding only matters to policies that read the session's host
+// (sticky, and the migration-aware ones); least-request or round-robin would spread every turn whatever the store
+// says. sticky places a new session on the least loaded pod, ties in a rotation: two replicas that never saw a
+// session decide on their own and disagree about as often as not.
+// Engine /metrics polling is off (metricsIntervalMs 0), so the load a replica sees is its own in-flight counts:
+// the race test can then set the replicas' rotations apart on purpose (one sessionless request to replica A).
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { RedisServer, redisServerMissing } from '../store/redis-server.js';
+
+const ear = fileURLToPath(new URL('../../src/cli/ear.js', import.meta.url));
+const ADMIN = 'admin-secret';
+
+interface Proc { child: ChildProcess; url: string; out: () => string }
+
+async function start (args: string[], listening: RegExp): Promise<Proc> {
+  const child = spawn(process.execPath, [ear, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, EAR_LOG_LEVEL: 'info' } });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
+  child.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setInterval(() => {
+      const m = listening.exec(out);
+      if (m !== null) {
+        clearInterval(timer);
+        resolve(m[1]);
+      }
+    }, 20);
+    child.once('exit', (code) => { clearInterval(timer); reject(new Error(`${args[0]} exited (${code}) before listening: ${out}`)); });
+  });
+  return { child, url, out: () => out };
+}
+
+/** SIGTERM; the exit code (null if it was not running). */
+async function stop (p: Proc | undefined): Promise<number | null> {
+  if (p === undefined || p.child.exitCode !== null || p.child.signalCode !== null) return null;
+  const exited = once(p.child, 'exit');
+  p.child.kill('SIGTERM');
+  const [code] = await exited as [number | null];
+  return code;
+}
+
+/** One turn of a session: the backend that served it. */
+async function turn (gw: string, session: string | null, n: number): Promise<string> {
+  const messages = [];
+  for (let i = 0; i <= n; i++) messages.push({ role: 'user', content: `turn ${i} of ${session}: run the tests and tell me what failed` });
+  const res = await fetch(`${gw}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(session === null ? {} : { 'x-session-id': session }) },
+    body: JSON.stringify({ model: 'm', messages, max_tokens: 4 })
+  });
+  const body = await res.text();
+  assert.equal(res.status, 200, `${gw} turn ${n} of ${session}: ${body}`);
+  return res.headers.get('x-ear-backend') ?? '';
+}
+
+async function admin (gw: string, session: string): Promise<{ host: string | null; attainedServiceMs: number }> {
+  const res = await fetch(`${gw}/admin/sessions/${encodeURIComponent(session)}`, { headers: { authorization: `Bearer ${ADMIN}` } });
+  assert.equal(res.status, 200, await res.clone().text());
+  return await res.json() as { host: string | null; attainedServiceMs: number };
+}
+
+async function metric (gw: string, name: string, labels = ''): Promise<number> {
+  const text = await (await fetch(`${gw}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `) || (labels === '' && l.startsWith(`${name}{`)));
+  return line === undefined ? NaN : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+/** Sessions whose turns alternate between the two replicas; the backends each one saw. */
+async function alternate (a: string, b: string, prefix: string, sessions: number, turns: number, firstTurn = 0): Promise<Map<string, Set<string>>> {
+  const seen = new Map<string, Set<string>>();
+  await Promise.all(Array.from({ length: sessions }, async (_, i) => {
+    const id = `${prefix}-${i}`;
+    const set = new Set<string>();
+    seen.set(id, set);
+    for (let t = firstTurn; t < firstTurn + turns; t++) set.add(await turn((i + t) % 2 === 0 ? a : b, id, t));
+  }));
+  return seen;
+}
+
+const split = (m: Map<string, Set<string>>): string[] => [...m].filter(([, s]) => s.size > 1).map(([id]) => id);
+
+describe('shared sessions: two ear serve replicas over one redis-server', { skip: redisServerMissing }, () => {
+  let redis: RedisServer;
+  let dir: string;
+  const sims: Proc[] = [];
+  let A: Proc;
+  let B: Proc;
+  let MA: Proc;
+  let MB: Proc;
+
+  before(async () => {
+    redis = await RedisServer.start();
+    dir = mkdtempSync(join(tmpdir(), 'ear-shared-'));
+    const cfg = join(dir, 'ear.yaml');
+    // A generous store timeout: two cores are shared with other suites, and a timeout would be a (counted) split.
+    writeFileSync(cfg, 'metricsIntervalMs: 0\nhealthIntervalMs: 60000\nsessionStoreTimeoutMs: 2000\n');
+    sims.push(...await Promise.all([0, 1].map((i) => start(['sim', '--host', '127.0.0.1', '--port', '0', '--time-scale', '0.02', '--served-model-name', 'm', '--seed', String(i)],
+      /"url":"(http:\/\/127\.0\.0\.1:\d+)"/))));
+    const serve = (store: string): Promise<Proc> => start(['serve', '--config', cfg, '--host', '127.0.0.1', '--port', '0', '--route-threads', '1',
+      '--policy', 'sticky', '--admin-token', ADMIN, '--session-store', store, ...sims.flatMap((s, i) => ['--backend', `${s.url},id=e${i}`])],
+    /listening on (http:\/\/[^"\s]+)/);
+    [A, B, MA, MB] = await Promise.all([serve(redis.url), serve(redis.url), serve('memory'), serve('memory')]);
+  });
+
+  after(async () => {
+    const [a, b] = await Promise.all([A, B, MA, MB, ...sims].map(stop));
+    // The replicas drain and close the store on SIGTERM, and exit cleanly.
+    assert.deepEqual([a, b], [0, 0], `exit codes: ${A?.out().slice(-2000)}`);
+    await redis?.kill();
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('turns alternating between replicas stay on one backend; both replicas show the same attained service', async () => {
+    const [shared, control] = await Promise.all([alternate(A.url, B.url, 'alt', 12, 5), alternate(MA.url, MB.url, 'alt', 12, 5)]);
+    const used = new Set([...shared.values()].flatMap((s) => [...s]));
+    console.log(`# alternating turns, 12 sessions × 5 turns: split sessions with redis ${split(shared).length}, with memory (control) ${split(control).length}; backends used ${[...used].join(',')}`);
+    assert.deepEqual(split(shared), [], 'with the shared store every session keeps one backend');
+    assert.ok(split(control).length > 0, 'the control (memory store) splits sessions: the test can tell');
+    assert.equal(used.size, 2, 'sessions are spread over both backends');
+    await sleep(100); // the last turns' addService replies
+    for (const id of ['alt-0', 'alt-1', 'alt-7']) {
+      const [a, b] = await Promise.all([admin(A.url, id), admin(B.url, id)]);
+      assert.equal(a.host, [...shared.get(id)!][0]);
+      assert.equal(b.host, a.host);
+      assert.ok(a.attainedServiceMs > 0);
+      // Both are max(local, shared) of the same sums (Redis adds in long double, JS in double): equal to rounding.
+      assert.ok(Math.abs(a.attainedServiceMs - b.attainedServiceMs) < 1e-6 * a.attainedServiceMs, `${id}: ${a.attainedServiceMs} vs ${b.attainedServiceMs}`);
+    }
+  });
+
+  test('the race: the first two turns of a new session, sent at once to the two replicas, end on one backend', async () => {
+    const pairs = 12;
+    const run = async (a: string, b: string, prefix: string): Promise<number> => {
+      let splits = 0;
+      for (let k = 0; k < pairs; k++) {
+        // One decision more on replica A: with idle engines the two replicas' rotations now differ, so alone
+        // they would place the session on different backends.
+        await turn(a, null, 0);
+        const id = `${prefix}-${k}`;
+        const [x, y] = await Promise.all([turn(a, id, 0), turn(b, id, 1)]);
+        if (x !== y) splits++;
+      }
+      return splits;
+    };
+    const follows0 = await metric(A.url, 'ear_session_store_follows_total', '{op="bind"}') + await metric(B.url, 'ear_session_store_follows_total', '{op="bind"}');
+    const reroutes0 = await metric(A.url, 'ear_session_store_reroutes_total') + await metric(B.url, 'ear_session_store_reroutes_total');
+    const sharedSplits = await run(A.url, B.url, 'race');
+    const controlSplits = await run(MA.url, MB.url, 'race');
+    const follows = await metric(A.url, 'ear_session_store_follows_total', '{op="bind"}') + await metric(B.url, 'ear_session_store_follows_total', '{op="bind"}') - follows0;
+    const reroutes = await metric(A.url, 'ear_session_store_reroutes_total') + await metric(B.url, 'ear_session_store_reroutes_total') - reroutes0;
+    console.log(`# race, ${pairs} new sessions: split with redis ${sharedSplits}, with memory (control) ${controlSplits}; binds lost ${follows}, requests routed again to follow the winner ${reroutes}`);
+    assert.equal(sharedSplits, 0);
+    assert.ok(controlSplits > 0, 'alone, the replicas disagree');
+  });
+
+  test('redis killed mid-run: no request fails, degraded calls are counted; restarted: the replicas share bindings again', async () => {
+    const before = await alternate(A.url, B.url, 'outage', 8, 2);
+    assert.deepEqual(split(before), []);
+    // Killed while turns are in flight. Sessions bound before the outage keep their backend (each replica's
+    // local table has the binding); new ones are placed by each replica alone. Every request succeeds.
+    const running = alternate(A.url, B.url, 'outage', 8, 4, 2);
+    await sleep(30);
+    await redis.kill();
+    const during = await running;
+    const fresh = await alternate(A.url, B.url, 'new-in-outage', 8, 2);
+    assert.deepEqual(split(during), [], 'bindings made before the outage hold');
+    for (const gw of [A.url, B.url]) {
+      assert.equal(await metric(gw, 'ear_session_store_up', '{kind="redis"}'), 0);
+      const degraded = await metric(gw, 'ear_session_store_degraded_total', '{reason="down"}') + await metric(gw, 'ear_session_store_degraded_total', '{reason="error"}');
+      assert.ok(degraded > 0, `${gw}: degraded calls counted`);
+    }
+    const degradedA = await metric(A.url, 'ear_session_store_degraded_total', '{reason="down"}');
+    const erroredA = await metric(A.url, 'ear_session_store_degraded_total', '{reason="error"}') + await metric(A.url, 'ear_session_store_degraded_total', '{reason="timeout"}');
+    await redis.start(); // the same port, empty (no persistence)
+    const t0 = Date.now();
+    for (const gw of [A.url, B.url]) {
+      while (await metric(gw, 'ear_session_store_up', '{kind="redis"}') !== 1) {
+        assert.ok(Date.now() - t0 < 10_000, 'the store comes back up');
+        await sleep(50);
+      }
+    }
+    const upMs = Date.now() - t0;
+    // Two turns each (one on each replica): the replayed bindings, or a new bind, are followed by both.
+    const after = await alternate(A.url, B.url, 'new-in-outage', 8, 2, 2);
+    const again = await alternate(A.url, B.url, 'new-in-outage', 8, 2, 4);
+    assert.deepEqual(split(again), [], 'after the restart every session keeps one backend again');
+    for (const id of ['new-in-outage-0', 'new-in-outage-3', 'outage-1']) {
+      const [a, b] = await Promise.all([admin(A.url, id), admin(B.url, id)]);
+      assert.equal(a.host, b.host, `${id}: the same binding on both replicas`);
+    }
+    const outA = A.out();
+    assert.equal(outA.split('session store down').length - 1, 1, 'the down change is logged once');
+    assert.equal(outA.split('session store back up').length - 1, 1, 'the up change is logged once');
+    console.log(`# outage: degraded calls on A: ${degradedA} down, ${erroredA} error or timeout (in flight at the kill); split during the outage among new sessions ${split(fresh).length}/8, ` +
+      `in the first turns after the restart ${split(after).length}/8, then ${split(again).length}/8; store up again ${upMs} ms after restart`);
+  });
+});
