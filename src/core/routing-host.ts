@@ -74,6 +74,8 @@ export interface Placement {
   readonly decidedAt: number;
   /** 0 for the first attempt, then 1, 2, … for retries on other pods. */
   readonly attempt: number;
+  /** When it was dispatched (0 until then): its service is counted from here. */
+  readonly dispatchedAt: number;
 }
 
 export interface RequestOutcome {

@@ -24,6 +24,8 @@ export interface Placement {
   /** Prompt tokens expected to be computed (not cached) on that backend: counted as its pending prefill until the first token. */
   readonly expectedPrefill: number;
   readonly decidedAt: number;
+  /** When the routing state counted it dispatched, if it keeps that (its service is measured from there). */
+  readonly dispatchedAt?: number;
 }
 
 export interface RoutingState {

@@ -129,7 +129,7 @@ export class SharedTurn {
    * After a routing decision, before dispatch: makes the decision the shared binding, or follows the binding
    * that won (`again` routes the request again, once, after the winner was adopted). Returns the placement to send.
    */
-  async placed<P extends { readonly backend: { readonly id: string } }> (p: P, attempt: number, again: () => P): Promise<P> {
+  async placed<P extends { readonly backend: { readonly id: string }; readonly dispatchedAt?: number }> (p: P, attempt: number, again: () => P): Promise<P> {
     let out = p;
     if (await this.#settle(p.backend.id, attempt)) {
       try {
@@ -139,7 +139,8 @@ export class SharedTurn {
         if (!(err instanceof NoCandidateError)) throw err; // the pods changed meanwhile: keep the first decision
       }
     }
-    this.#sentAt = this.#s.now();
+    // Service counts from where the local table counts it: the dispatch (at admission, before the bind's round trip).
+    this.#sentAt = out.dispatchedAt !== undefined && out.dispatchedAt > 0 ? out.dispatchedAt : this.#s.now();
     return out;
   }
 

@@ -79,7 +79,7 @@ export class TableRouting implements RoutingState {
   }
 
   #wrap (host: HostPlacement): TablePlacement {
-    return { backend: this.#byRow[host.pod]!, reason: host.reason, expectedPrefill: host.expectedPrefill, decidedAt: host.decidedAt, host };
+    return { backend: this.#byRow[host.pod]!, reason: host.reason, expectedPrefill: host.expectedPrefill, decidedAt: host.decidedAt, host, get dispatchedAt () { return host.dispatchedAt; } };
   }
 
   submit (input: RoutingInput, waiter: GatewayWaiter, now: number, priorityClass: number): Placement | Queued {
