@@ -20,6 +20,7 @@ import { RingProducer } from './ring.js';
 import { Router, type RouteRequest, type Routed } from './router.js';
 import { SessionKeys } from './session-key.js';
 import { SessionTable } from './session-table.js';
+import { UserUsage, type UserUsageOptions } from './user-usage.js';
 
 /** Assumed presence lives this long when the index learns only from routing (approximate mode). */
 export const APPROXIMATE_ASSUMED_TTL_MS = 20 * 60_000;
@@ -58,6 +59,8 @@ export interface HostRequest {
   blockKeys: BigUint64Array;
   /** Output tokens the client asked for at most (max_tokens), if it did. */
   maxTokens: number | null;
+  /** Whom the tokens count against (fairness policies): the OpenAI `user`, else an API key's digest; null if unknown. */
+  user: string | null;
 }
 
 /** A request placed on a pod; handed back to dispatched / firstToken / finished. */
@@ -89,6 +92,8 @@ export interface RoutingHostOptions {
   sessionExpiryBudget?: number;
   /** A uniform draw in [0, 1) for policies that randomise (Math.random in the gateway, seeded in the lab). */
   random?: () => number;
+  /** The per-user token window's window, buckets, token weights and bound (user-usage.ts defaults). */
+  users?: UserUsageOptions;
 }
 
 export interface SessionSummary {
@@ -128,6 +133,8 @@ export class RoutingHost {
   /** Which pod holds which row, and the rows being released (ARCHITECTURE.md "Pod rows"). */
   readonly rows: PodRows;
   readonly blockSize: number;
+  /** Per-user weighted tokens in a sliding window, and the VTC counters (user-usage.ts). */
+  readonly users: UserUsage;
   readonly #router: Router;
   readonly #keys: SessionKeys;
   readonly #region: Region;
@@ -162,8 +169,9 @@ export class RoutingHost {
     this.rows = new PodRows(this.pods);
     this.#expiryBudget = opts.sessionExpiryBudget ?? 8;
     this.#random = opts.random ?? Math.random;
+    this.users = new UserUsage(opts.users);
     const assumed = this.ring.layout.opcodes.assumed;
-    this.#router = new Router({ index: this.index, load: this.load, sessions: this.sessions }, opts.policy, {
+    this.#router = new Router({ index: this.index, load: this.load, sessions: this.sessions, users: this.users }, opts.policy, {
       sessionTtlMs: opts.sessionTtlMs,
       // The index's writer applies these; a full ring drops them and counts it (a missed hint, never an error).
       record: (pod, keys, now) => { this.ring.pushKeysAt(assumed, pod, keys.ptr, keys.count, now, 0, this.rows.lease(pod)); }
@@ -176,6 +184,11 @@ export class RoutingHost {
 
   sessionKey (sessionId: string): bigint {
     return this.#keys.key(sessionId);
+  }
+
+  /** The key of a user in the user usage table (seeded apart from session keys). */
+  userKey (user: string): bigint {
+    return this.#keys.userKey(user);
   }
 
   /**
@@ -288,7 +301,8 @@ export class RoutingHost {
       promptTokens: req.promptTokens,
       keys: this.#span(req.blockKeys),
       blockSize: this.blockSize,
-      expectedOutputTokens: req.maxTokens
+      expectedOutputTokens: req.maxTokens,
+      userKey: req.user === null ? null : this.userKey(req.user)
     };
     const routed = this.#router.route(request, candidates, now, this.#random(), attempt > 0);
     if (this.#expiryBudget > 0) this.sessions.expire(now, this.#expiryBudget);
@@ -325,6 +339,8 @@ export class RoutingHost {
   finished (placement: Placement, out: RequestOutcome | null, now: number): void {
     const p = placement as HostPlacement;
     const contextTokens = out !== null && out.promptTokens !== null ? out.promptTokens + (out.completionTokens ?? 0) : null;
+    // The user's tokens count whatever became of the pod's row; an engine that reported no usage counts the prompt.
+    if (out !== null) this.#router.usage(p.request, out.promptTokens ?? p.request.promptTokens, out.completionTokens ?? 0, now);
     if (!this.#current(p)) return;
     this.#router.finished(p.routed, p.request, { sawFirstToken: p.sawFirstToken, contextTokens, serviceMs: now - p.dispatchedAt }, now);
   }
@@ -345,7 +361,8 @@ export class RoutingHost {
     return [
       { table: 'prefix_index', entries: ix.size, dropped: ix.evictions },
       { table: 'sessions', entries: ss.count, dropped: ss.evicted },
-      { table: 'record_ring', entries: rs.size, dropped: rs.dropped }
+      { table: 'record_ring', entries: rs.size, dropped: rs.dropped },
+      { table: 'users', entries: this.users.stats().users, dropped: this.users.stats().evicted }
     ];
   }
 }

@@ -3,6 +3,7 @@
 // shared tables; upstream-client.ts proxies to the engines. See ARCHITECTURE.md "Request lifecycle".
 import uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import { createHmac, randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { NoCandidateError } from '../core/policy.js';
 import { Backend, probe, scrape } from './backends.js';
@@ -92,6 +93,10 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   let inFlight = 0;
   let idle: (() => void) | null = null;
   const apiKeys = new Set(config.apiKeys);
+  // A request whose body names no OpenAI `user` counts against its API key. The key itself never leaves this
+  // map: the user is an HMAC of it under a secret drawn at start, so no log, table or body can reveal or forge it.
+  const keySecret = randomBytes(32);
+  const keyUsers = new Map([...apiKeys].map((k) => [k, `key:${createHmac('sha256', keySecret).update(k, 'utf8').digest('base64url')}`]));
 
   const app: TemplatedApp = uWS.App();
 
@@ -105,6 +110,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const rid = requestId(req.getHeader('x-request-id'));
       const headerValues = SESSION_ID_HEADERS.map((h) => req.getHeader(h));
       const { sessionId, parentSessionId } = sessionOf((h) => headerValues[SESSION_ID_HEADERS.indexOf(h)] ?? '');
+      const keyUser = apiKeys.size > 0 && auth.startsWith('Bearer ') ? keyUsers.get(auth.slice(7).trim()) ?? null : null;
       const rs = new ResponseState(res);
       const ridHeader: [string, string] = ['x-request-id', rid];
       if (draining) return rs.fail(new GatewayError('EAR_ERR_DRAINING', 'the gateway is shutting down'), [ridHeader]);
@@ -114,7 +120,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       }
       readBody(rs, config.maxBodyBytes, (body) => {
         inFlight++;
-        handle(endpoint, rs, body, rid, sessionId, parentSessionId, t0).then(() => handled(rs, ridHeader), (err) => {
+        handle(endpoint, rs, body, rid, sessionId, parentSessionId, keyUser, t0).then(() => handled(rs, ridHeader), (err) => {
           rs.fail(err, [ridHeader]);
           handled(rs, ridHeader);
         });
@@ -129,7 +135,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     if (--inFlight === 0 && idle) idle();
   }
 
-  async function handle (endpoint: Endpoint, rs: ResponseState, body: Buffer, rid: string, sessionId: string | null, parentSessionId: string | null, t0: number): Promise<void> {
+  async function handle (endpoint: Endpoint, rs: ResponseState, body: Buffer, rid: string, sessionId: string | null, parentSessionId: string | null, keyUser: string | null, t0: number): Promise<void> {
     const route = UPSTREAM_PATH[endpoint];
     const f0 = now();
     const f = await deps.features(endpoint, body, sessionId);
@@ -139,7 +145,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       metrics.requests.labels(route, '404', '').inc();
       throw new GatewayError('EAR_ERR_MODEL_NOT_FOUND', `The model \`${f.model}\` does not exist.`);
     }
-    const input: RoutingInput = { model: f.model, sessionId, parentSessionId, promptTokens: f.promptTokens, blockKeys: f.blockKeys, maxTokens: f.maxTokens };
+    const input: RoutingInput = { model: f.model, sessionId, parentSessionId, promptTokens: f.promptTokens, blockKeys: f.blockKeys, maxTokens: f.maxTokens, user: f.user ?? keyUser };
     const forward = f.forward ? Buffer.from(f.forward.buffer, f.forward.byteOffset, f.forward.byteLength) : body;
     const exclude = new Set<number>();
     let last: AttemptResult | null = null;

@@ -14,7 +14,7 @@ after(() => getGlobalDispatcher().close());
 
 async function features (endpoint: Endpoint, body: Buffer): Promise<Features> {
   const p = parseRequestBody(endpoint, body);
-  return { model: p.model, stream: p.stream, promptTokens: 1, blockKeys: new BigUint64Array(0), maxTokens: p.maxTokens, forward: null };
+  return { model: p.model, stream: p.stream, promptTokens: 1, blockKeys: new BigUint64Array(0), maxTokens: p.maxTokens, user: p.user, forward: null };
 }
 const chat = (stream = false) => JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stream });
 

@@ -98,7 +98,10 @@ export function runDes (o: DesRunOptions): DesRunResult {
     const span = keyHasher.hash(tokens, resolved.blockSize, root);
     const req = {
       model: MODEL, sessionId: d.sessionId, parentSessionId: d.parentId,
-      promptTokens: tokens.length, blockKeys: new BigUint64Array(region.memory.buffer, span.ptr, span.count), maxTokens: d.outputTokens
+      promptTokens: tokens.length, blockKeys: new BigUint64Array(region.memory.buffer, span.ptr, span.count), maxTokens: d.outputTokens,
+      // Workloads name no users: a root session (an agent run with its sub-agents) stands for one user, so
+      // fairness policies see one user per run, as a gateway would if each run sent its own OpenAI `user`.
+      user: d.rootSessionId
     };
     const nowMs = d.at * 1000;
     const t0 = performance.now();
