@@ -88,12 +88,12 @@ export interface RoutingHostOptions {
   blockSize: number;
   /** Idle time after which a session is forgotten (ms). */
   sessionTtlMs: number;
+  /** The per-user token window's window, buckets, token weights and bound (user-usage.ts defaults). */
+  users?: UserUsageOptions;
   /** Session slots examined for expiry per routed request, so idle sessions go without a sweep (default 8). */
   sessionExpiryBudget?: number;
   /** A uniform draw in [0, 1) for policies that randomise (Math.random in the gateway, seeded in the lab). */
   random?: () => number;
-  /** The per-user token window's window, buckets, token weights and bound (user-usage.ts defaults). */
-  users?: UserUsageOptions;
 }
 
 export interface SessionSummary {

@@ -50,13 +50,13 @@ export interface UserUsageOptions {
   maxUsers?: number;
 }
 
-export const USER_USAGE_DEFAULTS: Required<UserUsageOptions> = {
+export const USER_USAGE_DEFAULTS: Readonly<Required<UserUsageOptions>> = Object.freeze({
   windowMs: 5 * 60_000,
   buckets: 5,
   inputWeight: 1,
   outputWeight: 2,
   maxUsers: 65_536
-};
+});
 
 /** The window's range over active users, as of one call. */
 export interface UserRange {

@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import YAML from 'yaml';
 import type { PodRole } from '../core/policy.js';
+import { USER_USAGE_DEFAULTS, type UserUsageOptions } from '../core/user-usage.js';
 import { REMOTE_TOKENIZER_DEFAULTS, remoteTokenizerUrl, type RemoteTokenizerOptions } from '../tokenize/remote.js';
 
 export interface BackendConfig {
@@ -70,6 +71,8 @@ export interface GatewayConfig {
   sessionIdleMs: number;
   /** How long SIGTERM waits for in-flight requests before closing them. */
   drainTimeoutMs: number;
+  /** The per-user token window fairness policies read (src/core/user-usage.ts): window, buckets, token weights, bound. */
+  userWindow: Required<UserUsageOptions>;
 }
 
 export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze({
@@ -96,7 +99,8 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   kvMaxMappedBlocks: 1 << 18,
   maxSessions: 65536,
   sessionIdleMs: 1_800_000,
-  drainTimeoutMs: 30_000
+  drainTimeoutMs: 30_000,
+  userWindow: USER_USAGE_DEFAULTS
 });
 
 export class ConfigError extends Error {
@@ -227,8 +231,30 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
   kvMaxMappedBlocks: (p, v) => checkInt(p, v, 1024, 1 << 26),
   maxSessions: (p, v) => checkInt(p, v, 16, 1 << 24),
   sessionIdleMs: (p, v) => checkInt(p, v, 1000, 86_400_000 * 7),
-  drainTimeoutMs: (p, v) => checkInt(p, v, 0, 3_600_000)
+  drainTimeoutMs: (p, v) => checkInt(p, v, 0, 3_600_000),
+  userWindow: (p, v) => {
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ConfigError(p, 'must be a mapping');
+    const out: Record<string, number> = { ...USER_USAGE_DEFAULTS };
+    const fields: Record<keyof UserUsageOptions, (path: string, x: unknown) => number> = {
+      windowMs: (q, x) => checkInt(q, x, 1000, 86_400_000),
+      buckets: (q, x) => checkInt(q, x, 1, 1024),
+      inputWeight: checkWeight,
+      outputWeight: checkWeight,
+      maxUsers: (q, x) => checkInt(q, x, 1, 1 << 24)
+    };
+    for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+      const check = fields[k as keyof UserUsageOptions];
+      if (check === undefined) throw new ConfigError(`${p}.${k}`, `unknown field (known: ${Object.keys(fields).join(', ')})`);
+      out[k] = check(`${p}.${k}`, x);
+    }
+    return out;
+  }
 };
+
+function checkWeight (path: string, v: unknown): number {
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > 1000) throw new ConfigError(path, `must be a number in [0, 1000], got ${JSON.stringify(v)}`);
+  return v;
+}
 
 /**
  * Builds the configuration from a parsed YAML document (or {}) and flag overrides, validating every field.

@@ -82,7 +82,7 @@ export async function startEar (config: Readonly<GatewayConfig>): Promise<Ear> {
       state: (backends) => {
         list = backends;
         routing = new TableRouting(region, policy, {
-          blockSize: config.blockSize, sessionTtlMs: config.sessionIdleMs, onBackendChanged: sync,
+          blockSize: config.blockSize, sessionTtlMs: config.sessionIdleMs, users: config.userWindow, onBackendChanged: sync,
           // After the list change that stops its stream, on the same chain.
           purgeRow: (row) => {
             const purged = synced.then(() => k.purgePod(row));

@@ -5,6 +5,7 @@
 import { createAndAttach } from '../../core/region.js';
 import { BlockHasher } from '../../core/block-keys.js';
 import { createPolicy } from '../../core/policies/index.js';
+import type { UserUsageOptions } from '../../core/user-usage.js';
 import { DesHost } from '../../sim/des.js';
 import { DEFAULTS } from '../../gateway/config.js';
 import { LabRouting, type KvEventsMode } from './lab-routing.js';
@@ -20,6 +21,8 @@ export interface DesRunOptions {
   workload: Workload;
   policy: string;
   policyConfig?: Record<string, unknown>;
+  /** The per-user token window (the gateway's userWindow); default as the gateway's. */
+  userWindow?: UserUsageOptions;
   engines: number;
   profile: string;
   seed: number;
@@ -65,7 +68,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
   const region = createAndAttach({ pods: Math.max(8, o.engines), sessions: DEFAULTS.maxSessions, scratchSlots: 16 });
   const lab = new LabRouting(region, {
     policy: createPolicy(o.policy, o.policyConfig ?? {}), engines: o.engines, model: MODEL, blockSize: resolved.blockSize,
-    kvEvents: o.kvEvents ?? 'approximate', random: () => des.random(), assumedTtlMs: o.assumedTtlMs
+    kvEvents: o.kvEvents ?? 'approximate', random: () => des.random(), assumedTtlMs: o.assumedTtlMs, users: o.userWindow
   });
   const feed = lab.kvEvents === 'precise' ? new DesKvEventFeed({ writer: lab.writer, blockSize: resolved.blockSize, model: MODEL, deliveryDelayMs: o.kvDelayMs }).attach(des) : null;
   const keyHasher = new BlockHasher(region);

@@ -11,6 +11,7 @@ import type { Region } from '../../core/region.js';
 import { RingConsumer } from '../../core/ring.js';
 import { APPROXIMATE_ASSUMED_TTL_MS, PRECISE_ASSUMED_TTL_MS, RoutingHost, type EngineReport, type HostRequest, type Placement, type RequestOutcome } from '../../core/routing-host.js';
 import type { Policy } from '../../core/policy.js';
+import type { UserUsageOptions } from '../../core/user-usage.js';
 import { IndexFeeder } from '../../kvevents/index-feeder.js';
 import { DEFAULTS } from '../../gateway/config.js';
 
@@ -30,6 +31,8 @@ export interface LabRoutingOptions {
   sessionTtlMs?: number;
   /** Assumed presence lifetime; default as the gateway picks it for the mode. */
   assumedTtlMs?: number;
+  /** The per-user token window; default as the gateway's (user-usage.ts). */
+  users?: UserUsageOptions;
 }
 
 /** The kv-events thread's expiry slice (workers/kv-events-thread.ts). */
@@ -45,7 +48,7 @@ export class LabRouting {
 
   constructor (region: Region, o: LabRoutingOptions) {
     this.kvEvents = o.kvEvents;
-    this.host = new RoutingHost(region, { policy: o.policy, blockSize: o.blockSize, sessionTtlMs: o.sessionTtlMs ?? DEFAULTS.sessionIdleMs, random: o.random });
+    this.host = new RoutingHost(region, { policy: o.policy, blockSize: o.blockSize, sessionTtlMs: o.sessionTtlMs ?? DEFAULTS.sessionIdleMs, random: o.random, users: o.users });
     const area = region.claimScratch();
     this.writer = new PrefixIndexWriter(region, { ptr: area.ptr, bytes: Math.ceil(PrefixIndex.areaBytes(region) / 64) * 64 });
     this.assumedTtlMs = o.assumedTtlMs ?? (o.kvEvents === 'precise' ? PRECISE_ASSUMED_TTL_MS : APPROXIMATE_ASSUMED_TTL_MS);
