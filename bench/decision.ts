@@ -35,7 +35,7 @@ const keyArea = region.claimScratch();
 
 /** Match + score: the host puts the keys in shared memory, then the router decides (as the gateway's route). */
 function route (keys: BigUint64Array, promptTokens: number): number {
-  return host.route({ model: 'm', sessionId: null, parentSessionId: null, promptTokens, blockKeys: keys, maxTokens: null }, NONE, 0).pod;
+  return host.route({ model: 'm', sessionId: null, parentSessionId: null, promptTokens, blockKeys: keys, maxTokens: null, user: null }, NONE, 0).pod;
 }
 
 /** An agent conversation of about `tokens` tokens: a system prompt, then user / assistant / tool messages of ~2k. */

@@ -65,7 +65,7 @@ const backend = { index: 0, id: 'up', config: { role: 'both' }, models: new Set(
 const routing = new TableRouting(region, createPolicy('sticky'), { blockSize: BLOCK, sessionTtlMs: 30 * 60_000 });
 routing.admit('up');
 routing.backendChanged(backend, 0);
-const input: RoutingInput = { model: BENCH_MODEL, sessionId: null, parentSessionId: null, promptTokens: ids.length, blockKeys: keys, maxTokens: 32 };
+const input: RoutingInput = { model: BENCH_MODEL, sessionId: null, parentSessionId: null, promptTokens: ids.length, blockKeys: keys, maxTokens: 32, user: null };
 const first = routing.route(input, new Set(), Date.now());
 routing.started(first, input, Date.now());
 await new Promise((r) => setTimeout(r, 200)); // the kv-events thread applies the recorded keys

@@ -55,6 +55,20 @@ export interface ClusterView {
   readonly sessions: SessionView;
   /** Decisions the host has recorded so far (a shared counter); round-robin reads its position from it. */
   readonly decisions: number;
+  /** Per-user weighted tokens in the host's sliding window (user-usage.ts); absent when the host keeps none. */
+  readonly users?: UserView;
+}
+
+/** The host's per-user token window as of the decision (src/core/user-usage.ts). */
+export interface UserView {
+  /** Weighted tokens (input · inputWeight + output · outputWeight) of the user in the window; 0 if unknown. */
+  tokens (userKey: bigint): number;
+  /** Users with tokens in the window. */
+  readonly active: number;
+  /** Least tokens of an active user (a lower bound between the window's bucket boundaries); 0 with none. */
+  readonly min: number;
+  /** Most tokens of an active user; 0 with none. */
+  readonly max: number;
 }
 
 /** How much of the prompt each pod holds, from the prefix index, computed by the host before route(). */
@@ -86,6 +100,8 @@ export interface RequestFeatures {
   readonly prefix: PrefixMatch;
   /** Output tokens the client said to expect (max_tokens), if it did. */
   readonly expectedOutputTokens: number | null;
+  /** 64-bit hash of the user (the OpenAI `user` field, else the client's API key), or null when unknown. */
+  readonly userKey: bigint | null;
   /** A uniform number in [0, 1) drawn by the host (seeded in the simulator), for policies that randomise. */
   readonly random: number;
 }

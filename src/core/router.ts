@@ -6,7 +6,8 @@ import type { KeySpan } from './block-keys.js';
 import type { LoadTable } from './load-table.js';
 import type { PrefixIndex } from './prefix-index.js';
 import type { SessionTable } from './session-table.js';
-import type { ClusterView, Decision, LoadView, Policy, PodView, PrefixMatch, RequestFeatures, SessionInfo, SessionView } from './policy.js';
+import type { ClusterView, Decision, LoadView, Policy, PodView, PrefixMatch, RequestFeatures, SessionInfo, SessionView, UserView } from './policy.js';
+import type { UserUsage } from './user-usage.js';
 
 export interface RouteRequest {
   model: string;
@@ -17,6 +18,8 @@ export interface RouteRequest {
   keys: KeySpan;
   blockSize: number;
   expectedOutputTokens: number | null;
+  /** 64-bit hash of the user, or null when unknown. */
+  userKey: bigint | null;
 }
 
 export interface Routed extends Decision {
@@ -30,6 +33,8 @@ export interface RouterTables {
   index: PrefixIndex;
   load: LoadTable;
   sessions: SessionTable;
+  /** Per-user weighted tokens in a sliding window; without it, policies see no `users`. */
+  users?: UserUsage;
 }
 
 export interface RouterOptions {
@@ -108,7 +113,7 @@ export class Router {
     };
     let decisions = 0;
     for (const p of candidates) decisions += load.decisions(p.index);
-    const cluster: ClusterView = { pods: candidates, load: this.#loadView, sessions: this.#sessionView, decisions };
+    const cluster: ClusterView = { pods: candidates, load: this.#loadView, sessions: this.#sessionView, decisions, users: this.#userView(now) };
     const features: RequestFeatures = {
       model: req.model,
       sessionKey: req.sessionKey,
@@ -116,6 +121,7 @@ export class Router {
       promptTokens: req.promptTokens,
       prefix,
       expectedOutputTokens: req.expectedOutputTokens,
+      userKey: req.userKey,
       random
     };
     const d = this.policy.route(features, cluster, now);
@@ -156,5 +162,18 @@ export class Router {
       sessions.setTime(req.sessionKey, 'attained', out.serviceMs, true);
       if (out.contextTokens !== null) sessions.setCount(req.sessionKey, 'contextTokens', out.contextTokens);
     }
+  }
+
+  /** The user window as of `now`, for one decision (undefined when the tables keep none). */
+  #userView (now: number): UserView | undefined {
+    const users = this.#t.users;
+    if (users === undefined) return undefined;
+    const { active, min, max } = users.range(now);
+    return { tokens: (key) => users.tokens(key, now), active, min, max };
+  }
+
+  /** The request's tokens count against its user (weighted by the table) from `now`. */
+  usage (req: RouteRequest, promptTokens: number, completionTokens: number, now: number): void {
+    if (req.userKey !== null) this.#t.users?.record(req.userKey, promptTokens, completionTokens, now);
   }
 }

@@ -23,6 +23,8 @@ import { RingProducer } from './ring.js';
 import { Router, type RouteRequest, type Routed } from './router.js';
 import { SessionKeys } from './session-key.js';
 import { SessionTable, type SessionRecord } from './session-table.js';
+import { UserUsage, type UserUsageOptions } from './user-usage.js';
+import { VtcAccounts } from './vtc-admission.js';
 
 /** Assumed presence lives this long when the index learns only from routing (approximate mode). */
 export const APPROXIMATE_ASSUMED_TTL_MS = 20 * 60_000;
@@ -61,6 +63,8 @@ export interface HostRequest {
   blockKeys: BigUint64Array;
   /** Output tokens the client asked for at most (max_tokens), if it did. */
   maxTokens: number | null;
+  /** Whom the tokens count against (fairness policies): the OpenAI `user`, else an API key's digest; null if unknown. */
+  user: string | null;
 }
 
 /** A request placed on a pod; handed back to dispatched / firstToken / finished. */
@@ -90,6 +94,8 @@ export interface RoutingHostOptions {
   blockSize: number;
   /** Idle time after which a session is forgotten (ms). */
   sessionTtlMs: number;
+  /** The per-user token window's window, buckets, token weights and bound (user-usage.ts defaults). */
+  users?: UserUsageOptions;
   /** Session slots examined for expiry per routed request, so idle sessions go without a sweep (default 8). */
   sessionExpiryBudget?: number;
   /** A uniform draw in [0, 1) for policies that randomise (Math.random in the gateway, seeded in the lab). */
@@ -180,6 +186,8 @@ interface HostPod {
 
 class HostPlacement implements Placement {
   sawFirstToken = false;
+  /** VTC: the user charged for it, until it ends. */
+  vtcUser: bigint | null = null;
   dispatchedAt = 0;
   constructor (readonly routed: Routed, readonly request: RouteRequest, readonly keys: BigUint64Array, readonly decidedAt: number, readonly attempt: number,
     /** The pod row's lease when decided: a row released and leased again since is another pod's. */
@@ -203,6 +211,8 @@ export class RoutingHost {
   /** Which pod holds which row, and the rows being released (ARCHITECTURE.md "Pod rows"). */
   readonly rows: PodRows;
   readonly blockSize: number;
+  /** Per-user weighted tokens in a sliding window, and the VTC counters (user-usage.ts). */
+  readonly users: UserUsage;
   readonly #router: Router;
   readonly #keys: SessionKeys;
   readonly #region: Region;
@@ -222,6 +232,8 @@ export class RoutingHost {
   readonly scheduler: SchedulerKind;
   readonly #queue: AdmissionQueue<QueuedRequest>;
   readonly capacity: CapacityEstimator;
+  /** VTC's accounts, with --scheduler vtc. */
+  readonly #vtc: VtcAccounts<QueuedRequest> | null;
   #releasing = false;
   #again = false;
   #released = 0;
@@ -250,8 +262,10 @@ export class RoutingHost {
     this.#queue = new AdmissionQueue(new AdmissionHeap(region), { ...ADMISSION_DEFAULTS, ...opts.admission, kind: this.scheduler });
     this.capacity = new CapacityEstimator(opts.capacity);
     this.#random = opts.random ?? Math.random;
+    this.users = new UserUsage(opts.users);
+    this.#vtc = this.scheduler === 'vtc' ? new VtcAccounts(this.users) : null;
     const assumed = this.ring.layout.opcodes.assumed;
-    this.#router = new Router({ index: this.index, load: this.load, sessions: this.sessions }, opts.policy, {
+    this.#router = new Router({ index: this.index, load: this.load, sessions: this.sessions, users: this.users }, opts.policy, {
       sessionTtlMs: opts.sessionTtlMs,
       // The index's writer applies these; a full ring drops them and counts it (a missed hint, never an error).
       record: (pod, keys, now) => { this.ring.pushKeysAt(assumed, pod, keys.ptr, keys.count, now, 0, this.rows.lease(pod)); }
@@ -264,6 +278,11 @@ export class RoutingHost {
 
   sessionKey (sessionId: string): bigint {
     return this.#keys.key(sessionId);
+  }
+
+  /** The key of a user in the user usage table (seeded apart from session keys). */
+  userKey (user: string): bigint {
+    return this.#keys.userKey(user);
   }
 
   /**
@@ -381,7 +400,8 @@ export class RoutingHost {
       promptTokens: req.promptTokens,
       keys: this.#span(req.blockKeys),
       blockSize: this.blockSize,
-      expectedOutputTokens: req.maxTokens
+      expectedOutputTokens: req.maxTokens,
+      userKey: req.user === null ? null : this.userKey(req.user)
     };
     const callPriority = this.#criticalPath(request.sessionKey, request.parentSessionKey);
     const routed = this.#router.route(request, candidates, now, this.#random(), attempt > 0);
@@ -421,6 +441,15 @@ export class RoutingHost {
   finished (placement: Placement, out: RequestOutcome | null, now: number): void {
     const p = placement as HostPlacement;
     const contextTokens = out !== null && out.promptTokens !== null ? out.promptTokens + (out.completionTokens ?? 0) : null;
+    // The user's tokens count whatever became of the pod's row; an engine that reported no usage counts the prompt.
+    if (out !== null) this.#router.usage(p.request, out.promptTokens ?? p.request.promptTokens, out.completionTokens ?? 0, now);
+    if (p.vtcUser !== null && this.#vtc !== null) {
+      const user = p.vtcUser;
+      p.vtcUser = null;
+      const { counter, queued } = this.#vtc.charge(user, 0, out?.completionTokens ?? 0);
+      if (queued !== null) for (const job of queued) this.#queue.reprioritize(job, counter);
+      this.#vtc.leave(user);
+    }
     if (!this.#current(p)) return;
     const serviceMs = now - p.dispatchedAt;
     this.#router.finished(p.routed, p.request, { sawFirstToken: p.sawFirstToken, contextTokens, serviceMs }, now);
@@ -466,6 +495,7 @@ export class RoutingHost {
    * - fcfs: 0 for all (arrival order).
    */
   #priorityOf (req: HostRequest): number {
+    if (this.scheduler === 'vtc') return this.users.counter(this.#vtcKey(req));
     if (req.sessionId === null || this.scheduler === 'fcfs') return 0;
     const key = this.sessionKey(req.sessionId);
     const parent = req.parentSessionId === null ? null : this.sessionKey(req.parentSessionId);
@@ -476,6 +506,19 @@ export class RoutingHost {
 
   #lastNow = 0;
 
+  /** VTC's user: the OpenAI `user` (or API key), else the session; requests with neither share one account. */
+  #vtcKey (req: HostRequest): bigint {
+    return req.user !== null ? this.userKey(req.user) : req.sessionId !== null ? this.userKey(`session:${req.sessionId}`) : 0n;
+  }
+
+  /** VTC: the request was dispatched; its user is charged its prompt and its queued jobs re-keyed. */
+  #vtcDispatched (p: HostPlacement, req: HostRequest): void {
+    const user = this.#vtcKey(req);
+    p.vtcUser = user;
+    const { counter, queued } = this.#vtc!.charge(user, req.promptTokens, 0);
+    if (queued !== null) for (const job of queued) this.#queue.reprioritize(job, counter);
+  }
+
   /**
    * Admits a request: routes and dispatches it now when the scheduler is off or it can go at once (returns
    * its placement, already dispatched), else queues it (returns a handle for cancel) and tells `waiter` when
@@ -485,16 +528,29 @@ export class RoutingHost {
   submit (req: HostRequest, waiter: AdmissionWaiter, now: number, priorityClass = DEFAULT_CLASS): Placement | Queued {
     this.#lastNow = now;
     const q = this.#queue;
+    if (this.#vtc !== null) this.#vtc.enter(this.#vtcKey(req));
+    try {
+      return this.#submit(req, waiter, now, priorityClass);
+    } catch (err) {
+      if (this.#vtc !== null) this.#vtc.leave(this.#vtcKey(req));
+      throw err;
+    }
+  }
+
+  #submit (req: HostRequest, waiter: AdmissionWaiter, now: number, priorityClass: number): Placement | Queued {
+    const q = this.#queue;
     if (this.scheduler === 'off' || q.size === 0) {
       if (!this.hasCandidate(req.model, NO_EXCLUSIONS)) throw new NoCandidateError();
       const p = this.route(req, NO_EXCLUSIONS, now) as HostPlacement;
       if (this.scheduler === 'off' || this.#room(p.pod, p.expectedPrefill)) {
         this.dispatched(p, now);
+        if (this.#vtc !== null) this.#vtcDispatched(p, req);
         this.#noteRelease(now, 0);
         return p;
       }
       const job = q.push({ req, waiter }, priorityClass, this.#priorityOf(req), now);
       if (job === null) throw new QueueFullError(this.#retryAfter());
+      if (this.#vtc !== null) this.#vtc.queued(this.#vtcKey(req), job);
       q.pop();
       q.park(job, p.pod, p);
       return new QueuedJob(job);
@@ -502,13 +558,25 @@ export class RoutingHost {
     if (!this.hasCandidate(req.model, NO_EXCLUSIONS)) throw new NoCandidateError();
     const job = q.push({ req, waiter }, priorityClass, this.#priorityOf(req), now);
     if (job === null) throw new QueueFullError(this.#retryAfter());
+    if (this.#vtc !== null) this.#vtc.queued(this.#vtcKey(req), job);
     this.#release(now);
     return new QueuedJob(job);
   }
 
+  /** A queued job leaves unserved (cancelled, timed out, dropped). */
+  #unqueued (job: Job<QueuedRequest>): void {
+    if (this.#vtc === null) return;
+    const user = this.#vtcKey(job.payload.req);
+    this.#vtc.unqueued(user, job);
+    this.#vtc.leave(user);
+  }
+
   /** Takes a queued request out (its client went away). False if it was released or dropped already. */
   cancel (q: Queued): boolean {
-    return this.#queue.remove((q as QueuedJob).job);
+    const job = (q as QueuedJob).job;
+    if (!this.#queue.remove(job)) return false;
+    this.#unqueued(job);
+    return true;
   }
 
   /** The backstop of event-driven release, and the queue's clock: timeouts, anti-starvation, release. */
@@ -516,7 +584,10 @@ export class RoutingHost {
     this.#lastNow = now;
     const q = this.#queue;
     if (q.size === 0) return;
-    for (const job of q.timedOut(now)) job.payload.waiter.dropped('timeout', now);
+    for (const job of q.timedOut(now)) {
+      this.#unqueued(job);
+      job.payload.waiter.dropped('timeout', now);
+    }
     if (this.scheduler !== 'vtc' && this.scheduler !== 'fcfs') q.promoteStarved(now, this.#starvation);
     this.#release(now);
   }
@@ -525,6 +596,7 @@ export class RoutingHost {
   dropAll (reason: DropReason, now: number): void {
     for (const job of this.#queue.all()) {
       this.#queue.remove(job);
+      this.#unqueued(job);
       job.payload.waiter.dropped(reason, now);
     }
   }
@@ -580,6 +652,7 @@ export class RoutingHost {
         } catch (err) {
           if (!(err instanceof NoCandidateError)) throw err;
           q.remove(top);
+          this.#unqueued(top);
           top.payload.waiter.dropped('no_backend', now);
           continue;
         }
@@ -596,6 +669,10 @@ export class RoutingHost {
   #dispatchJob (job: Job<QueuedRequest>, p: HostPlacement, now: number): void {
     this.#queue.remove(job);
     this.dispatched(p, now);
+    if (this.#vtc !== null) {
+      this.#vtc.unqueued(this.#vtcKey(job.payload.req), job);
+      this.#vtcDispatched(p, job.payload.req);
+    }
     const waitMs = now - job.enqueuedAt;
     if (p.request.sessionKey !== null) this.sessions.setTime(p.request.sessionKey, 'wait', waitMs, true);
     this.#noteRelease(now, waitMs);
@@ -637,7 +714,8 @@ export class RoutingHost {
     return [
       { table: 'prefix_index', entries: ix.size, dropped: ix.evictions },
       { table: 'sessions', entries: ss.count, dropped: ss.evicted },
-      { table: 'record_ring', entries: rs.size, dropped: rs.dropped }
+      { table: 'record_ring', entries: rs.size, dropped: rs.dropped },
+      { table: 'users', entries: this.users.stats().users, dropped: this.users.stats().evicted }
     ];
   }
 

@@ -4,6 +4,10 @@ import type { Region } from './region.js';
 
 /** Seed that keeps session keys out of the block-key space (ASCII "ear-sess"). */
 const SESSION_SEED = 0x6561722d73657373n;
+/** Seed that keeps user keys apart from session keys (ASCII "ear-user"). */
+const USER_SEED = 0x6561722d75736572n;
+/** Bytes of a user string hashed at a time (the scratch area holds a few KB). */
+const USER_CHUNK = 1024;
 const utf8 = new TextEncoder();
 
 export class SessionKeys {
@@ -17,6 +21,15 @@ export class SessionKeys {
   /** Never 0 (the tables' empty marker). */
   key (sessionId: string): bigint {
     const k = this.#hasher.hashBytes(utf8.encode(sessionId), SESSION_SEED);
+    return k === 0n ? 1n : k;
+  }
+
+  /** A user (the OpenAI `user` field or an API key's digest) → its key in the user usage table. Never 0. */
+  userKey (user: string): bigint {
+    // A client chooses the length of its `user`: a long one is hashed in chunks, each seeded with the last.
+    const bytes = utf8.encode(user);
+    let k = USER_SEED;
+    for (let at = 0; at === 0 || at < bytes.length; at += USER_CHUNK) k = this.#hasher.hashBytes(bytes.subarray(at, at + USER_CHUNK), k);
     return k === 0n ? 1n : k;
   }
 }

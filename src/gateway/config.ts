@@ -5,6 +5,7 @@ import YAML from 'yaml';
 import type { PodRole } from '../core/policy.js';
 import { ADMISSION_DEFAULTS, PRIORITY_CLASSES, SCHEDULERS, type PriorityClass, type SchedulerKind } from '../core/admission.js';
 import { CAPACITY_DEFAULTS } from '../core/capacity.js';
+import { USER_USAGE_DEFAULTS, type UserUsageOptions } from '../core/user-usage.js';
 import { REMOTE_TOKENIZER_DEFAULTS, remoteTokenizerUrl, type RemoteTokenizerOptions } from '../tokenize/remote.js';
 import { parseSessionStoreSpec } from '../store/session-store.js';
 
@@ -97,6 +98,8 @@ export interface GatewayConfig {
   sessionStore: string;
   /** Longest wait for a shared store's reply (ms); past it the request goes on from the local table. */
   sessionStoreTimeoutMs: number;
+  /** The per-user token window fairness policies read (src/core/user-usage.ts): window, buckets, token weights, bound. */
+  userWindow: Required<UserUsageOptions>;
 }
 
 export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze({
@@ -134,7 +137,8 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   kvHighWatermark: CAPACITY_DEFAULTS.kvHighWatermark,
   apiKeyPriority: {},
   sessionStore: 'memory',
-  sessionStoreTimeoutMs: 50
+  sessionStoreTimeoutMs: 50,
+  userWindow: USER_USAGE_DEFAULTS
 });
 
 export class ConfigError extends Error {
@@ -294,13 +298,35 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
     }
     return (v as string).trim();
   },
-  sessionStoreTimeoutMs: (p, v) => checkInt(p, v, 1, 60_000)
+  sessionStoreTimeoutMs: (p, v) => checkInt(p, v, 1, 60_000),
+  userWindow: (p, v) => {
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ConfigError(p, 'must be a mapping');
+    const out: Record<string, number> = { ...USER_USAGE_DEFAULTS };
+    const fields: Record<keyof UserUsageOptions, (path: string, x: unknown) => number> = {
+      windowMs: (q, x) => checkInt(q, x, 1000, 86_400_000),
+      buckets: (q, x) => checkInt(q, x, 1, 1024),
+      inputWeight: checkWeight,
+      outputWeight: checkWeight,
+      maxUsers: (q, x) => checkInt(q, x, 1, 1 << 24)
+    };
+    for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+      const check = fields[k as keyof UserUsageOptions];
+      if (check === undefined) throw new ConfigError(`${p}.${k}`, `unknown field (known: ${Object.keys(fields).join(', ')})`);
+      out[k] = check(`${p}.${k}`, x);
+    }
+    return out;
+  }
 };
 
 function checkNumber (path: string, v: unknown, min: number, max: number): number {
   const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
   if (typeof n !== 'number' || !Number.isFinite(n) || n < min || n > max) throw new ConfigError(path, `must be a number in [${min}, ${max}], got ${JSON.stringify(v)}`);
   return n;
+}
+
+function checkWeight (path: string, v: unknown): number {
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > 1000) throw new ConfigError(path, `must be a number in [0, 1000], got ${JSON.stringify(v)}`);
+  return v;
 }
 
 /**

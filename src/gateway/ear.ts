@@ -104,7 +104,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       state: (backends) => {
         list = backends;
         routing = new TableRouting(region, policy, {
-          blockSize: config.blockSize, sessionTtlMs: config.sessionIdleMs, onBackendChanged: sync,
+          blockSize: config.blockSize, sessionTtlMs: config.sessionIdleMs, users: config.userWindow, onBackendChanged: sync,
           scheduler: config.scheduler,
           admission: { levels: config.schedulerLevels, quantumMs: config.schedulerQuantumMs, beta: config.schedulerBeta, maxQueued: config.maxQueued, queueTimeoutMs: config.queueTimeoutMs },
           capacity: { prefillBudgetTokens: config.prefillBudgetTokens, kvHighWatermark: config.kvHighWatermark },

@@ -17,6 +17,8 @@ export interface Features {
   /** Chained keys of the prompt's full blocks (a copy, owned by the caller). */
   blockKeys: BigUint64Array;
   maxTokens: number | null;
+  /** The OpenAI `user` field, if the body has one (not empty). */
+  user: string | null;
   /** The body to forward when it differs from the client's (client kv_transfer_params stripped); null = forward as received. */
   forward: Uint8Array | null;
 }
@@ -67,5 +69,5 @@ export function featuresFromTokens (ctx: FeatureContext, p: ParsedRequest, body:
 }
 
 function featuresOf (p: ParsedRequest, body: Buffer, promptTokens: number, blockKeys: BigUint64Array): Features {
-  return { model: p.model, stream: p.stream, promptTokens, blockKeys, maxTokens: p.maxTokens, forward: p.forward === body ? null : p.forward };
+  return { model: p.model, stream: p.stream, promptTokens, blockKeys, maxTokens: p.maxTokens, user: p.user, forward: p.forward === body ? null : p.forward };
 }

@@ -18,6 +18,8 @@ export interface ParsedRequest {
   maxTokens: number | null;
   /** vLLM's cache_salt: it salts block 0, so it seeds the block keys too. */
   cacheSalt: string | null;
+  /** The OpenAI `user` field (whom fairness policies count the tokens against); null when absent or empty. */
+  user: string | null;
   /** Chat rendering options the engine honours (vLLM names), so EAR renders the same prompt. */
   render: RenderOptions;
   /** The body to send upstream (the client's bytes when nothing had to change). */
@@ -76,6 +78,8 @@ export function requestFromDoc (endpoint: Endpoint, raw: Buffer, doc: unknown): 
   }
   const salt = b.cache_salt;
   if (salt !== undefined && salt !== null && (typeof salt !== 'string' || salt === '')) throw bad("Parameter 'cache_salt' must be a non-empty string if provided.");
+  const user = b.user;
+  if (user !== undefined && user !== null && typeof user !== 'string') throw bad('"user" must be a string');
   const kwargs = b.chat_template_kwargs;
   if (kwargs !== undefined && kwargs !== null && (typeof kwargs !== 'object' || Array.isArray(kwargs))) throw bad('"chat_template_kwargs" must be an object');
   const render: RenderOptions = {
@@ -89,5 +93,5 @@ export function requestFromDoc (endpoint: Endpoint, raw: Buffer, doc: unknown): 
     delete b.kv_transfer_params;
     forward = Buffer.from(JSON.stringify(b));
   }
-  return { endpoint, model: b.model, stream: b.stream === true, messages, prompt, maxTokens: typeof max === 'number' ? max : null, cacheSalt: typeof salt === 'string' ? salt : null, render, forward };
+  return { endpoint, model: b.model, stream: b.stream === true, messages, prompt, maxTokens: typeof max === 'number' ? max : null, cacheSalt: typeof salt === 'string' ? salt : null, user: typeof user === 'string' && user !== '' ? user : null, render, forward };
 }

@@ -3,6 +3,7 @@
 // shared tables; upstream-client.ts proxies to the engines. See ARCHITECTURE.md "Request lifecycle".
 import uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import { createHmac, randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { NoCandidateError } from '../core/policy.js';
 import { DEFAULT_CLASS, PRIORITY_CLASSES } from '../core/admission.js';
@@ -123,6 +124,10 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   let inFlight = 0;
   let idle: (() => void) | null = null;
   const apiKeys = new Set(config.apiKeys);
+  // A request whose body names no OpenAI `user` counts against its API key. The key itself never leaves this
+  // map: the user is an HMAC of it under a secret drawn at start, so no log, table or body can reveal or forge it.
+  const keySecret = randomBytes(32);
+  const keyUsers = new Map([...apiKeys].map((k) => [k, `key:${createHmac('sha256', keySecret).update(k, 'utf8').digest('base64url')}`]));
 
   const app: TemplatedApp = uWS.App();
 
@@ -137,6 +142,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const rid = requestId(req.getHeader('x-request-id'));
       const headerValues = SESSION_ID_HEADERS.map((h) => req.getHeader(h));
       const { sessionId, parentSessionId } = sessionOf((h) => headerValues[SESSION_ID_HEADERS.indexOf(h)] ?? '');
+      const keyUser = apiKeys.size > 0 && auth.startsWith('Bearer ') ? keyUsers.get(auth.slice(7).trim()) ?? null : null;
       const rs = new ResponseState(res);
       const ridHeader: [string, string] = ['x-request-id', rid];
       if (draining) return rs.fail(new GatewayError('EAR_ERR_DRAINING', 'the gateway is shutting down'), [ridHeader]);
@@ -152,7 +158,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       }
       readBody(rs, config.maxBodyBytes, (body) => {
         inFlight++;
-        handle(endpoint, rs, body, rid, sessionId, parentSessionId, priorityClass, t0).then(() => handled(rs, ridHeader), (err) => {
+        handle(endpoint, rs, body, rid, sessionId, parentSessionId, priorityClass, keyUser, t0).then(() => handled(rs, ridHeader), (err) => {
           rs.fail(err, [ridHeader, ...retryAfter(err)]);
           handled(rs, ridHeader);
         });
@@ -204,7 +210,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     });
   }
 
-  async function handle (endpoint: Endpoint, rs: ResponseState, body: Buffer, rid: string, sessionId: string | null, parentSessionId: string | null, priorityClass: number, t0: number): Promise<void> {
+  async function handle (endpoint: Endpoint, rs: ResponseState, body: Buffer, rid: string, sessionId: string | null, parentSessionId: string | null, priorityClass: number, keyUser: string | null, t0: number): Promise<void> {
     const route = UPSTREAM_PATH[endpoint];
     const f0 = now();
     const f = await deps.features(endpoint, body, sessionId);
@@ -214,7 +220,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       metrics.requests.labels(route, '404', '').inc();
       throw new GatewayError('EAR_ERR_MODEL_NOT_FOUND', `The model \`${f.model}\` does not exist.`);
     }
-    const input: RoutingInput = { model: f.model, sessionId, parentSessionId, promptTokens: f.promptTokens, blockKeys: f.blockKeys, maxTokens: f.maxTokens };
+    const input: RoutingInput = { model: f.model, sessionId, parentSessionId, promptTokens: f.promptTokens, blockKeys: f.blockKeys, maxTokens: f.maxTokens, user: f.user ?? keyUser };
     const forward = f.forward ? Buffer.from(f.forward.buffer, f.forward.byteOffset, f.forward.byteLength) : body;
     const exclude = new Set<number>();
     let last: AttemptResult | null = null;

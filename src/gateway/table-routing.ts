@@ -5,6 +5,7 @@ import { RoutingHost, type AdmissionStats, type DropReason, type Placement as Ho
 import type { PodState } from '../core/pod-table.js';
 import type { Policy } from '../core/policy.js';
 import type { Region } from '../core/region.js';
+import type { UserUsageOptions } from '../core/user-usage.js';
 import type { Backend } from './backends.js';
 import type { EngineLoad } from './engine-metrics.js';
 import type { GatewayWaiter, Placement, RoutingInput, RoutingState } from './routing-state.js';
@@ -21,6 +22,8 @@ export interface TableRoutingOptions {
   sessionExpiryBudget?: number;
   /** A uniform draw in [0, 1) for policies that randomise (default Math.random; tests pass a seeded one). */
   random?: () => number;
+  /** The per-user token window (config userWindow; user-usage.ts defaults). */
+  users?: UserUsageOptions;
   /** Called after every backendChanged (health probe, reload), e.g. to tell the kv-events thread which engines to follow. */
   onBackendChanged?: (b: Backend) => void;
   /**
@@ -51,7 +54,7 @@ export class TableRouting implements RoutingState {
     this.#purgeRow = opts.purgeRow ?? null;
     this.host = new RoutingHost(region, {
       policy, blockSize: opts.blockSize, sessionTtlMs: opts.sessionTtlMs, sessionExpiryBudget: opts.sessionExpiryBudget, random: opts.random,
-      scheduler: opts.scheduler, admission: opts.admission, capacity: opts.capacity
+      scheduler: opts.scheduler, admission: opts.admission, capacity: opts.capacity, users: opts.users
     });
   }
 

@@ -20,7 +20,7 @@ function setup (scheduler: SchedulerKind, pods = 1, policy = 'sticky', o: { beta
 }
 
 const req = (sessionId: string | null, parentSessionId: string | null = null, promptTokens = 100): HostRequest =>
-  ({ model: MODEL, sessionId, parentSessionId, promptTokens, blockKeys: NO_KEYS, maxTokens: null });
+  ({ model: MODEL, sessionId, parentSessionId, promptTokens, blockKeys: NO_KEYS, maxTokens: null, user: null });
 
 class Recorder implements AdmissionWaiter {
   placement: Placement | null = null;
@@ -205,4 +205,21 @@ test('a pod that leaves sends the jobs parked on it back to be routed to the oth
   assert.equal(w.placement, null, 'the other pod is full');
   host.finished(busy, null, 5);
   assert.equal(w.placement!.pod, busy.pod);
+});
+
+test('vtc: the user with the least weighted service goes first; a new user is lifted to the least active counter', () => {
+  const { host } = setup('vtc');
+  host.setMaxConcurrent(0, 1);
+  const log: string[] = [];
+  const as = (user: string, prompt: number): HostRequest => ({ ...req(null, null, prompt), user });
+  // alice is served a big prompt and queues a second one; bob then queues, lifted to the least active counter.
+  // When alice's first ends, her output is charged too: her queued job now waits behind bob's.
+  const first = host.submit(as('alice', 1000), new Recorder('alice-1', log), 0) as Placement;
+  host.submit(as('alice', 10), new Recorder('alice-2', log), 1);
+  host.submit(as('bob', 10), new Recorder('bob-1', log), 2);
+  assert.equal(host.users.counter(host.userKey('alice')), 1000, 'charged its prompt at dispatch');
+  assert.equal(host.users.counter(host.userKey('bob')), 1000, 'lifted to the least active counter (alice\'s)');
+  host.finished(first, { promptTokens: 1000, completionTokens: 5 }, 10);
+  assert.equal(host.users.counter(host.userKey('alice')), 1010, 'output tokens weigh 2');
+  assert.deepEqual(log, ['bob-1'], 'alice\'s queued job was re-keyed behind bob\'s');
 });

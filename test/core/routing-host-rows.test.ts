@@ -38,7 +38,7 @@ test(`${CYCLES} pods join and leave ${ROWS} rows through the host: each leaves n
     const session = `s-${n}`;
     // A request that can only go to this pod: every other row is excluded.
     const exclude = new Set(live.map((p) => p.row));
-    const p = host.route({ model: MODEL, sessionId: session, parentSessionId: null, promptTokens: 64, blockKeys: keys, maxTokens: 1 }, exclude, n);
+    const p = host.route({ model: MODEL, sessionId: session, parentSessionId: null, promptTokens: 64, blockKeys: keys, maxTokens: 1, user: null }, exclude, n);
     assert.equal(p.pod, row);
     host.dispatched(p, n);
     feeder.pump();
@@ -60,7 +60,7 @@ test(`${CYCLES} pods join and leave ${ROWS} rows through the host: each leaves n
     join(n);
     if (n % 997 === 0) {
       // The departed pod's keys are nowhere in the index (its row now holds another pod's, not these).
-      const probe = host.route({ model: MODEL, sessionId: null, parentSessionId: null, promptTokens: 64, blockKeys: gone.keys, maxTokens: 1 }, new Set(), n);
+      const probe = host.route({ model: MODEL, sessionId: null, parentSessionId: null, promptTokens: 64, blockKeys: gone.keys, maxTokens: 1, user: null }, new Set(), n);
       assert.equal(probe.matchedBlocks, 0);
       assert.equal(host.index.counts[gone.row], 0);
     }

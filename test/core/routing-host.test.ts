@@ -28,7 +28,7 @@ function setup (policy: string | Policy, pods = 3, sessionTtlMs = 60_000) {
 }
 
 function req (blockKeys: BigUint64Array, promptTokens: number, sessionId: string | null = null, parentSessionId: string | null = null): HostRequest {
-  return { model: MODEL, sessionId, parentSessionId, promptTokens, blockKeys, maxTokens: null };
+  return { model: MODEL, sessionId, parentSessionId, promptTokens, blockKeys, maxTokens: null, user: null };
 }
 
 const NONE = new Set<number>();

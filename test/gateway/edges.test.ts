@@ -37,8 +37,13 @@ test('every config mistake names the field and the rule', () => {
     [{ tokenizer: 'remote:ftp://x' }, {}, /config tokenizer: .*http or https/],
     [{ tokenizer: 'remote:localhost' }, {}, /config tokenizer: .*not a URL/],
     [{ remoteTokenizer: { timeoutMs: 0 } }, {}, /config remoteTokenizer\.timeoutMs: must be an integer in \[1, /],
-    [{ remoteTokenizer: { retry: 2 } }, {}, /config remoteTokenizer\.retry: unknown field/]
+    [{ remoteTokenizer: { retry: 2 } }, {}, /config remoteTokenizer\.retry: unknown field/],
+    [{ userWindow: { buckets: 0 } }, {}, /config userWindow\.buckets: must be an integer in \[1, 1024\]/],
+    [{ userWindow: { outputWeight: -2 } }, {}, /config userWindow\.outputWeight: must be a number in \[0, 1000\]/],
+    [{ userWindow: { window: 5 } }, {}, /config userWindow\.window: unknown field/],
+    [{ userWindow: 5 }, {}, /config userWindow: must be a mapping/]
   ];
+  assert.deepEqual(buildConfig({ userWindow: { windowMs: 60_000, outputWeight: 3 } }).userWindow, { windowMs: 60_000, buckets: 5, inputWeight: 1, outputWeight: 3, maxUsers: 65_536 });
   const remote = buildConfig({ tokenizer: 'remote:http://10.0.0.5:8000', remoteTokenizer: { retries: 3 } });
   assert.deepEqual(remote.remoteTokenizer, { timeoutMs: 1000, retries: 3, breakerFailures: 5, breakerCooldownMs: 10_000 });
   const precise = buildConfig({ assumedTtlMs: '2500' }, { backend: ['http://x,kv-events=tcp://127.0.0.1:5557,topic=kv@'] });

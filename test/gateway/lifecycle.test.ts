@@ -14,7 +14,7 @@ after(() => getGlobalDispatcher().close());
 
 async function features (endpoint: Endpoint, body: Buffer): Promise<Features> {
   const p = parseRequestBody(endpoint, body);
-  return { model: p.model, stream: p.stream, promptTokens: 1, blockKeys: new BigUint64Array(0), maxTokens: p.maxTokens, forward: null };
+  return { model: p.model, stream: p.stream, promptTokens: 1, blockKeys: new BigUint64Array(0), maxTokens: p.maxTokens, user: p.user, forward: null };
 }
 const chat = (stream = false) => JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stream });
 
@@ -37,6 +37,46 @@ test('client API keys: none, wrong and right', async () => {
     assert.equal(r.statusCode, status, String(auth));
     await r.body.dump();
   }
+});
+
+test('the routing user: the body\'s OpenAI user, else a digest of the API key (never the key), else none', async () => {
+  const e = await fakeEngine();
+  after(() => e.close());
+  const users: Array<string | null> = [];
+  const start = async (over: Record<string, unknown>) => {
+    const g = await startGateway({
+      config: buildConfig({ host: '127.0.0.1', port: 0, healthIntervalMs: 60_000, metricsIntervalMs: 0, ...over }, { backend: [`${e.url},id=e0`] }),
+      state: (bs) => new (class extends FirstServingRouting {
+        override route (input: Parameters<FirstServingRouting['route']>[0], exclude: ReadonlySet<number>, now: number) {
+          users.push(input.user);
+          return super.route(input, exclude, now);
+        }
+      })(bs),
+      features
+    });
+    after(() => g.close());
+    return `http://127.0.0.1:${g.port}`;
+  };
+  const send = async (url: string, auth: string | null, user?: unknown) => {
+    const body = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], ...(user === undefined ? {} : { user }) });
+    const r = await request(`${url}/v1/chat/completions`, { method: 'POST', body, headers: auth !== null ? { authorization: auth } : {} });
+    await r.body.dump();
+    return r.statusCode;
+  };
+  const keyed = await start({ apiKeys: ['k1', 'k2'] });
+  assert.equal(await send(keyed, 'Bearer k1', 'alice'), 200);
+  assert.equal(await send(keyed, 'Bearer k1'), 200);
+  assert.equal(await send(keyed, 'Bearer k1'), 200);
+  assert.equal(await send(keyed, 'Bearer k2'), 200);
+  assert.equal(await send(keyed, 'Bearer k2', 7), 400);
+  assert.equal(users[0], 'alice');
+  assert.match(users[1]!, /^key:[A-Za-z0-9_-]{43}$/, 'an HMAC-SHA-256 of the key, base64url');
+  assert.equal(users[1], users[2], 'one key, one user');
+  assert.notEqual(users[1], users[3], 'two keys, two users');
+  const open = await start({});
+  assert.equal(await send(open, 'Bearer whatever'), 200);
+  assert.equal(await send(open, null, 'carol'), 200);
+  assert.deepEqual(users.slice(4), [null, 'carol']);
 });
 
 test('health checks eject a failing backend after unhealthyAfter failures and re-admit it on success', async () => {

@@ -19,6 +19,14 @@ test('chat and completions bodies yield the routing fields; the client\'s bytes 
   assert.equal(parseRequestBody('completions', buf({ model: 'm', prompt: ['a', 'b'] })).prompt, null);
 });
 
+test('the OpenAI user field: a string, absent, null or empty is no user', () => {
+  assert.equal(parseRequestBody('chat', buf({ model: 'm', messages: [{ role: 'user' }], user: 'alice' })).user, 'alice');
+  assert.equal(parseRequestBody('completions', buf({ model: 'm', prompt: 'x', user: 'bob' })).user, 'bob');
+  assert.equal(parseRequestBody('chat', buf({ model: 'm', messages: [{ role: 'user' }] })).user, null);
+  assert.equal(parseRequestBody('chat', buf({ model: 'm', messages: [{ role: 'user' }], user: null })).user, null);
+  assert.equal(parseRequestBody('chat', buf({ model: 'm', messages: [{ role: 'user' }], user: '' })).user, null);
+});
+
 test('client kv_transfer_params are stripped before forwarding', () => {
   const r = parseRequestBody('completions', buf({ model: 'm', prompt: 'x', kv_transfer_params: { do_remote_prefill: true, remote_host: 'evil' } }));
   assert.equal('kv_transfer_params' in JSON.parse(r.forward.toString()), false);
@@ -34,7 +42,9 @@ test('malformed bodies are 400s that say what is wrong', () => {
     ['chat', { model: 'm', messages: [{ role: 'u' }], stream: 'yes' }, /"stream" must be a boolean/, 'EAR_ERR_BAD_REQUEST'],
     ['chat', { model: 'm', messages: [{ role: 'u' }], max_tokens: -1 }, /"max_tokens"/, 'EAR_ERR_BAD_REQUEST'],
     ['completions', { model: 'm', prompt: [1.5] }, /"prompt" must be/, 'EAR_ERR_BAD_REQUEST'],
-    ['completions', { model: 'm' }, /"prompt" must be/, 'EAR_ERR_BAD_REQUEST']
+    ['completions', { model: 'm' }, /"prompt" must be/, 'EAR_ERR_BAD_REQUEST'],
+    ['chat', { model: 'm', messages: [{ role: 'u' }], user: 42 }, /"user" must be a string/, 'EAR_ERR_BAD_REQUEST'],
+    ['completions', { model: 'm', prompt: 'x', user: { id: 'a' } }, /"user" must be a string/, 'EAR_ERR_BAD_REQUEST']
   ];
   for (const [ep, body, re, code] of cases) {
     assert.throws(() => parseRequestBody(ep as 'chat', buf(body)), (e: unknown) => e instanceof GatewayError && e.status === 400 && e.code === code && re.test(e.message), String(re));

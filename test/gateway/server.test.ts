@@ -11,7 +11,7 @@ import { FirstServingRouting } from '../fixtures/simple-routing.js';
 
 async function features (endpoint: Endpoint, body: Buffer): Promise<Features> {
   const p = parseRequestBody(endpoint, body);
-  return { model: p.model, stream: p.stream, promptTokens: body.length, blockKeys: new BigUint64Array(0), maxTokens: p.maxTokens, forward: p.forward === body ? null : p.forward };
+  return { model: p.model, stream: p.stream, promptTokens: body.length, blockKeys: new BigUint64Array(0), maxTokens: p.maxTokens, user: p.user, forward: p.forward === body ? null : p.forward };
 }
 
 async function gateway (engines: FakeEngine[], over: Record<string, unknown> = {}) {

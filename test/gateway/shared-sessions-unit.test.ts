@@ -21,7 +21,7 @@ function replica (store: SessionStore, clock: { t: number }) {
   const models = new Set([MODEL]);
   for (const id of ['e0', 'e1']) host.addPod({ id, role: 'both', models, state: 'ready' });
   const shared = new SharedSessions({ store, routing: () => ({ host }), sessionTtlMs: TTL, now: () => clock.t });
-  const input = (sessionId: string | null): HostRequest => ({ model: MODEL, sessionId, parentSessionId: null, promptTokens: 32, blockKeys: new BigUint64Array(0), maxTokens: null });
+  const input = (sessionId: string | null): HostRequest => ({ model: MODEL, sessionId, parentSessionId: null, promptTokens: 32, blockKeys: new BigUint64Array(0), maxTokens: null, user: null });
   const place = (sessionId: string | null, exclude: ReadonlySet<number> = NONE, attempt = 0) => {
     const p = host.route(input(sessionId), exclude, clock.t, attempt);
     return { p, backend: { id: host.pod(p.pod)!.id } };

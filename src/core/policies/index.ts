@@ -10,6 +10,7 @@ import { createScorer } from './scorer.js';
 import { createKvLoad } from './kv-load.js';
 import { createChwbl } from './chwbl.js';
 import { createPreble } from './preble.js';
+import { createVtcBasic } from './vtc-basic.js';
 
 const registry = new Map<string, PolicyFactory>([
   ['random', createRandom],
@@ -21,7 +22,8 @@ const registry = new Map<string, PolicyFactory>([
   ['scorer', createScorer],
   ['kv-load', createKvLoad],
   ['chwbl', createChwbl],
-  ['preble', createPreble]
+  ['preble', createPreble],
+  ['vtc-basic', createVtcBasic]
 ]);
 
 export function policyNames (): string[] {

@@ -5,6 +5,7 @@
 import { createAndAttach } from '../../core/region.js';
 import { BlockHasher } from '../../core/block-keys.js';
 import { createPolicy } from '../../core/policies/index.js';
+import type { UserUsageOptions } from '../../core/user-usage.js';
 import { DesHost } from '../../sim/des.js';
 import { DEFAULTS } from '../../gateway/config.js';
 import { LabRouting, type KvEventsMode } from './lab-routing.js';
@@ -21,6 +22,8 @@ export interface DesRunOptions {
   workload: Workload;
   policy: string;
   policyConfig?: Record<string, unknown>;
+  /** The per-user token window (the gateway's userWindow); default as the gateway's. */
+  userWindow?: UserUsageOptions;
   engines: number;
   profile: string;
   seed: number;
@@ -75,7 +78,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
   const lab = new LabRouting(region, {
     policy: createPolicy(o.policy, o.policyConfig ?? {}), engines: o.engines, model: MODEL, blockSize: resolved.blockSize,
     kvEvents: o.kvEvents ?? 'approximate', random: () => des.random(), assumedTtlMs: o.assumedTtlMs,
-    scheduler: o.scheduler, admission: o.admission, capacity: o.capacity
+    scheduler: o.scheduler, admission: o.admission, capacity: o.capacity, users: o.userWindow
   });
   if (o.maxConcurrent) for (let i = 0; i < o.engines; i++) lab.host.setMaxConcurrent(i, o.maxConcurrent);
   const feed = lab.kvEvents === 'precise' ? new DesKvEventFeed({ writer: lab.writer, blockSize: resolved.blockSize, model: MODEL, deliveryDelayMs: o.kvDelayMs }).attach(des) : null;
@@ -110,7 +113,10 @@ export function runDes (o: DesRunOptions): DesRunResult {
     // A copy: the hasher's output area is reused by the next request, and this one may wait in the queue.
     const req = {
       model: MODEL, sessionId: d.sessionId, parentSessionId: d.parentId,
-      promptTokens: tokens.length, blockKeys: new BigUint64Array(region.memory.buffer, span.ptr, span.count).slice(), maxTokens: d.outputTokens
+      promptTokens: tokens.length, blockKeys: new BigUint64Array(region.memory.buffer, span.ptr, span.count).slice(), maxTokens: d.outputTokens,
+      // Workloads name no users: a root session (an agent run with its sub-agents) stands for one user, so
+      // fairness policies see one user per run, as a gateway would if each run sent its own OpenAI `user`.
+      user: d.rootSessionId
     };
     const nowMs = d.at * 1000;
     metrics.requestSent({ id, sessionId: d.sessionId, rootSessionId: d.rootSessionId, at: d.at, promptTokens: tokens.length, blocks });

@@ -161,7 +161,8 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
       metrics.requestSent({ id, sessionId: d.sessionId, rootSessionId: d.rootSessionId, at: d.at, promptTokens: tokens.length, blocks });
       open++;
       // Written by hand: JSON.stringify turns a Uint32Array into an object, and this is the hot path of the client.
-      const body = `{"model":"${MODEL}","prompt":[${tokens.join(',')}],"max_tokens":${d.outputTokens},"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`;
+      // The OpenAI user is the root session, as the discrete-event driver sets it (fairness policies see the same users).
+      const body = `{"model":"${MODEL}","prompt":[${tokens.join(',')}],"max_tokens":${d.outputTokens},"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true},"user":${JSON.stringify(d.rootSessionId)}}`;
       // The gateway forwards a sane x-request-id as it is ('/' is not one of its characters).
       const rid = `eval:${id.replace(/[^A-Za-z0-9._:-]/g, ':')}`;
       let first = NaN;

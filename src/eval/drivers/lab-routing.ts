@@ -11,6 +11,7 @@ import type { Region } from '../../core/region.js';
 import { RingConsumer } from '../../core/ring.js';
 import { APPROXIMATE_ASSUMED_TTL_MS, PRECISE_ASSUMED_TTL_MS, RoutingHost, type AdmissionWaiter, type EngineReport, type HostRequest, type Placement, type Queued, type RequestOutcome, type RoutingHostOptions } from '../../core/routing-host.js';
 import type { Policy } from '../../core/policy.js';
+import type { UserUsageOptions } from '../../core/user-usage.js';
 import { IndexFeeder } from '../../kvevents/index-feeder.js';
 import { DEFAULTS } from '../../gateway/config.js';
 
@@ -34,6 +35,8 @@ export interface LabRoutingOptions {
   scheduler?: RoutingHostOptions['scheduler'];
   admission?: RoutingHostOptions['admission'];
   capacity?: RoutingHostOptions['capacity'];
+  /** The per-user token window; default as the gateway's (user-usage.ts). */
+  users?: UserUsageOptions;
 }
 
 /** The kv-events thread's expiry slice (workers/kv-events-thread.ts). */
@@ -51,7 +54,7 @@ export class LabRouting {
     this.kvEvents = o.kvEvents;
     this.host = new RoutingHost(region, {
       policy: o.policy, blockSize: o.blockSize, sessionTtlMs: o.sessionTtlMs ?? DEFAULTS.sessionIdleMs, random: o.random,
-      scheduler: o.scheduler, admission: o.admission, capacity: o.capacity
+      scheduler: o.scheduler, admission: o.admission, capacity: o.capacity, users: o.users
     });
     const area = region.claimScratch();
     this.writer = new PrefixIndexWriter(region, { ptr: area.ptr, bytes: Math.ceil(PrefixIndex.areaBytes(region) / 64) * 64 });

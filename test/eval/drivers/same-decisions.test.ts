@@ -103,7 +103,7 @@ function play (make: (r: Region) => Adapter, steps: Step[]): Decision[] {
     now += 3;
     if (s.kind === 'route') {
       const exclude = s.retryOf === null ? new Set<number>() : live.get(s.retryOf)!.exclude;
-      const req: RoutingInput = { model: MODEL, sessionId: s.session, parentSessionId: s.parent, promptTokens: s.tokens.length, blockKeys: keysOf(hasher, r, s.tokens), maxTokens: null };
+      const req: RoutingInput = { model: MODEL, sessionId: s.session, parentSessionId: s.parent, promptTokens: s.tokens.length, blockKeys: keysOf(hasher, r, s.tokens), maxTokens: null, user: s.session };
       const { token, ...d } = a.route(req, exclude, now);
       exclude.add(d.pod);
       live.set(s.id, { token, req, exclude });
