@@ -10,7 +10,7 @@ import { parseKvEventsConfig } from '../sim/kv-events-config.js';
 
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
-                 [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--demo N [--demo-profile NAME] [--demo-time-scale X]]
+                 [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--max-contexts N] [--demo N [--demo-profile NAME] [--demo-time-scale X]]
 
 An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --config FILE        YAML with any of the fields below (camelCase) and a \`backends\` list; SIGHUP reloads its backends
@@ -19,6 +19,7 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --tokenizer NAME     tokenizer for block keys (default ${DEFAULTS.tokenizer}): character, tiktoken:o200k_base, hf:qwen3, hf:PATH, remote:URL (engine /tokenize)
   --assumed-ttl-ms N   how long a routing decision's assumed prefix stays in the index (default: 5000 when a
                        backend has kv-events, i.e. precise mode; else 20 min)
+  --max-contexts N     explicit contexts (POST /v1/context) live at once (default ${DEFAULTS.maxContexts}; 429 beyond)
   --demo N             start N simulated engines here and route to them
 SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), exit.`;
 
@@ -44,6 +45,7 @@ export async function main (argv: string[]): Promise<number> {
         'admin-token': { type: 'string' },
         'api-key': { type: 'string', multiple: true },
         'max-body-bytes': { type: 'string' },
+        'max-contexts': { type: 'string' },
         demo: { type: 'string' },
         'demo-profile': { type: 'string' },
         'demo-time-scale': { type: 'string' },
@@ -77,6 +79,7 @@ export async function main (argv: string[]): Promise<number> {
     adminToken: values['admin-token'],
     apiKeys: values['api-key'],
     maxBodyBytes: values['max-body-bytes'],
+    maxContexts: values['max-contexts'],
     // Demo engines publish KV events, so the demo runs in precise mode.
     backend: [...((values.backend as string[] | undefined) ?? []), ...sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`)]
   });

@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import YAML from 'yaml';
 import type { PodRole } from '../core/policy.js';
+import { MAX_CONTEXT_TTL_SECONDS } from '../store/session-store.js';
 import { REMOTE_TOKENIZER_DEFAULTS, remoteTokenizerUrl, type RemoteTokenizerOptions } from '../tokenize/remote.js';
 
 export interface BackendConfig {
@@ -70,6 +71,10 @@ export interface GatewayConfig {
   sessionIdleMs: number;
   /** How long SIGTERM waits for in-flight requests before closing them. */
   drainTimeoutMs: number;
+  /** Explicit contexts (POST /v1/context) live at once in this gateway; at the bound a new one is refused (429). */
+  maxContexts: number;
+  /** A context's TTL when the client gives no ttl_seconds. */
+  contextTtlSeconds: number;
 }
 
 export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze({
@@ -96,7 +101,9 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   kvMaxMappedBlocks: 1 << 18,
   maxSessions: 65536,
   sessionIdleMs: 1_800_000,
-  drainTimeoutMs: 30_000
+  drainTimeoutMs: 30_000,
+  maxContexts: 100_000,
+  contextTtlSeconds: 3600
 });
 
 export class ConfigError extends Error {
@@ -227,7 +234,9 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
   kvMaxMappedBlocks: (p, v) => checkInt(p, v, 1024, 1 << 26),
   maxSessions: (p, v) => checkInt(p, v, 16, 1 << 24),
   sessionIdleMs: (p, v) => checkInt(p, v, 1000, 86_400_000 * 7),
-  drainTimeoutMs: (p, v) => checkInt(p, v, 0, 3_600_000)
+  drainTimeoutMs: (p, v) => checkInt(p, v, 0, 3_600_000),
+  maxContexts: (p, v) => checkInt(p, v, 1, 1 << 24),
+  contextTtlSeconds: (p, v) => checkInt(p, v, 1, MAX_CONTEXT_TTL_SECONDS)
 };
 
 /**

@@ -16,6 +16,9 @@ import type { Features } from './features.js';
 import type { Placement, RoutingInput, RoutingState } from './routing-state.js';
 import { sessionOf, SESSION_ID_HEADERS } from './session-id.js';
 import { StreamObserver } from './stream-observer.js';
+import { ContextRegistry } from './contexts.js';
+import { CONTEXT_PATH, mountContexts } from './context-routes.js';
+import type { SessionStore } from '../store/session-store.js';
 import { readBody, ResponseState } from './uws-io.js';
 
 export type FeatureFn = (endpoint: Endpoint, body: Buffer, sessionId: string | null) => Promise<Features>;
@@ -27,12 +30,18 @@ export interface GatewayDeps {
   features: FeatureFn;
   /** Time source in ms (performance.now by default). */
   now?: () => number;
+  /** Where explicit contexts are recorded (--session-store); default: an in-process memory store. */
+  sessionStore?: SessionStore;
+  /** Wall clock (ms) for contexts' creation and expiry (Date.now by default; tests pass a fake one). */
+  clock?: () => number;
 }
 
 export interface Gateway {
   readonly port: number;
   readonly backends: readonly Backend[];
   readonly metrics: GatewayMetrics;
+  /** Explicit contexts (POST /v1/context). */
+  readonly contexts: ContextRegistry;
   /** Runs one round of health probes now (also runs on a timer). */
   checkHealth (): Promise<void>;
   /**
@@ -82,7 +91,9 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   // The live backends (draining ones until their requests end). A backend's index is the pod row it leases in
   // the shared tables: a row is released when its backend has gone, and reused by a later one.
   const backends: Backend[] = [];
-  const state = deps.state(backends);
+  // Explicit contexts: the registry wraps the routing state to keep a context's session bound and alive.
+  const contexts = new ContextRegistry({ maxContexts: config.maxContexts, sessionIdleMs: config.sessionIdleMs, registry: metrics.registry, store: deps.sessionStore, clock: deps.clock, now });
+  const state = contexts.routing(deps.state(backends));
   for (const c of config.backends) {
     const b = new Backend(state.admit(c.id), c, config);
     backends.push(b);
@@ -208,6 +219,24 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
 
   app.post('/v1/chat/completions', completion('chat'));
   app.post('/v1/completions', completion('completions'));
+  mountContexts(app, {
+    config, contexts, metrics, authorized, state, backends, now, clock: deps.clock ?? Date.now,
+    features: deps.features,
+    // The one placement step a context's prefill takes; the admission queue will replace it.
+    place: async (input, exclude, t, n) => state.route(input, exclude, t, n),
+    placed: (b, reason, n, seconds) => {
+      decisionSeconds.observe(seconds);
+      metrics.backend(b.id).decisions(config.policy, reason).inc();
+      if (n > 0) metrics.retries.inc();
+    },
+    enter: (b) => { b.inFlight++; },
+    leave: (b) => { if (--b.inFlight === 0 && b.draining) void leave(b); },
+    draining: () => draining,
+    track: (p) => {
+      inFlight++;
+      void p.finally(() => { if (--inFlight === 0 && idle) idle(); });
+    }
+  });
 
   app.get('/v1/models', (res) => {
     const ids = new Set<string>();
@@ -252,7 +281,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   app.any('/*', (res, req) => {
     const rs = new ResponseState(res);
     const url = req.getUrl();
-    const known = ['/v1/chat/completions', '/v1/completions', '/v1/models', '/health', '/ready', '/metrics'].includes(url);
+    const known = ['/v1/chat/completions', '/v1/completions', '/v1/models', '/health', '/ready', '/metrics', CONTEXT_PATH].includes(url) || url.startsWith(`${CONTEXT_PATH}/`);
     rs.fail(known ? new GatewayError('EAR_ERR_METHOD', `method ${req.getMethod().toUpperCase()} is not allowed on ${url}`) : new GatewayError('EAR_ERR_NOT_FOUND', `no route ${url}`));
   });
 
@@ -327,6 +356,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     port,
     backends,
     metrics,
+    contexts,
     checkHealth,
     reload,
     close () {
@@ -342,6 +372,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
           });
         }
         await Promise.all(backends.map((b) => b.pool.close().catch(() => {})));
+        await contexts.close();
       })();
       return closing;
     }
