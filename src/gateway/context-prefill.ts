@@ -140,7 +140,8 @@ export async function prefill (deps: PrefillDeps, id: string, req: ContextReques
       if (usage === null) throw new GatewayError('EAR_ERR_UPSTREAM', `backend ${b.id} answered the prefill without usage`);
       const createdAt = deps.clock();
       const entry: ContextEntry = {
-        id, model: f.model, backendId: b.id, promptTokens: usage.promptTokens, cachedTokens: usage.cachedTokens,
+        // vLLM leaves prompt_tokens_details out (null) when nothing was cached: that is 0.
+        id, model: f.model, backendId: b.id, promptTokens: usage.promptTokens, cachedTokens: usage.cachedTokens ?? 0,
         blockKeys: f.blockKeys, createdAt, expiresAt: createdAt + req.ttlSeconds * 1000
       };
       return { kind: 'ok', entry, backend: b };

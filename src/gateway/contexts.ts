@@ -38,8 +38,8 @@ export interface ContextEntry {
   /** Backend id of the engine that prefilled it. */
   readonly backendId: string;
   readonly promptTokens: number;
-  /** What the engine reported as cached when it prefilled (null: it did not report). */
-  readonly cachedTokens: number | null;
+  /** What the engine reported as cached when it prefilled (0 when it reported no prompt_tokens_details, as vLLM does for 0). */
+  readonly cachedTokens: number;
   /** Chained keys of the prompt's full blocks (gateway keys), for the KV-location lookup. */
   readonly blockKeys: BigUint64Array;
   /** Wall clock, ms. */
