@@ -35,6 +35,10 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
     const rs = new ResponseState(res);
     const ridHeader: [string, string] = ['x-request-id', rid];
     const fail = (err: unknown): void => {
+      if (rs.aborted) {
+        metrics.clientAborts.inc();
+        return;
+      }
       count(err instanceof GatewayError ? err.status : 500);
       rs.fail(err, [ridHeader]);
     };

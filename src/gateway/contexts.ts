@@ -187,9 +187,9 @@ export class ContextRegistry {
   /** Ends the contexts past their TTL, at most SWEEP_BUDGET of them; returns how many. */
   sweep (): number {
     const now = this.#clock();
-    const h = this.#heap;
     let n = 0;
-    while (h.length > 0 && h[0][0] <= now && n < SWEEP_BUDGET) {
+    // this.#heap each time round: ending a context may rebuild it.
+    while (this.#heap.length > 0 && this.#heap[0][0] <= now && n < SWEEP_BUDGET) {
       const [at, id] = this.#pop();
       const e = this.#live.get(id);
       if (e !== undefined && e.expiresAt === at) {
