@@ -135,6 +135,14 @@ test('the context session outlives the idle TTL: its session table TTL is the co
   const r = await call('POST', `${pbase}/v1/chat/completions`, { model: 'm', max_tokens: 2, messages: [{ role: 'user', content: 'keep me ' + 'warm '.repeat(40) }] }, { 'x-session-id': c.doc.id });
   assert.equal(r.headers['x-ear-backend'], c.doc.backend);
   assert.ok(host.sessions.get(host.sessionKey(c.doc.id))!.ttl > 7_000_000);
+  // A session the table lost (evicted at its bound, or unbound when its engine's row was released) is bound to
+  // the context's engine again before its next request is routed.
+  for (let i = 0; i < 3; i++) {
+    if (i % 2 === 0) host.sessions.remove(host.sessionKey(c.doc.id));
+    else host.sessions.setCount(host.sessionKey(c.doc.id), 'host', -1);
+    const again = await call('POST', `${pbase}/v1/chat/completions`, { model: 'm', max_tokens: 2, messages: [{ role: 'user', content: `turn ${i}` }] }, { 'x-session-id': c.doc.id });
+    assert.equal(again.headers['x-ear-backend'], c.doc.backend, `after losing the session (${i})`);
+  }
   // Deleted: back to the gateway's idle TTL, and it ends as idle sessions do.
   assert.equal((await call('DELETE', `${pbase}/v1/context/${c.doc.id}`)).status, 200);
   assert.equal(host.sessions.get(host.sessionKey(c.doc.id))!.ttl, 1_800_000);
@@ -171,8 +179,13 @@ test('approximate mode: the KV location is what routing assumed; at maxContexts 
   const body = (n: number) => ({ model: 'm', messages: [{ role: 'user', content: `context ${n}: ` + 'lorem ipsum '.repeat(30) }] });
   const a = await call('POST', `${abase}/v1/context`, body(1), KEY);
   assert.equal(a.status, 200, JSON.stringify(a.doc));
-  const g = await call('GET', `${abase}/v1/context/${a.doc.id}`, undefined, KEY);
-  assert.equal(g.doc.kv.tier, 'assumed');
+  // The routing decision reaches the index through the kv-events thread's ring: a moment later.
+  const g = await until('tier assumed', async () => {
+    const x = await call('GET', `${abase}/v1/context/${a.doc.id}`, undefined, KEY);
+    assert.equal(x.status, 200);
+    assert.ok(['assumed', 'unknown'].includes(x.doc.kv.tier), x.doc.kv.tier);
+    return x.doc.kv.tier === 'assumed' ? x : null;
+  });
   assert.equal(g.doc.kv.blocks_gpu, 0);
   assert.ok(g.doc.kv.blocks_total > 0);
   const b = await call('POST', `${abase}/v1/context`, body(2), KEY);
