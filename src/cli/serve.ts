@@ -10,7 +10,7 @@ import { parseKvEventsConfig } from '../sim/kv-events-config.js';
 
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
-                 [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--session-store memory|redis://HOST[:PORT][/DB]]
+                 [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--session-store memory|redis://HOST[:PORT][/DB]] [--max-contexts N]
                  [--demo N [--demo-profile NAME] [--demo-time-scale X]]
 
 An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
@@ -28,6 +28,7 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --prefill-budget-tokens N  prompt tokens a backend may hold uncomputed before it takes no more (default 0: none)
   --session-store S    memory (default: this process's session table) or redis://HOST[:PORT][/DB]: session
                        bindings and service shared by every replica naming the same Redis (down: local table)
+  --max-contexts N     explicit contexts (POST /v1/context) live at once (default ${DEFAULTS.maxContexts}; 429 beyond)
   --demo N             start N simulated engines here and route to them
 SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), exit.`;
 
@@ -58,6 +59,7 @@ export async function main (argv: string[]): Promise<number> {
         'queue-timeout-ms': { type: 'string' },
         'prefill-budget-tokens': { type: 'string' },
         'session-store': { type: 'string' },
+        'max-contexts': { type: 'string' },
         demo: { type: 'string' },
         'demo-profile': { type: 'string' },
         'demo-time-scale': { type: 'string' },
@@ -96,6 +98,7 @@ export async function main (argv: string[]): Promise<number> {
     queueTimeoutMs: values['queue-timeout-ms'],
     prefillBudgetTokens: values['prefill-budget-tokens'],
     sessionStore: values['session-store'],
+    maxContexts: values['max-contexts'],
     // Demo engines publish KV events, so the demo runs in precise mode.
     backend: [...((values.backend as string[] | undefined) ?? []), ...sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`)]
   });

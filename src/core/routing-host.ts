@@ -464,6 +464,44 @@ export class RoutingHost {
     if (this.#queue.size > 0) this.#release(now);
   }
 
+  /**
+   * Keeps a session alive and bound for an explicit context (src/gateway/contexts.ts): creates it or marks it
+   * active with `ttlMs` as its idle TTL, and binds it to `pod` if it has no host (new, evicted, or unbound when
+   * its pod left); a host a policy chose since is kept. `pod` < 0 binds nothing.
+   */
+  holdSession (sessionId: string, pod: number, ttlMs: number, now: number): void {
+    const key = this.sessionKey(sessionId);
+    this.sessions.upsert(key, now, ttlMs);
+    if (pod >= 0 && this.#pods[pod] !== undefined) {
+      const s = this.sessions.get(key);
+      if (s !== undefined && s.host < 0) this.sessions.setCount(key, 'host', pod);
+    }
+  }
+
+  /** Sets an existing session's idle TTL (ms); false if the session is not in the table. */
+  setSessionTtl (sessionId: string, ttlMs: number): boolean {
+    return this.sessions.setTime(this.sessionKey(sessionId), 'ttl', ttlMs);
+  }
+
+  /**
+   * Where the index says `pod` holds the leading blocks of `keys`, by kind: `gpu` confirmed by the engine's
+   * events in GPU memory, `engine` confirmed on any engine tier (GPU or an offload tier: the events' medium),
+   * `assumed` recorded from routing decisions. Counts of leading blocks (longestPrefix), each ≤ keys.length.
+   */
+  prefixOf (keys: BigUint64Array, pod: number): { gpu: number; engine: number; assumed: number; total: number } {
+    if (keys.length === 0 || pod < 0 || pod >= this.index.maxPods) return { gpu: 0, engine: 0, assumed: 0, total: keys.length };
+    const span = this.#span(keys);
+    this.#keysOwner = null; // the key area now holds these keys: dispatched() writes its own back
+    const m = this.index.mask;
+    this.index.longestPrefix(span, m.confirmed);
+    const gpu = this.index.counts[pod];
+    this.index.longestPrefix(span, m.confirmed | m.offloaded);
+    const engine = this.index.counts[pod];
+    this.index.longestPrefix(span, m.assumed);
+    const assumed = this.index.counts[pod];
+    return { gpu, engine, assumed, total: keys.length };
+  }
+
   /** What the session table says of a session, for the admin endpoint; null if unknown. */
   session (sessionId: string): SessionSummary | null {
     const s = this.sessions.get(this.sessionKey(sessionId));

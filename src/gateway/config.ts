@@ -6,6 +6,7 @@ import type { PodRole } from '../core/policy.js';
 import { ADMISSION_DEFAULTS, PRIORITY_CLASSES, SCHEDULERS, type PriorityClass, type SchedulerKind } from '../core/admission.js';
 import { CAPACITY_DEFAULTS } from '../core/capacity.js';
 import { USER_USAGE_DEFAULTS, type UserUsageOptions } from '../core/user-usage.js';
+import { MAX_CONTEXT_TTL_SECONDS } from '../store/session-store.js';
 import { REMOTE_TOKENIZER_DEFAULTS, remoteTokenizerUrl, type RemoteTokenizerOptions } from '../tokenize/remote.js';
 import { parseSessionStoreSpec } from '../store/session-store.js';
 
@@ -100,6 +101,10 @@ export interface GatewayConfig {
   sessionStoreTimeoutMs: number;
   /** The per-user token window fairness policies read (src/core/user-usage.ts): window, buckets, token weights, bound. */
   userWindow: Required<UserUsageOptions>;
+  /** Explicit contexts (POST /v1/context) live at once in this gateway; at the bound a new one is refused (429). */
+  maxContexts: number;
+  /** A context's TTL when the client gives no ttl_seconds. */
+  contextTtlSeconds: number;
 }
 
 export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze({
@@ -138,7 +143,9 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   apiKeyPriority: {},
   sessionStore: 'memory',
   sessionStoreTimeoutMs: 50,
-  userWindow: USER_USAGE_DEFAULTS
+  userWindow: USER_USAGE_DEFAULTS,
+  maxContexts: 100_000,
+  contextTtlSeconds: 3600
 });
 
 export class ConfigError extends Error {
@@ -315,7 +322,9 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
       out[k] = check(`${p}.${k}`, x);
     }
     return out;
-  }
+  },
+  maxContexts: (p, v) => checkInt(p, v, 1, 1 << 24),
+  contextTtlSeconds: (p, v) => checkInt(p, v, 1, MAX_CONTEXT_TTL_SECONDS)
 };
 
 function checkNumber (path: string, v: unknown, min: number, max: number): number {

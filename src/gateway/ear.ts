@@ -119,7 +119,9 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       },
       features: featureSource(region, config, p),
       now,
-      sessions
+      sessions,
+      // Contexts are recorded in the shared store too, so every replica can GET and DELETE them.
+      sessionStore: store ?? undefined
     });
     registerKvEventMetrics(gateway.metrics.registry, () => k.stats());
     registerRoutePoolMetrics(gateway.metrics.registry, () => p.stats());

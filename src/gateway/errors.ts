@@ -13,9 +13,13 @@ export const ERRORS = {
   EAR_ERR_UNAUTHORIZED: { status: 401, type: 'authentication_error' },
   EAR_ERR_NOT_FOUND: { status: 404, type: 'not_found_error' },
   EAR_ERR_MODEL_NOT_FOUND: { status: 404, type: 'not_found_error' },
+  /** An explicit context id that does not exist (never created, deleted, or past its TTL). */
+  EAR_ERR_CONTEXT_NOT_FOUND: { status: 404, type: 'not_found_error' },
   EAR_ERR_METHOD: { status: 405, type: 'invalid_request_error' },
   EAR_ERR_BODY_TOO_LARGE: { status: 413, type: 'invalid_request_error' },
   EAR_ERR_QUEUE_FULL: { status: 429, type: 'rate_limit_error' },
+  /** maxContexts explicit contexts are live: a new one waits until one is deleted or expires. */
+  EAR_ERR_CONTEXTS_FULL: { status: 429, type: 'rate_limit_error' },
   EAR_ERR_INTERNAL: { status: 500, type: 'internal_error' },
   EAR_ERR_UPSTREAM: { status: 502, type: 'upstream_error' },
   EAR_ERR_NO_BACKEND: { status: 503, type: 'service_unavailable' },

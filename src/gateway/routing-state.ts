@@ -57,6 +57,15 @@ export interface RoutingState {
   finished (p: Placement, input: RoutingInput, usage: Usage | null, ok: boolean, now: number): void;
   /** Session facts for the admin endpoint; null if unknown. */
   session (sessionId: string): Record<string, unknown> | null;
+  /**
+   * Explicit contexts (contexts.ts): keeps the session alive with idle TTL `ttlMs` and binds it to `backend`
+   * if it has no host. Optional: a state without session tables does nothing.
+   */
+  holdSession? (sessionId: string, backend: Backend | null, ttlMs: number, now: number): void;
+  /** Sets an existing session's idle TTL (ms). */
+  setSessionTtl? (sessionId: string, ttlMs: number): void;
+  /** Leading blocks of `keys` the prefix index places on `backend`, by kind (see RoutingHost.prefixOf); null if unknown. */
+  prefixOf? (keys: BigUint64Array, backend: Backend): { gpu: number; engine: number; assumed: number; total: number } | null;
   /** Table sizes and what their bounds dropped, for /metrics. */
   tableStats (): Array<{ table: string; entries: number; dropped: number }>;
   /** A pod row for a new backend (its `index`); throws PodRowsFullError when every row is in use. */

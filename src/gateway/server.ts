@@ -20,6 +20,9 @@ import type { Features } from './features.js';
 import type { DropReason, GatewayWaiter, Placement, RoutingInput, RoutingState } from './routing-state.js';
 import { sessionOf, SESSION_ID_HEADERS } from './session-id.js';
 import { StreamObserver } from './stream-observer.js';
+import { ContextRegistry } from './contexts.js';
+import { CONTEXT_PATH, mountContexts } from './context-routes.js';
+import type { SessionStore } from '../store/session-store.js';
 import { readBody, ResponseState } from './uws-io.js';
 import type { SharedSessions } from './shared-sessions.js';
 
@@ -34,12 +37,18 @@ export interface GatewayDeps {
   now?: () => number;
   /** Session state shared with other replicas (`--session-store redis://…`); none with `memory`. */
   sessions?: SharedSessions | null;
+  /** Where explicit contexts are recorded (--session-store); default: an in-process memory store. */
+  sessionStore?: SessionStore;
+  /** Wall clock (ms) for contexts' creation and expiry (Date.now by default; tests pass a fake one). */
+  clock?: () => number;
 }
 
 export interface Gateway {
   readonly port: number;
   readonly backends: readonly Backend[];
   readonly metrics: GatewayMetrics;
+  /** Explicit contexts (POST /v1/context). */
+  readonly contexts: ContextRegistry;
   /** Runs one round of health probes now (also runs on a timer). */
   checkHealth (): Promise<void>;
   /**
@@ -114,7 +123,9 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   // The live backends (draining ones until their requests end). A backend's index is the pod row it leases in
   // the shared tables: a row is released when its backend has gone, and reused by a later one.
   const backends: Backend[] = [];
-  const state = deps.state(backends);
+  // Explicit contexts: the registry wraps the routing state to keep a context's session bound and alive.
+  const contexts = new ContextRegistry({ maxContexts: config.maxContexts, sessionIdleMs: config.sessionIdleMs, registry: metrics.registry, store: deps.sessionStore, clock: deps.clock, now });
+  const state = contexts.routing(deps.state(backends));
   for (const c of config.backends) {
     const b = new Backend(state.admit(c.id), c, config);
     backends.push(b);
@@ -177,7 +188,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
    * Admission (ARCHITECTURE.md "Request lifecycle" step 3): the placement, already started, once the scheduler
    * releases the request (at once when it can go); null if the client went away while it waited.
    */
-  function admit (input: RoutingInput, rs: ResponseState, priorityClass: number): Promise<Placement | null> {
+  function admit (input: RoutingInput, rs: { onAbort: (() => void) | null }, priorityClass: number): Promise<Placement | null> {
     return new Promise((resolve, reject) => {
       const d0 = now();
       const waiter: GatewayWaiter = {
@@ -323,6 +334,29 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
 
   app.post('/v1/chat/completions', completion('chat'));
   app.post('/v1/completions', completion('completions'));
+  mountContexts(app, {
+    config, contexts, metrics, authorized, state, backends, now, clock: deps.clock ?? Date.now,
+    features: deps.features,
+    // A context's prefill is admitted as its session's request would be; a retry goes at once.
+    place: async (input, exclude, t, n, client) => {
+      if (n === 0) return admit(input, client, DEFAULT_CLASS);
+      const p = state.route(input, exclude, t, n);
+      state.started(p, input, now());
+      return p;
+    },
+    placed: (b, reason, n, seconds) => {
+      decisionSeconds.observe(seconds);
+      metrics.backend(b.id).decisions(config.policy, reason).inc();
+      if (n > 0) metrics.retries.inc();
+    },
+    enter: (b) => { b.inFlight++; },
+    leave: (b) => { if (--b.inFlight === 0 && b.draining) void leave(b); },
+    draining: () => draining,
+    track: (p) => {
+      inFlight++;
+      void p.finally(() => { if (--inFlight === 0 && idle) idle(); });
+    }
+  });
 
   app.get('/v1/models', (res) => {
     const ids = new Set<string>();
@@ -372,7 +406,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   app.any('/*', (res, req) => {
     const rs = new ResponseState(res);
     const url = req.getUrl();
-    const known = ['/v1/chat/completions', '/v1/completions', '/v1/models', '/health', '/ready', '/metrics'].includes(url);
+    const known = ['/v1/chat/completions', '/v1/completions', '/v1/models', '/health', '/ready', '/metrics', CONTEXT_PATH].includes(url) || url.startsWith(`${CONTEXT_PATH}/`);
     rs.fail(known ? new GatewayError('EAR_ERR_METHOD', `method ${req.getMethod().toUpperCase()} is not allowed on ${url}`) : new GatewayError('EAR_ERR_NOT_FOUND', `no route ${url}`));
   });
 
@@ -451,6 +485,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     port,
     backends,
     metrics,
+    contexts,
     checkHealth,
     reload,
     close () {
@@ -469,6 +504,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
           });
         }
         await Promise.all(backends.map((b) => b.pool.close().catch(() => {})));
+        await contexts.close();
       })();
       return closing;
     }

@@ -129,6 +129,19 @@ export class TableRouting implements RoutingState {
     return this.host.session(sessionId) as Record<string, unknown> | null;
   }
 
+  holdSession (sessionId: string, backend: Backend | null, ttlMs: number, now: number): void {
+    this.host.holdSession(sessionId, backend !== null && !backend.gone && this.#byRow[backend.index] === backend ? backend.index : -1, ttlMs, now);
+  }
+
+  setSessionTtl (sessionId: string, ttlMs: number): void {
+    this.host.setSessionTtl(sessionId, ttlMs);
+  }
+
+  prefixOf (keys: BigUint64Array, backend: Backend): { gpu: number; engine: number; assumed: number; total: number } | null {
+    if (backend.gone || this.#byRow[backend.index] !== backend) return null;
+    return this.host.prefixOf(keys, backend.index);
+  }
+
   backendChanged (b: Backend, _now: number): void {
     if (b.gone) return; // a probe or scrape that outlived the backend's row
     this.#byRow[b.index] = b;

@@ -1,0 +1,127 @@
+// The HTTP side of explicit contexts: POST /v1/context, GET and DELETE /v1/context/:id (uWS handlers). The
+// registry is contexts.ts, the prefill context-prefill.ts. server.ts mounts these with one call.
+import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
+import type { Backend } from './backends.js';
+import type { GatewayConfig } from './config.js';
+import { prefill, parseContextRequest, type PrefillDeps } from './context-prefill.js';
+import type { ContextRegistry } from './contexts.js';
+import { GatewayError } from './errors.js';
+import type { GatewayMetrics } from './metrics.js';
+import { requestId } from './request-id.js';
+import { readBody, ResponseState } from './uws-io.js';
+
+export const CONTEXT_PATH = '/v1/context';
+
+export interface ContextRouteDeps extends Omit<PrefillDeps, 'maxAttempts'> {
+  config: Readonly<GatewayConfig>;
+  contexts: ContextRegistry;
+  metrics: GatewayMetrics;
+  authorized: (auth: string) => boolean;
+  draining: () => boolean;
+  /** Counts the request in the gateway's in-flight total until `p` settles (graceful close waits for it). */
+  track: (p: Promise<unknown>) => void;
+}
+
+const JSON_TYPE: [string, string] = ['content-type', 'application/json'];
+
+export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void {
+  const { contexts, config, metrics } = deps;
+  const count = (status: number): void => { metrics.requests.labels(CONTEXT_PATH, String(status), '').inc(); };
+  const pdeps: PrefillDeps = { ...deps, maxAttempts: config.maxAttempts };
+
+  app.post(CONTEXT_PATH, (res: HttpResponse, req: HttpRequest) => {
+    const auth = req.getHeader('authorization');
+    const rid = requestId(req.getHeader('x-request-id'));
+    const rs = new ResponseState(res);
+    const ridHeader: [string, string] = ['x-request-id', rid];
+    const fail = (err: unknown): void => {
+      if (rs.aborted) {
+        metrics.clientAborts.inc();
+        return;
+      }
+      count(err instanceof GatewayError ? err.status : 500);
+      rs.fail(err, [ridHeader]);
+    };
+    if (deps.draining()) return fail(new GatewayError('EAR_ERR_DRAINING', 'the gateway is shutting down'));
+    if (!deps.authorized(auth)) return fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'missing or invalid API key'));
+    readBody(rs, config.maxBodyBytes, (body) => {
+      const work = (async () => {
+        const creq = parseContextRequest(body, config.contextTtlSeconds);
+        if (!contexts.reserve()) {
+          throw new GatewayError('EAR_ERR_CONTEXTS_FULL', `${contexts.maxContexts} contexts are live: delete one or wait for one to expire`);
+        }
+        let registered = false;
+        try {
+          const id = contexts.newId();
+          const r = await prefill(pdeps, id, creq, rid, rs);
+          if (r.kind === 'engine') {
+            contexts.rejected.inc({ reason: 'engine' });
+            count(r.status);
+            rs.send(r.status, r.body, [['content-type', r.contentType], ['x-ear-backend', r.backend.id], ridHeader]);
+            return;
+          }
+          const e = r.entry;
+          registered = true;
+          await contexts.register(e, r.backend, creq.ttlSeconds);
+          count(200);
+          rs.send(200, JSON.stringify({
+            id: e.id, object: 'context', model: e.model, backend: e.backendId, prompt_tokens: e.promptTokens, cached_tokens: e.cachedTokens,
+            created_at: Math.floor(e.createdAt / 1000), expires_at: Math.floor(e.expiresAt / 1000)
+          }), [JSON_TYPE, ['x-session-id', e.id], ['x-ear-backend', e.backendId], ridHeader]);
+        } finally {
+          if (!registered) contexts.unreserve();
+        }
+      })();
+      deps.track(work.catch(fail));
+    });
+  });
+
+  const byId = (handler: (rs: ResponseState, id: string) => Promise<void>) => (res: HttpResponse, req: HttpRequest) => {
+    const auth = req.getHeader('authorization');
+    const rid = requestId(req.getHeader('x-request-id'));
+    const id = decodeURIComponent(req.getParameter(0) ?? '');
+    const rs = new ResponseState(res);
+    const ridHeader: [string, string] = ['x-request-id', rid];
+    if (!deps.authorized(auth)) return rs.fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'missing or invalid API key'), [ridHeader]);
+    handler(rs, id).catch((err) => rs.fail(err, [ridHeader]));
+  };
+
+  const notFound = (id: string): GatewayError => new GatewayError('EAR_ERR_CONTEXT_NOT_FOUND', `no context "${id}" (never created, deleted, or expired)`);
+
+  app.get(`${CONTEXT_PATH}/:id`, byId(async (rs, id) => {
+    const e = contexts.local(id);
+    const now = deps.clock();
+    if (e !== undefined) {
+      const b = liveBackend(deps.backends, e.backendId);
+      const session = deps.state.session(id);
+      // The session's host now (a migration policy may have moved it); the context's engine if unknown.
+      const host = typeof session?.host === 'string' ? session.host : e.backendId;
+      rs.send(200, JSON.stringify({
+        id, object: 'context', model: e.model, backend: host, prompt_tokens: e.promptTokens, cached_tokens: e.cachedTokens,
+        created_at: Math.floor(e.createdAt / 1000), expires_at: Math.floor(e.expiresAt / 1000),
+        ttl_seconds_remaining: Math.max(0, Math.ceil((e.expiresAt - now) / 1000)),
+        kv: contexts.kvLocation(e, liveBackend(deps.backends, host) ?? b)
+      }), [JSON_TYPE]);
+      return;
+    }
+    const s = await contexts.shared(id);
+    if (s === null) throw notFound(id);
+    // Another replica's context: the store knows where and how long, not its blocks.
+    rs.send(200, JSON.stringify({
+      id, object: 'context', model: s.model, backend: s.backendId, prompt_tokens: s.promptTokens, cached_tokens: null,
+      created_at: Math.floor(s.createdAt / 1000), expires_at: Math.floor(s.expiresAt / 1000),
+      ttl_seconds_remaining: Math.max(0, Math.ceil((s.expiresAt - now) / 1000)),
+      kv: { tier: 'unknown', blocks_gpu: 0, blocks_offloaded: 0, blocks_total: 0 }
+    }), [JSON_TYPE]);
+  }));
+
+  app.del(`${CONTEXT_PATH}/:id`, byId(async (rs, id) => {
+    if (!await contexts.delete(id)) throw notFound(id);
+    rs.send(200, JSON.stringify({ id, object: 'context.deleted', deleted: true }), [JSON_TYPE]);
+  }));
+}
+
+function liveBackend (backends: readonly Backend[], id: string): Backend | null {
+  for (const b of backends) if (b.id === id && !b.gone) return b;
+  return null;
+}
