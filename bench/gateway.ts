@@ -23,7 +23,7 @@ const EAR_JS = fileURLToPath(new URL('../src/cli/ear.js', import.meta.url));
 const PATH = '/v1/chat/completions';
 
 const USAGE = `usage: node dist/bench/gateway.js [--duration S] [--connections 1,16,64] [--latency-seconds S] [--latency-rounds N]
-                                   [--route-threads N] [--ear-cpu-prof DIR] [--only-ear] [--loads L] [--no-write]
+                                   [--route-threads N] [--ear-cpu-prof DIR] [--only-ear] [--scheduler-ab] [--loads L] [--no-write]
   --duration S          seconds per throughput cell (default 5)
   --connections LIST    connection counts of the throughput sweep (default 1,16,64)
   --latency-seconds S   seconds per added-latency sample at 1 connection (default 2), taken --latency-rounds times (default 3)
@@ -31,6 +31,7 @@ const USAGE = `usage: node dist/bench/gateway.js [--duration S] [--connections 1
   --route-threads N     EAR's route pool size (default: EAR's own default)
   --ear-cpu-prof DIR    run EAR under node --cpu-prof, profiles written to DIR when it exits
   --only-ear            measure EAR alone (no direct, no nginx): for profiling
+  --scheduler-ab        also EAR with --scheduler off (target ear-off): the admission scheduler's cost per request
   --loads LIST          loads of the throughput sweep: short,stream (default both)
   --no-write            print only; bench/RESULTS.md is written only by a full run without this flag`;
 
@@ -169,8 +170,8 @@ export async function startUpstream (): Promise<{ url: string; pid: number }> {
   return { url: `http://127.0.0.1:${m[1]}`, pid: c.proc.pid! };
 }
 
-export async function startEar (upstream: string, routeThreads: string | undefined, cpuProfDir: string | undefined): Promise<{ url: string; pid: number; command: string }> {
-  const args = ['serve', '--host', '127.0.0.1', '--port', '0', '--backend', `${upstream},id=up`];
+export async function startEar (upstream: string, routeThreads: string | undefined, cpuProfDir: string | undefined, extra: string[] = []): Promise<{ url: string; pid: number; command: string }> {
+  const args = ['serve', '--host', '127.0.0.1', '--port', '0', '--backend', `${upstream},id=up`, ...extra];
   if (routeThreads) args.push('--route-threads', routeThreads);
   const node = cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir] : [];
   const c = startChild('ear', process.execPath, [...node, EAR_JS, ...args], { ...process.env, EAR_LOG_LEVEL: 'info' });
@@ -522,6 +523,7 @@ async function main (): Promise<number> {
       'route-threads': { type: 'string' },
       'ear-cpu-prof': { type: 'string' },
       'only-ear': { type: 'boolean', default: false },
+      'scheduler-ab': { type: 'boolean', default: false },
       loads: { type: 'string', default: 'short,stream' },
       'no-write': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h' }
@@ -550,11 +552,15 @@ async function main (): Promise<number> {
   const nginxBin = onlyEar ? '' : nginxBinary();
   const upstream = await startUpstream();
   const ear = await startEar(upstream.url, values['route-threads'], values['ear-cpu-prof']);
+  // --scheduler-ab: a second EAR with the admission scheduler off, beside the default (atlas, which passes
+  // through when no backend signals capacity): what admission costs a request, in the same run.
+  const earOff = values['scheduler-ab'] ? [{ name: 'ear-off', ...await startEar(upstream.url, values['route-threads'], undefined, ['--scheduler', 'off']) }] : [];
   const targets: Target[] = onlyEar
-    ? [{ name: 'ear', ...ear }]
+    ? [{ name: 'ear', ...ear }, ...earOff]
     : [
         { name: 'direct', ...upstream },
         { name: 'ear', ...ear },
+        ...earOff,
         { name: 'nginx-1w', ...await startNginx(nginxBin, upstream.url, 1) },
         { name: 'nginx-2w', ...await startNginx(nginxBin, upstream.url, 2) }
       ];

@@ -49,7 +49,7 @@ interface Plan {
 }
 
 /** The scheduler's knobs `--set` and `--sweep` take, as numbers. */
-const ADMISSION_KNOBS = ['levels', 'quantumMs', 'beta', 'maxQueued', 'queueTimeoutMs', 'prefillBudgetTokens', 'kvHighWatermark', 'maxConcurrent'] as const;
+const ADMISSION_KNOBS = ['levels', 'quantumMs', 'beta', 'maxQueued', 'queueTimeoutMs', 'prefillBudgetTokens', 'kvHighWatermark', 'learnLimit', 'maxConcurrent'] as const;
 type AdmissionKnobs = Partial<Record<typeof ADMISSION_KNOBS[number], number>>;
 
 function isKnob (k: string): k is typeof ADMISSION_KNOBS[number] {
@@ -65,8 +65,9 @@ function schedulerOf (v: string): SchedulerKind {
 function admissionOf (scheduler: SchedulerKind, k: AdmissionKnobs): Pick<DesRunOptions, 'scheduler' | 'admission' | 'capacity' | 'maxConcurrent'> {
   const admission: Record<string, number> = {};
   for (const n of ['levels', 'quantumMs', 'beta', 'maxQueued', 'queueTimeoutMs'] as const) if (k[n] !== undefined) admission[n] = k[n]!;
-  const capacity: Record<string, number> = {};
+  const capacity: Record<string, number | boolean> = {};
   for (const n of ['prefillBudgetTokens', 'kvHighWatermark'] as const) if (k[n] !== undefined) capacity[n] = k[n]!;
+  if (k.learnLimit !== undefined) capacity.learnLimit = k.learnLimit > 0;
   return { scheduler, admission, capacity, maxConcurrent: k.maxConcurrent };
 }
 

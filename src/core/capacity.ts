@@ -15,6 +15,8 @@
 // through, as if off.
 
 export interface CapacityOptions {
+  /** Learn a concurrency limit from the engine's reports (running when it had requests waiting). */
+  learnLimit: boolean;
   /** Smoothing of the learned limit (weight of the newest sample). */
   ema: number;
   kvHighWatermark: number;
@@ -22,7 +24,7 @@ export interface CapacityOptions {
   prefillBudgetTokens: number;
 }
 
-export const CAPACITY_DEFAULTS: Readonly<CapacityOptions> = Object.freeze({ ema: 0.3, kvHighWatermark: 0.97, prefillBudgetTokens: 0 });
+export const CAPACITY_DEFAULTS: Readonly<CapacityOptions> = Object.freeze({ learnLimit: false, ema: 0.3, kvHighWatermark: 0.97, prefillBudgetTokens: 0 });
 
 interface PodCapacity {
   configured: number;
@@ -56,6 +58,7 @@ export class CapacityEstimator {
   report (row: number, running: number, waiting: number, kvUsage: number): void {
     const p = this.#pod(row);
     p.kvUsage = kvUsage;
+    if (!this.opts.learnLimit) return;
     if (waiting > 0 && running > 0) {
       p.learned = p.learned === 0 ? running : p.learned + this.opts.ema * (running - p.learned);
     } else if (waiting === 0 && p.learned > 0 && running >= Math.floor(p.learned)) {

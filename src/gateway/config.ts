@@ -90,6 +90,8 @@ export interface GatewayConfig {
   prefillBudgetTokens: number;
   /** KV usage (0..1) from which an engine takes no more requests until it frees some. */
   kvHighWatermark: number;
+  /** Learn a concurrency limit per backend from its engine's /metrics (what it ran when it started queuing). */
+  learnConcurrencyLimit: boolean;
   /** Priority class of a client's API key (high, normal, low), below an x-ear-priority header. */
   apiKeyPriority: Record<string, PriorityClass>;
   /**
@@ -140,6 +142,7 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   queueTimeoutMs: ADMISSION_DEFAULTS.queueTimeoutMs,
   prefillBudgetTokens: CAPACITY_DEFAULTS.prefillBudgetTokens,
   kvHighWatermark: CAPACITY_DEFAULTS.kvHighWatermark,
+  learnConcurrencyLimit: CAPACITY_DEFAULTS.learnLimit,
   apiKeyPriority: {},
   sessionStore: 'memory',
   sessionStoreTimeoutMs: 50,
@@ -290,6 +293,10 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
   queueTimeoutMs: (p, v) => checkInt(p, v, 1, 86_400_000),
   prefillBudgetTokens: (p, v) => checkInt(p, v, 0, 1 << 30),
   kvHighWatermark: (p, v) => checkNumber(p, v, 0.01, 1),
+  learnConcurrencyLimit: (p, v) => {
+    if (typeof v !== 'boolean') throw new ConfigError(p, `must be true or false, got ${JSON.stringify(v)}`);
+    return v;
+  },
   apiKeyPriority: (p, v) => {
     if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ConfigError(p, 'must be a mapping of API key to priority class');
     for (const [k, c] of Object.entries(v)) {

@@ -107,7 +107,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
           blockSize: config.blockSize, sessionTtlMs: config.sessionIdleMs, users: config.userWindow, onBackendChanged: sync,
           scheduler: config.scheduler,
           admission: { levels: config.schedulerLevels, quantumMs: config.schedulerQuantumMs, beta: config.schedulerBeta, maxQueued: config.maxQueued, queueTimeoutMs: config.queueTimeoutMs },
-          capacity: { prefillBudgetTokens: config.prefillBudgetTokens, kvHighWatermark: config.kvHighWatermark },
+          capacity: { prefillBudgetTokens: config.prefillBudgetTokens, kvHighWatermark: config.kvHighWatermark, learnLimit: config.learnConcurrencyLimit },
           // After the list change that stops its stream, on the same chain.
           purgeRow: (row) => {
             const purged = synced.then(() => k.purgePod(row));

@@ -8,12 +8,12 @@ import { createPolicy } from '../../src/core/policies/index.js';
 const MODEL = 'm';
 const NO_KEYS = new BigUint64Array(0);
 
-function setup (scheduler: SchedulerKind, pods = 1, policy = 'sticky', o: { beta?: number; queueTimeoutMs?: number; maxQueued?: number; prefillBudgetTokens?: number } = {}) {
+function setup (scheduler: SchedulerKind, pods = 1, policy = 'sticky', o: { beta?: number; queueTimeoutMs?: number; maxQueued?: number; prefillBudgetTokens?: number; learnLimit?: boolean } = {}) {
   const region = createAndAttach({ prefixIndexKeys: 1 << 12, sessions: 256, heapJobs: 64, recordRingOps: 4096, pods: 8, scratchSlots: 12, scratchBytes: 1 << 16 });
   const host = new RoutingHost(region, {
     policy: createPolicy(policy), blockSize: 16, sessionTtlMs: 600_000, random: () => 0.5, scheduler,
     admission: { quantumMs: 1000, levels: 4, beta: o.beta ?? 100, queueTimeoutMs: o.queueTimeoutMs ?? 60_000, maxQueued: o.maxQueued ?? 64 },
-    capacity: { prefillBudgetTokens: o.prefillBudgetTokens ?? 0 }
+    capacity: { prefillBudgetTokens: o.prefillBudgetTokens ?? 0, learnLimit: o.learnLimit ?? false }
   });
   for (let i = 0; i < pods; i++) host.addPod({ id: `p${i}`, role: 'both', models: new Set([MODEL]), state: 'ready' });
   return { host };
@@ -49,6 +49,8 @@ test('off: every request is placed at once, whatever the pods hold', () => {
 test('no capacity signal: the scheduler passes through', () => {
   const { host } = setup('atlas');
   for (let i = 0; i < 5; i++) assert.ok('pod' in host.submit(req(`s${i}`), new Recorder('x', []), i));
+  host.engineLoad(0, { running: 2, waiting: 3, kvUsage: 0.5 }, 10);
+  assert.ok('pod' in host.submit(req('after-report'), new Recorder('x', []), 11), 'an engine queue alone limits nothing unless learnLimit');
   assert.equal(host.admissionStats(10).waiting, 0);
 });
 
@@ -131,8 +133,8 @@ test('affinity to a full pod parks the job there while other sessions go to pods
   assert.equal(w.placement!.pod, first.pod);
 });
 
-test('learned capacity: an engine that reports waiting requests limits the pod to what it was running', () => {
-  const { host } = setup('atlas');
+test('learned capacity (learnLimit): an engine that reports waiting requests limits the pod to what it was running', () => {
+  const { host } = setup('atlas', 1, 'sticky', { learnLimit: true });
   const placed: Placement[] = [];
   for (let i = 0; i < 3; i++) placed.push(host.submit(req(`s${i}`), new Recorder('x', []), i) as Placement);
   host.engineLoad(0, { running: 2, waiting: 1, kvUsage: 0.5 }, 10);
