@@ -307,7 +307,11 @@ export class RoutingHost {
     if (prev && prev.state === spec.state && prev.role === spec.role && prev.kvBlocks === kv) return;
     this.pods.set(row, { state: spec.state, role: spec.role, blockSize: this.blockSize, kvBlocks: kv, model: 0 });
     // A pod that went down or away no longer holds what the index assumed: forget it (the index's writer clears it).
-    if (spec.state !== 'ready' && prev?.state === 'ready') this.ring.push(this.ring.layout.opcodes.forgetPod, row, 0n, 0n, 0n);
+    if (spec.state !== 'ready' && prev?.state === 'ready') {
+      this.ring.push(this.ring.layout.opcodes.forgetPod, row, 0n, 0n, 0n);
+      // Jobs parked on it are routed again to the pods that serve.
+      if (this.#queue.unparkAll(row) > 0) this.#release(this.#lastNow);
+    }
   }
 
   /**

@@ -225,3 +225,16 @@ test('vtc: the user with the least weighted service goes first; a new user is li
   assert.equal(host.users.counter(host.userKey('alice')), 1010, 'output tokens weigh 2');
   assert.deepEqual(log, ['bob-1'], 'alice\'s queued job was re-keyed behind bob\'s');
 });
+
+test('a pod that goes down sends its parked jobs back to be routed elsewhere', () => {
+  const { host } = setup('fcfs', 2, 'sticky');
+  host.setMaxConcurrent(0, 1);
+  host.setMaxConcurrent(1, 1);
+  const first = host.submit(req('s'), new Recorder('s1', []), 0) as Placement;
+  const w = new Recorder('s2', []);
+  host.submit(req('s'), w, 1);
+  assert.equal(w.placement, null);
+  host.setPod(first.pod, { id: `p${first.pod}`, role: 'both', models: new Set([MODEL]), state: 'down' });
+  const moved = w.placement as Placement | null;
+  assert.ok(moved !== null && moved.pod !== first.pod, 'routed to the pod that is up');
+});
