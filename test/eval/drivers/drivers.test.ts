@@ -86,3 +86,24 @@ test('ear eval writes results.json and report.md, and refuses a bad flag', () =>
   assert.equal(bad.status, 2);
   assert.match(bad.stderr, /unknown policy "nope"/);
 });
+
+test('ear eval --sweep scheduler runs each scheduler through the lab\'s host; a capacity signal makes requests queue', () => {
+  const out = mkdtempSync(join(tmpdir(), 'ear-eval-'));
+  const bin = new URL('../../../src/cli/ear.js', import.meta.url).pathname;
+  const ok = spawnSync(process.execPath, [bin, 'eval', '--duration', '30', '--engines', '2', '--policies', 'least-load', '--no-plots', '--out', out,
+    '--set', 'maxConcurrent=1', '--scheduler', 'off', '--sweep', 'scheduler=fcfs,atlas'], { encoding: 'utf8' });
+  assert.equal(ok.status, 0, ok.stderr);
+  const results = JSON.parse(readFileSync(join(out, 'results.json'), 'utf8'));
+  assert.equal(results.config.scheduler, 'off');
+  const points = results.sweeps[0].points as Array<{ value: string; metrics: { admissionWait: { count: number; max: number }; requests: { sent: number; completed: number } } }>;
+  assert.deepEqual(points.map((p) => p.value), ['fcfs', 'atlas']);
+  const off = results.policies[0].metrics;
+  assert.equal(off.admissionWait.max, 0, 'off never queues');
+  for (const p of points) {
+    assert.equal(p.metrics.requests.completed, p.metrics.requests.sent, p.value);
+    assert.ok(p.metrics.admissionWait.max > 0, `${p.value}: one request per engine at a time, so some waited`);
+  }
+  const bad = spawnSync(process.execPath, [bin, 'eval', '--scheduler', 'lifo'], { encoding: 'utf8' });
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /--scheduler must be one of off, fcfs, plas, atlas, vtc/);
+});
