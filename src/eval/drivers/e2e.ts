@@ -201,7 +201,16 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
     await allDone;
     clearInterval(sampler);
     if (limit) clearTimeout(limit);
-    for (const [seconds, count] of await gatewayDecisionSamples(url)) for (let i = 0; i < count; i++) metrics.routingDecision(seconds);
+    const gatewayMetrics = await (await request(`${url}/metrics`)).body.text();
+    for (const [seconds, count] of histogramSamples(gatewayMetrics, 'ear_routing_decision_seconds')) for (let i = 0; i < count; i++) metrics.routingDecision(seconds);
+    // Admission waits (wall seconds, at the histogram's resolution) in workload seconds; requests placed at once waited 0.
+    let queued = 0;
+    for (const [seconds, count] of histogramSamples(gatewayMetrics, 'ear_admission_wait_seconds')) {
+      for (let i = 0; i < count; i++) metrics.admitted(seconds / scale);
+      queued += count;
+    }
+    const released = Number(/^ear_admission_released_total (\S+)$/m.exec(gatewayMetrics)?.[1] ?? 0);
+    for (let i = queued; i < released; i++) metrics.admitted(0);
     const idealRun = replay(w, (s, k) => isolated.get(requestId(s, k)) ?? 0);
     return { summary: metrics.summary({ idealMakespan: idealRun.makespan, idealSessionCompletion: idealRun.sessionCompletion }), wallSeconds: (performance.now() - wall0) / 1000 };
   } finally {
@@ -216,19 +225,20 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
 }
 
 /**
- * The gateway's routing decision times from its histogram (ear_routing_decision_seconds): each bucket's count at
- * the bucket's upper bound, so percentiles come out at the histogram's resolution.
+ * Samples of one of the gateway's histograms (`name`, every label set summed per bucket): each bucket's count at
+ * the bucket's upper bound, so percentiles come out at the histogram's resolution. Past the last bound (a pause
+ * of the loaded machine) a sample counts at that bound: a lower bound of the time.
  */
-async function gatewayDecisionSamples (url: string): Promise<Array<[number, number]>> {
-  const r = await request(`${url}/metrics`);
-  const text = await r.body.text();
+function histogramSamples (text: string, name: string): Array<[number, number]> {
+  const byBound = new Map<string, number>();
+  for (const m of text.matchAll(new RegExp(`^${name}_bucket\\{[^}]*le="([^"]+)"[^}]*\\} (\\S+)`, 'gm'))) {
+    byBound.set(m[1], (byBound.get(m[1]) ?? 0) + Number(m[2]));
+  }
   const out: Array<[number, number]> = [];
   let below = 0;
   let top = 0;
-  for (const m of text.matchAll(/^ear_routing_decision_seconds_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)/gm)) {
-    const cumulative = Number(m[2]);
-    // Past the last bound (a pause of the loaded machine): counted at that bound, a lower bound of the time.
-    const bound = m[1] === '+Inf' ? top : Number(m[1]);
+  for (const [le, cumulative] of byBound) {
+    const bound = le === '+Inf' ? top : Number(le);
     if (cumulative > below) out.push([bound, cumulative - below]);
     below = cumulative;
     top = bound;

@@ -55,6 +55,7 @@ test('e2e smoke: the real gateway in front of two simulated engines serves a sho
   // The gateway's cost: its decision times (one sample per routed request, from its histogram) and the latency it
   // adds to every request (client TTFT minus the engine's own, in wall seconds).
   assert.ok(s.gateway.decision.count >= s.requests.sent, `decisions ${s.gateway.decision.count}`);
+  assert.equal(s.admissionWait.count, s.requests.sent, 'every request was admitted once (the gateway\'s own count)');
   assert.equal(s.gateway.addedLatency.count, s.requests.completed);
   assert.ok(s.gateway.addedLatency.p50 > 0 && s.gateway.addedLatency.p50 < 1e6, `added p50 ${s.gateway.addedLatency.p50} µs`);
 });
