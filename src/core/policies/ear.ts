@@ -40,8 +40,9 @@ import { argmin, findPod, leastLoadScore, rotation } from './pick.js';
 import { int, num, readKnobs } from './knobs.js';
 
 export const EAR_DEFAULTS = {
-  // Pending prefill (tokens) above which a host is hot: about 2–4 s of prefill on one H100-class engine for
-  // an 8B–30B model. Provisional until issue 12's sweeps.
+  // Pending prefill (tokens) above which a host is hot: by the simulator's profiles' per-token prefill cost
+  // (attention term left out), about 1.3 s of queue on h100-llama-3.1-8b and 2.4 s on h20-qwen3-coder.
+  // Provisional until issue 12's sweeps.
   tHot: 32768,
   // Seconds a session must stay put after a migration before it may move again (stops ping-pong). Provisional.
   tCool: 60,
