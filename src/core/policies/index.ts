@@ -11,6 +11,7 @@ import { createKvLoad } from './kv-load.js';
 import { createChwbl } from './chwbl.js';
 import { createPreble } from './preble.js';
 import { createVtcBasic } from './vtc-basic.js';
+import { createEar, createEarProactive } from './ear.js';
 
 const registry = new Map<string, PolicyFactory>([
   ['random', createRandom],
@@ -23,7 +24,9 @@ const registry = new Map<string, PolicyFactory>([
   ['kv-load', createKvLoad],
   ['chwbl', createChwbl],
   ['preble', createPreble],
-  ['vtc-basic', createVtcBasic]
+  ['vtc-basic', createVtcBasic],
+  ['ear', createEar],
+  ['ear-proactive', createEarProactive]
 ]);
 
 export function policyNames (): string[] {

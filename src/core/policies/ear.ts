@@ -1,0 +1,190 @@
+// ear and ear-proactive: Elastic Affinity Routing (ARCHITECTURE.md "Migration (EAR)", issue 12 item 1).
+// - A new session (or a request without one) goes to the candidate with the least pending prefill. Ties: the
+//   fewest requests on the pod (the engine's running count or the gateway's in flight, whichever is larger),
+//   then a rotation on the host's decision counter, so idle pods share new sessions in turn (pick.ts argmin
+//   with leastLoadScore, exactly as least-load places a request).
+// - A later turn goes to the session's host, unless
+//     the host's pending prefill > tHot (tokens)  and  the session has not moved within tCool (seconds);
+//   then the target is, among the other candidates that can hold the session's context, the one with the
+//   lowest pending prefill, strictly below the host's and by at least minGain tokens. The decision is
+//   { pod: target, migrateFrom: host, reason: 'migrate' }, which the router records as a migration
+//   (setHost counts it and sets lastMigration = now). No such target: the session stays (migration is
+//   opportunistic), with a reason that says why ('hot-cooling', 'hot-no-target').
+// - "Can hold the context": the larger of the session's stored context and this prompt, in tokens, fits the
+//   pod's free KV = kvCapacityBlocks · blockSize · (1 − kvUsage). Unknown capacity (0) is taken to fit; a
+//   usage of 0 (never scraped, or empty) leaves the whole capacity free. The precise prefix index could tell
+//   free blocks more exactly, but the view does not carry it; engine metrics are what a policy sees.
+// - A session whose host is no longer a candidate (gone, down, draining) is placed as a new session, reason
+//   'host-gone', without migrateFrom: its KV cannot be fetched from a pod that is not serving. (The router's
+//   setHost still counts any change of host as a migration unless the pod's row was released, which unbinds
+//   the session first; that bookkeeping is the router's, not this policy's.)
+//
+// "Fewest sessions bound" uses a proxy, not a count. An exact per-pod count of bound sessions would have to
+// follow every way a binding ends, and one of them is not observable from the main thread: sessions expire
+// inside the WASM session table (sessExpire, on a time budget) and the table reports only how many expired,
+// not from which hosts. A counter kept beside it would drift with every expiry. The request count on the pod
+// (max of engine running and gateway in flight) is exact, already in the load table, and measures what a
+// tie-break should spread: the work that will share the pod with the new session's turns. Between pods equal
+// on both (idle pods), the decision counter's rotation spreads new sessions in turn.
+//
+// ear-proactive routes every request exactly as ear does. Its difference is proactiveMoves() below, a pure
+// function that the migration thread (not written yet, issue 12's later items) is to call on a timer with the
+// sessions it can enumerate: it picks *idle* sessions (nothing in flight, i.e. in a tool gap) on hot hosts and
+// names where each should go, with the same hot, cool-down and target rules, at most maxMovesPerPod per hot
+// host per call. A policy's route() is only ever called for a request, so no idle session moves until that
+// thread exists and performs the transfer; nothing here pretends otherwise.
+//
+// Defaults are provisional until the sweeps of issue 12 (tHot, tCool, minGain, maxMovesPerPod).
+import type { ClusterView, LoadView, PodView, Policy, RequestFeatures } from '../policy.js';
+import { argmin, findPod, leastLoadScore, rotation } from './pick.js';
+import { int, num, readKnobs } from './knobs.js';
+
+export const EAR_DEFAULTS = {
+  // Pending prefill (tokens) above which a host is hot: by the simulator's profiles' per-token prefill cost
+  // (attention term left out), about 1.3 s of queue on h100-llama-3.1-8b and 2.4 s on h20-qwen3-coder.
+  // Provisional until issue 12's sweeps.
+  tHot: 32768,
+  // Seconds a session must stay put after a migration before it may move again (stops ping-pong). Provisional.
+  tCool: 60,
+  // Tokens of pending prefill a move must save at least (host − target), so a move pays for its transfer.
+  // Provisional.
+  minGain: 8192
+};
+
+export type EarConfig = typeof EAR_DEFAULTS;
+
+export const EAR_PROACTIVE_DEFAULTS = {
+  ...EAR_DEFAULTS,
+  // Idle sessions proactiveMoves() moves off one hot host per call (bounds the transfers a tick starts).
+  // Provisional.
+  maxMovesPerPod: 2
+};
+
+export type EarProactiveConfig = typeof EAR_PROACTIVE_DEFAULTS;
+
+const checks = { tHot: num(0), tCool: num(0), minGain: num(0) };
+
+/** Free KV of a pod in tokens; +Infinity when its capacity is unknown (then anything is taken to fit). */
+export function freeKvTokens (pod: PodView, load: LoadView): number {
+  if (!(pod.kvCapacityBlocks > 0)) return Infinity;
+  const usage = Math.min(1, Math.max(0, load.kvUsage(pod.index) || 0));
+  return pod.kvCapacityBlocks * pod.blockSize * (1 - usage);
+}
+
+/**
+ * The pod a session on `host` should move to: among candidates other than the host whose free KV (less what
+ * `reserved` already promised in this pass) holds `needTokens`, the lowest pending prefill, if it is strictly
+ * below the host's and by at least minGain. Ties as for a new session. Null when none qualifies.
+ */
+export function migrationTarget (
+  cluster: ClusterView, host: number, needTokens: number, k: EarConfig, reserved?: ReadonlyMap<number, number>
+): PodView | null {
+  const { load } = cluster;
+  const hostPending = load.pendingPrefill(host);
+  const fit: PodView[] = [];
+  for (const p of cluster.pods) {
+    if (p.index === host) continue;
+    const pending = load.pendingPrefill(p.index);
+    if (!(pending < hostPending && hostPending - pending >= k.minGain)) continue;
+    if (freeKvTokens(p, load) - (reserved?.get(p.index) ?? 0) < needTokens) continue;
+    fit.push(p);
+  }
+  if (fit.length === 0) return null;
+  return argmin(fit, leastLoadScore(cluster), rotation(cluster));
+}
+
+/** The host is hot and the session may move again (ms clock, as the session table keeps it). */
+function mayMove (cluster: ClusterView, host: number, lastMigration: number, now: number, k: EarConfig): 'hot' | 'cooling' | 'cold' {
+  if (!(cluster.load.pendingPrefill(host) > k.tHot)) return 'cold';
+  return now - lastMigration >= k.tCool * 1000 ? 'hot' : 'cooling';
+}
+
+function routeEar (k: EarConfig, req: RequestFeatures, cluster: ClusterView, now: number): { pod: number; migrateFrom?: number; reason: string } {
+  const place = (reason: string): { pod: number; reason: string } =>
+    ({ pod: argmin(cluster.pods, leastLoadScore(cluster), rotation(cluster)).index, reason });
+  if (req.sessionKey === null) return place('no-session');
+  const s = cluster.sessions.get(req.sessionKey);
+  if (!s || s.host < 0) return place('new-session');
+  if (!findPod(cluster, s.host)) return place('host-gone');
+  const state = mayMove(cluster, s.host, s.lastMigration, now, k);
+  if (state === 'cold') return { pod: s.host, reason: 'session-host' };
+  if (state === 'cooling') return { pod: s.host, reason: 'hot-cooling' };
+  const target = migrationTarget(cluster, s.host, Math.max(s.contextTokens, req.promptTokens), k);
+  if (target === null) return { pod: s.host, reason: 'hot-no-target' };
+  return { pod: target.index, migrateFrom: s.host, reason: 'migrate' };
+}
+
+export function createEar (config: Readonly<Record<string, unknown>> = {}): Policy {
+  const k = readKnobs('ear', config, EAR_DEFAULTS, checks);
+  return { name: 'ear', route: (req, cluster, now) => routeEar(k, req, cluster, now) };
+}
+
+/** Reads ear-proactive's knobs (ear's and maxMovesPerPod), for the policy and for the migration thread. */
+export function readEarProactiveKnobs (config: Readonly<Record<string, unknown>> = {}): EarProactiveConfig {
+  return readKnobs('ear-proactive', config, EAR_PROACTIVE_DEFAULTS, { ...checks, maxMovesPerPod: int(1) });
+}
+
+/** Routes requests exactly as ear; its idle-session moves are proactiveMoves(), called by the migration thread. */
+export function createEarProactive (config: Readonly<Record<string, unknown>> = {}): Policy {
+  const k = readEarProactiveKnobs(config);
+  return { name: 'ear-proactive', route: (req, cluster, now) => routeEar(k, req, cluster, now) };
+}
+
+/** A session as the migration thread enumerates it (the session table's fields). */
+export interface IdleCandidate {
+  readonly key: bigint;
+  /** Pod index of the host, −1 for none. */
+  readonly host: number;
+  readonly contextTokens: number;
+  /** ms, −Infinity if never moved. */
+  readonly lastMigration: number;
+  readonly inFlight: number;
+}
+
+export interface ProactiveMove {
+  readonly sessionKey: bigint;
+  readonly from: number;
+  readonly to: number;
+}
+
+/**
+ * The idle sessions to move off hot hosts now, pure: sessions with nothing in flight, bound to a candidate
+ * whose pending prefill > tHot, that have not moved within tCool, with a target by migrationTarget (their
+ * stored context must fit). At most maxMovesPerPod per hot host; the smallest contexts first (the cheapest
+ * transfers, and the likeliest to fit), ties in the order given. KV promised to a target by an earlier move in
+ * the same call counts as used. Pending prefill is not adjusted between moves: an idle session has none.
+ * The caller performs each move (transfer, then rebind with a compare-and-set) and may drop any.
+ */
+export function proactiveMoves (
+  sessions: Iterable<IdleCandidate>, cluster: ClusterView, now: number, k: EarProactiveConfig
+): ProactiveMove[] {
+  const byHost = new Map<number, IdleCandidate[]>();
+  for (const s of sessions) {
+    if (s.inFlight !== 0 || s.host < 0) continue;
+    let list = byHost.get(s.host);
+    if (list === undefined) {
+      if (!findPod(cluster, s.host) || mayMove(cluster, s.host, -Infinity, now, k) !== 'hot') continue;
+      byHost.set(s.host, list = []);
+    }
+    if (now - s.lastMigration < k.tCool * 1000) continue;
+    list.push(s);
+  }
+  const moves: ProactiveMove[] = [];
+  const reserved = new Map<number, number>();
+  // Hottest host first, so when targets' KV runs short the worst queue is relieved first.
+  const hosts = [...byHost.keys()].sort((a, b) => cluster.load.pendingPrefill(b) - cluster.load.pendingPrefill(a) || a - b);
+  for (const host of hosts) {
+    const list = byHost.get(host)!.slice().sort((a, b) => a.contextTokens - b.contextTokens);
+    let moved = 0;
+    for (const s of list) {
+      if (moved >= k.maxMovesPerPod) break;
+      const target = migrationTarget(cluster, host, s.contextTokens, k, reserved);
+      // Gain is the same for every session of this host and contexts ascend: if this one has no target, none after it has.
+      if (target === null) break;
+      reserved.set(target.index, (reserved.get(target.index) ?? 0) + s.contextTokens);
+      moves.push({ sessionKey: s.key, from: host, to: target.index });
+      moved++;
+    }
+  }
+  return moves;
+}

@@ -1,0 +1,163 @@
+// ear and ear-proactive on hand-built clusters: every expectation below is worked out by hand from the rules in
+// src/core/policies/ear.ts (defaults tHot 32768, tCool 60 s, minGain 8192; fixture pods: 10000 blocks of 16).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createPolicy, policyNames } from '../../../src/core/policies/index.js';
+import { EAR_PROACTIVE_DEFAULTS, freeKvTokens, proactiveMoves, readEarProactiveKnobs, type IdleCandidate } from '../../../src/core/policies/ear.js';
+import type { SessionInfo } from '../../../src/core/policy.js';
+import { cluster, request, type PodLoad } from '../../fixtures/cluster.js';
+
+const MIN = 60_000; // one tCool, in ms
+const S = 42n;
+const sess = (s: Partial<SessionInfo>): Map<bigint, Partial<SessionInfo>> => new Map([[S, s]]);
+
+test('both are registered and validate their knobs', () => {
+  assert.ok(policyNames().includes('ear'));
+  assert.ok(policyNames().includes('ear-proactive'));
+  assert.throws(() => createPolicy('ear', { tHot: -1 }), /policy "ear": knob "tHot" must be a number in \[0, ∞\]/);
+  assert.throws(() => createPolicy('ear', { maxMovesPerPod: 3 }), /policy "ear": unknown knob "maxMovesPerPod"/);
+  assert.throws(() => createPolicy('ear-proactive', { maxMovesPerPod: 0 }), /knob "maxMovesPerPod" must be an integer ≥ 1/);
+  assert.equal(createPolicy('ear-proactive', { maxMovesPerPod: 3, tCool: 5 }).name, 'ear-proactive');
+  assert.deepEqual(readEarProactiveKnobs({ tHot: 1000 }), { ...EAR_PROACTIVE_DEFAULTS, tHot: 1000 });
+});
+
+for (const name of ['ear', 'ear-proactive']) {
+  test(`${name}: a new session goes to the least pending prefill`, () => {
+    const loads: PodLoad[] = [{ pendingPrefill: 9000 }, { pendingPrefill: 3000 }, { pendingPrefill: 5000 }];
+    const p = createPolicy(name);
+    assert.deepEqual(p.route(request(loads, { sessionKey: 5n }), cluster(loads), 0), { pod: 1, reason: 'new-session' });
+    assert.deepEqual(p.route(request(loads), cluster(loads), 0), { pod: 1, reason: 'no-session' });
+    // a session with no host yet (−1) is new too
+    assert.deepEqual(p.route(request(loads, { sessionKey: S }), cluster(loads, { sessions: sess({ host: -1 }) }), 0), { pod: 1, reason: 'new-session' });
+  });
+
+  test(`${name}: ties on pending prefill go to the fewest requests, then in rotation`, () => {
+    const p = createPolicy(name);
+    // pods 1 and 2 tie on prefill; pod 2 has fewer requests (max of running and in flight: 3 vs 1)
+    const loads: PodLoad[] = [{ pendingPrefill: 100 }, { pendingPrefill: 0, inFlight: 3 }, { pendingPrefill: 0, running: 1 }];
+    assert.equal(p.route(request(loads, { sessionKey: 5n }), cluster(loads, { decisions: 0 }), 0).pod, 2);
+    assert.equal(p.route(request(loads, { sessionKey: 5n }), cluster(loads, { decisions: 1 }), 0).pod, 2);
+    // four idle pods: new sessions take them in turn by the decision counter
+    const idle: PodLoad[] = [{}, {}, {}, {}];
+    assert.deepEqual([0, 1, 2, 3, 4, 5].map((d) => p.route(request(idle, { sessionKey: BigInt(100 + d) }), cluster(idle, { decisions: d }), 0).pod),
+      [0, 1, 2, 3, 0, 1]);
+  });
+
+  test(`${name}: a later turn goes to the session's host while the host is not hot`, () => {
+    const p = createPolicy(name);
+    // host 2 at exactly tHot (not above), pod 0 idle: stays
+    const loads: PodLoad[] = [{}, { pendingPrefill: 500 }, { pendingPrefill: 32768 }];
+    assert.deepEqual(p.route(request(loads, { sessionKey: S }), cluster(loads, { sessions: sess({ host: 2 }) }), 10 * MIN),
+      { pod: 2, reason: 'session-host' });
+  });
+
+  test(`${name}: a hot host past the cool-down with a target that fits and gains enough migrates`, () => {
+    const p = createPolicy(name);
+    // host 0: 40000 pending (> 32768). Pod 1: 20000 (gain 20000); pod 2: 25000 (gain 15000); pod 3: 1000 but full.
+    const loads: PodLoad[] = [{ pendingPrefill: 40000 }, { pendingPrefill: 20000 }, { pendingPrefill: 25000 }, { pendingPrefill: 1000, kvUsage: 0.98 }];
+    // need = max(context 50000, prompt 1600) = 50000; pod 3 has 160000 · 0.02 = 3200 free → excluded; pod 1 is lowest.
+    const sessions = sess({ host: 0, contextTokens: 50000, lastMigration: 0 });
+    assert.deepEqual(p.route(request(loads, { sessionKey: S }), cluster(loads, { sessions }), MIN), { pod: 1, migrateFrom: 0, reason: 'migrate' });
+    // never moved (−Infinity) counts as cooled at any time
+    assert.deepEqual(p.route(request(loads, { sessionKey: S }), cluster(loads, { sessions: sess({ host: 0, contextTokens: 100 }) }), 0),
+      { pod: 3, migrateFrom: 0, reason: 'migrate' });
+  });
+
+  test(`${name}: within tCool of its last move the session stays`, () => {
+    const p = createPolicy(name);
+    const loads: PodLoad[] = [{ pendingPrefill: 40000 }, {}];
+    const sessions = sess({ host: 0, lastMigration: 1000 });
+    assert.deepEqual(p.route(request(loads, { sessionKey: S }), cluster(loads, { sessions }), 1000 + MIN - 1), { pod: 0, reason: 'hot-cooling' });
+    assert.deepEqual(p.route(request(loads, { sessionKey: S }), cluster(loads, { sessions }), 1000 + MIN), { pod: 1, migrateFrom: 0, reason: 'migrate' });
+    // a shorter tCool lets it move sooner
+    assert.equal(createPolicy(name, { tCool: 1 }).route(request(loads, { sessionKey: S }), cluster(loads, { sessions }), 2000).reason, 'migrate');
+  });
+
+  test(`${name}: no target that holds the context → stay`, () => {
+    const p = createPolicy(name);
+    // pod 1 free: 160000 · (1 − 0.75) = 40000 tokens; pod 2: 160000 · 0.8 = 128000 but gains only 40000 − 35000 = 5000
+    const loads: PodLoad[] = [{ pendingPrefill: 40000 }, { kvUsage: 0.75 }, { pendingPrefill: 35000, kvUsage: 0.2 }];
+    const at = (contextTokens: number, promptTokens = 1600): ReturnType<typeof p.route> =>
+      p.route(request(loads, { sessionKey: S, promptTokens }), cluster(loads, { sessions: sess({ host: 0, contextTokens }) }), 0);
+    assert.deepEqual(at(40001), { pod: 0, reason: 'hot-no-target' });
+    assert.deepEqual(at(40000), { pod: 1, migrateFrom: 0, reason: 'migrate' });
+    // the prompt counts when it is larger than the stored context
+    assert.deepEqual(at(1000, 40001), { pod: 0, reason: 'hot-no-target' });
+  });
+
+  test(`${name}: a target must be strictly below the host and by at least minGain`, () => {
+    const route = (loads: PodLoad[], config = {}): ReturnType<ReturnType<typeof createPolicy>['route']> =>
+      createPolicy(name, config).route(request(loads, { sessionKey: S }), cluster(loads, { sessions: sess({ host: 0 }) }), 0);
+    assert.deepEqual(route([{ pendingPrefill: 40000 }, { pendingPrefill: 40000 }], { minGain: 0 }), { pod: 0, reason: 'hot-no-target' });
+    assert.deepEqual(route([{ pendingPrefill: 40000 }, { pendingPrefill: 39999 }], { minGain: 0 }), { pod: 1, migrateFrom: 0, reason: 'migrate' });
+    // default minGain 8192: 40000 − 31809 = 8191 is short by one, 31808 qualifies
+    assert.deepEqual(route([{ pendingPrefill: 40000 }, { pendingPrefill: 31809 }]), { pod: 0, reason: 'hot-no-target' });
+    assert.deepEqual(route([{ pendingPrefill: 40000 }, { pendingPrefill: 31808 }]), { pod: 1, migrateFrom: 0, reason: 'migrate' });
+  });
+
+  test(`${name}: a session whose host is gone is placed anew, not migrated`, () => {
+    const p = createPolicy(name);
+    const loads: PodLoad[] = [{ pendingPrefill: 7000 }, { pendingPrefill: 100 }, { pendingPrefill: 2000 }];
+    const d = p.route(request(loads, { sessionKey: S }), cluster(loads, { sessions: sess({ host: 1 }), exclude: [1] }), 0);
+    assert.deepEqual(d, { pod: 2, reason: 'host-gone' });
+    assert.equal('migrateFrom' in d, false);
+  });
+}
+
+test('freeKvTokens: capacity · block size · (1 − usage); unknown capacity fits anything', () => {
+  const load = cluster([{ kvUsage: 0.25 }]).load;
+  assert.equal(freeKvTokens({ index: 0, id: 'a', role: 'both', blockSize: 16, kvCapacityBlocks: 1000 }, load), 12000);
+  assert.equal(freeKvTokens({ index: 0, id: 'a', role: 'both', blockSize: 16, kvCapacityBlocks: 0 }, load), Infinity);
+});
+
+const idle = (key: bigint, host: number, contextTokens: number, over: Partial<IdleCandidate> = {}): IdleCandidate =>
+  ({ key, host, contextTokens, lastMigration: -Infinity, inFlight: 0, ...over });
+
+test('proactiveMoves: idle sessions only, off hot hosts only, to a target that gains enough', () => {
+  const k = readEarProactiveKnobs();
+  // pod 0 hot (50000), pod 1 warm but not hot (30000), pod 2 idle
+  const view = cluster([{ pendingPrefill: 50000 }, { pendingPrefill: 30000 }, {}]);
+  const moves = proactiveMoves([
+    idle(1n, 0, 5000, { inFlight: 1 }), // busy: its turn is on the critical path already
+    idle(2n, 0, 6000),
+    idle(3n, 1, 100), // host not hot
+    idle(4n, -1, 100) // unbound
+  ], view, 0, k);
+  assert.deepEqual(moves, [{ sessionKey: 2n, from: 0, to: 2 }]);
+});
+
+test('proactiveMoves: respects tCool and skips hosts that are not candidates', () => {
+  const k = readEarProactiveKnobs();
+  const view = cluster([{ pendingPrefill: 50000 }, {}, { pendingPrefill: 90000 }], { exclude: [2] });
+  const now = 10 * MIN;
+  const moves = proactiveMoves([
+    idle(1n, 0, 100, { lastMigration: now - MIN + 1 }), // moved 59.999 s ago
+    idle(2n, 0, 200, { lastMigration: now - MIN }), // exactly tCool ago: may move
+    idle(3n, 2, 100) // host 2 is not a candidate (down): its next turn is placed anew
+  ], view, now, k);
+  assert.deepEqual(moves, [{ sessionKey: 2n, from: 0, to: 1 }]);
+});
+
+test('proactiveMoves: at most maxMovesPerPod per hot host, smallest contexts first, hottest host first', () => {
+  const k = readEarProactiveKnobs({ maxMovesPerPod: 2 });
+  const view = cluster([{ pendingPrefill: 40000 }, { pendingPrefill: 60000 }, {}, { pendingPrefill: 1000 }]);
+  const sessions = [idle(1n, 0, 9000), idle(2n, 0, 3000), idle(3n, 0, 5000), idle(4n, 1, 7000), idle(5n, 1, 100), idle(6n, 1, 8000)];
+  assert.deepEqual(proactiveMoves(sessions, view, 0, k), [
+    { sessionKey: 5n, from: 1, to: 2 }, { sessionKey: 4n, from: 1, to: 2 },
+    { sessionKey: 2n, from: 0, to: 2 }, { sessionKey: 3n, from: 0, to: 2 }
+  ]);
+  assert.equal(proactiveMoves(sessions, view, 0, readEarProactiveKnobs({ maxMovesPerPod: 1 })).length, 2);
+});
+
+test('proactiveMoves: KV promised to a target in the same call counts as used', () => {
+  const k = readEarProactiveKnobs({ maxMovesPerPod: 5 });
+  // pod 1: 160000 · (1 − 0.9) = 16000 free tokens; pod 2 full. Sessions of 6000 each: two fit (12000), the third not.
+  const view = cluster([{ pendingPrefill: 40000 }, { kvUsage: 0.9 }, { kvUsage: 1 }]);
+  const moves = proactiveMoves([idle(1n, 0, 6000), idle(2n, 0, 6000), idle(3n, 0, 6000)], view, 0, k);
+  assert.deepEqual(moves, [{ sessionKey: 1n, from: 0, to: 1 }, { sessionKey: 2n, from: 0, to: 1 }]);
+});
+
+test('proactiveMoves: nothing to do on a cool cluster', () => {
+  const view = cluster([{ pendingPrefill: 32768 }, {}]);
+  assert.deepEqual(proactiveMoves([idle(1n, 0, 10)], view, 0, readEarProactiveKnobs()), []);
+});

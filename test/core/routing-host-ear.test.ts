@@ -1,0 +1,53 @@
+// ear through the routing host and the real shared tables: a migrate decision is recorded as a move of the
+// session (migration count, lastMigration), and the recorded lastMigration is what holds the next move back.
+// (The host's Placement does not expose migrateFrom yet; the migration mechanics will need it.)
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createAndAttach } from '../../src/core/region.js';
+import { BlockHasher } from '../../src/core/block-keys.js';
+import { RoutingHost, type HostRequest } from '../../src/core/routing-host.js';
+import { createPolicy } from '../../src/core/policies/index.js';
+
+const MODEL = 'm';
+const NONE = new Set<number>();
+
+test('ear on the routing host: a hot host moves the session once, the cool-down holds it, then it may move again', () => {
+  const region = createAndAttach({ prefixIndexKeys: 1 << 12, sessions: 256, heapJobs: 16, recordRingOps: 4096, pods: 8, scratchSlots: 12, scratchBytes: 1 << 16 });
+  const host = new RoutingHost(region, { policy: createPolicy('ear'), blockSize: 16, sessionTtlMs: 3_600_000, random: () => 0.5 });
+  for (let i = 0; i < 3; i++) host.addPod({ id: `p${i}`, role: 'both', models: new Set([MODEL]), state: 'ready' });
+  const hasher = new BlockHasher(region);
+  const span = hasher.hash(Array.from({ length: 64 }, (_, i) => i + 1), 16, hasher.rootSeed(MODEL));
+  const keys = new BigUint64Array(region.memory.buffer, span.ptr, span.count).slice();
+  const req: HostRequest = { model: MODEL, sessionId: 's', parentSessionId: null, promptTokens: 64, blockKeys: keys, maxTokens: null, user: null };
+  const key = host.sessionKey('s');
+  const turn = (now: number) => {
+    const p = host.route(req, NONE, now);
+    host.dispatched(p, now);
+    host.firstToken(p, now + 1);
+    host.finished(p, { promptTokens: 64, completionTokens: 8 }, now + 2);
+    return p;
+  };
+
+  const first = turn(0);
+  assert.equal(first.reason, 'new-session');
+  const a = first.pod;
+  host.load.addPendingPrefill(a, 40000); // the host turns hot (> tHot 32768)
+  const second = turn(1000);
+  assert.equal(second.reason, 'migrate');
+  const b = second.pod;
+  assert.notEqual(b, a);
+  assert.equal(host.sessions.get(key)!.host, b);
+  assert.equal(host.sessions.get(key)!.migrations, 1);
+  assert.equal(host.sessions.get(key)!.lastMigration, 1000);
+
+  host.load.addPendingPrefill(b, 50000); // the new host is hotter still
+  const third = turn(1000 + 59_999);
+  assert.equal(third.reason, 'hot-cooling');
+  assert.equal(third.pod, b);
+  assert.equal(host.sessions.get(key)!.migrations, 1);
+
+  const fourth = turn(1000 + 60_000);
+  assert.equal(fourth.reason, 'migrate');
+  assert.equal(fourth.pod, 3 - a - b, 'the one pod left, with no pending prefill');
+  assert.equal(host.sessions.get(key)!.migrations, 2);
+});
