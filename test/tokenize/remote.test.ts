@@ -103,7 +103,8 @@ test('5xx and malformed answers are retried, then fall back to character; the br
 test('a slow engine times out per attempt; a 4xx is not retried and leaves the breaker closed', async () => {
   const engine = await fakeEngine();
   try {
-    const remote = new RemoteTokenizer(`remote:${engine.url}`, character, { timeoutMs: 50, retries: 1, breakerFailures: 1 });
+    // 250 ms, not less: each attempt must reach the engine (counted in hits) before it times out, on a loaded machine too.
+    const remote = new RemoteTokenizer(`remote:${engine.url}`, character, { timeoutMs: 250, retries: 1, breakerFailures: 1 });
     engine.mode = 'hang';
     const r = await remote.encodePrompt('m', 'hello');
     assert.deepEqual([r.fallback, r.ids], [true, character.encode('hello')]);
