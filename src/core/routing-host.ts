@@ -80,6 +80,8 @@ export interface Placement {
   readonly attempt: number;
   /** When it was dispatched (0 until then): its service is counted from here. */
   readonly dispatchedAt: number;
+  /** The pod the policy moved the session from (its KV is there), or null when the session did not move. */
+  readonly migrateFrom: number | null;
 }
 
 export interface RequestOutcome {
@@ -198,6 +200,7 @@ class HostPlacement implements Placement {
   get reason (): string { return this.routed.reason; }
   get matchedBlocks (): number { return this.routed.matchedBlocks; }
   get expectedPrefill (): number { return this.routed.expectedPrefill; }
+  get migrateFrom (): number | null { return this.routed.migrateFrom ?? null; }
 }
 
 const NO_EXCLUSIONS: ReadonlySet<number> = new Set();

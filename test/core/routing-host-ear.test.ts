@@ -1,6 +1,6 @@
 // ear through the routing host and the real shared tables: a migrate decision is recorded as a move of the
 // session (migration count, lastMigration), and the recorded lastMigration is what holds the next move back.
-// (The host's Placement does not expose migrateFrom yet; the migration mechanics will need it.)
+// The placement names the pod the session moved from (migrateFrom), for the migration mechanics.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createAndAttach } from '../../src/core/region.js';
@@ -34,6 +34,8 @@ test('ear on the routing host: a hot host moves the session once, the cool-down 
   host.load.addPendingPrefill(a, 40000); // the host turns hot (> tHot 32768)
   const second = turn(1000);
   assert.equal(second.reason, 'migrate');
+  assert.equal(second.migrateFrom, a);
+  assert.equal(first.migrateFrom, null);
   const b = second.pod;
   assert.notEqual(b, a);
   assert.equal(host.sessions.get(key)!.host, b);

@@ -125,6 +125,11 @@ export function runDes (o: DesRunOptions): DesRunResult {
     const seed = o.seed ^ issued;
     const send = (routed: Placement, t: number): void => {
       lab.sent();
+      if (routed.migrateFrom !== null) {
+        // No KV connector yet (issue 12): a move is a re-route, and the target computes the context anew (its
+        // TTFT shows the cost). Counted so thrash and migration rates are measured; nothing is transferred.
+        metrics.migration({ at: t, sessionId: d.sessionId, from: routed.migrateFrom, to: routed.pod, tokens: 0, bytes: 0, transferTime: 0 });
+      }
       des.submit(routed.pod, {
         id, promptTokenIds: tokens, maxTokens: d.outputTokens, minTokens: 0, ignoreEos: true, stopTokenIds: [],
         loraName: null, cacheSalt: null, seed, arrivalTime: t, blockHashes: dg

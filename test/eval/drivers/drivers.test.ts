@@ -32,6 +32,17 @@ test('des is deterministic for a seed, and sane: sticky beats round-robin on APC
   }
 });
 
+test('des counts ear\'s moves as migrations (a re-route until the KV connectors exist), with no thrash inside tCool', () => {
+  const r = runDes({ workload: loadWorkload('agentic', { duration: 60, rate: 0.5, seed: 2 }), policy: 'ear', engines: 2, profile: 'h100-llama-3.1-8b', seed: 1 });
+  const s = r.summary;
+  assert.equal(s.requests.completed, s.requests.sent);
+  assert.ok(s.migrations.count > 0, 'two engines at this rate run hot: sessions move');
+  assert.equal(s.migrations.thrash, 0, 'no session moves twice within tCool');
+  assert.ok(s.timeline.migrations.length === s.migrations.count);
+  const sticky = runDes({ workload: loadWorkload('agentic', { duration: 60, rate: 0.5, seed: 2 }), policy: 'sticky', engines: 2, profile: 'h100-llama-3.1-8b', seed: 1 });
+  assert.equal(sticky.summary.migrations.count, 0, 'sticky never moves a session');
+});
+
 test('the isolated time follows the profile: cached blocks skip prefill, each further token is one batch-1 step', () => {
   const p = loadProfile('h100-llama-3.1-8b');
   const s = p.step;
