@@ -49,7 +49,9 @@ export const ADMISSION_DEFAULTS: Readonly<Omit<AdmissionOptions, 'kind'>> = Obje
   quantumMs: 2000,
   beta: 2,
   maxQueued: 4096,
-  queueTimeoutMs: 120_000
+  // As long as the gateway waits for an engine's first byte (upstreamHeadersTimeoutMs): a request held here
+  // instead of in the engine's own queue must not fail sooner than it would have there.
+  queueTimeoutMs: 600_000
 });
 
 /** Keys of different classes never mix: a class spans more than any level or virtual counter reaches. */
