@@ -85,11 +85,4 @@ export class CapacityEstimator {
     const budget = this.opts.prefillBudgetTokens;
     return budget === 0 || pendingPrefill === 0 || pendingPrefill + prefill <= budget;
   }
-
-  /** Whether any signal can hold a job back (else the scheduler passes through). */
-  get limited (): boolean {
-    if (this.opts.prefillBudgetTokens > 0) return true;
-    for (const p of this.#pods) if (p !== undefined && (p.configured > 0 || p.learned > 0 || p.kvUsage >= this.opts.kvHighWatermark)) return true;
-    return false;
-  }
 }

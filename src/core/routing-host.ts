@@ -160,6 +160,8 @@ export interface AdmissionStats {
 interface QueuedRequest {
   req: HostRequest;
   waiter: AdmissionWaiter;
+  /** VTC: the account charged (hashed once, at submit); 0n otherwise. */
+  vtcUser: bigint;
 }
 
 class QueuedJob implements Queued {
@@ -539,8 +541,8 @@ export class RoutingHost {
    * - atlas: the critical path (a new sub-agent inherits its parent's);
    * - fcfs: 0 for all (arrival order).
    */
-  #priorityOf (req: HostRequest): number {
-    if (this.scheduler === 'vtc') return this.users.counter(this.#vtcKey(req));
+  #priorityOf (req: HostRequest, vtcUser: bigint): number {
+    if (this.scheduler === 'vtc') return this.users.counter(vtcUser);
     if (req.sessionId === null || this.scheduler === 'fcfs') return 0;
     const key = this.sessionKey(req.sessionId);
     const parent = req.parentSessionId === null ? null : this.sessionKey(req.parentSessionId);
@@ -557,8 +559,7 @@ export class RoutingHost {
   }
 
   /** VTC: the request was dispatched; its user is charged its prompt and its queued jobs re-keyed. */
-  #vtcDispatched (p: HostPlacement, req: HostRequest): void {
-    const user = this.#vtcKey(req);
+  #vtcDispatched (p: HostPlacement, req: HostRequest, user: bigint): void {
     p.vtcUser = user;
     const { counter, queued } = this.#vtc!.charge(user, req.promptTokens, 0);
     if (queued !== null) for (const job of queued) this.#queue.reprioritize(job, counter);
@@ -572,48 +573,51 @@ export class RoutingHost {
    */
   submit (req: HostRequest, waiter: AdmissionWaiter, now: number, priorityClass = DEFAULT_CLASS): Placement | Queued {
     this.#lastNow = now;
-    const q = this.#queue;
-    if (this.#vtc !== null) this.#vtc.enter(this.#vtcKey(req));
+    const vtcUser = this.#vtc === null ? 0n : this.#vtcKey(req);
+    if (this.#vtc !== null) this.#vtc.enter(vtcUser);
     try {
-      return this.#submit(req, waiter, now, priorityClass);
+      return this.#submit({ req, waiter, vtcUser }, now, priorityClass);
     } catch (err) {
-      if (this.#vtc !== null) this.#vtc.leave(this.#vtcKey(req));
+      if (this.#vtc !== null) this.#vtc.leave(vtcUser);
       throw err;
     }
   }
 
-  #submit (req: HostRequest, waiter: AdmissionWaiter, now: number, priorityClass: number): Placement | Queued {
+  #submit (qr: QueuedRequest, now: number, priorityClass: number): Placement | Queued {
     const q = this.#queue;
+    const { req } = qr;
     if (this.scheduler === 'off' || q.size === 0) {
-      if (!this.hasCandidate(req.model, NO_EXCLUSIONS)) throw new NoCandidateError();
-      const p = this.route(req, NO_EXCLUSIONS, now) as HostPlacement;
+      const p = this.route(req, NO_EXCLUSIONS, now) as HostPlacement; // NoCandidateError when no pod serves the model
       if (this.scheduler === 'off' || this.#room(p.pod, p.expectedPrefill)) {
         this.dispatched(p, now);
-        if (this.#vtc !== null) this.#vtcDispatched(p, req);
+        if (this.#vtc !== null) this.#vtcDispatched(p, req, qr.vtcUser);
         this.#noteRelease(now, 0);
         return p;
       }
-      const job = q.push({ req, waiter }, priorityClass, this.#priorityOf(req), now);
-      if (job === null) throw new QueueFullError(this.#retryAfter());
-      if (this.#vtc !== null) this.#vtc.queued(this.#vtcKey(req), job);
+      const job = this.#push(qr, priorityClass, now);
       q.pop();
       q.park(job, p.pod, p);
       return new QueuedJob(job);
     }
     if (!this.hasCandidate(req.model, NO_EXCLUSIONS)) throw new NoCandidateError();
-    const job = q.push({ req, waiter }, priorityClass, this.#priorityOf(req), now);
-    if (job === null) throw new QueueFullError(this.#retryAfter());
-    if (this.#vtc !== null) this.#vtc.queued(this.#vtcKey(req), job);
+    const job = this.#push(qr, priorityClass, now);
     this.#release(now);
     return new QueuedJob(job);
+  }
+
+  /** Queues a request (QueueFullError at the bound). */
+  #push (qr: QueuedRequest, priorityClass: number, now: number): Job<QueuedRequest> {
+    const job = this.#queue.push(qr, priorityClass, this.#priorityOf(qr.req, qr.vtcUser), now);
+    if (job === null) throw new QueueFullError(this.#retryAfter());
+    if (this.#vtc !== null) this.#vtc.queued(qr.vtcUser, job);
+    return job;
   }
 
   /** A queued job leaves unserved (cancelled, timed out, dropped). */
   #unqueued (job: Job<QueuedRequest>): void {
     if (this.#vtc === null) return;
-    const user = this.#vtcKey(job.payload.req);
-    this.#vtc.unqueued(user, job);
-    this.#vtc.leave(user);
+    this.#vtc.unqueued(job.payload.vtcUser, job);
+    this.#vtc.leave(job.payload.vtcUser);
   }
 
   /** Takes a queued request out (its client went away). False if it was released or dropped already. */
@@ -715,8 +719,8 @@ export class RoutingHost {
     this.#queue.remove(job);
     this.dispatched(p, now);
     if (this.#vtc !== null) {
-      this.#vtc.unqueued(this.#vtcKey(job.payload.req), job);
-      this.#vtcDispatched(p, job.payload.req);
+      this.#vtc.unqueued(job.payload.vtcUser, job);
+      this.#vtcDispatched(p, job.payload.req, job.payload.vtcUser);
     }
     const waitMs = now - job.enqueuedAt;
     if (p.request.sessionKey !== null) this.sessions.setTime(p.request.sessionKey, 'wait', waitMs, true);

@@ -1,6 +1,7 @@
 // Prometheus series of the admission scheduler (src/core/admission.ts), read from the host's stats when
 // /metrics is scraped. The wait histogram by level is recorded per release in GatewayMetrics.admissionWait.
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Gauge, type Registry } from 'prom-client';
+import { registerTotal } from './metrics.js';
 import type { AdmissionStats } from '../core/routing-host.js';
 
 export function registerAdmissionMetrics (registry: Registry, read: () => AdmissionStats): void {
@@ -21,15 +22,7 @@ export function registerAdmissionMetrics (registry: Registry, read: () => Admiss
     ['timedOut', 'ear_admission_timeouts_total', 'Requests that waited past queueTimeoutMs (504).'],
     ['released', 'ear_admission_released_total', 'Requests admitted (at once or after waiting).']
   ];
-  for (const [field, name, help] of totals) {
-    new Counter({
-      name, help, registers: [registry],
-      collect () {
-        this.reset();
-        this.inc(Number(read()[field]));
-      }
-    });
-  }
+  for (const [field, name, help] of totals) registerTotal(registry, name, help, () => Number(read()[field]));
   new Gauge({
     name: 'ear_admission_oldest_wait_seconds', help: 'How long the oldest waiting request has waited.', registers: [registry],
     collect () { this.set(read().oldestWaitMs / 1000); }

@@ -193,17 +193,23 @@ export function registerKvEventMetrics (registry: Registry, read: () => Promise<
     ['stale', 'ear_kv_stale_ops_total', 'Record ops dropped because their pod row was released after they were decided (old lease).'],
     ['retiredDropped', 'ear_kv_retired_backends_dropped_total', 'Departed backends whose counters were dropped at the bound (oldest first).']
   ];
-  for (const [field, name, help] of totals) {
-    new Counter({
-      name, help, registers: [registry],
-      async collect () {
-        const s = await fetch();
-        if (!s) return;
-        this.reset();
-        this.inc(Number(s[field]));
-      }
-    });
-  }
+  for (const [field, name, help] of totals) registerTotal(registry, name, help, async () => { const s = await fetch(); return s === null ? null : Number(s[field]); });
+}
+
+/**
+ * A counter that mirrors a running total kept elsewhere (a thread's or a table's stats), read when scraped;
+ * `read` answering null leaves the last value.
+ */
+export function registerTotal (registry: Registry, name: string, help: string, read: () => number | null | Promise<number | null>): void {
+  new Counter({
+    name, help, registers: [registry],
+    async collect () {
+      const v = await read();
+      if (v === null) return;
+      this.reset();
+      this.inc(v);
+    }
+  });
 }
 
 /** What registerSessionStoreMetrics reads at each scrape (src/gateway/shared-sessions.ts). */
@@ -224,9 +230,7 @@ export function registerSessionStoreMetrics (registry: Registry, src: SessionSto
       this.set({ kind: s.kind }, s.state === 'up' ? 1 : 0);
     }
   });
-  const counter = (name: string, help: string, read: (s: SessionStoreStats) => number): void => {
-    new Counter({ name, help, registers: [registry], collect () { this.reset(); this.inc(read(src.store.stats())); } });
-  };
+  const counter = (name: string, help: string, read: (s: SessionStoreStats) => number): void => registerTotal(registry, name, help, () => read(src.store.stats()));
   new Counter({
     name: 'ear_session_store_degraded_total', help: 'Session store calls answered degraded, by reason: down (failed fast), timeout, error. The request went on from the local table.',
     labelNames: ['reason'], registers: [registry],
@@ -255,8 +259,5 @@ export function registerSessionStoreMetrics (registry: Registry, src: SessionSto
       this.inc({ op: 'cas' }, src.follows.cas);
     }
   });
-  new Counter({
-    name: 'ear_session_store_reroutes_total', help: 'Requests routed a second time to follow the shared binding another replica made.', registers: [registry],
-    collect () { this.reset(); this.inc(src.rerouted); }
-  });
+  registerTotal(registry, 'ear_session_store_reroutes_total', 'Requests routed a second time to follow the shared binding another replica made.', () => src.rerouted);
 }

@@ -142,7 +142,9 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
 
   const app: TemplatedApp = uWS.App();
 
-  const authorized = (auth: string): boolean => apiKeys.size === 0 || (auth.startsWith('Bearer ') && apiKeys.has(auth.slice(7).trim()));
+  /** The client's API key from its Authorization header, or null. */
+  const bearer = (auth: string): string | null => auth.startsWith('Bearer ') ? auth.slice(7).trim() : null;
+  const authorized = (auth: string, key: string | null = bearer(auth)): boolean => apiKeys.size === 0 || (key !== null && apiKeys.has(key));
 
   function completion (endpoint: Endpoint) {
     return (res: HttpResponse, req: HttpRequest) => {
@@ -153,17 +155,18 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const rid = requestId(req.getHeader('x-request-id'));
       const headerValues = SESSION_ID_HEADERS.map((h) => req.getHeader(h));
       const { sessionId, parentSessionId } = sessionOf((h) => headerValues[SESSION_ID_HEADERS.indexOf(h)] ?? '');
-      const keyUser = apiKeys.size > 0 && auth.startsWith('Bearer ') ? keyUsers.get(auth.slice(7).trim()) ?? null : null;
+      const apiKey = bearer(auth);
+      const keyUser = apiKeys.size > 0 && apiKey !== null ? keyUsers.get(apiKey) ?? null : null;
       const rs = new ResponseState(res);
       const ridHeader: [string, string] = ['x-request-id', rid];
       if (draining) return rs.fail(new GatewayError('EAR_ERR_DRAINING', 'the gateway is shutting down'), [ridHeader]);
-      if (!authorized(auth)) return rs.fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'missing or invalid API key'), [ridHeader]);
+      if (!authorized(auth, apiKey)) return rs.fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'missing or invalid API key'), [ridHeader]);
       if (headerValues.some(hasCtl)) {
         return rs.fail(new GatewayError('EAR_ERR_BAD_HEADER', 'header values must not contain CR, LF or NUL'), [ridHeader]);
       }
       let priorityClass: number;
       try {
-        priorityClass = priorityClassOf(priorityHeader, auth.startsWith('Bearer ') ? auth.slice(7).trim() : null, config.apiKeyPriority);
+        priorityClass = priorityClassOf(priorityHeader, apiKey, config.apiKeyPriority);
       } catch (err) {
         return rs.fail(err, [ridHeader]);
       }
