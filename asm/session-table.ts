@@ -32,8 +32,8 @@ export const SESS_H_INSERTED: u32 = 40;     // u64 sessions created
 export const SESS_H_UNBOUND: u32 = 48;      // u64 sessions unbound because their host's row was released
 export const SESS_HEADER_BYTES: u32 = 64;
 
-export const SESS_STRIDE: u32 = 80;
-export const SESS_RECORD_BYTES: u32 = 80;
+export const SESS_STRIDE: u32 = 88;
+export const SESS_RECORD_BYTES: u32 = 88;
 export const SESS_F_SEQ: u32 = 0;            // u32 slot sequence counter (odd while written)
 export const SESS_F_FLAGS: u32 = 4;          // u32 writer-private (CLOCK reference bit)
 export const SESS_F_KEY: u32 = 8;            // u64 session hash, 0 = empty
@@ -47,6 +47,8 @@ export const SESS_F_WAIT: u32 = 48;          // f64 time spent waiting for admis
 export const SESS_F_LAST_ACTIVITY: u32 = 56; // f64 last upsert (ms)
 export const SESS_F_LAST_MIGRATION: u32 = 64; // f64 last move (ms), −Infinity never
 export const SESS_F_TTL: u32 = 72;           // f64 idle time after which the session may expire (ms)
+export const SESS_F_MIGRATING_FROM: u32 = 80; // i32 source pod of a migration in flight (host is its target), −1 none
+export const SESS_F_RESERVED: u32 = 84;      // u32 zero (keeps the stride a multiple of 8)
 
 /** Slots the expiry pass scans, before CLOCK eviction, when a full table needs room for a new session. */
 export const SESS_EXPIRE_SCAN_AT_BOUND: u32 = 256;
@@ -138,6 +140,30 @@ export function sessGet (base: u32, key: u64, out: u32): i32 {
     }
     if (!torn && atomic.load<u32>(epochPtr) == e0) return 0;
   }
+}
+
+/**
+ * Lock-free enumeration for readers on any thread (the migration thread): copies the first live record at a
+ * slot ≥ `cursor` into `out` and returns the slot after it, or returns −1 when no slot ≥ cursor holds one. A
+ * scan from 0 until −1 sees every session that stayed in the table throughout; one that a deletion moved
+ * back over the cursor may be missed, and one inserted during the scan may or may not be seen (a hint, as
+ * every table is).
+ */
+export function sessScan (base: u32, cursor: u32, out: u32): i32 {
+  const slots = atomic.load<u32>(<usize>base + SESS_H_MASK) + 1;
+  for (let i = cursor; i < slots; i++) {
+    const p = slotPtr(base, i);
+    while (true) {
+      const s0 = atomic.load<u32>(p + SESS_F_SEQ);
+      if (s0 & 1) continue;
+      if (atomic.load<u64>(p + SESS_F_KEY) == 0) break;
+      for (let w: u32 = 0; w < SESS_STRIDE; w += 8) store<u64>(<usize>out + w, atomic.load<u64>(p + w));
+      if (atomic.load<u32>(p + SESS_F_SEQ) != s0) continue;
+      if (load<u64>(<usize>out + SESS_F_KEY) == 0) break;
+      return <i32>(i + 1);
+    }
+  }
+  return -1;
 }
 
 // Removes the record at slot i, shifting later members of its cluster back so probing never crosses a hole.
@@ -261,6 +287,8 @@ export function sessUpsert (base: u32, key: u64, now: f64, ttl: f64): i32 {
   atomic.store<u32>(p + SESS_F_IN_FLIGHT, 0);
   atomic.store<u32>(p + SESS_F_CONTEXT_TOKENS, 0);
   atomic.store<u32>(p + SESS_F_MIGRATIONS, 0);
+  atomic.store<i32>(p + SESS_F_MIGRATING_FROM, -1);
+  atomic.store<u32>(p + SESS_F_RESERVED, 0);
   storeF64(p + SESS_F_ATTAINED, 0);
   storeF64(p + SESS_F_CRITICAL_PATH, 0);
   storeF64(p + SESS_F_WAIT, 0);
@@ -290,11 +318,12 @@ export function sessPut (base: u32, key: u64, src: u32): i32 {
 }
 
 /**
- * Sets one 32-bit field (SESS_F_HOST, _IN_FLIGHT, _CONTEXT_TOKENS, _MIGRATIONS). Returns 1, 0 if the session
- * is absent, −1 for another field. Writer only.
+ * Sets one 32-bit field (SESS_F_HOST, _IN_FLIGHT, _CONTEXT_TOKENS, _MIGRATIONS, _MIGRATING_FROM). Returns 1,
+ * 0 if the session is absent, −1 for another field. Writer only.
  */
 export function sessSetI32 (base: u32, key: u64, field: u32, value: i32): i32 {
-  if (field != SESS_F_HOST && field != SESS_F_IN_FLIGHT && field != SESS_F_CONTEXT_TOKENS && field != SESS_F_MIGRATIONS) return -1;
+  if (field != SESS_F_HOST && field != SESS_F_IN_FLIGHT && field != SESS_F_CONTEXT_TOKENS && field != SESS_F_MIGRATIONS &&
+    field != SESS_F_MIGRATING_FROM) return -1;
   if (key == 0) return 0;
   const f = findSlot(base, key);
   if (f < 0) return 0;
@@ -379,9 +408,17 @@ export function sessUnbindPod (base: u32, pod: i32): u32 {
   let n: u32 = 0;
   for (let i: u32 = 0; i < slots; i++) {
     const p = slotPtr(base, i);
-    if (load<u64>(p + SESS_F_KEY) == 0 || load<i32>(p + SESS_F_HOST) != pod) continue;
+    if (load<u64>(p + SESS_F_KEY) == 0) continue;
+    // A migration from the released row has no source left to read from.
+    if (load<i32>(p + SESS_F_MIGRATING_FROM) == pod) {
+      beginWrite(p);
+      atomic.store<i32>(p + SESS_F_MIGRATING_FROM, -1);
+      endWrite(p);
+    }
+    if (load<i32>(p + SESS_F_HOST) != pod) continue;
     beginWrite(p);
     atomic.store<i32>(p + SESS_F_HOST, -1);
+    atomic.store<i32>(p + SESS_F_MIGRATING_FROM, -1);
     endWrite(p);
     n++;
   }

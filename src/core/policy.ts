@@ -111,6 +111,12 @@ export interface Decision {
   readonly pod: number;
   /** Set when the policy moves the session: its KV should come from this pod. */
   readonly migrateFrom?: number;
+  /**
+   * Set by a disaggregating policy (pd-static): the prompt is prefilled on this pod first and its KV moved to
+   * `pod`, which decodes (through the same KV connector as a migration). Not a migration: the session's host
+   * is `pod`.
+   */
+  readonly prefillOn?: number;
   /** A short reason for logs and metrics, from a small fixed set per policy. */
   readonly reason: string;
 }

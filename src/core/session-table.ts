@@ -15,10 +15,12 @@ export interface SessionRecord {
   lastActivity: number;
   lastMigration: number;
   ttl: number;
+  /** Source pod of a migration in flight (host is its target), −1 for none. */
+  migratingFrom: number;
 }
 
 export type SessionTimeField = 'attained' | 'criticalPath' | 'wait' | 'lastActivity' | 'lastMigration' | 'ttl';
-export type SessionCountField = 'host' | 'inFlight' | 'contextTokens' | 'migrations';
+export type SessionCountField = 'host' | 'inFlight' | 'contextTokens' | 'migrations' | 'migratingFrom';
 
 export interface SessionTableStats {
   capacity: number;
@@ -48,6 +50,7 @@ export class SessionTable {
   readonly #remove: KeyFn;
   readonly #expire: (base: number, now: number, budget: number) => number;
   readonly #unbindPod: (base: number, pod: number) => number;
+  readonly #scan: (base: number, cursor: number, out: number) => number;
   readonly #fields: Record<SessionTimeField | SessionCountField, number>;
 
   /**
@@ -61,7 +64,8 @@ export class SessionTable {
     const c: Record<string, number> = {};
     for (const n of ['SESS_H_CAPACITY', 'SESS_H_COUNT', 'SESS_H_INSERTED', 'SESS_H_EXPIRED', 'SESS_H_EVICTED', 'SESS_H_UNBOUND',
       'SESS_F_KEY', 'SESS_F_HOST', 'SESS_F_IN_FLIGHT', 'SESS_F_CONTEXT_TOKENS', 'SESS_F_MIGRATIONS', 'SESS_F_ATTAINED',
-      'SESS_F_CRITICAL_PATH', 'SESS_F_WAIT', 'SESS_F_LAST_ACTIVITY', 'SESS_F_LAST_MIGRATION', 'SESS_F_TTL']) {
+      'SESS_F_CRITICAL_PATH', 'SESS_F_WAIT', 'SESS_F_LAST_ACTIVITY', 'SESS_F_LAST_MIGRATION', 'SESS_F_TTL',
+      'SESS_F_MIGRATING_FROM']) {
       c[n] = region.const(n);
     }
     this.#c = c;
@@ -69,7 +73,7 @@ export class SessionTable {
       host: c.SESS_F_HOST, inFlight: c.SESS_F_IN_FLIGHT, contextTokens: c.SESS_F_CONTEXT_TOKENS,
       migrations: c.SESS_F_MIGRATIONS, attained: c.SESS_F_ATTAINED, criticalPath: c.SESS_F_CRITICAL_PATH,
       wait: c.SESS_F_WAIT, lastActivity: c.SESS_F_LAST_ACTIVITY, lastMigration: c.SESS_F_LAST_MIGRATION,
-      ttl: c.SESS_F_TTL
+      ttl: c.SESS_F_TTL, migratingFrom: c.SESS_F_MIGRATING_FROM
     };
     this.#get = region.fn('sessGet');
     this.#upsert = region.fn('sessUpsert');
@@ -81,6 +85,18 @@ export class SessionTable {
     this.#remove = region.fn('sessRemove');
     this.#expire = region.fn('sessExpire');
     this.#unbindPod = region.fn('sessUnbindPod');
+    this.#scan = region.fn('sessScan');
+  }
+
+  /**
+   * Any thread, lock-free: every session in the table, in slot order (a hint: a session inserted or moved
+   * during the walk may be missed, as asm's sessScan says). Each record is a fresh copy.
+   */
+  * scan (): Generator<SessionRecord> {
+    for (let c = 0; c >= 0;) {
+      c = this.#scan(this.#base, c, this.#out);
+      if (c >= 0) yield this.#decode(this.#out);
+    }
   }
 
   /** Any thread: a consistent copy of the session, or undefined. */
@@ -126,9 +142,10 @@ export class SessionTable {
     for (const [name, v] of Object.entries(fields) as Array<[SessionTimeField | SessionCountField, number]>) {
       const off = this.#fields[name];
       if (off === undefined) throw new RangeError(`unknown session field ${name}`);
-      if (name === 'host' || name === 'inFlight' || name === 'contextTokens' || name === 'migrations') {
-        if (!Number.isInteger(v) || v < (name === 'host' ? -1 : 0) || v > 0x7FFFFFFF) {
-          throw new RangeError(`session ${name} must be an integer in [${name === 'host' ? -1 : 0}, 2^31), got ${v}`);
+      if (name === 'host' || name === 'inFlight' || name === 'contextTokens' || name === 'migrations' || name === 'migratingFrom') {
+        const min = name === 'host' || name === 'migratingFrom' ? -1 : 0;
+        if (!Number.isInteger(v) || v < min || v > 0x7FFFFFFF) {
+          throw new RangeError(`session ${name} must be an integer in [${min}, 2^31), got ${v}`);
         }
         i32[(this.#out + off) >>> 2] = v;
       } else {
@@ -192,7 +209,8 @@ export class SessionTable {
       wait: f64[(p + f.wait) >>> 3],
       lastActivity: f64[(p + f.lastActivity) >>> 3],
       lastMigration: f64[(p + f.lastMigration) >>> 3],
-      ttl: f64[(p + f.ttl) >>> 3]
+      ttl: f64[(p + f.ttl) >>> 3],
+      migratingFrom: i32[(p + f.migratingFrom) >>> 2]
     };
   }
 }

@@ -42,7 +42,7 @@ export class ReferenceSessionTable {
     }
     this.#m.set(key, {
       key, host: -1, inFlight: 0, contextTokens: 0, migrations: 0, attained: 0, criticalPath: 0, wait: 0,
-      lastActivity: now, lastMigration: -Infinity, ttl
+      lastActivity: now, lastMigration: -Infinity, ttl, migratingFrom: -1
     });
     this.inserted++;
     return true;
@@ -56,7 +56,7 @@ export class ReferenceSessionTable {
   }
 
   setCount (key: bigint, field: SessionCountField, value: number): boolean {
-    return this.update(key, { [field]: field === 'host' ? value | 0 : value >>> 0 });
+    return this.update(key, { [field]: field === 'host' || field === 'migratingFrom' ? value | 0 : value >>> 0 });
   }
 
   setTime (key: bigint, field: SessionTimeField, value: number, add = false): boolean {
@@ -94,8 +94,10 @@ export class ReferenceSessionTable {
     if (pod < 0) return 0;
     let n = 0;
     for (const r of this.#m.values()) {
+      if (r.migratingFrom === pod) r.migratingFrom = -1;
       if (r.host === pod) {
         r.host = -1;
+        r.migratingFrom = -1;
         n++;
       }
     }
