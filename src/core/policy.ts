@@ -123,6 +123,11 @@ export interface Decision {
 
 export interface Policy {
   readonly name: string;
+  /**
+   * A disaggregating policy (pd-static) sees pods whose role is 'prefill' among its candidates, to name them in
+   * `prefillOn`; it must never choose one as `pod`. Other policies never see them.
+   */
+  readonly disaggregated?: boolean;
   route (req: RequestFeatures, cluster: ClusterView, now: number): Decision;
 }
 

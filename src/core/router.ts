@@ -78,7 +78,7 @@ export class Router {
    * `retry` (the same request again after a pod failed it) rebinds the session without counting a migration:
    * the session did not move by choice, and a migration resets the cooldown that migration policies read.
    */
-  route (req: RouteRequest, candidates: readonly PodView[], now: number, random: number, retry = false): Routed {
+  route (req: RouteRequest, candidates: readonly PodView[], now: number, random: number, retry = false, forced: Decision | null = null): Routed {
     const { index, load, sessions } = this.#t;
     // A snapshot: the offload tier's lookup below reuses the index's output area. Copied into one array kept
     // for the purpose: a fresh slice() a request was an off-heap allocation, most of route()'s own cost.
@@ -124,16 +124,30 @@ export class Router {
       userKey: req.userKey,
       random
     };
-    const d = this.policy.route(features, cluster, now);
+    // The one rule for a turn that arrives while its session migrates: it goes to the source, which still
+    // holds the session's KV (the export holds it until the target pulls), and the binding stays on the target.
+    // Nothing waits, and the turn cannot race the transfer for the target's KV.
+    const moving = forced === null && !retry && req.sessionKey !== null ? this.#migratingFrom(req.sessionKey, candidates) : -1;
+    const d = forced ?? (moving >= 0 ? { pod: moving, reason: 'migration-in-flight' } : this.policy.route(features, cluster, now));
     const matchedBlocks = counts[d.pod];
     load.countDecision(d.pod);
     if (req.sessionKey !== null) {
       sessions.upsert(req.sessionKey, now, this.#opts.sessionTtlMs);
-      if (retry) sessions.setCount(req.sessionKey, 'host', d.pod);
+      if (forced !== null || moving >= 0) {
+        // The caller binds (a failed transfer's revert), or the binding stays on the migration's target.
+      } else if (retry) sessions.setCount(req.sessionKey, 'host', d.pod);
       else sessions.setHost(req.sessionKey, d.pod, now);
     }
     const expectedPrefill = Math.max(0, req.promptTokens - matchedBlocks * req.blockSize);
     return { ...d, matchedBlocks, expectedPrefill };
+  }
+
+  /** The source of the session's migration in flight if it is still a candidate, else −1. */
+  #migratingFrom (key: bigint, candidates: readonly PodView[]): number {
+    const s = this.#t.sessions.get(key);
+    if (s === undefined || s.migratingFrom < 0) return -1;
+    for (const p of candidates) if (p.index === s.migratingFrom) return p.index;
+    return -1;
   }
 
   /** The request was sent to the pod: count it in flight and its prompt as pending prefill, and teach the index. */

@@ -82,6 +82,21 @@ export interface Placement {
   readonly dispatchedAt: number;
   /** The pod the policy moved the session from (its KV is there), or null when the session did not move. */
   readonly migrateFrom: number | null;
+  /** A disaggregating policy's prefill pod (the prompt is prefilled there, its KV moved here), or null. */
+  readonly prefillOn: number | null;
+  /** Where the request's KV is to come from by a KV connector: migrateFrom, else prefillOn, else null. */
+  readonly transferFrom: number | null;
+}
+
+/** Migrations the host saw end, by outcome (a failed one left its session on the source). */
+export interface MigrationStats {
+  started: number;
+  done: number;
+  failed: number;
+  /** Failed ones whose source could not take the request back (gone or down): the target computed it. */
+  stayedOnTarget: number;
+  /** Turns sent to a migration's source because they came while it was in flight. */
+  turnsToSource: number;
 }
 
 export interface RequestOutcome {
@@ -203,6 +218,8 @@ class HostPlacement implements Placement {
   get matchedBlocks (): number { return this.routed.matchedBlocks; }
   get expectedPrefill (): number { return this.routed.expectedPrefill; }
   get migrateFrom (): number | null { return this.routed.migrateFrom ?? null; }
+  get prefillOn (): number | null { return this.routed.prefillOn ?? null; }
+  get transferFrom (): number | null { return this.routed.migrateFrom ?? this.routed.prefillOn ?? null; }
 }
 
 const NO_EXCLUSIONS: ReadonlySet<number> = new Set();
@@ -246,6 +263,7 @@ export class RoutingHost {
   /** EMA of the time between two releases (ms), for Retry-After. */
   #releaseGap = 1000;
   #lastRelease = -1;
+  readonly #migrationStats: MigrationStats = { started: 0, done: 0, failed: 0, stayedOnTarget: 0, turnsToSource: 0 };
 
   constructor (region: Region, opts: RoutingHostOptions) {
     this.#region = region;
@@ -373,7 +391,8 @@ export class RoutingHost {
 
   #serves (p: HostPod | undefined, model: string, exclude: ReadonlySet<number>): p is HostPod {
     // Prefill-only pods take no whole requests: the P/D connector sends them their half.
-    return p !== undefined && p.spec.state === 'ready' && p.spec.role !== 'prefill' && p.spec.models.has(model) && !exclude.has(p.view.index);
+    return p !== undefined && p.spec.state === 'ready' && (p.spec.role !== 'prefill' || this.#router.policy.disaggregated === true) &&
+      p.spec.models.has(model) && !exclude.has(p.view.index);
   }
 
   /** Whether any pod could take a request for `model` beyond those in `exclude`. */
@@ -415,9 +434,54 @@ export class RoutingHost {
     const callPriority = this.#criticalPath(request.sessionKey, request.parentSessionKey);
     const routed = this.#router.route(request, candidates, now, this.#random(), attempt > 0);
     if (this.#expiryBudget > 0) this.sessions.expire(now, this.#expiryBudget);
+    if (routed.reason === 'migration-in-flight') this.#migrationStats.turnsToSource++;
+    if (routed.migrateFrom !== undefined && request.sessionKey !== null) {
+      // In flight until migrationEnded: a turn that comes meanwhile goes to the source (router.ts).
+      this.sessions.setCount(request.sessionKey, 'migratingFrom', routed.migrateFrom);
+      this.#migrationStats.started++;
+    }
     const p = new HostPlacement(routed, request, req.blockKeys, now, attempt, this.rows.lease(routed.pod), callPriority);
     this.#keysOwner = p;
     return p;
+  }
+
+  /**
+   * A migration's transfer ended (the target has the KV, or it failed). Ok: the session stays on the target
+   * and no longer counts as migrating. Failed: the session goes back to its source (which still holds its KV;
+   * not counted as a move, and its cooldown stands, so it does not try again at once), the request's placement
+   * on the target is ended unserved, and a placement on the source is returned for the caller to send it
+   * there (dispatched as any other). Null when there is nothing to redo: ok, not a migration, or the source no
+   * longer serves (then the target computes the prompt, and the session stays there).
+   */
+  migrationEnded (placement: Placement, ok: boolean, now: number): Placement | null {
+    const p = placement as HostPlacement;
+    const from = p.migrateFrom;
+    const key = p.request.sessionKey;
+    if (from === null || key === null) return null;
+    const s = this.sessions.get(key);
+    if (s !== undefined && s.migratingFrom === from) this.sessions.setCount(key, 'migratingFrom', -1);
+    if (ok) {
+      this.#migrationStats.done++;
+      return null;
+    }
+    this.#migrationStats.failed++;
+    const src = this.#pods[from];
+    if (!this.#current(p) || !this.#serves(src, p.request.model, NO_EXCLUSIONS) || s === undefined) {
+      this.#migrationStats.stayedOnTarget++;
+      return null;
+    }
+    this.finished(p, null, now);
+    this.sessions.setCount(key, 'host', from);
+    if (s.migrations > 0) this.sessions.setCount(key, 'migrations', s.migrations - 1);
+    const request = { ...p.request, keys: this.#span(p.keys) };
+    const routed = this.#router.route(request, [src.view], now, this.#random(), false, { pod: from, reason: 'migration-failed' });
+    const q = new HostPlacement(routed, request, p.keys, now, p.attempt, this.rows.lease(from), p.callPriority);
+    this.#keysOwner = q;
+    return q;
+  }
+
+  migrationStats (): MigrationStats {
+    return { ...this.#migrationStats };
   }
 
   /** The request was sent to its pod: in flight, pending prefill, and its keys assumed there. */
