@@ -1,5 +1,6 @@
 // Gateway configuration: from a YAML file (--config) and/or command-line flags, validated once at start with
 // messages that name the field and the rule, then frozen. Flags override the file.
+import { TRANSFER_MODES, type TransferMode } from '../migration/cost.js';
 import { readFileSync } from 'node:fs';
 import YAML from 'yaml';
 import type { PodRole } from '../core/policy.js';
@@ -107,6 +108,15 @@ export interface GatewayConfig {
   maxContexts: number;
   /** A context's TTL when the client gives no ttl_seconds. */
   contextTtlSeconds: number;
+  /**
+   * KV connectors the fleet offers for moving a session or a P/D request's KV (src/migration/): `nixl` (engines
+   * run vLLM's NixlConnector), `shared-store` (engines share an LMCache / Mooncake store); `recompute` always.
+   */
+  kvConnectors: TransferMode[];
+  /** `auto`: per transfer, the offered connector with the lowest estimated cost; or always the one named. */
+  kvConnector: TransferMode | 'auto';
+  /** Engine profile (src/sim/profiles) whose figures the cost estimate uses: KV bytes per token, link, prefill. */
+  kvCostProfile: string;
 }
 
 export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze({
@@ -134,6 +144,9 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   maxSessions: 65536,
   sessionIdleMs: 1_800_000,
   drainTimeoutMs: 30_000,
+  kvConnectors: ['nixl', 'recompute'] as TransferMode[],
+  kvConnector: 'auto' as TransferMode | 'auto',
+  kvCostProfile: 'h100-llama-3.1-8b',
   scheduler: 'atlas',
   schedulerLevels: ADMISSION_DEFAULTS.levels,
   schedulerQuantumMs: ADMISSION_DEFAULTS.quantumMs,
@@ -284,6 +297,20 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
   drainTimeoutMs: (p, v) => checkInt(p, v, 0, 3_600_000),
   scheduler: (p, v) => {
     if (!(SCHEDULERS as readonly unknown[]).includes(v)) throw new ConfigError(p, `must be one of ${SCHEDULERS.join(', ')}, got ${JSON.stringify(v)}`);
+    return v;
+  },
+  kvConnectors: (p, v) => {
+    const list = typeof v === 'string' ? v.split(',').map((x) => x.trim()) : v;
+    if (!Array.isArray(list) || list.length === 0) throw new ConfigError(p, 'must be a non-empty list of nixl, shared-store, recompute');
+    for (const m of list) if (!(TRANSFER_MODES as readonly unknown[]).includes(m)) throw new ConfigError(p, `must list only ${TRANSFER_MODES.join(', ')}, got ${JSON.stringify(m)}`);
+    return [...new Set(list)];
+  },
+  kvConnector: (p, v) => {
+    if (v !== 'auto' && !(TRANSFER_MODES as readonly unknown[]).includes(v)) throw new ConfigError(p, `must be auto or one of ${TRANSFER_MODES.join(', ')}, got ${JSON.stringify(v)}`);
+    return v;
+  },
+  kvCostProfile: (p, v) => {
+    if (typeof v !== 'string' || !/^[a-z0-9][a-z0-9.-]*$/.test(v)) throw new ConfigError(p, `must name an engine profile, got ${JSON.stringify(v)}`);
     return v;
   },
   schedulerLevels: (p, v) => checkInt(p, v, 1, 64),

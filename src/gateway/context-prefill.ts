@@ -13,10 +13,7 @@ import { badJson, type Endpoint } from './request-body.js';
 import type { Features } from './features.js';
 import type { RoutingInput, RoutingState } from './routing-state.js';
 import type { Usage } from './stream-observer.js';
-import type { UpstreamCall, UpstreamHandler, UpstreamPool } from './upstream-client.js';
-
-/** The engine's answer to a prefill is small JSON; more than this is not one. */
-const MAX_ANSWER_BYTES = 1 << 20;
+import { post, type Answer } from './buffered-post.js';
 
 /** Fields of the client's body that are the context's own, or that a one-token, non-streaming prefill must not carry. */
 const DROPPED = ['ttl_seconds', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens', 'min_tokens', 'n', 'best_of', 'kv_transfer_params'];
@@ -164,71 +161,5 @@ function usageOf (body: Buffer): Usage | null {
     return { promptTokens: u.prompt_tokens, completionTokens: typeof u.completion_tokens === 'number' ? u.completion_tokens : 0, cachedTokens: typeof cached === 'number' ? cached : null };
   } catch {
     return null;
-  }
-}
-
-interface Answer {
-  /** null: no answer (connect error, timeout, a body too large to be a prefill's). */
-  status: number | null;
-  contentType: string;
-  body: Buffer;
-}
-
-/** One non-streaming POST through the backend's pool, the whole answer buffered (bounded). */
-function post (pool: UpstreamPool, path: string, body: Buffer, rid: string, signal: { aborted: boolean; onAbort: (() => void) | null }): Promise<Answer> {
-  return new Promise((resolve) => {
-    pool.dispatch({ path, method: 'POST', body, headers: [['content-type', 'application/json'], ['x-request-id', rid]] }, new BufferedAnswer(resolve, signal));
-  });
-}
-
-class BufferedAnswer implements UpstreamHandler {
-  #status: number | null = null;
-  #type = 'application/json';
-  #chunks: Buffer[] = [];
-  #bytes = 0;
-  #done = false;
-  #call: UpstreamCall | null = null;
-
-  constructor (readonly resolve: (a: Answer) => void, readonly signal: { aborted: boolean; onAbort: (() => void) | null }) {
-    signal.onAbort = () => this.#call?.abort(new Error('the client went away'));
-  }
-
-  #settle (a: Answer): void {
-    if (this.#done) return;
-    this.#done = true;
-    this.signal.onAbort = null;
-    this.resolve(a);
-  }
-
-  onStart (call: UpstreamCall): void {
-    this.#call = call;
-    if (this.signal.aborted) call.abort(new Error('the client went away'));
-  }
-
-  onHeaders (status: number, headers: string[]): void {
-    this.#status = status;
-    for (let i = 0; i < headers.length; i += 2) if (headers[i] === 'content-type') this.#type = headers[i + 1];
-  }
-
-  onData (chunk: Buffer): boolean {
-    this.#bytes += chunk.length;
-    if (this.#bytes > MAX_ANSWER_BYTES) {
-      this.#call?.abort(new Error('prefill answer too large'));
-      return true;
-    }
-    this.#chunks.push(Buffer.from(chunk)); // a view of a reused read buffer
-    return true;
-  }
-
-  onReadEnd (): boolean {
-    return true;
-  }
-
-  onComplete (): void {
-    this.#settle({ status: this.#status, contentType: this.#type, body: Buffer.concat(this.#chunks) });
-  }
-
-  onError (_err: Error): void {
-    this.#settle({ status: null, contentType: this.#type, body: Buffer.alloc(0) });
   }
 }

@@ -4,7 +4,7 @@
 import type { Backend } from './backends.js';
 import type { Usage } from './stream-observer.js';
 import type { EngineLoad } from './engine-metrics.js';
-import type { AdmissionStats, DropReason, HostRequest, Queued, ReleaseInfo } from '../core/routing-host.js';
+import type { AdmissionStats, DropReason, HostRequest, MigrationStats, Queued, ReleaseInfo } from '../core/routing-host.js';
 
 export type { Queued, ReleaseInfo, DropReason };
 
@@ -26,6 +26,10 @@ export interface Placement {
   readonly decidedAt: number;
   /** When the routing state counted it dispatched, if it keeps that (its service is measured from there). */
   readonly dispatchedAt?: number;
+  /** The backend its KV is to come from through a KV connector (a migration's source, a P/D prefill pod), if any. */
+  readonly transferFrom?: Backend | null;
+  /** The policy moved the request's session here from transferFrom (else a P/D prefill, or nothing). */
+  readonly migrating?: boolean;
 }
 
 export interface RoutingState {
@@ -55,6 +59,13 @@ export interface RoutingState {
   firstToken (p: Placement, now: number): void;
   /** The request ended (any outcome). `usage` is what the engine reported, if it did. */
   finished (p: Placement, input: RoutingInput, usage: Usage | null, ok: boolean, now: number): void;
+  /**
+   * A migration's transfer ended (RoutingHost.migrationEnded): ok, or failed, when the placement on the
+   * source is returned (to be started and sent there instead); null when nothing is to be redone.
+   */
+  migrationEnded? (p: Placement, ok: boolean, now: number): Placement | null;
+  /** Migrations started / done / failed, and turns that went to a source while their session moved. */
+  migrationStats? (): MigrationStats;
   /** Session facts for the admin endpoint; null if unknown. */
   session (sessionId: string): Record<string, unknown> | null;
   /**

@@ -25,6 +25,10 @@ import { CONTEXT_PATH, mountContexts } from './context-routes.js';
 import type { SessionStore } from '../store/session-store.js';
 import { readBody, ResponseState } from './uws-io.js';
 import type { SharedSessions } from './shared-sessions.js';
+import { KvTransferStep } from './kv-transfer-step.js';
+import { KvTransfers } from '../migration/transfer.js';
+import { costModelOf, TransferCosts } from '../migration/cost.js';
+import { loadProfile } from '../sim/profile.js';
 
 export type FeatureFn = (endpoint: Endpoint, body: Buffer, sessionId: string | null) => Promise<Features>;
 
@@ -126,6 +130,9 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   // Explicit contexts: the registry wraps the routing state to keep a context's session bound and alive.
   const contexts = new ContextRegistry({ maxContexts: config.maxContexts, sessionIdleMs: config.sessionIdleMs, registry: metrics.registry, store: deps.sessionStore, clock: deps.clock, now });
   const state = contexts.routing(deps.state(backends));
+  const kvTransfers = new KvTransferStep(
+    new KvTransfers(new TransferCosts(costModelOf(loadProfile(config.kvCostProfile)), config.kvConnectors, config.kvConnector === 'auto' ? null : config.kvConnector)),
+    state, metrics.registry, now);
   for (const c of config.backends) {
     const b = new Backend(state.admit(c.id), c, config);
     backends.push(b);
@@ -283,6 +290,14 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
         metrics.retries.inc();
         state.started(placement, input, now());
       }
+      // A migration's or a P/D prefill's KV: the connector's source leg, before the request goes to its backend.
+      const step = await kvTransfers.run(placement, input, route, forward, rid, rs);
+      placement = step.placement;
+      if (rs.aborted) {
+        state.finished(placement, input, null, false, now());
+        step.arrived?.(now());
+        return;
+      }
       const b = placement.backend;
       const series = metrics.backend(b.id);
       series.decisions(config.policy, placement.reason).inc();
@@ -293,7 +308,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       try {
         ({ result, observer } = await attempt(rs, b.pool, {
           path: route,
-          body: forward,
+          body: step.body,
           headers: [['content-type', 'application/json'], ['x-request-id', rid]],
           responseHeaders: [['x-ear-backend', b.id], ['x-request-id', rid]],
           // With no attempt or no other backend left, an engine's 5xx goes to the client as it is.
@@ -301,6 +316,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
           observer: newObserver,
           onFirstToken: () => {
             firstAt = now();
+            step.arrived?.(firstAt);
             state.firstToken(placement, firstAt);
             series.ttft.observe((firstAt - t0) / 1000);
           }
@@ -309,6 +325,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
         if (--b.inFlight === 0 && b.draining) void leave(b);
       }
       const tEnd = now();
+      step.arrived?.(tEnd);
       const usage = observer?.usage ?? null;
       state.finished(placement, input, usage, result.kind === 'done', tEnd);
       shared?.completed(tEnd);

@@ -1,7 +1,7 @@
 // The gateway's adapter over the routing host (src/core/routing-host.ts): backends are pods (a backend's index
 // is its pod row), its request path's bookkeeping calls go to the host unchanged, and health, reloads and
 // engine scrapes become pod changes and engine reports. Nothing here decides anything. Main thread only.
-import { RoutingHost, type AdmissionStats, type DropReason, type Placement as HostPlacement, type Queued, type RoutingHostOptions } from '../core/routing-host.js';
+import { RoutingHost, type AdmissionStats, type DropReason, type MigrationStats, type Placement as HostPlacement, type Queued, type RoutingHostOptions } from '../core/routing-host.js';
 import type { PodState } from '../core/pod-table.js';
 import type { Policy } from '../core/policy.js';
 import type { Region } from '../core/region.js';
@@ -82,7 +82,22 @@ export class TableRouting implements RoutingState {
   }
 
   #wrap (host: HostPlacement): TablePlacement {
-    return { backend: this.#byRow[host.pod]!, reason: host.reason, expectedPrefill: host.expectedPrefill, decidedAt: host.decidedAt, host, get dispatchedAt () { return host.dispatchedAt; } };
+    const from = host.transferFrom;
+    return {
+      backend: this.#byRow[host.pod]!, reason: host.reason, expectedPrefill: host.expectedPrefill, decidedAt: host.decidedAt, host,
+      get dispatchedAt () { return host.dispatchedAt; },
+      transferFrom: from === null ? null : this.#byRow[from] ?? null,
+      migrating: host.migrateFrom !== null
+    };
+  }
+
+  migrationEnded (p: Placement, ok: boolean, now: number): Placement | null {
+    const q = this.host.migrationEnded((p as TablePlacement).host, ok, now);
+    return q === null ? null : this.#wrap(q);
+  }
+
+  migrationStats (): MigrationStats {
+    return this.host.migrationStats();
   }
 
   submit (input: RoutingInput, waiter: GatewayWaiter, now: number, priorityClass: number): Placement | Queued {

@@ -1,0 +1,94 @@
+// The request path's KV transfer step (ARCHITECTURE.md "Migration (EAR)"): when a placement names a source for
+// its KV (a migration's source, or a P/D prefill pod), the connector's source leg runs before the request goes
+// to its backend, and the request carries what the connector adds. What a failure means:
+// - a migration: the session and the request go back to the source (which still holds the KV), through the
+//   routing state; the client never sees it. Counted.
+// - a P/D prefill: the decode backend computes the prompt itself (llm-d falls back to decode-only the same way).
+// The migration ends (the session's "migrating" mark clears) when the target's first token shows it has the KV,
+// or when the request ends without one.
+import { Counter, Histogram, type Registry } from 'prom-client';
+import type { Backend } from './backends.js';
+import { post } from './buffered-post.js';
+import type { Placement, RoutingInput, RoutingState } from './routing-state.js';
+import type { LegSignal, TransferPeer } from '../migration/connector.js';
+import { KvTransfers } from '../migration/transfer.js';
+import { registerTotal } from './metrics.js';
+
+export interface TransferStepResult {
+  placement: Placement;
+  /** What the backend is sent. */
+  body: Buffer;
+  /** Call when the target's first token came or the request ended: ends the migration (once). Null: none. */
+  arrived: ((now: number) => void) | null;
+}
+
+export function peerOf (b: Backend): TransferPeer {
+  return { id: b.id, host: new URL(b.config.url).hostname, post: (path, body, rid, signal) => post(b.pool, path, body, rid, signal) };
+}
+
+export class KvTransferStep {
+  readonly #transfers: KvTransfers;
+  readonly #state: RoutingState;
+  readonly #now: () => number;
+  readonly #total: Counter<'kind' | 'mode' | 'outcome'>;
+  readonly #seconds: Histogram<'mode'>;
+  readonly #bytes: Counter<'mode'>;
+
+  constructor (transfers: KvTransfers, state: RoutingState, registry: Registry, now: () => number) {
+    this.#transfers = transfers;
+    this.#state = state;
+    this.#now = now;
+    this.#total = new Counter({
+      name: 'ear_kv_transfers_total', labelNames: ['kind', 'mode', 'outcome'], registers: [registry],
+      help: 'KV transfers by kind (migration: a session moved; pd: a prefill moved to its decode pod), connector (nixl, shared-store, recompute) and outcome (ok; failed: the session stayed on its source, or the decode pod computed the prompt).'
+    });
+    this.#seconds = new Histogram({
+      name: 'ear_kv_transfer_source_seconds', labelNames: ['mode'], registers: [registry],
+      help: 'Time of a transfer\'s source leg (nixl: the export request on the source).',
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
+    });
+    this.#bytes = new Counter({ name: 'ear_kv_transfer_bytes_total', labelNames: ['mode'], registers: [registry], help: 'KV bytes moved by transfers that succeeded (estimated from the context\'s tokens).' });
+    const migrations = (): ReturnType<NonNullable<RoutingState['migrationStats']>> | null => state.migrationStats?.() ?? null;
+    registerTotal(registry, 'ear_migration_turns_to_source_total', 'Turns sent to a migration\'s source because they came while their session moved.', () => migrations()?.turnsToSource ?? null);
+  }
+
+  /** The request's KV per its placement: the source leg if there is one, and what the backend is to be sent. */
+  async run (placement: Placement, input: RoutingInput, path: string, body: Buffer, rid: string, signal: LegSignal): Promise<TransferStepResult> {
+    const src = placement.transferFrom ?? null;
+    if (src === null || src === placement.backend) return { placement, body, arrived: null };
+    const kind = placement.migrating === true ? 'migration' : 'pd';
+    if (src.gone || src.draining || src.health !== 'healthy') return this.#failed(kind, 'none', placement, input, body);
+    src.inFlight++;
+    let t;
+    try {
+      t = await this.#transfers.transfer({ path, body, src: peerOf(src), requestId: rid, contextTokens: input.promptTokens, signal });
+    } finally {
+      src.inFlight--;
+    }
+    this.#seconds.observe({ mode: t.mode }, t.seconds);
+    if (!t.ok) return this.#failed(kind, t.mode, placement, input, body);
+    this.#total.inc({ kind, mode: t.mode, outcome: 'ok' });
+    this.#bytes.inc({ mode: t.mode }, t.bytes);
+    if (kind !== 'migration') return { placement, body: t.body, arrived: null };
+    let done = false;
+    return {
+      placement,
+      body: t.body,
+      arrived: (now) => {
+        if (done) return;
+        done = true;
+        this.#state.migrationEnded?.(placement, true, now);
+      }
+    };
+  }
+
+  #failed (kind: 'migration' | 'pd', mode: string, placement: Placement, input: RoutingInput, body: Buffer): TransferStepResult {
+    this.#total.inc({ kind, mode, outcome: 'failed' });
+    if (kind !== 'migration') return { placement, body, arrived: null };
+    const now = this.#now();
+    const back = this.#state.migrationEnded?.(placement, false, now) ?? null;
+    if (back === null) return { placement, body, arrived: null };
+    this.#state.started(back, input, now);
+    return { placement: back, body, arrived: null };
+  }
+}

@@ -1,0 +1,126 @@
+// A session migrates, KV and all, as a user would run EAR: `ear serve --policy ear` in front of two `ear sim`
+// engines, all separate processes. The session's host is made hot by the session itself: two turns sent at
+// once, the first goes to the host and is still prefilling its long new suffix when the second is routed, so
+// the host's pending prefill is over tHot and the second moves to the idle engine through vLLM's NIXL two-step
+// (export leg on the source, import on the target). The target then reports the moved prefix as cached, and
+// the next turn stays there.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ear = fileURLToPath(new URL('../../src/cli/ear.js', import.meta.url));
+const ADMIN = 'admin-secret';
+
+interface Proc { child: ChildProcess; url: string; out: () => string }
+
+async function start (args: string[], listening: RegExp): Promise<Proc> {
+  const child = spawn(process.execPath, [ear, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, EAR_LOG_LEVEL: 'info' } });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
+  child.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setInterval(() => {
+      const m = listening.exec(out);
+      if (m !== null) {
+        clearInterval(timer);
+        resolve(m[1]);
+      }
+    }, 20);
+    child.once('exit', (code) => { clearInterval(timer); reject(new Error(`${args[0]} exited (${code}) before listening: ${out}`)); });
+  });
+  return { child, url, out: () => out };
+}
+
+async function stop (p: Proc | undefined): Promise<void> {
+  if (p === undefined || p.child.exitCode !== null || p.child.signalCode !== null) return;
+  const exited = once(p.child, 'exit');
+  p.child.kill('SIGTERM');
+  await exited;
+}
+
+interface Turn { backend: string; cached: number; prompt: number }
+
+/** A long, varied text (the character tokenizer makes one token per byte): no two sessions share blocks. */
+function text (seed: string, chars: number): string {
+  let s = '';
+  for (let i = 0; s.length < chars; i++) s += `${seed} step ${i}: the build failed in module ${(i * 7919) % 1000}; `;
+  return s.slice(0, chars);
+}
+
+async function turn (gw: string, session: string, messages: unknown[]): Promise<Turn> {
+  const res = await fetch(`${gw}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-session-id': session },
+    body: JSON.stringify({ model: 'm', messages, max_tokens: 4 })
+  });
+  const body = await res.text();
+  assert.equal(res.status, 200, body);
+  const usage = (JSON.parse(body) as { usage: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens?: number } | null } }).usage;
+  return { backend: res.headers.get('x-ear-backend') ?? '', cached: usage.prompt_tokens_details?.cached_tokens ?? 0, prompt: usage.prompt_tokens };
+}
+
+async function metric (gw: string, name: string, labels: string): Promise<number> {
+  const text = await (await fetch(`${gw}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+async function session (gw: string, id: string): Promise<{ host: string | null; migrations: number; inFlight: number }> {
+  const res = await fetch(`${gw}/admin/sessions/${encodeURIComponent(id)}`, { headers: { authorization: `Bearer ${ADMIN}` } });
+  assert.equal(res.status, 200);
+  return await res.json() as { host: string | null; migrations: number; inFlight: number };
+}
+
+describe('migration end to end: ear serve --policy ear in front of two ear sim processes', () => {
+  let dir: string;
+  const sims: Proc[] = [];
+  let gw: Proc;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'ear-migration-'));
+    const cfg = join(dir, 'ear.yaml');
+    // The gateway's own load only (no engine scrape), so "hot" is exactly the pending prefill it sent.
+    writeFileSync(cfg, [
+      'metricsIntervalMs: 0', 'healthIntervalMs: 60000', 'policy: ear',
+      'policyConfig: { tHot: 4000, minGain: 4000, tCool: 60 }', 'kvConnectors: [nixl, recompute]', ''
+    ].join('\n'));
+    // Real time (time scale 1): a 24k-token prefill takes about a second on the profile, long enough to be hot.
+    sims.push(...await Promise.all([0, 1].map((i) => start(['sim', '--host', '127.0.0.1', '--port', '0', '--served-model-name', 'm', '--seed', String(i),
+      '--enable-prompt-tokens-details'], /"url":"(http:\/\/127\.0\.0\.1:\d+)"/))));
+    gw = await start(['serve', '--config', cfg, '--host', '127.0.0.1', '--port', '0', '--admin-token', ADMIN,
+      '--backend', `${sims[0].url},id=sim-0`, '--backend', `${sims[1].url},id=sim-1`], /listening on (http:\/\/127\.0\.0\.1:\d+)/);
+  });
+
+  after(async () => {
+    await stop(gw);
+    await Promise.all(sims.map(stop));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('a turn routed while its host is hot moves the session through the NIXL two-step; the target reports the moved prefix as cached', async () => {
+    const sys = { role: 'system', content: text('system', 3000) };
+    const first = await turn(gw.url, 'S', [sys, { role: 'user', content: 'turn 1' }]);
+    const host = first.backend;
+    const other = host === 'sim-0' ? 'sim-1' : 'sim-0';
+    // Two calls of one turn at once (an agent's parallel tool results): the first makes the host hot.
+    const messages = [sys, { role: 'user', content: 'turn 1' }, { role: 'assistant', content: 'ok' }, { role: 'user', content: text('turn 2', 24000) }];
+    const [a, b] = await Promise.all([turn(gw.url, 'S', messages), turn(gw.url, 'S', messages)]);
+    assert.equal(a.backend, host, 'the first call goes to the session\'s host');
+    assert.equal(b.backend, other, 'the second call moves the session to the idle engine');
+    // The import pulled the prompt's full blocks; the target computed only the last token's block.
+    assert.ok(b.cached >= b.prompt - 32, `the target served ${b.cached} of ${b.prompt} prompt tokens from the pulled KV`);
+    assert.equal(await metric(gw.url, 'ear_kv_transfers_total', '{kind="migration",mode="nixl",outcome="ok"}'), 1);
+    const s = await session(gw.url, 'S');
+    assert.equal(s.host, other);
+    assert.equal(s.migrations, 1);
+    // The next turn goes to the new host, which has the moved prefix in its own cache.
+    const third = await turn(gw.url, 'S', [...messages, { role: 'assistant', content: 'done' }, { role: 'user', content: 'turn 3' }]);
+    assert.equal(third.backend, other);
+    assert.ok(third.cached >= b.prompt - 32, `turn 3 found ${third.cached} cached tokens on the new host (moved prefix ${b.prompt})`);
+  });
+});
