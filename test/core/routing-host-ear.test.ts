@@ -23,6 +23,8 @@ test('ear on the routing host: a hot host moves the session once, the cool-down 
   const turn = (now: number) => {
     const p = host.route(req, NONE, now);
     host.dispatched(p, now);
+    // The target's first token: the transfer is done (the adapters end a migration there).
+    if (p.migrateFrom !== null) host.migrationEnded(p, true, now + 1);
     host.firstToken(p, now + 1);
     host.finished(p, { promptTokens: 64, completionTokens: 8 }, now + 2);
     return p;

@@ -193,3 +193,19 @@ test('unbindPod unbinds every session of a released row without counting a migra
   assert.equal(s.count, 40);
   assert.throws(() => s.unbindPod(-1), RangeError);
 });
+
+test('scan: a reader walks every live session (the migration thread enumerates idle sessions this way)', () => {
+  const { region } = smallRegion();
+  const t = new SessionTable(region);
+  const reader = new SessionTable(region);
+  const live = new Set<bigint>();
+  for (let i = 1n; i <= 40n; i++) { t.upsert(i * 7919n, 0, 1e9); live.add(i * 7919n); }
+  for (let i = 1n; i <= 40n; i += 3n) { t.remove(i * 7919n); live.delete(i * 7919n); }
+  t.setCount(7919n * 2n, 'migratingFrom', 3);
+  const seen = new Map([...reader.scan()].map((r) => [r.key, r]));
+  assert.deepEqual(new Set(seen.keys()), live);
+  assert.equal(seen.get(7919n * 2n)!.migratingFrom, 3);
+  assert.equal(seen.get(7919n * 3n)!.migratingFrom, -1, 'a new session migrates from nowhere');
+  t.unbindPod(3);
+  assert.equal(reader.get(7919n * 2n)!.migratingFrom, -1, 'a released source ends the mark');
+});

@@ -1,0 +1,113 @@
+// A migration in flight, through the routing host and the real shared tables: the session table records it
+// (migratingFrom), a turn that comes meanwhile goes to the source and leaves the binding on the target, and
+// migrationEnded closes it: ok keeps the session on the target; failed puts the session and the request back
+// on the source (not counted as a move, the cool-down kept), unless the source no longer serves.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createAndAttach } from '../../src/core/region.js';
+import { BlockHasher } from '../../src/core/block-keys.js';
+import { RoutingHost, type HostRequest, type Placement } from '../../src/core/routing-host.js';
+import type { Policy } from '../../src/core/policy.js';
+
+const MODEL = 'm';
+const NONE = new Set<number>();
+
+/** Moves every session that has a host to the next pod (a stand-in for ear's hot trigger, to isolate the host). */
+const mover: Policy = {
+  name: 'mover',
+  route (req, cluster) {
+    const s = req.sessionKey === null ? null : cluster.sessions.get(req.sessionKey);
+    if (!s || s.host < 0) return { pod: cluster.pods[0].index, reason: 'new' };
+    const to = cluster.pods.find((p) => p.index !== s.host)!.index;
+    return { pod: to, migrateFrom: s.host, reason: 'migrate' };
+  }
+};
+
+function setup () {
+  const region = createAndAttach({ prefixIndexKeys: 1 << 12, sessions: 256, heapJobs: 16, recordRingOps: 4096, pods: 8, scratchSlots: 12, scratchBytes: 1 << 16 });
+  const host = new RoutingHost(region, { policy: mover, blockSize: 16, sessionTtlMs: 3_600_000, random: () => 0.5 });
+  for (let i = 0; i < 2; i++) host.addPod({ id: `p${i}`, role: 'both', models: new Set([MODEL]), state: 'ready' });
+  const hasher = new BlockHasher(region);
+  const span = hasher.hash(Array.from({ length: 64 }, (_, i) => i + 1), 16, hasher.rootSeed(MODEL));
+  const keys = new BigUint64Array(region.memory.buffer, span.ptr, span.count).slice();
+  const req: HostRequest = { model: MODEL, sessionId: 's', parentSessionId: null, promptTokens: 64, blockKeys: keys, maxTokens: null, user: null };
+  const send = (now: number): Placement => {
+    const p = host.route(req, NONE, now);
+    host.dispatched(p, now);
+    return p;
+  };
+  const end = (p: Placement, now: number) => host.finished(p, { promptTokens: 64, completionTokens: 4 }, now);
+  return { host, send, end, key: host.sessionKey('s') };
+}
+
+test('a migration is recorded in flight; a turn that comes meanwhile goes to the source; ok ends it on the target', () => {
+  const { host, send, end, key } = setup();
+  end(send(0), 1);
+  const moving = send(1000);
+  assert.equal(moving.reason, 'migrate');
+  assert.equal(moving.migrateFrom, 0);
+  assert.equal(moving.transferFrom, 0);
+  assert.equal(moving.pod, 1);
+  assert.deepEqual([host.sessions.get(key)!.host, host.sessions.get(key)!.migratingFrom], [1, 0]);
+
+  const during = send(1001);
+  assert.equal(during.reason, 'migration-in-flight');
+  assert.equal(during.pod, 0, 'the source still holds the KV');
+  assert.equal(during.migrateFrom, null);
+  assert.equal(host.sessions.get(key)!.host, 1, 'the binding stays on the target');
+  assert.equal(host.sessions.get(key)!.migrations, 1, 'the turn to the source is no move');
+  end(during, 1002);
+
+  assert.equal(host.migrationEnded(moving, true, 1003), null);
+  assert.equal(host.sessions.get(key)!.migratingFrom, -1);
+  end(moving, 1004);
+  // Ended: the policy decides again (the mover moves it back), as it would for any turn.
+  const next = send(2000);
+  assert.equal(next.reason, 'migrate');
+  assert.equal(next.migrateFrom, 1);
+  assert.deepEqual(host.migrationStats(), { started: 2, done: 1, failed: 0, stayedOnTarget: 0, turnsToSource: 1 });
+});
+
+test('a failed transfer puts the session and its request back on the source, not counted as a move, cool-down kept', () => {
+  const { host, send, end, key } = setup();
+  end(send(0), 1);
+  const moving = send(1000);
+  const inFlightOnTarget = host.load.inFlight(1);
+  assert.equal(inFlightOnTarget, 1);
+  const back = host.migrationEnded(moving, false, 1010);
+  assert.ok(back !== null);
+  assert.equal(back.pod, 0);
+  assert.equal(back.reason, 'migration-failed');
+  assert.equal(back.migrateFrom, null);
+  assert.equal(host.load.inFlight(1), 0, 'the request left the target unserved');
+  host.dispatched(back, 1010);
+  assert.equal(host.load.inFlight(0), 1);
+  const s = host.sessions.get(key)!;
+  assert.equal(s.host, 0);
+  assert.equal(s.migrations, 0);
+  assert.equal(s.migratingFrom, -1);
+  assert.equal(s.lastMigration, 1000, 'the cool-down of the attempt stands');
+  end(back, 1020);
+  assert.equal(host.migrationStats().failed, 1);
+});
+
+test('a failed transfer whose source went down leaves the request on the target', () => {
+  const { host, send, end, key } = setup();
+  end(send(0), 1);
+  const moving = send(1000);
+  host.setPod(0, { id: 'p0', role: 'both', models: new Set([MODEL]), state: 'down' });
+  assert.equal(host.migrationEnded(moving, false, 1010), null);
+  assert.equal(host.sessions.get(key)!.host, 1);
+  assert.equal(host.sessions.get(key)!.migratingFrom, -1);
+  assert.equal(host.migrationStats().stayedOnTarget, 1);
+});
+
+test('a source released while the migration is in flight clears the mark: later turns follow the policy', () => {
+  const { host, send, key } = setup();
+  send(0);
+  send(1000);
+  assert.equal(host.sessions.get(key)!.migratingFrom, 0);
+  host.retirePod(0);
+  assert.equal(host.sessions.get(key)!.migratingFrom, -1);
+  assert.equal(host.sessions.get(key)!.host, 1);
+});
