@@ -142,6 +142,13 @@ export class Router {
     return { ...d, matchedBlocks, expectedPrefill };
   }
 
+  /** What a policy sees of the tables outside a request (the migration planner's view): pods, load, sessions. */
+  view (candidates: readonly PodView[], now: number): ClusterView {
+    let decisions = 0;
+    for (const p of candidates) decisions += this.#t.load.decisions(p.index);
+    return { pods: candidates, load: this.#loadView, sessions: this.#sessionView, decisions, users: this.#userView(now) };
+  }
+
   /** The source of the session's migration in flight if it is still a candidate, else −1. */
   #migratingFrom (key: bigint, candidates: readonly PodView[]): number {
     const s = this.#t.sessions.get(key);

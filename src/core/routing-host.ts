@@ -16,7 +16,7 @@ import { AdmissionHeap } from './heap.js';
 import { LoadTable } from './load-table.js';
 import { PodTable, type PodRole, type PodState } from './pod-table.js';
 import { PodRows } from './pod-rows.js';
-import { NoCandidateError, type Policy, type PodView } from './policy.js';
+import { NoCandidateError, type ClusterView, type Policy, type PodView } from './policy.js';
 import { PrefixIndex } from './prefix-index.js';
 import type { Region } from './region.js';
 import { RingProducer } from './ring.js';
@@ -97,6 +97,8 @@ export interface MigrationStats {
   stayedOnTarget: number;
   /** Turns sent to a migration's source because they came while it was in flight. */
   turnsToSource: number;
+  /** Idle sessions moved by a proactive transfer (rebindIdle). */
+  proactive: number;
 }
 
 export interface RequestOutcome {
@@ -263,7 +265,7 @@ export class RoutingHost {
   /** EMA of the time between two releases (ms), for Retry-After. */
   #releaseGap = 1000;
   #lastRelease = -1;
-  readonly #migrationStats: MigrationStats = { started: 0, done: 0, failed: 0, stayedOnTarget: 0, turnsToSource: 0 };
+  readonly #migrationStats: MigrationStats = { started: 0, done: 0, failed: 0, stayedOnTarget: 0, turnsToSource: 0, proactive: 0 };
 
   constructor (region: Region, opts: RoutingHostOptions) {
     this.#region = region;
@@ -478,6 +480,27 @@ export class RoutingHost {
     const q = new HostPlacement(routed, request, p.keys, now, p.attempt, this.rows.lease(from), p.callPriority);
     this.#keysOwner = q;
     return q;
+  }
+
+  /** The pods serving `model` and their load, as a policy sees them (proactive migration plans over it). */
+  clusterView (model: string, now: number): ClusterView {
+    const list: PodView[] = [];
+    for (const p of this.#pods) if (this.#serves(p, model, NO_EXCLUSIONS)) list.push(p.view);
+    return this.#router.view(list, now);
+  }
+
+  /**
+   * A proactive move's transfer is done (the target holds the idle session's KV): binds the session to `to`,
+   * counted as a migration, if it is still idle on `from` with no migration in flight (a compare-and-set: a
+   * turn that came meanwhile went to `from`, and the move is dropped). True if it moved.
+   */
+  rebindIdle (key: bigint, from: number, to: number, now: number): boolean {
+    const s = this.sessions.get(key);
+    if (s === undefined || s.host !== from || s.inFlight !== 0 || s.migratingFrom >= 0) return false;
+    if (this.#pods[to]?.spec.state !== 'ready') return false;
+    this.sessions.setHost(key, to, now);
+    this.#migrationStats.proactive++;
+    return true;
   }
 
   migrationStats (): MigrationStats {

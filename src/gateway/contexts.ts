@@ -339,7 +339,7 @@ class ContextRouting implements RoutingState {
   finished (p: Placement, input: RoutingInput, usage: Parameters<RoutingState['finished']>[2], ok: boolean, now: number): void { this.inner.finished(p, input, usage, ok, now); }
   migrationEnded (p: Placement, ok: boolean, now: number): Placement | null { return this.inner.migrationEnded?.(p, ok, now) ?? null; }
   migrationStats (): ReturnType<NonNullable<RoutingState['migrationStats']>> {
-    return this.inner.migrationStats?.() ?? { started: 0, done: 0, failed: 0, stayedOnTarget: 0, turnsToSource: 0 };
+    return this.inner.migrationStats?.() ?? { started: 0, done: 0, failed: 0, stayedOnTarget: 0, turnsToSource: 0, proactive: 0 };
   }
   session (sessionId: string): Record<string, unknown> | null { return this.inner.session(sessionId); }
   tableStats (): Array<{ table: string; entries: number; dropped: number }> { return this.inner.tableStats(); }
