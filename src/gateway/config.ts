@@ -117,6 +117,8 @@ export interface GatewayConfig {
   kvConnector: TransferMode | 'auto';
   /** Engine profile (src/sim/profiles) whose figures the cost estimate uses: KV bytes per token, link, prefill. */
   kvCostProfile: string;
+  /** ear-proactive: how often the migration thread looks for idle sessions on hot hosts (ms). */
+  proactiveIntervalMs: number;
 }
 
 export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze({
@@ -147,6 +149,7 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   kvConnectors: ['nixl', 'recompute'] as TransferMode[],
   kvConnector: 'auto' as TransferMode | 'auto',
   kvCostProfile: 'h100-llama-3.1-8b',
+  proactiveIntervalMs: 1000,
   scheduler: 'atlas',
   schedulerLevels: ADMISSION_DEFAULTS.levels,
   schedulerQuantumMs: ADMISSION_DEFAULTS.quantumMs,
@@ -309,6 +312,7 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
     if (v !== 'auto' && !(TRANSFER_MODES as readonly unknown[]).includes(v)) throw new ConfigError(p, `must be auto or one of ${TRANSFER_MODES.join(', ')}, got ${JSON.stringify(v)}`);
     return v;
   },
+  proactiveIntervalMs: (p, v) => checkInt(p, v, 10, 3_600_000),
   kvCostProfile: (p, v) => {
     if (typeof v !== 'string' || !/^[a-z0-9][a-z0-9.-]*$/.test(v)) throw new ConfigError(p, `must name an engine profile, got ${JSON.stringify(v)}`);
     return v;

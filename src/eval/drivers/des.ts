@@ -11,12 +11,16 @@ import { DEFAULTS } from '../../gateway/config.js';
 import { LabRouting, type KvEventsMode } from './lab-routing.js';
 import type { AdmissionStats, AdmissionWaiter, Placement, RoutingHostOptions } from '../../core/routing-host.js';
 import { DesKvEventFeed, type DesKvFeedStats } from './des-kv-events.js';
-import { loadProfile, resolveProfile } from '../../sim/profile.js';
+import { loadProfile, resolveProfile, transferTime } from '../../sim/profile.js';
+import type { KvImport } from '../../sim/engine-types.js';
+import { costModelOf, TransferCosts, type TransferMode } from '../../migration/cost.js';
 import type { BlockDigest } from '../../sim/block-hash.js';
 import { ApcBound, MetricsCollector, failureCause, type MetricsSummary } from '../metrics/index.js';
 import { replay, SessionPrompt, requestId, type Workload } from '../workloads/index.js';
 import { runWorkload } from '../workloads/runner.js';
 import { isolatedServiceTime } from './isolated.js';
+import { DesProactive } from './des-proactive.js';
+import { readEarProactiveKnobs } from '../../core/policies/ear.js';
 
 export interface DesRunOptions {
   workload: Workload;
@@ -47,6 +51,9 @@ export interface DesRunOptions {
   capacity?: RoutingHostOptions['capacity'];
   /** Requests in flight each engine may hold (the gateway's per-backend maxConcurrent); none by default. */
   maxConcurrent?: number;
+  /** KV connectors the engines offer (default the gateway's) and a forced one (default: by estimated cost). */
+  kvConnectors?: TransferMode[];
+  kvConnector?: TransferMode | null;
   /** Called every virtual second with the time (progress display). */
   onProgress?: (t: number) => void;
 }
@@ -85,7 +92,11 @@ export function runDes (o: DesRunOptions): DesRunResult {
   const keyHasher = new BlockHasher(region);
   const root = keyHasher.rootSeed(MODEL);
   const scrapeEvery = (o.scrapeIntervalMs ?? DEFAULTS.metricsIntervalMs) / 1000;
+  const transfers = new TransferCosts(costModelOf(profile), o.kvConnectors ?? DEFAULTS.kvConnectors, o.kvConnector ?? null);
   const metrics = new MetricsCollector({ engines: o.engines, blockSize: w.blockSize, ttftSlo: o.ttftSlo, tCool: o.tCool });
+  const proactive = o.policy === 'ear-proactive'
+    ? new DesProactive({ des, lab, transfers, profile: resolved, knobs: readEarProactiveKnobs(o.policyConfig ?? {}), model: MODEL, metrics, intervalMs: DEFAULTS.proactiveIntervalMs })
+    : null;
 
   // Per session: its prompt builder and the engine-side block digests of its last prompt (reused when a turn
   // extends it, so a 33.6k-token prompt is not re-hashed with sha256 every turn).
@@ -105,6 +116,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
     const prevDigests = digests.get(d.sessionId) ?? [];
     const dg = engineHasher.extend(prevDigests.slice(0, Math.floor(kept / resolved.blockSize)), tokens, null, null);
     digests.set(d.sessionId, dg);
+    proactive?.noteTurn(d.sessionId, tokens, dg);
     const id = requestId(d.sessionId, d.turn);
     // Ideal: an idle engine holding every prefix this prompt could reuse (one infinite cache's hit).
     isolated.set(id, isolatedServiceTime(profile, tokens.length, ideal.observe(d.rootSessionId, blocks, tokens.length).all, d.outputTokens));
@@ -123,18 +135,14 @@ export function runDes (o: DesRunOptions): DesRunResult {
     open++;
     issued++;
     const seed = o.seed ^ issued;
-    const send = (routed: Placement, t: number): void => {
-      lab.sent();
-      if (routed.migrateFrom !== null) {
-        // No KV connector yet (issue 12): a move is a re-route, and the target computes the context anew (its
-        // TTFT shows the cost). Counted so thrash and migration rates are measured; nothing is transferred.
-        metrics.migration({ at: t, sessionId: d.sessionId, from: routed.migrateFrom, to: routed.pod, tokens: 0, bytes: 0, transferTime: 0 });
-      }
+    // The request itself, on its pod; `kvImport` when a connector's source leg left KV for it to pull.
+    const run = (routed: Placement, t: number, kvImport: KvImport | null, arrived: ((ft: number) => void) | null): void => {
       des.submit(routed.pod, {
         id, promptTokenIds: tokens, maxTokens: d.outputTokens, minTokens: 0, ignoreEos: true, stopTokenIds: [],
-        loraName: null, cacheSalt: null, seed, arrivalTime: t, blockHashes: dg
+        loraName: null, cacheSalt: null, seed, arrivalTime: t, blockHashes: dg, kvImport
       }, t, {
         onFirstToken: (ft) => {
+          arrived?.(ft);
           lab.firstToken(routed, ft * 1000);
           metrics.firstToken(id, ft);
         },
@@ -147,11 +155,54 @@ export function runDes (o: DesRunOptions): DesRunResult {
         },
         onError: (ft, err) => {
           open--;
+          arrived?.(ft);
           lab.finished(routed, null, ft * 1000);
           metrics.requestFailed(id, ft, failureCause(err));
           done(ft);
         }
       });
+    };
+    // As the gateway's kv-transfer-step.ts: a placement that names a KV source runs the connector chosen by
+    // the same cost estimate; nixl is the export leg on the source engine (one token, blocks held), then the
+    // request pulls them on its target. A failed source leg puts a migrating session back on its source.
+    const send = (routed: Placement, t: number): void => {
+      lab.sent();
+      const from = routed.transferFrom;
+      if (from === null || from === routed.pod) return run(routed, t, null, null);
+      const migrating = routed.migrateFrom !== null;
+      const choice = transfers.choose(tokens.length);
+      const moved = (mode: TransferMode, ok: boolean, at: number, transferTime: number, bytes: number): void => {
+        if (migrating) metrics.migration({ at, sessionId: d.sessionId, from, to: routed.pod, tokens: ok ? tokens.length : 0, bytes, transferTime, mode, ok });
+      };
+      const ended = (ft: number): void => { if (migrating) lab.host.migrationEnded(routed, true, ft * 1000); };
+      if (choice.mode !== 'nixl') {
+        moved(choice.mode, true, t, choice.seconds, choice.mode === 'recompute' ? 0 : transfers.bytes(tokens.length));
+        return run(routed, t, null, migrating ? ended : null);
+      }
+      const exportId = `${id}#export`;
+      des.submit(from, {
+        id: exportId, promptTokenIds: tokens, maxTokens: 1, minTokens: 0, ignoreEos: true, stopTokenIds: [],
+        loraName: null, cacheSalt: null, seed, arrivalTime: t, blockHashes: dg, kvExport: true
+      }, t, {
+        onFinish: (xt) => {
+          const held = des.engines[from].heldBlocks(exportId);
+          if (held === null) return failed(xt);
+          transfers.observeExport(xt - t);
+          const pull = transferTime(resolved, held.length);
+          moved('nixl', true, xt, xt - t + pull, transfers.bytes(held.length));
+          // The source holds its blocks until the pull has read them (then they stay cached there, evictable).
+          des.abort(from, exportId, xt + pull);
+          run(routed, xt, { prefixTokenIds: held, sourceEngineId: `engine-${from}` }, migrating ? ended : null);
+        },
+        onError: (xt) => failed(xt)
+      });
+      const failed = (xt: number): void => {
+        moved('nixl', false, xt, xt - t, 0);
+        const back = migrating ? lab.host.migrationEnded(routed, false, xt * 1000) : null;
+        if (back === null) return run(routed, xt, null, null);
+        lab.dispatched(back, xt * 1000);
+        run(back, xt, null, null);
+      };
     };
     const waiter: AdmissionWaiter = {
       released: (p, info) => {
@@ -188,6 +239,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
     if (t >= nextScrape - 1e-9) scrape(t);
     metrics.pendingPrefill(t, des.engines.map((e) => e.stats().pendingPrefillTokens));
     lab.upkeep(t * 1000);
+    proactive?.tick(t);
     if (o.onProgress && Math.floor(t) !== Math.floor(t - SAMPLE_EVERY)) o.onProgress(t);
     if (open > 0 || des.pendingEvents > 0) des.at(t + SAMPLE_EVERY, sample);
   };

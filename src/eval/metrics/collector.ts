@@ -56,6 +56,10 @@ export interface Migration {
   bytes: number;
   /** Seconds the KV transfer took. */
   transferTime: number;
+  /** The connector that moved it. */
+  mode?: 'nixl' | 'shared-store' | 'recompute';
+  /** false: the transfer failed and the session stayed on its source. */
+  ok?: boolean;
 }
 
 export interface MetricsSummary {

@@ -1,0 +1,100 @@
+// The KV connectors and their choice: the nixl export leg's body is exactly what llm-d and vLLM's proxies send,
+// the params the source returns reach the target verbatim (a loopback side channel replaced by the source's
+// host), and every way the source leg can fail is a failure the caller sees, not an exception. The cost model
+// picks nixl for long contexts and recompute for short ones, and an override forces a mode.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { costModelOf, TransferCosts, parseTransferMode } from '../../src/migration/cost.js';
+import { exportBody, EXPORT_PARAMS } from '../../src/migration/nixl-connector.js';
+import { KvTransfers } from '../../src/migration/transfer.js';
+import type { PeerAnswer, TransferPeer } from '../../src/migration/connector.js';
+import { loadProfile } from '../../src/sim/profile.js';
+
+const model = costModelOf(loadProfile('h20-qwen3-coder'));
+const signal = { aborted: false, onAbort: null };
+
+function peer (answer: PeerAnswer | ((body: Record<string, unknown>) => PeerAnswer)): TransferPeer & { sent: Array<Record<string, unknown>> } {
+  const sent: Array<Record<string, unknown>> = [];
+  return {
+    id: 'src', host: '10.0.0.7', sent,
+    post: async (_path, body) => {
+      const doc = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
+      sent.push(doc);
+      return typeof answer === 'function' ? answer(doc) : answer;
+    }
+  };
+}
+
+const json = (v: unknown, status = 200): PeerAnswer => ({ status, contentType: 'application/json', body: Buffer.from(JSON.stringify(v)) });
+const HELD = { do_remote_prefill: true, do_remote_decode: false, remote_block_ids: [[1, 2, 3]], remote_engine_id: 'e1', remote_request_id: 'r1', remote_host: 'localhost', remote_port: 5600, tp_size: 1 };
+const client = { model: 'm', messages: [{ role: 'user', content: 'hi' }], stream: true, stream_options: { include_usage: true }, max_tokens: 300, max_completion_tokens: 300, min_tokens: 5 };
+
+test('the export leg: the client body, one token, not streamed, export params exactly as llm-d sends them', () => {
+  const b = exportBody(client);
+  assert.deepEqual(b.kv_transfer_params, { do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null, remote_port: null });
+  assert.equal(b.stream, false);
+  assert.equal(b.max_tokens, 1);
+  assert.equal(b.max_completion_tokens, 1);
+  assert.equal(b.ignore_eos, true);
+  assert.equal('stream_options' in b, false);
+  assert.equal('min_tokens' in b, false);
+  assert.deepEqual(b.messages, client.messages);
+  assert.equal(client.max_tokens, 300, 'the client body is not changed');
+  assert.ok(Object.isFrozen(EXPORT_PARAMS));
+});
+
+test('nixl: the target gets the client body with the returned params verbatim, a loopback host replaced by the source\'s', async () => {
+  const costs = new TransferCosts(model, ['nixl'], 'nixl');
+  const src = peer(json({ id: 'x', choices: [], kv_transfer_params: HELD }));
+  const out = await new KvTransfers(costs).transfer({ path: '/v1/chat/completions', body: Buffer.from(JSON.stringify(client)), src, requestId: 'rid', contextTokens: 30000, signal });
+  assert.equal(out.ok, true);
+  assert.equal(out.mode, 'nixl');
+  const target = JSON.parse(out.body.toString('utf8')) as Record<string, unknown>;
+  assert.deepEqual(target.kv_transfer_params, { ...HELD, remote_host: '10.0.0.7' });
+  assert.equal(target.stream, true, 'the client\'s own stream, max_tokens and min_tokens go to the target');
+  assert.equal(target.max_tokens, 300);
+  assert.equal(target.min_tokens, 5);
+  assert.equal(out.bytes, 30000 * model.kvBytesPerToken);
+  assert.equal(src.sent.length, 1);
+  assert.equal((src.sent[0].kv_transfer_params as Record<string, unknown>).do_remote_decode, true);
+});
+
+test('nixl: every failure of the source leg is a failure the caller sees, with the client body kept', async () => {
+  const costs = new TransferCosts(model, ['nixl'], 'nixl');
+  const body = Buffer.from(JSON.stringify(client));
+  const cases: Array<[string, PeerAnswer]> = [
+    ['no answer', { status: null, contentType: '', body: Buffer.alloc(0) }],
+    ['500', json({ error: {} }, 500)],
+    ['no params (engine without a NIXL connector)', json({ id: 'x', kv_transfer_params: null })],
+    ['not JSON', { status: 200, contentType: 'text/plain', body: Buffer.from('oops') }]
+  ];
+  for (const [name, answer] of cases) {
+    const out = await new KvTransfers(costs).transfer({ path: '/v1/chat/completions', body, src: peer(answer), requestId: 'rid', contextTokens: 30000, signal });
+    assert.equal(out.ok, false, name);
+    assert.equal(out.body, body, name);
+    assert.ok(out.failure !== undefined && out.failure.length > 0, name);
+  }
+});
+
+test('choice by estimated cost: nixl for a long context, recompute for a short one; the store when it is cheaper; override', () => {
+  const auto = new TransferCosts(model, ['nixl', 'recompute']);
+  assert.equal(auto.choose(33600).mode, 'nixl');
+  assert.equal(auto.choose(64).mode, 'recompute');
+  assert.ok(auto.choose(33600).estimates.recompute! > auto.choose(33600).estimates.nixl!);
+  // A 33.6k-token context is ~3.3 GB on this profile: ~88 ms over the 40 GB/s link plus setup (the profile's note).
+  const nixl = auto.estimate('nixl', 33600);
+  assert.ok(nixl > 0.08 && nixl < 0.2, `nixl estimate ${nixl}`);
+  const withStore = new TransferCosts({ ...model, store: { bytesPerSecond: 1e12, setup: 0 } }, ['nixl', 'shared-store']);
+  assert.equal(withStore.choose(33600).mode, 'shared-store');
+  assert.deepEqual(withStore.modes, ['nixl', 'shared-store', 'recompute'], 'recompute is always offered');
+  assert.equal(new TransferCosts(model, ['nixl', 'recompute'], 'recompute').choose(100000).mode, 'recompute');
+  assert.throws(() => new TransferCosts(model, ['recompute'], 'nixl'), /not offered/);
+  assert.throws(() => parseTransferMode('rdma'), /must be one of/);
+});
+
+test('measured export legs move the nixl estimate', () => {
+  const c = new TransferCosts(model, ['nixl']);
+  const before = c.estimate('nixl', 1000);
+  for (let i = 0; i < 50; i++) c.observeExport(2);
+  assert.ok(c.estimate('nixl', 1000) > before + 1.5);
+});
