@@ -27,6 +27,14 @@
 // tie-break should spread: the work that will share the pod with the new session's turns. Between pods equal
 // on both (idle pods), the decision counter's rotation spreads new sessions in turn.
 //
+// Ablation knob affinity (default true, the behaviour above). affinity=false is "migration only": cold
+// balance + migration, no affinity. Every turn is placed as a new session is (least pending prefill, ties as
+// above), and when that pod is not the session's host and the host is still a candidate the decision is
+// { pod, migrateFrom: host, reason: 'rebalance' }: the session's KV follows it by transfer instead of the
+// session staying with its KV. tHot, tCool and minGain do not apply in that mode (every turn may move, so a
+// cool-down would only reintroduce affinity); the host's free-KV check does not either, as for a new session.
+// ear-proactive takes the knob too (its route() is ear's); proactiveMoves() ignores it.
+//
 // ear-proactive routes every request exactly as ear does. Its difference is proactiveMoves() below, a pure
 // function that the migration thread (not written yet, issue 12's later items) is to call on a timer with the
 // sessions it can enumerate: it picks *idle* sessions (nothing in flight, i.e. in a tool gap) on hot hosts and
@@ -37,7 +45,7 @@
 // Defaults are provisional until the sweeps of issue 12 (tHot, tCool, minGain, maxMovesPerPod).
 import type { ClusterView, LoadView, PodView, Policy, RequestFeatures } from '../policy.js';
 import { argmin, findPod, leastLoadScore, rotation } from './pick.js';
-import { int, num, readKnobs } from './knobs.js';
+import { bool, int, num, readKnobs } from './knobs.js';
 
 export const EAR_DEFAULTS = {
   // Pending prefill (tokens) above which a host is hot: by the simulator's profiles' per-token prefill cost
@@ -48,7 +56,9 @@ export const EAR_DEFAULTS = {
   tCool: 60,
   // Tokens of pending prefill a move must save at least (host − target), so a move pays for its transfer.
   // Provisional.
-  minGain: 8192
+  minGain: 8192,
+  // false: the "migration only" ablation (see the header). true is ear as designed.
+  affinity: true
 };
 
 export type EarConfig = typeof EAR_DEFAULTS;
@@ -62,7 +72,7 @@ export const EAR_PROACTIVE_DEFAULTS = {
 
 export type EarProactiveConfig = typeof EAR_PROACTIVE_DEFAULTS;
 
-const checks = { tHot: num(0), tCool: num(0), minGain: num(0) };
+const checks = { tHot: num(0), tCool: num(0), minGain: num(0), affinity: bool() };
 
 /** Free KV of a pod in tokens; +Infinity when its capacity is unknown (then anything is taken to fit). */
 export function freeKvTokens (pod: PodView, load: LoadView): number {
@@ -106,6 +116,10 @@ function routeEar (k: EarConfig, req: RequestFeatures, cluster: ClusterView, now
   const s = cluster.sessions.get(req.sessionKey);
   if (!s || s.host < 0) return place('new-session');
   if (!findPod(cluster, s.host)) return place('host-gone');
+  if (!k.affinity) {
+    const pod = argmin(cluster.pods, leastLoadScore(cluster), rotation(cluster)).index;
+    return pod === s.host ? { pod, reason: 'host-least-load' } : { pod, migrateFrom: s.host, reason: 'rebalance' };
+  }
   const state = mayMove(cluster, s.host, s.lastMigration, now, k);
   if (state === 'cold') return { pod: s.host, reason: 'session-host' };
   if (state === 'cooling') return { pod: s.host, reason: 'hot-cooling' };

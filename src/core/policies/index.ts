@@ -12,6 +12,7 @@ import { createChwbl } from './chwbl.js';
 import { createPreble } from './preble.js';
 import { createVtcBasic } from './vtc-basic.js';
 import { createEar, createEarProactive } from './ear.js';
+import { createPdStatic } from './pd-static.js';
 
 const registry = new Map<string, PolicyFactory>([
   ['random', createRandom],
@@ -26,7 +27,8 @@ const registry = new Map<string, PolicyFactory>([
   ['preble', createPreble],
   ['vtc-basic', createVtcBasic],
   ['ear', createEar],
-  ['ear-proactive', createEarProactive]
+  ['ear-proactive', createEarProactive],
+  ['pd-static', createPdStatic]
 ]);
 
 export function policyNames (): string[] {

@@ -15,12 +15,17 @@ export function int (min: number): KnobCheck {
   return (v) => (typeof v === 'number' && Number.isInteger(v) && v >= min) ? null : `an integer ≥ ${min}`;
 }
 
+/** true or false (an ablation switch). */
+export function bool (): KnobCheck {
+  return (v) => (typeof v === 'boolean' ? null : 'true or false');
+}
+
 export function oneOf (choices: readonly string[]): KnobCheck {
   return (v) => (typeof v === 'string' && choices.includes(v)) ? null : `one of ${choices.map((c) => `"${c}"`).join(', ')}`;
 }
 
 /** The defaults overlaid with `config`; throws RangeError on an unknown knob, TypeError on a bad value. */
-export function readKnobs<T extends Record<string, number | string>> (
+export function readKnobs<T extends Record<string, number | string | boolean>> (
   policy: string,
   config: Readonly<Record<string, unknown>>,
   defaults: T,

@@ -161,3 +161,51 @@ test('proactiveMoves: nothing to do on a cool cluster', () => {
   const view = cluster([{ pendingPrefill: 32768 }, {}]);
   assert.deepEqual(proactiveMoves([idle(1n, 0, 10)], view, 0, readEarProactiveKnobs()), []);
 });
+
+test('ear affinity knob: a boolean, default true; true routes exactly as the default', () => {
+  assert.throws(() => createPolicy('ear', { affinity: 'false' }), /policy "ear": knob "affinity" must be true or false, got "false"/);
+  assert.throws(() => createPolicy('ear', { affinity: 0 }), /knob "affinity" must be true or false/);
+  assert.equal(readEarProactiveKnobs().affinity, true);
+  assert.equal(readEarProactiveKnobs({ affinity: false }).affinity, false);
+  const loads: PodLoad[] = [{ pendingPrefill: 40000 }, { pendingPrefill: 20000 }, { pendingPrefill: 5000 }];
+  for (const host of [0, 1, 2]) {
+    const req = request(loads, { sessionKey: S });
+    const view = cluster(loads, { sessions: sess({ host }) });
+    assert.deepEqual(createPolicy('ear', { affinity: true }).route(req, view, 0), createPolicy('ear').route(req, view, 0));
+  }
+});
+
+test('ear affinity=false: every turn goes to the least pending prefill, moving the session from its host', () => {
+  const p = createPolicy('ear', { affinity: false });
+  // host 0 is far below tHot: ear keeps the session there, the ablation moves it to the least loaded pod
+  const loads: PodLoad[] = [{ pendingPrefill: 5000 }, { pendingPrefill: 1000 }, { pendingPrefill: 3000 }];
+  const turn = (s: Partial<SessionInfo>, now = 0, view = cluster(loads, { sessions: sess(s) })): ReturnType<typeof p.route> =>
+    p.route(request(loads, { sessionKey: S }), view, now);
+  assert.deepEqual(createPolicy('ear').route(request(loads, { sessionKey: S }), cluster(loads, { sessions: sess({ host: 0 }) }), 0),
+    { pod: 0, reason: 'session-host' });
+  assert.deepEqual(turn({ host: 0 }), { pod: 1, migrateFrom: 0, reason: 'rebalance' });
+  // no minGain: 2000 tokens of gain are enough; no tCool: it moved a millisecond ago
+  assert.deepEqual(turn({ host: 2, lastMigration: 10 * MIN - 1 }, 10 * MIN), { pod: 1, migrateFrom: 2, reason: 'rebalance' });
+  // the host is the least loaded: it stays, without migrateFrom
+  const stay = turn({ host: 1 });
+  assert.deepEqual(stay, { pod: 1, reason: 'host-least-load' });
+  assert.equal('migrateFrom' in stay, false);
+  // a context that does not fit the target's free KV does not stop the move (placed as a new session is)
+  const full: PodLoad[] = [{ pendingPrefill: 5000 }, { pendingPrefill: 1000, kvUsage: 0.99 }];
+  assert.deepEqual(p.route(request(full, { sessionKey: S }), cluster(full, { sessions: sess({ host: 0, contextTokens: 100000 }) }), 0),
+    { pod: 1, migrateFrom: 0, reason: 'rebalance' });
+});
+
+test('ear affinity=false: new sessions, requests without one and sessions whose host is gone are placed as before', () => {
+  const p = createPolicy('ear', { affinity: false });
+  const loads: PodLoad[] = [{ pendingPrefill: 7000 }, { pendingPrefill: 100 }, { pendingPrefill: 2000 }];
+  assert.deepEqual(p.route(request(loads), cluster(loads), 0), { pod: 1, reason: 'no-session' });
+  assert.deepEqual(p.route(request(loads, { sessionKey: S }), cluster(loads), 0), { pod: 1, reason: 'new-session' });
+  const gone = p.route(request(loads, { sessionKey: S }), cluster(loads, { sessions: sess({ host: 1 }), exclude: [1] }), 0);
+  assert.deepEqual(gone, { pod: 2, reason: 'host-gone' });
+  assert.equal('migrateFrom' in gone, false);
+  // ties as for a new session: on idle pods the rotation decides, so the session may move for no gain
+  const idle: PodLoad[] = [{}, {}, {}];
+  assert.deepEqual([0, 1, 2].map((d) => p.route(request(idle, { sessionKey: S }), cluster(idle, { decisions: d, sessions: sess({ host: 0 }) }), 0)),
+    [{ pod: 0, reason: 'host-least-load' }, { pod: 1, migrateFrom: 0, reason: 'rebalance' }, { pod: 2, migrateFrom: 0, reason: 'rebalance' }]);
+});
