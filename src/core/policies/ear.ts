@@ -117,8 +117,11 @@ function routeEar (k: EarConfig, req: RequestFeatures, cluster: ClusterView, now
   if (!s || s.host < 0) return place('new-session');
   if (!findPod(cluster, s.host)) return place('host-gone');
   if (!k.affinity) {
-    const pod = argmin(cluster.pods, leastLoadScore(cluster), rotation(cluster)).index;
-    return pod === s.host ? { pod, reason: 'host-least-load' } : { pod, migrateFrom: s.host, reason: 'rebalance' };
+    const score = leastLoadScore(cluster);
+    const best = argmin(cluster.pods, score, rotation(cluster));
+    // A host tied with the least loaded stays: moving between equals would cost a transfer for nothing.
+    if (best.index === s.host || score(findPod(cluster, s.host)!) <= score(best)) return { pod: s.host, reason: 'host-least-load' };
+    return { pod: best.index, migrateFrom: s.host, reason: 'rebalance' };
   }
   const state = mayMove(cluster, s.host, s.lastMigration, now, k);
   if (state === 'cold') return { pod: s.host, reason: 'session-host' };

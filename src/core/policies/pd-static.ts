@@ -110,5 +110,5 @@ export function createPdStatic (config: Readonly<Record<string, unknown>> = {}):
     }
     return lastPools;
   };
-  return { name: 'pd-static', route: (req, cluster) => routePd(pools, req, cluster) };
+  return { name: 'pd-static', disaggregated: true, route: (req, cluster) => routePd(pools, req, cluster) };
 }
