@@ -124,3 +124,42 @@ describe('migration end to end: ear serve --policy ear in front of two ear sim p
     assert.ok(third.cached >= b.prompt - 32, `turn 3 found ${third.cached} cached tokens on the new host (moved prefix ${b.prompt})`);
   });
 });
+
+describe('pd-static end to end: every request prefilled on the P engine and decoded on the D engine through the same connector', () => {
+  let dir: string;
+  const sims: Proc[] = [];
+  let gw: Proc;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'ear-pd-'));
+    const cfg = join(dir, 'ear.yaml');
+    writeFileSync(cfg, ['metricsIntervalMs: 0', 'healthIntervalMs: 60000', 'policy: pd-static', 'policyConfig: { prefillPods: 1 }', 'kvConnector: nixl', ''].join('\n'));
+    sims.push(...await Promise.all([0, 1].map((i) => start(['sim', '--host', '127.0.0.1', '--port', '0', '--served-model-name', 'm', '--seed', String(i),
+      '--time-scale', '0.05', '--enable-prompt-tokens-details'], /"url":"(http:\/\/127\.0\.0\.1:\d+)"/))));
+    gw = await start(['serve', '--config', cfg, '--host', '127.0.0.1', '--port', '0', '--admin-token', ADMIN,
+      '--backend', `${sims[0].url},id=sim-0`, '--backend', `${sims[1].url},id=sim-1`], /listening on (http:\/\/127\.0\.0\.1:\d+)/);
+  });
+
+  after(async () => {
+    await stop(gw);
+    await Promise.all(sims.map(stop));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('the decode engine answers with the prompt pulled from the prefill engine; a streamed request too', async () => {
+    const messages = [{ role: 'user', content: text('pd', 8000) }];
+    const r = await turn(gw.url, 'P1', messages);
+    assert.equal(r.backend, 'sim-1', 'the one D engine decodes');
+    assert.ok(r.cached >= r.prompt - 32, `D served ${r.cached} of ${r.prompt} prompt tokens from P's KV`);
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'x-session-id': 'P2' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: text('pd stream', 6000) }], max_tokens: 8, stream: true, stream_options: { include_usage: true } })
+    });
+    const body = await res.text();
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('x-ear-backend'), 'sim-1');
+    assert.match(body, /"cached_tokens":(\d{4,})/, 'the streamed answer reports the pulled prefix as cached');
+    assert.ok(body.trimEnd().endsWith('data: [DONE]'));
+    assert.equal(await metric(gw.url, 'ear_kv_transfers_total', '{kind="pd",mode="nixl",outcome="ok"}'), 2);
+  });
+});
