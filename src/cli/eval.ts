@@ -10,6 +10,8 @@ import { runE2e } from '../eval/drivers/e2e.js';
 import { loadWorkload, workloadStats, type Workload } from '../eval/workloads/index.js';
 import { buildResults, describeWorkload, policyTable, Progress, writeReport, type PolicyResult, type Sweep } from '../eval/report/index.js';
 import type { MetricsSummary } from '../eval/metrics/index.js';
+import { EAR_DEFAULTS } from '../core/policies/ear.js';
+import { configFor, knobValue, policiesTaking, type PolicyKnobs } from './policy-knobs.js';
 
 const USAGE = `usage: ear eval [--driver des|e2e] [--workload agentic|claude-code:DIR|mooncake:FILE] [--policies a,b,c]
                 [--engines N] [--profile NAME] [--duration S] [--seed N] [--out DIR] [--sweep name=v1,v2,...]
@@ -24,8 +26,11 @@ Runs the workload against each policy and writes results.json, report.md and PNG
   --scheduler   the gateway's admission scheduler: ${SCHEDULERS.join(', ')} (default atlas)
                 its knobs with --set: levels, quantumMs, beta, maxQueued, queueTimeoutMs, prefillBudgetTokens,
                 kvHighWatermark, maxConcurrent (per engine)
-  --sweep       one flag over several values: engines, numGpuBlocks, scheduler, a scheduler knob, or any workload
-                option (e.g. rate=0.25,0.5,1 or scheduler=off,fcfs,plas,atlas)
+                a policy's knobs (des only), e.g. tHot=32768, tCool=60, minGain=8192: each policy that has the
+                knob gets it, the others run with their defaults
+  --sweep       one flag over several values: engines, numGpuBlocks, scheduler, a scheduler knob, a policy knob
+                (des only: tHot, tCool, …) or any workload option (e.g. rate=0.25,0.5,1, turnsSigma=1.5,2,2.5 for
+                the skew: the report shows each value's realised top-1% token share, or scheduler=off,fcfs,plas,atlas)
   --time-scale  e2e only: wall seconds per workload second (default 0.1)`;
 
 interface Plan {
@@ -46,6 +51,8 @@ interface Plan {
   scheduler: SchedulerKind;
   /** Admission and capacity knobs given with --set (admission.ts, capacity.ts). */
   admission: AdmissionKnobs;
+  /** Policy knobs given with --set (each policy gets those it has). */
+  policyKnobs: PolicyKnobs;
 }
 
 /** The scheduler's knobs `--set` and `--sweep` take, as numbers. */
@@ -73,6 +80,20 @@ function admissionOf (scheduler: SchedulerKind, k: AdmissionKnobs): Pick<DesRunO
 
 class UsageError extends Error {}
 
+/** Flags a sweep sets on the host or the engines, not on the workload or a policy. */
+function isHostFlag (flag: string): boolean {
+  return flag === 'engines' || flag === 'numGpuBlocks' || flag === 'scheduler' || isKnob(flag);
+}
+
+/** Whether some policy of the run has the knob `k` (a bad value for it is a usage error). */
+function isPolicyKnob (policies: readonly string[], k: string, v: string): boolean {
+  try {
+    return policiesTaking(policies, k, knobValue(v)).length > 0;
+  } catch (err) {
+    throw new UsageError(`--set ${k}=${v}: ${(err as Error).message}`);
+  }
+}
+
 function num (flag: string, v: unknown, min: number, integer = false): number {
   const n = Number(v);
   if (!Number.isFinite(n) || n < min || (integer && !Number.isInteger(n))) throw new UsageError(`--${flag} must be ${integer ? 'an integer' : 'a number'} ≥ ${min}, got ${String(v)}`);
@@ -94,15 +115,24 @@ function buildWorkload (p: Plan, over: Record<string, unknown> = {}): Workload {
   return loadWorkload(p.workload, options);
 }
 
-async function runOne (p: Plan, w: Workload, policy: string, engines: number, numGpuBlocks: number | undefined, progress: Progress, over: { scheduler?: SchedulerKind; admission?: AdmissionKnobs } = {}): Promise<MetricsSummary> {
+async function runOne (p: Plan, w: Workload, policy: string, engines: number, numGpuBlocks: number | undefined, progress: Progress, over: { scheduler?: SchedulerKind; admission?: AdmissionKnobs; policyKnobs?: PolicyKnobs } = {}): Promise<MetricsSummary> {
   const admission = admissionOf(over.scheduler ?? p.scheduler, { ...p.admission, ...over.admission });
+  const knobs = { ...p.policyKnobs, ...over.policyKnobs };
+  const policyConfig = configFor(policy, knobs);
+  // The collector judges thrash against the same tCool and accuracy against the same tHot as the policy acted
+  // on (ear's defaults when not given; for a policy without them only its moves, if any, are measured so).
+  const tCool = typeof knobs.tCool === 'number' ? knobs.tCool : EAR_DEFAULTS.tCool;
+  const tHot = typeof knobs.tHot === 'number' ? knobs.tHot : EAR_DEFAULTS.tHot;
   const until = p.workload === 'agentic' ? undefined : p.duration ?? undefined;
   const onProgress = (t: number): void => progress.update(Math.round(t), until ?? Math.round(t), `${policy} (virtual ${Math.round(t)} s)`);
   if (p.driver === 'des') {
-    return runDes({
-      workload: w, policy, engines, profile: p.profile, seed: p.seed, numGpuBlocks, until, ttftSlo: p.ttftSlo, onProgress,
-      kvEvents: p.kvEvents, kvDelayMs: p.kvDelayMs, scrapeIntervalMs: p.scrapeIntervalMs, ...admission
-    }).summary;
+    // tHot is handed on for the collector's accuracy figure; the des driver forwards it once it takes the option
+    // (typed wider so that this compiles before and after).
+    const options: DesRunOptions & { tHot?: number } = {
+      workload: w, policy, policyConfig, engines, profile: p.profile, seed: p.seed, numGpuBlocks, until, ttftSlo: p.ttftSlo, onProgress,
+      kvEvents: p.kvEvents, kvDelayMs: p.kvDelayMs, scrapeIntervalMs: p.scrapeIntervalMs, tCool, tHot, ...admission
+    };
+    return runDes(options).summary;
   }
   return (await runE2e({ workload: w, policy, engines, profile: p.profile, seed: p.seed, timeScale: p.timeScale, until, ttftSlo: p.ttftSlo, onProgress, kvEvents: p.kvEvents, ...admission })).summary;
 }
@@ -148,6 +178,7 @@ export async function main (argv: string[]): Promise<number> {
     let kvDelayMs: number | undefined;
     let scrapeIntervalMs: number | undefined;
     const admission: AdmissionKnobs = {};
+    const policyKnobs: PolicyKnobs = {};
     for (const s of values.set ?? []) {
       const [k, v] = keyValue('set', s);
       if (k === 'numGpuBlocks') numGpuBlocks = num('set numGpuBlocks', v, 1, true);
@@ -157,7 +188,10 @@ export async function main (argv: string[]): Promise<number> {
       } else if (k === 'kvDelayMs') kvDelayMs = num('set kvDelayMs', v, 0);
       else if (k === 'scrapeIntervalMs') scrapeIntervalMs = num('set scrapeIntervalMs', v, 1);
       else if (isKnob(k)) admission[k] = num(`set ${k}`, v, 0);
-      else workloadOptions[k] = v;
+      else if (isPolicyKnob(policies, k, v)) {
+        if (values.driver !== 'des') throw new UsageError(`--set ${k}: policy knobs are for the des driver only`);
+        policyKnobs[k] = knobValue(v);
+      } else workloadOptions[k] = v;
     }
     plan = {
       driver: values.driver,
@@ -175,7 +209,8 @@ export async function main (argv: string[]): Promise<number> {
       timeScale: num('time-scale', values['time-scale'], 0.001),
       ttftSlo: num('ttft-slo', values['ttft-slo'], 0),
       scheduler: schedulerOf(values.scheduler!),
-      admission
+      admission,
+      policyKnobs
     };
     if (plan.engines > 256) throw new UsageError('--engines must be at most 256 (the pod table bound)');
     out = values.out!;
@@ -186,6 +221,10 @@ export async function main (argv: string[]): Promise<number> {
       if (vs.length < 2) throw new UsageError('--sweep needs at least two values');
       sweep = { flag, values: vs };
       if (flag === 'scheduler') for (const v of vs) schedulerOf(v);
+      if (!isHostFlag(flag) && vs.some((v) => isPolicyKnob(plan.policies, flag, v))) {
+        if (plan.driver !== 'des') throw new UsageError(`--sweep ${flag}: policy knobs are for the des driver only`);
+        if (!vs.every((v) => isPolicyKnob(plan.policies, flag, v))) throw new UsageError(`--sweep ${flag}: every value must be valid for the policies that take it`);
+      }
     }
     buildWorkload(plan); // validates the workload and its options before any run starts
   } catch (err) {
@@ -210,11 +249,16 @@ export async function main (argv: string[]): Promise<number> {
     for (const v of sweep.values) {
       const engines = sweep.flag === 'engines' ? num('sweep engines', v, 1, true) : plan.engines;
       const blocks = sweep.flag === 'numGpuBlocks' ? num('sweep numGpuBlocks', v, 1, true) : plan.numGpuBlocks;
-      const onHost = sweep.flag === 'engines' || sweep.flag === 'numGpuBlocks' || sweep.flag === 'scheduler' || isKnob(sweep.flag);
+      const policyKnob = !isHostFlag(sweep.flag) && isPolicyKnob(plan.policies, sweep.flag, v);
+      const onHost = isHostFlag(sweep.flag) || policyKnob;
       const wv = onHost ? w : buildWorkload(plan, { [sweep.flag]: v });
-      const over = sweep.flag === 'scheduler' ? { scheduler: v as SchedulerKind } : isKnob(sweep.flag) ? { admission: { [sweep.flag]: num(`sweep ${sweep.flag}`, v, 0) } } : {};
+      // A rebuilt workload's realised skew: a sweep of turnsSigma is read as a sweep of the top-1% share.
+      const realised = onHost ? undefined : { top1PctTokenShare: workloadStats(wv).top1PctTokenShare };
+      const over = sweep.flag === 'scheduler' ? { scheduler: v as SchedulerKind }
+        : isKnob(sweep.flag) ? { admission: { [sweep.flag]: num(`sweep ${sweep.flag}`, v, 0) } }
+          : policyKnob ? { policyKnobs: { [sweep.flag]: knobValue(v) } } : {};
       for (const policy of plan.policies) {
-        s.points.push({ value: Number.isFinite(Number(v)) ? Number(v) : v, policy, metrics: await runOne(plan, wv, policy, engines, blocks, progress, over) });
+        s.points.push({ value: Number.isFinite(Number(v)) ? Number(v) : v, policy, metrics: await runOne(plan, wv, policy, engines, blocks, progress, over), ...(realised ? { realised } : {}) });
       }
     }
     sweeps.push(s);
@@ -225,6 +269,7 @@ export async function main (argv: string[]): Promise<number> {
     profile: plan.profile, seed: plan.seed, duration: plan.duration, numGpuBlocks: plan.numGpuBlocks ?? null,
     kvEvents: plan.kvEvents, kvDelayMs: plan.kvDelayMs ?? null, scrapeIntervalMs: plan.scrapeIntervalMs ?? null,
     scheduler: plan.scheduler, admission: plan.admission,
+    policyKnobs: Object.fromEntries(plan.policies.map((p) => [p, configFor(p, plan.policyKnobs)])),
     timeScale: plan.driver === 'e2e' ? plan.timeScale : null, ttftSlo: plan.ttftSlo, sweep, command: `ear eval ${argv.join(' ')}`
   };
   const files = await writeReport(out, buildResults({ config, policies: results, sweeps, workload: stats }), { plots });

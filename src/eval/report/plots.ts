@@ -4,6 +4,7 @@ import { Resvg } from '@resvg/resvg-js';
 import { parse, View } from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
 import { COLUMNS } from './markdown.js';
+import { couplingAmplification } from '../metrics/coupling.js';
 import type { Results, Sweep } from './results.js';
 
 export interface Plot { file: string; spec: TopLevelSpec }
@@ -86,11 +87,55 @@ function pendingPlots (r: Results): Plot[] {
   });
 }
 
-const SWEPT = ['amplification', 'slowdown mean', 'TTFT p99 (ms)', 'APC', 'hotspot mean', 'hotspot load-wtd'];
+/**
+ * Dispatch coupling: one point per policy at (W′, amplification), both makespan amplification and mean session
+ * slowdown (evaluation.md: the slowdown is the figure that moves under overload), and the curve
+ * 1 / (1 − Λ·N·W′/K). W′ is the policy's mean request E2E (s), Λ the root sessions' arrival rate (/s), N the
+ * requests per root session, K the engines (metrics/coupling.ts: why the division by K). Λ and N belong to the
+ * workload, so the curve takes their mean over the policies (equal unless a run was cut short). The curve is
+ * drawn up to where it reaches the larger of 4 and 1.5 × the highest point, short of its pole at ρ = 1.
+ */
+function couplingPlot (r: Results): Plot {
+  const points = r.policies.flatMap(({ policy, metrics: m }) => [
+    { policy, w: m.coupling.meanTurnServiceTime, y: m.amplification, figure: 'makespan amplification' },
+    { policy, w: m.coupling.meanTurnServiceTime, y: m.sessionSlowdown.mean, figure: 'session slowdown (mean)' },
+  ]).filter((p) => p.y !== null && Number.isFinite(p.y));
+  const mean = (xs: Array<number | null>): number | null => {
+    const v = xs.filter((x): x is number => x !== null);
+    return v.length === 0 ? null : v.reduce((a, b) => a + b, 0) / v.length;
+  };
+  const lambda = mean(r.policies.map((p) => p.metrics.coupling.sessionArrivalRate));
+  const turns = mean(r.policies.map((p) => p.metrics.coupling.meanTurnsPerSession));
+  const engines = r.policies[0]?.metrics.coupling.engines ?? 1;
+  const curve: Array<{ w: number; y: number }> = [];
+  if (lambda !== null && turns !== null && lambda > 0 && turns > 0) {
+    const yMax = Math.max(4, 1.5 * Math.max(0, ...points.map((p) => p.y as number)));
+    const wMax = (1 - 1 / yMax) * engines / (lambda * turns);
+    const STEPS = 80;
+    for (let i = 0; i <= STEPS; i++) {
+      const w = (wMax * i) / STEPS;
+      curve.push({ w, y: couplingAmplification(lambda, turns, w, engines)! });
+    }
+  }
+  const x = { field: 'w', type: 'quantitative', title: 'mean turn service time W′ (s)' };
+  const y = { field: 'y', type: 'quantitative', title: 'amplification / slowdown' };
+  const layers: unknown[] = [
+    { data: { values: [{ y: 1 }] }, mark: { type: 'rule', color: '#999', strokeDash: [4, 3] }, encoding: { y: { field: 'y', type: 'quantitative' } } },
+    { data: { values: points }, mark: { type: 'point', filled: true, size: 80 }, encoding: { x, y, color: { field: 'policy', type: 'nominal' }, shape: { field: 'figure', type: 'nominal', title: null } } },
+    { data: { values: points.filter((p) => p.figure === 'session slowdown (mean)') }, mark: { type: 'text', dx: 6, align: 'left', fontSize: 10 }, encoding: { x, y, text: { field: 'policy' } } },
+  ];
+  if (curve.length > 0) layers.push({ data: { values: curve }, mark: { type: 'line', color: '#c00' }, encoding: { x, y } });
+  const sub = lambda === null || turns === null ? 'no curve: Λ or N unknown' : `curve 1/(1−Λ·N·W′/K), Λ=${lambda.toFixed(3)}/s, N=${turns.toFixed(1)}, K=${engines}`;
+  return { file: 'coupling.png', spec: { ...base, title: { text: 'Dispatch coupling', subtitle: sub }, layer: layers } as TopLevelSpec };
+}
+
+const SWEPT = ['amplification', 'slowdown mean', 'TTFT p90 (ms)', 'TTFT p99 (ms)', 'APC', 'hotspot mean', 'hotspot load-wtd'];
 
 function sweepPlot (s: Sweep): Plot {
   const numeric = s.points.every((p) => typeof p.value === 'number');
-  const values = s.points.flatMap((p) => SWEPT.map((label) => {
+  // Migration figures only where something moved (a tHot or tCool sweep of ear), else they are flat zeros.
+  const swept = s.points.some((p) => p.metrics.migrations.count + p.metrics.migrations.failed > 0) ? [...SWEPT, 'migrations', 'thrash'] : SWEPT;
+  const values = s.points.flatMap((p) => swept.map((label) => {
     const col = COLUMNS.find((c) => c.label === label);
     return { value: p.value, policy: p.policy, metric: label, y: col === undefined ? null : col.value(p.metrics) };
   })).filter((v) => v.y !== null);
@@ -98,7 +143,7 @@ function sweepPlot (s: Sweep): Plot {
     file: `sweep-${slug(s.flag)}.png`,
     spec: {
       $schema: SCHEMA, background: 'white', title: `Sensitivity to ${s.flag}`, data: { values },
-      facet: { row: { field: 'metric', type: 'nominal', title: null, sort: SWEPT } },
+      facet: { row: { field: 'metric', type: 'nominal', title: null, sort: swept } },
       resolve: { scale: { y: 'independent' } },
       spec: {
         width: 520, height: 160, mark: { type: 'line', point: true },
@@ -112,10 +157,11 @@ function sweepPlot (s: Sweep): Plot {
   };
 }
 
-/** Every plot of a results file: amplification, TTFT CDFs, APC vs hotspot, pending prefill per policy, sweeps. */
+/** Every plot of a results file: amplification, TTFT CDFs, APC vs hotspot, dispatch coupling, pending prefill per
+ *  policy, sweeps. */
 export function plotsOf (r: Results): Plot[] {
   if (r.policies.length === 0) return r.sweeps.map(sweepPlot);
-  return [amplificationPlot(r), ttftCdfPlot(r), apcHotspotPlot(r), ...pendingPlots(r), ...r.sweeps.map(sweepPlot)];
+  return [amplificationPlot(r), ttftCdfPlot(r), apcHotspotPlot(r), couplingPlot(r), ...pendingPlots(r), ...r.sweeps.map(sweepPlot)];
 }
 
 export async function renderPng (spec: TopLevelSpec): Promise<Buffer> {

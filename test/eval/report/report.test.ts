@@ -38,7 +38,7 @@ test('results.json, report.md (a row per policy, best marked) and PNG plots are 
     const results = buildResults({ config: { driver: 'des', workload: 'agentic', engines: 4, seed: 1 }, policies, sweeps, workload });
     const files = await writeReport(dir, results);
     assert.deepEqual(files.slice(0, 2), ['results.json', 'report.md']);
-    assert.deepEqual(files.slice(2).sort(), ['amplification.png', 'apc-vs-hotspot.png', 'pending-prefill-ear.png', 'pending-prefill-round-robin.png',
+    assert.deepEqual(files.slice(2).sort(), ['amplification.png', 'apc-vs-hotspot.png', 'coupling.png', 'pending-prefill-ear.png', 'pending-prefill-round-robin.png',
       'pending-prefill-sticky.png', 'sweep-rate.png', 'ttft-cdf.png']);
 
     const parsed = JSON.parse(readFileSync(join(dir, 'results.json'), 'utf8'));
