@@ -32,6 +32,8 @@ export interface CollectorOptions {
   sessionArrivalRate?: number;
   /** N (requests per root session) for the curve; default requests sent / root sessions. */
   turnsPerSession?: number;
+  /** G (s, mean tool gap) for the curve; default measured: a response's end to its session's next send. */
+  toolGap?: number;
   /** Points kept in the pending-prefill timeline for plots (bucket maxima). */
   timelinePoints?: number;
   /** Migration events kept for plots (all are counted). */
@@ -122,6 +124,10 @@ export class MetricsCollector {
   readonly #slo: number;
   readonly #lambda: number | undefined;
   readonly #turns: number | undefined;
+  readonly #gapOption: number | undefined;
+  /** Per session: when its last response ended, until its next send (the tool gap G). */
+  readonly #lastFinish = new Map<string, number>();
+  #gapSum = 0; #gaps = 0;
   readonly #timelinePoints: number;
   readonly #eventsKept: number;
   readonly #samplesKept: number;
@@ -162,6 +168,7 @@ export class MetricsCollector {
     this.#mig = new MigrationStats({ tCool: o.tCool ?? 60, tHot: o.tHot, k: o.accuracyTurns ?? 3 });
     this.#lambda = o.sessionArrivalRate;
     this.#turns = o.turnsPerSession;
+    this.#gapOption = o.toolGap;
     this.#timelinePoints = o.timelinePoints ?? 600;
     this.#eventsKept = o.migrationEventsKept ?? 2000;
     this.#samplesKept = o.timelineSamplesKept ?? 100_000;
@@ -180,6 +187,12 @@ export class MetricsCollector {
     if (n === 0) this.#rootStarts.push(r.at);
     this.#requestsPerRoot.set(root, n + 1);
     this.#mig.sent(r.sessionId, this.#lastSample);
+    const last = this.#lastFinish.get(r.sessionId);
+    if (last !== undefined) {
+      this.#lastFinish.delete(r.sessionId);
+      this.#gapSum += Math.max(0, r.at - last);
+      this.#gaps++;
+    }
     if (r.at < this.#firstSent) this.#firstSent = r.at;
     this.#sent++;
   }
@@ -199,6 +212,7 @@ export class MetricsCollector {
     this.#ttftValues.push(ttft);
     this.#e2e.record(e2e);
     this.#e2eSum += e2e;
+    this.#lastFinish.set(o.sessionId, f.at);
     if (f.outputTokens > 1) this.#tpot.record((e2e - ttft) / (f.outputTokens - 1));
     if (ttft <= this.#slo) this.#good++;
     if (f.engineTtft !== undefined) this.#added.record(ttft - f.engineTtft);
@@ -309,6 +323,7 @@ export class MetricsCollector {
         meanTurnServiceTime: this.#completed > 0 ? this.#e2eSum / this.#completed : 0,
         sessionArrivalRate: this.#lambda ?? arrivalRate(this.#rootStarts),
         meanTurnsPerSession: this.#turns ?? (this.#rootStarts.length > 0 ? this.#sent / this.#rootStarts.length : null),
+        meanToolGap: this.#gapOption ?? (this.#gaps > 0 ? this.#gapSum / this.#gaps : null),
         engines: this.#engines,
       }),
       failures,

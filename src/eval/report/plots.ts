@@ -90,10 +90,10 @@ function pendingPlots (r: Results): Plot[] {
 /**
  * Dispatch coupling: one point per policy at (W′, amplification), both makespan amplification and mean session
  * slowdown (evaluation.md: the slowdown is the figure that moves under overload), and the curve
- * 1 / (1 − Λ·N·W′/K). W′ is the policy's mean request E2E (s), Λ the root sessions' arrival rate (/s), N the
- * requests per root session, K the engines (metrics/coupling.ts: why the division by K). Λ and N belong to the
- * workload, so the curve takes their mean over the policies (equal unless a run was cut short). The curve is
- * drawn up to where it reaches the larger of 4 and 1.5 × the highest point, short of its pole at ρ = 1.
+ * 1 / (1 − x), x = Λ·N·W′ / (Λ·N·(W′ + G)). W′ is the policy's mean request E2E (s), Λ the root sessions' arrival
+ * rate (/s), N the requests per root session, G the mean tool gap (s); metrics/coupling.ts gives the argument
+ * and why the sessions alive, Λ·N·(W′ + G), normalise it. Λ, N and G belong to the workload, so the curve takes
+ * their mean over the policies (equal but for a run cut short). It spans W′ from 0 to 1.2 × the largest W′.
  */
 function couplingPlot (r: Results): Plot {
   const points = r.policies.flatMap(({ policy, metrics: m }) => [
@@ -104,17 +104,17 @@ function couplingPlot (r: Results): Plot {
     const v = xs.filter((x): x is number => x !== null);
     return v.length === 0 ? null : v.reduce((a, b) => a + b, 0) / v.length;
   };
-  const lambda = mean(r.policies.map((p) => p.metrics.coupling.sessionArrivalRate));
-  const turns = mean(r.policies.map((p) => p.metrics.coupling.meanTurnsPerSession));
-  const engines = r.policies[0]?.metrics.coupling.engines ?? 1;
+  const c = r.policies.map((p) => p.metrics.coupling);
+  const lambda = mean(c.map((x) => x.sessionArrivalRate));
+  const turns = mean(c.map((x) => x.meanTurnsPerSession));
+  const gap = mean(c.map((x) => x.meanToolGap));
   const curve: Array<{ w: number; y: number }> = [];
-  if (lambda !== null && turns !== null && lambda > 0 && turns > 0) {
-    const yMax = Math.max(4, 1.5 * Math.max(0, ...points.map((p) => p.y as number)));
-    const wMax = (1 - 1 / yMax) * engines / (lambda * turns);
-    const STEPS = 80;
-    for (let i = 0; i <= STEPS; i++) {
+  if (lambda !== null && turns !== null && gap !== null && gap > 0) {
+    const wMax = 1.2 * Math.max(0, ...c.map((x) => x.meanTurnServiceTime));
+    const STEPS = 60;
+    for (let i = 0; i <= STEPS && wMax > 0; i++) {
       const w = (wMax * i) / STEPS;
-      curve.push({ w, y: couplingAmplification(lambda, turns, w, engines)! });
+      curve.push({ w, y: couplingAmplification(lambda, turns, w, gap)! });
     }
   }
   const x = { field: 'w', type: 'quantitative', title: 'mean turn service time W′ (s)' };
@@ -125,7 +125,8 @@ function couplingPlot (r: Results): Plot {
     { data: { values: points.filter((p) => p.figure === 'session slowdown (mean)') }, mark: { type: 'text', dx: 6, align: 'left', fontSize: 10 }, encoding: { x, y, text: { field: 'policy' } } },
   ];
   if (curve.length > 0) layers.push({ data: { values: curve }, mark: { type: 'line', color: '#c00' }, encoding: { x, y } });
-  const sub = lambda === null || turns === null ? 'no curve: Λ or N unknown' : `curve 1/(1−Λ·N·W′/K), Λ=${lambda.toFixed(3)}/s, N=${turns.toFixed(1)}, K=${engines}`;
+  const sub = curve.length === 0 ? 'no curve: Λ, N or G unknown'
+    : `red: 1/(1 − Λ·N·W′/(Λ·N·(W′+G))), Λ=${lambda!.toFixed(3)}/s, N=${turns!.toFixed(1)}, G=${gap!.toFixed(2)} s`;
   return { file: 'coupling.png', spec: { ...base, title: { text: 'Dispatch coupling', subtitle: sub }, layer: layers } as TopLevelSpec };
 }
 
