@@ -15,8 +15,10 @@
 // the mean number of sessions alive (each cycles through N turns of service plus gap). Their ratio x is the
 // share of its life a session spends in service, and a session's completion time over its gaps alone is
 // 1 / (1 − x): it diverges as service crowds out everything else (x → 1). That is the session slowdown
-// against an ideal whose turns take no time; the measured slowdown divides by an ideal with isolated turn
-// times W₀ > 0 instead, so it sits below the curve by about (W₀ + G) / G.
+// against an ideal whose turns take no time, from means over turns. The measured slowdown differs two ways:
+// its ideal has isolated turn times W₀ > 0 (lowering it by about (W₀ + G) / G), and it is a mean over sessions
+// of ratios, in which a short session whose one turn queued long weighs as much as a long one (raising it: a
+// 60 s run at 0.5 sessions/s on 4 engines measured 5.1–6.0 against a curve of 4.1–5.7).
 //
 // Why the plain 1 / (1 − Λ·N·W′) needs normalising: Λ·N·W′ is dimensionless but counts turns in service
 // fleet-wide, so "1" (one turn in service somewhere) marks no limit at all: a 60 s agentic run at 0.5

@@ -14,7 +14,7 @@ export function couplingSection (policies: readonly PolicyResult[]): string[] {
   });
   return [
     '## Dispatch coupling', '',
-    'W′ = mean request E2E (s); Λ = root sessions/s; N = requests per root session; G = mean tool gap (s); x = Λ·N·W′ / (Λ·N·(W′ + G)), the share of a session\'s life in service (turns in service over sessions alive, by Little\'s law); curve = 1 / (1 − x), a session\'s time over its gaps alone (the measured slowdown divides by isolated turn times instead, so it sits lower); turns/engine = Λ·N·W′ / K.', '',
+    'W′ = mean request E2E (s); Λ = root sessions/s; N = requests per root session; G = mean tool gap (s); x = Λ·N·W′ / (Λ·N·(W′ + G)), the share of a session\'s life in service (turns in service over sessions alive, by Little\'s law); curve = 1 / (1 − x), a session\'s time over its gaps alone (the measured slowdown divides by isolated turn times and averages ratios over sessions, so it need not sit on it); turns/engine = Λ·N·W′ / K.', '',
     '| policy | W′ (s) | Λ (/s) | N | G (s) | x | turns/engine | curve | amplification | slowdown mean |',
     '|---|---|---|---|---|---|---|---|---|---|',
     ...rows, '',

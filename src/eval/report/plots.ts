@@ -121,7 +121,7 @@ function couplingPlot (r: Results): Plot {
   const y = { field: 'y', type: 'quantitative', title: 'amplification / slowdown' };
   const layers: unknown[] = [
     { data: { values: [{ y: 1 }] }, mark: { type: 'rule', color: '#999', strokeDash: [4, 3] }, encoding: { y: { field: 'y', type: 'quantitative' } } },
-    { data: { values: points }, mark: { type: 'point', filled: true, size: 80 }, encoding: { x, y, color: { field: 'policy', type: 'nominal' }, shape: { field: 'figure', type: 'nominal', title: null } } },
+    { data: { values: points }, mark: { type: 'point', filled: true, size: 80 }, encoding: { x, y, color: { field: 'policy', type: 'nominal' }, shape: { field: 'figure', type: 'nominal', title: null, legend: { labelLimit: 220 } } } },
     { data: { values: points.filter((p) => p.figure === 'session slowdown (mean)') }, mark: { type: 'text', dx: 6, align: 'left', fontSize: 10 }, encoding: { x, y, text: { field: 'policy' } } },
   ];
   if (curve.length > 0) layers.push({ data: { values: curve }, mark: { type: 'line', color: '#c00' }, encoding: { x, y } });
