@@ -2,7 +2,7 @@
 //   ear eval --driver des|e2e --workload agentic|claude-code:DIR|mooncake:FILE --policies a,b,c --engines N
 //            --profile NAME [--duration S] [--seed N] [--out DIR] [--sweep name=v1,v2,...] [--set opt=value]...
 import { parseArgs } from 'node:util';
-import { createPolicy, policyNames } from '../core/policies/index.js';
+import { policyNames } from '../core/policies/index.js';
 import { SCHEDULERS, type SchedulerKind } from '../core/admission.js';
 import { runDes, type DesRunOptions } from '../eval/drivers/des.js';
 import type { KvEventsMode } from '../eval/drivers/lab-routing.js';
@@ -10,24 +10,27 @@ import { runE2e } from '../eval/drivers/e2e.js';
 import { loadWorkload, workloadStats, type Workload } from '../eval/workloads/index.js';
 import { buildResults, describeWorkload, policyTable, Progress, writeReport, type PolicyResult, type Sweep } from '../eval/report/index.js';
 import type { MetricsSummary } from '../eval/metrics/index.js';
+import { EAR_DEFAULTS } from '../core/policies/ear.js';
+import { configFor, knobValue, policiesTaking, type PolicyKnobs } from './policy-knobs.js';
 
 const USAGE = `usage: ear eval [--driver des|e2e] [--workload agentic|claude-code:DIR|mooncake:FILE] [--policies|--policy a,b,c]
                 [--engines N] [--profile NAME] [--duration S] [--seed N] [--out DIR] [--sweep name=v1,v2,...]
                 [--set option=value]... [--time-scale X] [--ttft-slo S] [--scheduler NAME] [--no-plots]
 
 Runs the workload against each policy and writes results.json, report.md and PNG plots to --out.
-  --policies    default: every registered policy (${policyNames().join(', ')}); --policy is the same flag
+  --policies    default: every registered policy (${policyNames().join(', ')})
   --duration    agentic: seconds of session arrivals; traces: virtual seconds after which the run stops
   --set         a workload option (e.g. --set rate=1 --set clients=4), numGpuBlocks=N for the engines, or for the
                 gateway: kvEvents=approximate|precise (the index learns from routing only, or also from the engines'
-                KV events); des only: kvDelayMs=N (the events' delivery delay), scrapeIntervalMs=N (engine metrics),
-                and a policy's knob (e.g. prefillPods=4 for pd-static, affinity=false for ear), given to each policy
-                run that has it
+                KV events); des only: kvDelayMs=N (the events' delivery delay), scrapeIntervalMs=N (engine metrics)
   --scheduler   the gateway's admission scheduler: ${SCHEDULERS.join(', ')} (default atlas)
                 its knobs with --set: levels, quantumMs, beta, maxQueued, queueTimeoutMs, prefillBudgetTokens,
                 kvHighWatermark, maxConcurrent (per engine)
+                a policy's knobs (des only), e.g. tHot=32768, tCool=60, minGain=8192: each policy that has the
+                knob gets it, the others run with their defaults
   --sweep       one flag over several values: engines, numGpuBlocks, scheduler, a scheduler knob, a policy knob
-                (des only), or any workload option (e.g. rate=0.25,0.5,1 or scheduler=off,fcfs,plas,atlas)
+                (des only: tHot, tCool, …) or any workload option (e.g. rate=0.25,0.5,1, turnsSigma=1.5,2,2.5 for
+                the skew: the report shows each value's realised top-1% token share, or scheduler=off,fcfs,plas,atlas)
   --time-scale  e2e only: wall seconds per workload second (default 0.1)`;
 
 interface Plan {
@@ -48,8 +51,8 @@ interface Plan {
   scheduler: SchedulerKind;
   /** Admission and capacity knobs given with --set (admission.ts, capacity.ts). */
   admission: AdmissionKnobs;
-  /** Policy knobs given with --set, by policy: each policy gets only the knobs it has. */
-  policyConfig: Record<string, Record<string, unknown>>;
+  /** Policy knobs given with --set (each policy gets those it has). */
+  policyKnobs: PolicyKnobs;
 }
 
 /** The scheduler's knobs `--set` and `--sweep` take, as numbers. */
@@ -58,12 +61,6 @@ type AdmissionKnobs = Partial<Record<typeof ADMISSION_KNOBS[number], number>>;
 
 function isKnob (k: string): k is typeof ADMISSION_KNOBS[number] {
   return (ADMISSION_KNOBS as readonly string[]).includes(k);
-}
-
-/** A sweep flag that is a knob of one of the policies run (host and scheduler flags come first). */
-function isPolicyKnob (p: Plan, flag: string): boolean {
-  if (flag === 'engines' || flag === 'numGpuBlocks' || flag === 'scheduler' || isKnob(flag)) return false;
-  return p.policies.some((name) => takesKnob(name, flag));
 }
 
 function schedulerOf (v: string): SchedulerKind {
@@ -83,35 +80,17 @@ function admissionOf (scheduler: SchedulerKind, k: AdmissionKnobs): Pick<DesRunO
 
 class UsageError extends Error {}
 
-/**
- * Whether `policy` has a knob named `key`. A policy's factory rejects an unknown knob with a RangeError (knobs.ts);
- * a policy without knobs ignores its config, which a name no policy has tells apart.
- */
-function takesKnob (policy: string, key: string): boolean {
-  const rejects = (k: string): boolean => {
-    try {
-      createPolicy(policy, { [k]: undefined });
-      return false;
-    } catch (err) {
-      return err instanceof RangeError && /unknown knob/.test(err.message);
-    }
-  };
-  return !rejects(key) && rejects('\u0000no-such-knob');
+/** Flags a sweep sets on the host or the engines, not on the workload or a policy. */
+function isHostFlag (flag: string): boolean {
+  return flag === 'engines' || flag === 'numGpuBlocks' || flag === 'scheduler' || isKnob(flag);
 }
 
-/** A --set value as a policy knob: true/false as booleans, numbers as numbers, anything else as a string. */
-function knobValue (v: string): unknown {
-  if (v === 'true' || v === 'false') return v === 'true';
-  return v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : v;
-}
-
-/** Checks a policy's knobs now, so a bad value is a usage error before any run starts. */
-function checkPolicyConfig (policy: string, config: Record<string, unknown>): void {
+/** Whether some policy of the run has the knob `k` (a bad value for it is a usage error). */
+function isPolicyKnob (policies: readonly string[], k: string, v: string): boolean {
   try {
-    createPolicy(policy, config);
+    return policiesTaking(policies, k, knobValue(v)).length > 0;
   } catch (err) {
-    if (err instanceof TypeError || err instanceof RangeError) throw new UsageError((err as Error).message);
-    throw err;
+    throw new UsageError(`--set ${k}=${v}: ${(err as Error).message}`);
   }
 }
 
@@ -136,19 +115,24 @@ function buildWorkload (p: Plan, over: Record<string, unknown> = {}): Workload {
   return loadWorkload(p.workload, options);
 }
 
-async function runOne (
-  p: Plan, w: Workload, policy: string, engines: number, numGpuBlocks: number | undefined, progress: Progress,
-  over: { scheduler?: SchedulerKind; admission?: AdmissionKnobs; policyConfig?: Record<string, unknown> } = {}
-): Promise<MetricsSummary> {
+async function runOne (p: Plan, w: Workload, policy: string, engines: number, numGpuBlocks: number | undefined, progress: Progress, over: { scheduler?: SchedulerKind; admission?: AdmissionKnobs; policyKnobs?: PolicyKnobs } = {}): Promise<MetricsSummary> {
   const admission = admissionOf(over.scheduler ?? p.scheduler, { ...p.admission, ...over.admission });
+  const knobs = { ...p.policyKnobs, ...over.policyKnobs };
+  const policyConfig = configFor(policy, knobs);
+  // The collector judges thrash against the same tCool and accuracy against the same tHot as the policy acted
+  // on (ear's defaults when not given; for a policy without them only its moves, if any, are measured so).
+  const tCool = typeof knobs.tCool === 'number' ? knobs.tCool : EAR_DEFAULTS.tCool;
+  const tHot = typeof knobs.tHot === 'number' ? knobs.tHot : EAR_DEFAULTS.tHot;
   const until = p.workload === 'agentic' ? undefined : p.duration ?? undefined;
   const onProgress = (t: number): void => progress.update(Math.round(t), until ?? Math.round(t), `${policy} (virtual ${Math.round(t)} s)`);
   if (p.driver === 'des') {
-    return runDes({
-      workload: w, policy, policyConfig: { ...p.policyConfig[policy], ...over.policyConfig }, engines, profile: p.profile, seed: p.seed,
-      numGpuBlocks, until, ttftSlo: p.ttftSlo, onProgress,
-      kvEvents: p.kvEvents, kvDelayMs: p.kvDelayMs, scrapeIntervalMs: p.scrapeIntervalMs, ...admission
-    }).summary;
+    // tHot is handed on for the collector's accuracy figure; the des driver forwards it once it takes the option
+    // (typed wider so that this compiles before and after).
+    const options: DesRunOptions & { tHot?: number } = {
+      workload: w, policy, policyConfig, engines, profile: p.profile, seed: p.seed, numGpuBlocks, until, ttftSlo: p.ttftSlo, onProgress,
+      kvEvents: p.kvEvents, kvDelayMs: p.kvDelayMs, scrapeIntervalMs: p.scrapeIntervalMs, tCool, tHot, ...admission
+    };
+    return runDes(options).summary;
   }
   return (await runE2e({ workload: w, policy, engines, profile: p.profile, seed: p.seed, timeScale: p.timeScale, until, ttftSlo: p.ttftSlo, onProgress, kvEvents: p.kvEvents, ...admission })).summary;
 }
@@ -187,9 +171,9 @@ export async function main (argv: string[]): Promise<number> {
     }
     if (values.driver !== 'des' && values.driver !== 'e2e') throw new UsageError('--driver must be des or e2e');
     const known = policyNames();
-    if (values.policies !== undefined && values.policy !== undefined) throw new UsageError('give --policies or --policy, not both');
-    const asked = values.policies ?? values.policy;
-    const policies = asked ? asked.split(',').map((s) => s.trim()).filter(Boolean) : known;
+    if (values.policies !== undefined && values.policy !== undefined) throw new UsageError('--policy and --policies are the same flag: give one');
+    const named = values.policies ?? values.policy;
+    const policies = named ? named.split(',').map((s) => s.trim()).filter(Boolean) : known;
     for (const name of policies) if (!known.includes(name)) throw new UsageError(`unknown policy "${name}"; known: ${known.join(', ')}`);
     const workloadOptions: Record<string, unknown> = {};
     let numGpuBlocks: number | undefined;
@@ -197,7 +181,7 @@ export async function main (argv: string[]): Promise<number> {
     let kvDelayMs: number | undefined;
     let scrapeIntervalMs: number | undefined;
     const admission: AdmissionKnobs = {};
-    const policyConfig: Record<string, Record<string, unknown>> = Object.fromEntries(policies.map((name) => [name, {}]));
+    const policyKnobs: PolicyKnobs = {};
     for (const s of values.set ?? []) {
       const [k, v] = keyValue('set', s);
       if (k === 'numGpuBlocks') numGpuBlocks = num('set numGpuBlocks', v, 1, true);
@@ -207,13 +191,11 @@ export async function main (argv: string[]): Promise<number> {
       } else if (k === 'kvDelayMs') kvDelayMs = num('set kvDelayMs', v, 0);
       else if (k === 'scrapeIntervalMs') scrapeIntervalMs = num('set scrapeIntervalMs', v, 1);
       else if (isKnob(k)) admission[k] = num(`set ${k}`, v, 0);
-      else if (policies.some((name) => takesKnob(name, k))) {
-        // The e2e gateway is started with --policy only: its knobs would not reach it.
-        if (values.driver === 'e2e') throw new UsageError(`--set ${k}: policy knobs are des only`);
-        for (const name of policies) if (takesKnob(name, k)) policyConfig[name][k] = knobValue(v);
+      else if (isPolicyKnob(policies, k, v)) {
+        if (values.driver !== 'des') throw new UsageError(`--set ${k}: policy knobs are for the des driver only`);
+        policyKnobs[k] = knobValue(v);
       } else workloadOptions[k] = v;
     }
-    for (const name of policies) checkPolicyConfig(name, policyConfig[name]);
     plan = {
       driver: values.driver,
       workload: values.workload!,
@@ -231,7 +213,7 @@ export async function main (argv: string[]): Promise<number> {
       ttftSlo: num('ttft-slo', values['ttft-slo'], 0),
       scheduler: schedulerOf(values.scheduler!),
       admission,
-      policyConfig
+      policyKnobs
     };
     if (plan.engines > 256) throw new UsageError('--engines must be at most 256 (the pod table bound)');
     out = values.out!;
@@ -242,9 +224,9 @@ export async function main (argv: string[]): Promise<number> {
       if (vs.length < 2) throw new UsageError('--sweep needs at least two values');
       sweep = { flag, values: vs };
       if (flag === 'scheduler') for (const v of vs) schedulerOf(v);
-      if (isPolicyKnob(plan, flag)) {
-        if (plan.driver === 'e2e') throw new UsageError(`--sweep ${flag}: policy knobs are des only`);
-        for (const v of vs) for (const name of plan.policies) if (takesKnob(name, flag)) checkPolicyConfig(name, { ...plan.policyConfig[name], [flag]: knobValue(v) });
+      if (!isHostFlag(flag) && vs.some((v) => isPolicyKnob(plan.policies, flag, v))) {
+        if (plan.driver !== 'des') throw new UsageError(`--sweep ${flag}: policy knobs are for the des driver only`);
+        if (!vs.every((v) => isPolicyKnob(plan.policies, flag, v))) throw new UsageError(`--sweep ${flag}: every value must be valid for the policies that take it`);
       }
     }
     buildWorkload(plan); // validates the workload and its options before any run starts
@@ -270,13 +252,16 @@ export async function main (argv: string[]): Promise<number> {
     for (const v of sweep.values) {
       const engines = sweep.flag === 'engines' ? num('sweep engines', v, 1, true) : plan.engines;
       const blocks = sweep.flag === 'numGpuBlocks' ? num('sweep numGpuBlocks', v, 1, true) : plan.numGpuBlocks;
-      const policyKnob = isPolicyKnob(plan, sweep.flag);
-      const onHost = sweep.flag === 'engines' || sweep.flag === 'numGpuBlocks' || sweep.flag === 'scheduler' || isKnob(sweep.flag) || policyKnob;
+      const policyKnob = !isHostFlag(sweep.flag) && isPolicyKnob(plan.policies, sweep.flag, v);
+      const onHost = isHostFlag(sweep.flag) || policyKnob;
       const wv = onHost ? w : buildWorkload(plan, { [sweep.flag]: v });
-      const over = sweep.flag === 'scheduler' ? { scheduler: v as SchedulerKind } : isKnob(sweep.flag) ? { admission: { [sweep.flag]: num(`sweep ${sweep.flag}`, v, 0) } } : {};
+      // A rebuilt workload's realised skew: a sweep of turnsSigma is read as a sweep of the top-1% share.
+      const realised = onHost ? undefined : { top1PctTokenShare: workloadStats(wv).top1PctTokenShare };
+      const over = sweep.flag === 'scheduler' ? { scheduler: v as SchedulerKind }
+        : isKnob(sweep.flag) ? { admission: { [sweep.flag]: num(`sweep ${sweep.flag}`, v, 0) } }
+          : policyKnob ? { policyKnobs: { [sweep.flag]: knobValue(v) } } : {};
       for (const policy of plan.policies) {
-        const knob = policyKnob && takesKnob(policy, sweep.flag) ? { policyConfig: { [sweep.flag]: knobValue(v) } } : {};
-        s.points.push({ value: Number.isFinite(Number(v)) ? Number(v) : v, policy, metrics: await runOne(plan, wv, policy, engines, blocks, progress, { ...over, ...knob }) });
+        s.points.push({ value: Number.isFinite(Number(v)) ? Number(v) : v, policy, metrics: await runOne(plan, wv, policy, engines, blocks, progress, over), ...(realised ? { realised } : {}) });
       }
     }
     sweeps.push(s);
@@ -286,7 +271,8 @@ export async function main (argv: string[]): Promise<number> {
     driver: plan.driver, workload: plan.workload, workloadOptions: w.config, policies: plan.policies, engines: plan.engines,
     profile: plan.profile, seed: plan.seed, duration: plan.duration, numGpuBlocks: plan.numGpuBlocks ?? null,
     kvEvents: plan.kvEvents, kvDelayMs: plan.kvDelayMs ?? null, scrapeIntervalMs: plan.scrapeIntervalMs ?? null,
-    scheduler: plan.scheduler, admission: plan.admission, policyConfig: plan.policyConfig,
+    scheduler: plan.scheduler, admission: plan.admission,
+    policyKnobs: Object.fromEntries(plan.policies.map((p) => [p, configFor(p, plan.policyKnobs)])),
     timeScale: plan.driver === 'e2e' ? plan.timeScale : null, ttftSlo: plan.ttftSlo, sweep, command: `ear eval ${argv.join(' ')}`
   };
   const files = await writeReport(out, buildResults({ config, policies: results, sweeps, workload: stats }), { plots });

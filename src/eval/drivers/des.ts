@@ -37,6 +37,8 @@ export interface DesRunOptions {
   until?: number;
   ttftSlo?: number;
   tCool?: number;
+  /** The policy's tHot (tokens): the collector judges a move accurate if its target stays at or below it. */
+  tHot?: number;
   /** Where the index learns from: routing decisions only (default), or also the engines' KV events. */
   kvEvents?: KvEventsMode;
   /** Precise mode: an engine's KV events reach the index this long after its step (ms of virtual time). */
@@ -93,7 +95,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
   const root = keyHasher.rootSeed(MODEL);
   const scrapeEvery = (o.scrapeIntervalMs ?? DEFAULTS.metricsIntervalMs) / 1000;
   const transfers = new TransferCosts(costModelOf(profile), o.kvConnectors ?? DEFAULTS.kvConnectors, o.kvConnector ?? null);
-  const metrics = new MetricsCollector({ engines: o.engines, blockSize: w.blockSize, ttftSlo: o.ttftSlo, tCool: o.tCool });
+  const metrics = new MetricsCollector({ engines: o.engines, blockSize: w.blockSize, ttftSlo: o.ttftSlo, tCool: o.tCool, tHot: o.tHot });
   const proactive = o.policy === 'ear-proactive'
     ? new DesProactive({ des, lab, transfers, profile: resolved, knobs: readEarProactiveKnobs(o.policyConfig ?? {}), model: MODEL, metrics, intervalMs: DEFAULTS.proactiveIntervalMs })
     : null;

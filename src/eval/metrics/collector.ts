@@ -4,10 +4,15 @@
 //   requestSent → firstToken → requestFinished | requestFailed      (per request, by id)
 //   sessionDone                      (a root session and all its sub-agents have finished)
 //   pendingPrefill                   (every 100 ms: per-engine prompt tokens queued or in progress)
-//   migration, routingDecision       (as they happen)
+//   migration, routingDecision       (as they happen; a migration may carry its mode and ok: false when failed)
 import { ApcBound } from './apc-bound.js';
 import { amplification } from './amplification.js';
 import { Latency, percentile, type LatencySummary } from './latency.js';
+import { MigrationStats, type Migration, type MigrationSummary } from './migrations.js';
+import { arrivalRate, couplingOf, type CouplingSummary } from './coupling.js';
+
+export type { Migration, MigrationMode, MigrationSummary, MigrationAccuracy } from './migrations.js';
+export type { CouplingSummary } from './coupling.js';
 
 export interface CollectorOptions {
   /** Engines in the run (the length of every pendingPrefill sample). */
@@ -18,6 +23,17 @@ export interface CollectorOptions {
   ttftSlo?: number;
   /** A session moved again within tCool seconds of its previous move is a thrash. */
   tCool?: number;
+  /** Pending prefill (tokens) above which an engine is hot (the policy's tHot): a move was accurate when its
+   *  target stayed at or below it for the session's next `accuracyTurns` sends. Unset: accuracy is null. */
+  tHot?: number;
+  /** Turns after a move that judge its accuracy (default 3). */
+  accuracyTurns?: number;
+  /** Λ (root sessions/s) for the dispatch-coupling curve; default estimated from the root sessions' starts. */
+  sessionArrivalRate?: number;
+  /** N (requests per root session) for the curve; default requests sent / root sessions. */
+  turnsPerSession?: number;
+  /** G (s, mean tool gap) for the curve; default measured: a response's end to its session's next send. */
+  toolGap?: number;
   /** Points kept in the pending-prefill timeline for plots (bucket maxima). */
   timelinePoints?: number;
   /** Migration events kept for plots (all are counted). */
@@ -45,21 +61,6 @@ export interface FinishedRequest {
   outputTokens: number;
   /** TTFT the engine itself measured (e2e), for the gateway's added latency. */
   engineTtft?: number;
-}
-
-export interface Migration {
-  at: number;
-  sessionId: string;
-  from: number;
-  to: number;
-  tokens: number;
-  bytes: number;
-  /** Seconds the KV transfer took. */
-  transferTime: number;
-  /** The connector that moved it. */
-  mode?: 'nixl' | 'shared-store' | 'recompute';
-  /** false: the transfer failed and the session stayed on its source. */
-  ok?: boolean;
 }
 
 export interface MetricsSummary {
@@ -93,7 +94,10 @@ export interface MetricsSummary {
   sessionSlowdown: { mean: number | null; p90: number | null; sessions: number };
   throughput: { outputTokensPerSec: number; sessionsPerMin: number; outputTokens: number; sessionsCompleted: number };
   goodput: { ttftSlo: number; share: number };
-  migrations: { count: number; tokens: number; bytes: number; transferTime: LatencySummary; thrash: number; thrashSessions: number; tCool: number };
+  /** The migration microbenchmark (migrations.ts). */
+  migrations: MigrationSummary;
+  /** Mean turn service time W′ with the workload's Λ and N, for the dispatch-coupling plot (coupling.ts). */
+  coupling: CouplingSummary;
   failures: Record<string, number>;
   gateway: { decision: LatencySummary; addedLatency: LatencySummary };
   timeline: { t: number[]; pendingPrefill: number[][]; migrations: Array<{ t: number; from: number; to: number }>; droppedSamples: number };
@@ -118,7 +122,12 @@ interface Open { sessionId: string; root: string; sent: number; first: number; p
 export class MetricsCollector {
   readonly #engines: number;
   readonly #slo: number;
-  readonly #tCool: number;
+  readonly #lambda: number | undefined;
+  readonly #turns: number | undefined;
+  readonly #gapOption: number | undefined;
+  /** Per session: when its last response ended, until its next send (the tool gap G). */
+  readonly #lastFinish = new Map<string, number>();
+  #gapSum = 0; #gaps = 0;
   readonly #timelinePoints: number;
   readonly #eventsKept: number;
   readonly #samplesKept: number;
@@ -127,13 +136,16 @@ export class MetricsCollector {
   readonly #open = new Map<string, Open>();
   readonly #ttft = new Latency(); readonly #tpot = new Latency(); readonly #e2e = new Latency();
   readonly #session = new Latency(); readonly #decision = new Latency(); readonly #added = new Latency();
-  readonly #transfer = new Latency();
+  readonly #mig: MigrationStats;
+  /** The latest pendingPrefill sample (the accuracy check reads the target's load at each send). */
+  #lastSample: Float64Array | null = null;
+  /** First send of each root session, for Λ. */
+  readonly #rootStarts: number[] = [];
+  #e2eSum = 0;
   readonly #sessionStart = new Map<string, number>();
   /** Completion time of each root session done. */
   readonly #sessionTime = new Map<string, number>();
   readonly #failures: Record<string, number> = {};
-  readonly #lastMove = new Map<string, number>();
-  readonly #thrashed = new Set<string>();
   readonly #moves: Array<{ t: number; from: number; to: number }> = [];
   readonly #sampleT: number[] = [];
   readonly #samples: Float64Array[] = [];
@@ -141,7 +153,6 @@ export class MetricsCollector {
   #sumMax = 0; #sumMean = 0;
   #sent = 0; #completed = 0; #failed = 0; #good = 0;
   #prompt = 0; #cached = 0; #boundAll = 0; #boundIntra = 0; #output = 0; #sessionsDone = 0;
-  #migrations = 0; #migTokens = 0; #migBytes = 0; #thrash = 0;
   #firstSent = Infinity; #lastEnd = -Infinity;
   #blocksSeen = true;
   /** Per completed request: its root session and TTFT, split by session length at the end. */
@@ -154,7 +165,10 @@ export class MetricsCollector {
     if (!(Number.isInteger(o.engines) && o.engines > 0)) throw new RangeError(`engines must be an integer > 0, got ${o.engines}`);
     this.#engines = o.engines;
     this.#slo = o.ttftSlo ?? 2;
-    this.#tCool = o.tCool ?? 60;
+    this.#mig = new MigrationStats({ tCool: o.tCool ?? 60, tHot: o.tHot, k: o.accuracyTurns ?? 3 });
+    this.#lambda = o.sessionArrivalRate;
+    this.#turns = o.turnsPerSession;
+    this.#gapOption = o.toolGap;
     this.#timelinePoints = o.timelinePoints ?? 600;
     this.#eventsKept = o.migrationEventsKept ?? 2000;
     this.#samplesKept = o.timelineSamplesKept ?? 100_000;
@@ -169,7 +183,16 @@ export class MetricsCollector {
     else this.#blocksSeen = false;
     this.#open.set(r.id, { sessionId: r.sessionId, root, sent: r.at, first: -1, prompt: r.promptTokens, boundAll, boundIntra });
     if (!this.#sessionStart.has(r.sessionId)) this.#sessionStart.set(r.sessionId, r.at);
-    this.#requestsPerRoot.set(root, (this.#requestsPerRoot.get(root) ?? 0) + 1);
+    const n = this.#requestsPerRoot.get(root) ?? 0;
+    if (n === 0) this.#rootStarts.push(r.at);
+    this.#requestsPerRoot.set(root, n + 1);
+    this.#mig.sent(r.sessionId, this.#lastSample);
+    const last = this.#lastFinish.get(r.sessionId);
+    if (last !== undefined) {
+      this.#lastFinish.delete(r.sessionId);
+      this.#gapSum += Math.max(0, r.at - last);
+      this.#gaps++;
+    }
     if (r.at < this.#firstSent) this.#firstSent = r.at;
     this.#sent++;
   }
@@ -188,6 +211,8 @@ export class MetricsCollector {
     this.#ttftRoots.push(o.root);
     this.#ttftValues.push(ttft);
     this.#e2e.record(e2e);
+    this.#e2eSum += e2e;
+    this.#lastFinish.set(o.sessionId, f.at);
     if (f.outputTokens > 1) this.#tpot.record((e2e - ttft) / (f.outputTokens - 1));
     if (ttft <= this.#slo) this.#good++;
     if (f.engineTtft !== undefined) this.#added.record(ttft - f.engineTtft);
@@ -224,6 +249,7 @@ export class MetricsCollector {
     let sum = 0, max = 0;
     for (const x of v) { sum += x; if (x > max) max = x; }
     if (sum > 0) this.#index.push(max / (sum / v.length));
+    this.#lastSample = v;
     this.#sumMax += max;
     this.#sumMean += sum / v.length;
     if (this.#samples.length >= this.#samplesKept) { this.#droppedSamples++; return; }
@@ -231,15 +257,9 @@ export class MetricsCollector {
     this.#samples.push(v);
   }
 
+  /** A migration attempt; `ok: false` when its transfer failed and the session stayed on its source. */
   migration (m: Migration): void {
-    this.#migrations++;
-    this.#migTokens += m.tokens;
-    this.#migBytes += m.bytes;
-    this.#transfer.record(m.transferTime);
-    const last = this.#lastMove.get(m.sessionId);
-    if (last !== undefined && m.at - last < this.#tCool) { this.#thrash++; this.#thrashed.add(m.sessionId); }
-    this.#lastMove.set(m.sessionId, m.at);
-    if (this.#moves.length < this.#eventsKept) this.#moves.push({ t: m.at, from: m.from, to: m.to });
+    if (this.#mig.record(m) && this.#moves.length < this.#eventsKept) this.#moves.push({ t: m.at, from: m.from, to: m.to });
   }
 
   #bySessionLength (): MetricsSummary['bySessionLength'] {
@@ -298,10 +318,14 @@ export class MetricsCollector {
         outputTokens: this.#output, sessionsCompleted: this.#sessionsDone,
       },
       goodput: { ttftSlo: this.#slo, share: this.#sent > 0 ? this.#good / this.#sent : 0 },
-      migrations: {
-        count: this.#migrations, tokens: this.#migTokens, bytes: this.#migBytes, transferTime: this.#transfer.summary(),
-        thrash: this.#thrash, thrashSessions: this.#thrashed.size, tCool: this.#tCool,
-      },
+      migrations: this.#mig.summary(this.#sent),
+      coupling: couplingOf({
+        meanTurnServiceTime: this.#completed > 0 ? this.#e2eSum / this.#completed : 0,
+        sessionArrivalRate: this.#lambda ?? arrivalRate(this.#rootStarts),
+        meanTurnsPerSession: this.#turns ?? (this.#rootStarts.length > 0 ? this.#sent / this.#rootStarts.length : null),
+        meanToolGap: this.#gapOption ?? (this.#gaps > 0 ? this.#gapSum / this.#gaps : null),
+        engines: this.#engines,
+      }),
       failures,
       gateway: { decision: this.#decision.summary(), addedLatency: this.#added.summary() },
       timeline: { ...this.#timeline(), migrations: this.#moves.slice(), droppedSamples: this.#droppedSamples },

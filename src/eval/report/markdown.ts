@@ -1,14 +1,19 @@
 // report.md: one row per policy, the best value of each column in bold (ties all bold).
 import type { MetricsSummary } from '../metrics/collector.js';
 import type { Results } from './results.js';
+import { migrationSection } from './migrations.js';
+import { couplingSection } from './coupling.js';
 
 interface Column { label: string; value: (m: MetricsSummary) => number | null; better: 'lower' | 'higher' | null; digits: number }
 
 const ms = (us: number) => us / 1000;
 export const COLUMNS: readonly Column[] = [
   { label: 'TTFT p50 (ms)', value: (m) => ms(m.ttft.p50), better: 'lower', digits: 1 },
+  { label: 'TTFT p90 (ms)', value: (m) => ms(m.ttft.p90), better: 'lower', digits: 1 },
   { label: 'TTFT p99 (ms)', value: (m) => ms(m.ttft.p99), better: 'lower', digits: 1 },
   { label: 'TPOT p50 (ms)', value: (m) => ms(m.tpot.p50), better: 'lower', digits: 2 },
+  { label: 'TPOT p90 (ms)', value: (m) => ms(m.tpot.p90), better: 'lower', digits: 2 },
+  { label: 'E2E mean (s)', value: (m) => m.e2e.mean / 1e6, better: 'lower', digits: 2 },
   { label: 'E2E p99 (s)', value: (m) => m.e2e.p99 / 1e6, better: 'lower', digits: 2 },
   { label: 'session mean (s)', value: (m) => m.sessionCompletion.mean / 1e6, better: 'lower', digits: 1 },
   { label: 'slowdown mean', value: (m) => m.sessionSlowdown.mean, better: 'lower', digits: 2 },
@@ -74,11 +79,17 @@ export function renderMarkdown (r: Results, plots: string[] = []): string {
   }
   out.push('', 'Best value per column in bold. Latencies from HDR histograms (µs, 3 significant digits); APC bound = one infinite cache seeing every request in order; hotspot = max / mean pending prefill over engines (mean and p99 over 100 ms samples with load; load-wtd = Σ max / Σ mean over samples); amplification = makespan / ideal makespan; slowdown = session completion time / the same in the ideal run (mean and p90 over sessions).', '');
   out.push(policyTable(r.policies), '');
+  out.push(...migrationSection(r.policies), ...couplingSection(r.policies));
   for (const s of r.sweeps) {
     const values = [...new Set(s.points.map((p) => p.value))];
     const policies = [...new Set(s.points.map((p) => p.policy))];
     out.push(`## Sweep: ${s.flag} (amplification)`, '');
-    out.push(table([s.flag, ...policies.map((p) => `\`${p}\``)], values.map((v) => [String(v), ...policies.map((p) => {
+    // A workload sweep names each value's realised skew (turnsSigma → top-1% token share).
+    const label = (v: number | string): string => {
+      const r = s.points.find((x) => x.value === v && x.realised !== undefined)?.realised;
+      return r === undefined ? String(v) : `${v} (top 1%: ${(r.top1PctTokenShare * 100).toFixed(1)}%)`;
+    };
+    out.push(table([s.flag, ...policies.map((p) => `\`${p}\``)], values.map((v) => [label(v), ...policies.map((p) => {
       const pt = s.points.find((x) => x.value === v && x.policy === p);
       return pt === undefined ? '—' : fmt(pt.metrics.amplification, 2);
     })])), '');

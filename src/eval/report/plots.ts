@@ -4,6 +4,7 @@ import { Resvg } from '@resvg/resvg-js';
 import { parse, View } from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
 import { COLUMNS } from './markdown.js';
+import { couplingAmplification } from '../metrics/coupling.js';
 import type { Results, Sweep } from './results.js';
 
 export interface Plot { file: string; spec: TopLevelSpec }
@@ -86,11 +87,56 @@ function pendingPlots (r: Results): Plot[] {
   });
 }
 
-const SWEPT = ['amplification', 'slowdown mean', 'TTFT p99 (ms)', 'APC', 'hotspot mean', 'hotspot load-wtd'];
+/**
+ * Dispatch coupling: one point per policy at (W′, amplification), both makespan amplification and mean session
+ * slowdown (evaluation.md: the slowdown is the figure that moves under overload), and the curve
+ * 1 / (1 − x), x = Λ·N·W′ / (Λ·N·(W′ + G)). W′ is the policy's mean request E2E (s), Λ the root sessions' arrival
+ * rate (/s), N the requests per root session, G the mean tool gap (s); metrics/coupling.ts gives the argument
+ * and why the sessions alive, Λ·N·(W′ + G), normalise it. Λ, N and G belong to the workload, so the curve takes
+ * their mean over the policies (equal but for a run cut short). It spans W′ from 0 to 1.2 × the largest W′.
+ */
+function couplingPlot (r: Results): Plot {
+  const points = r.policies.flatMap(({ policy, metrics: m }) => [
+    { policy, w: m.coupling.meanTurnServiceTime, y: m.amplification, figure: 'makespan amplification' },
+    { policy, w: m.coupling.meanTurnServiceTime, y: m.sessionSlowdown.mean, figure: 'session slowdown (mean)' },
+  ]).filter((p) => p.y !== null && Number.isFinite(p.y));
+  const mean = (xs: Array<number | null>): number | null => {
+    const v = xs.filter((x): x is number => x !== null);
+    return v.length === 0 ? null : v.reduce((a, b) => a + b, 0) / v.length;
+  };
+  const c = r.policies.map((p) => p.metrics.coupling);
+  const lambda = mean(c.map((x) => x.sessionArrivalRate));
+  const turns = mean(c.map((x) => x.meanTurnsPerSession));
+  const gap = mean(c.map((x) => x.meanToolGap));
+  const curve: Array<{ w: number; y: number }> = [];
+  if (lambda !== null && turns !== null && gap !== null && gap > 0) {
+    const wMax = 1.2 * Math.max(0, ...c.map((x) => x.meanTurnServiceTime));
+    const STEPS = 60;
+    for (let i = 0; i <= STEPS && wMax > 0; i++) {
+      const w = (wMax * i) / STEPS;
+      curve.push({ w, y: couplingAmplification(lambda, turns, w, gap)! });
+    }
+  }
+  const x = { field: 'w', type: 'quantitative', title: 'mean turn service time W′ (s)' };
+  const y = { field: 'y', type: 'quantitative', title: 'amplification / slowdown' };
+  const layers: unknown[] = [
+    { data: { values: [{ y: 1 }] }, mark: { type: 'rule', color: '#999', strokeDash: [4, 3] }, encoding: { y: { field: 'y', type: 'quantitative' } } },
+    { data: { values: points }, mark: { type: 'point', filled: true, size: 80 }, encoding: { x, y, color: { field: 'policy', type: 'nominal' }, shape: { field: 'figure', type: 'nominal', title: null, legend: { labelLimit: 220 } } } },
+    { data: { values: points.filter((p) => p.figure === 'session slowdown (mean)') }, mark: { type: 'text', dx: 6, align: 'left', fontSize: 10 }, encoding: { x, y, text: { field: 'policy' } } },
+  ];
+  if (curve.length > 0) layers.push({ data: { values: curve }, mark: { type: 'line', color: '#c00' }, encoding: { x, y } });
+  const sub = curve.length === 0 ? 'no curve: Λ, N or G unknown'
+    : `red: 1/(1 − Λ·N·W′/(Λ·N·(W′+G))), Λ=${lambda!.toFixed(3)}/s, N=${turns!.toFixed(1)}, G=${gap!.toFixed(2)} s`;
+  return { file: 'coupling.png', spec: { ...base, title: { text: 'Dispatch coupling', subtitle: sub }, layer: layers } as TopLevelSpec };
+}
+
+const SWEPT = ['amplification', 'slowdown mean', 'TTFT p90 (ms)', 'TTFT p99 (ms)', 'APC', 'hotspot mean', 'hotspot load-wtd'];
 
 function sweepPlot (s: Sweep): Plot {
   const numeric = s.points.every((p) => typeof p.value === 'number');
-  const values = s.points.flatMap((p) => SWEPT.map((label) => {
+  // Migration figures only where something moved (a tHot or tCool sweep of ear), else they are flat zeros.
+  const swept = s.points.some((p) => p.metrics.migrations.count + p.metrics.migrations.failed > 0) ? [...SWEPT, 'migrations', 'thrash'] : SWEPT;
+  const values = s.points.flatMap((p) => swept.map((label) => {
     const col = COLUMNS.find((c) => c.label === label);
     return { value: p.value, policy: p.policy, metric: label, y: col === undefined ? null : col.value(p.metrics) };
   })).filter((v) => v.y !== null);
@@ -98,7 +144,7 @@ function sweepPlot (s: Sweep): Plot {
     file: `sweep-${slug(s.flag)}.png`,
     spec: {
       $schema: SCHEMA, background: 'white', title: `Sensitivity to ${s.flag}`, data: { values },
-      facet: { row: { field: 'metric', type: 'nominal', title: null, sort: SWEPT } },
+      facet: { row: { field: 'metric', type: 'nominal', title: null, sort: swept } },
       resolve: { scale: { y: 'independent' } },
       spec: {
         width: 520, height: 160, mark: { type: 'line', point: true },
@@ -112,10 +158,11 @@ function sweepPlot (s: Sweep): Plot {
   };
 }
 
-/** Every plot of a results file: amplification, TTFT CDFs, APC vs hotspot, pending prefill per policy, sweeps. */
+/** Every plot of a results file: amplification, TTFT CDFs, APC vs hotspot, dispatch coupling, pending prefill per
+ *  policy, sweeps. */
 export function plotsOf (r: Results): Plot[] {
   if (r.policies.length === 0) return r.sweeps.map(sweepPlot);
-  return [amplificationPlot(r), ttftCdfPlot(r), apcHotspotPlot(r), ...pendingPlots(r), ...r.sweeps.map(sweepPlot)];
+  return [amplificationPlot(r), ttftCdfPlot(r), apcHotspotPlot(r), couplingPlot(r), ...pendingPlots(r), ...r.sweeps.map(sweepPlot)];
 }
 
 export async function renderPng (spec: TopLevelSpec): Promise<Buffer> {

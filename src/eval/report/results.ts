@@ -7,7 +7,11 @@ import type { WorkloadStats } from '../workloads/stats.js';
 export interface PolicyResult { policy: string; metrics: MetricsSummary }
 
 /** One run of a sensitivity sweep: the swept flag at `value`, for one policy. */
-export interface SweepPoint { value: number | string; policy: string; metrics: MetricsSummary }
+export interface SweepPoint {
+  value: number | string; policy: string; metrics: MetricsSummary;
+  /** For a sweep of a workload option: the workload as realised at this value (its top-1% token share, the skew). */
+  realised?: { top1PctTokenShare: number };
+}
 export interface Sweep { flag: string; points: SweepPoint[] }
 
 export interface Machine { cpuModel: string; cpus: number; memoryGiB: number; platform: string; release: string; node: string }

@@ -38,7 +38,7 @@ test('results.json, report.md (a row per policy, best marked) and PNG plots are 
     const results = buildResults({ config: { driver: 'des', workload: 'agentic', engines: 4, seed: 1 }, policies, sweeps, workload });
     const files = await writeReport(dir, results);
     assert.deepEqual(files.slice(0, 2), ['results.json', 'report.md']);
-    assert.deepEqual(files.slice(2).sort(), ['amplification.png', 'apc-vs-hotspot.png', 'pending-prefill-ear.png', 'pending-prefill-round-robin.png',
+    assert.deepEqual(files.slice(2).sort(), ['amplification.png', 'apc-vs-hotspot.png', 'coupling.png', 'pending-prefill-ear.png', 'pending-prefill-round-robin.png',
       'pending-prefill-sticky.png', 'sweep-rate.png', 'ttft-cdf.png']);
 
     const parsed = JSON.parse(readFileSync(join(dir, 'results.json'), 'utf8'));
@@ -52,7 +52,8 @@ test('results.json, report.md (a row per policy, best marked) and PNG plots are 
     assert.equal(parsed.sweeps[0].points[0].metrics.timeline.t.length, 0, 'sweep points drop their timelines');
 
     const md = readFileSync(join(dir, 'report.md'), 'utf8');
-    for (const p of policies) assert.equal(md.split('\n').filter((l) => l.startsWith(`| \`${p.policy}\` |`)).length, 1, p.policy);
+    const policyTable = md.slice(0, md.indexOf('\n## ')); // the sections after it have rows per policy of their own
+    for (const p of policies) assert.equal(policyTable.split('\n').filter((l) => l.startsWith(`| \`${p.policy}\` |`)).length, 1, p.policy);
     assert.match(md, /\| rate \| `round-robin` \| `sticky` \| `ear` \|/);
     assert.match(md, /## Sweep: rate/);
     assert.match(md, /- workload statistics: .*APC bound 80\.3% \(intra-session 74\.6%\)/);
