@@ -18,7 +18,7 @@ import type { BlockDigest } from '../../sim/block-hash.js';
 import { ApcBound, MetricsCollector, failureCause, type MetricsSummary } from '../metrics/index.js';
 import { replay, SessionPrompt, requestId, type Workload } from '../workloads/index.js';
 import { runWorkload } from '../workloads/runner.js';
-import { isolatedServiceTime } from './isolated.js';
+import { isolatedServiceTime, isolatedTtft } from './isolated.js';
 import { DesProactive } from './des-proactive.js';
 import { readEarProactiveKnobs } from '../../core/policies/ear.js';
 
@@ -121,7 +121,8 @@ export function runDes (o: DesRunOptions): DesRunResult {
     proactive?.noteTurn(d.sessionId, tokens, dg);
     const id = requestId(d.sessionId, d.turn);
     // Ideal: an idle engine holding every prefix this prompt could reuse (one infinite cache's hit).
-    isolated.set(id, isolatedServiceTime(profile, tokens.length, ideal.observe(d.rootSessionId, blocks, tokens.length).all, d.outputTokens));
+    const reusable = ideal.observe(d.rootSessionId, blocks, tokens.length).all;
+    isolated.set(id, isolatedServiceTime(profile, tokens.length, reusable, d.outputTokens));
 
     const span = keyHasher.hash(tokens, resolved.blockSize, root);
     // A copy: the hasher's output area is reused by the next request, and this one may wait in the queue.
@@ -133,7 +134,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
       user: d.rootSessionId
     };
     const nowMs = d.at * 1000;
-    metrics.requestSent({ id, sessionId: d.sessionId, rootSessionId: d.rootSessionId, at: d.at, promptTokens: tokens.length, blocks });
+    metrics.requestSent({ id, sessionId: d.sessionId, rootSessionId: d.rootSessionId, at: d.at, promptTokens: tokens.length, blocks, idealTtft: isolatedTtft(profile, tokens.length, reusable) });
     open++;
     issued++;
     const seed = o.seed ^ issued;

@@ -4,6 +4,11 @@
 import { stepTime, type EngineProfile } from '../../sim/profile.js';
 
 export function isolatedServiceTime (p: EngineProfile, promptTokens: number, cachedTokens: number, outputTokens: number): number {
+  return isolatedTtft(p, promptTokens, cachedTokens) + isolatedDecode(p, promptTokens, outputTokens);
+}
+
+/** The prefill part: chunked prefill of the uncached tokens, the first token coming with the last chunk. */
+export function isolatedTtft (p: EngineProfile, promptTokens: number, cachedTokens: number): number {
   const bs = p.blockSize;
   // Whole cached blocks only, and at least one prompt token is always computed (as vLLM does).
   let past = Math.min(Math.floor(cachedTokens / bs) * bs, promptTokens - 1);
@@ -16,6 +21,12 @@ export function isolatedServiceTime (p: EngineProfile, promptTokens: number, cac
     t += stepTime(p.step, n, pastArr, 1, 0, 0);
     past += n[0];
   }
-  for (let k = 1; k < outputTokens; k++) t += stepTime(p.step, n, pastArr, 0, 1, promptTokens + k);
+  return t;
+}
+
+function isolatedDecode (p: EngineProfile, promptTokens: number, outputTokens: number): number {
+  let t = 0;
+  const none = [0];
+  for (let k = 1; k < outputTokens; k++) t += stepTime(p.step, none, none, 0, 1, promptTokens + k);
   return t;
 }

@@ -52,6 +52,8 @@ export interface SentRequest {
   promptTokens: number;
   /** Workload block ids of the prompt (SessionPrompt.blocks), for the APC bounds. */
   blocks?: ArrayLike<number>;
+  /** Seconds its prefill takes alone on an idle engine holding every reusable prefix (for ttftExcess). */
+  idealTtft?: number;
 }
 
 export interface FinishedRequest {
@@ -67,6 +69,11 @@ export interface MetricsSummary {
   requests: { sent: number; completed: number; failed: number; incomplete: number };
   /** µs */
   ttft: LatencySummary;
+  /**
+   * TTFT less the request's ideal TTFT (its prefill alone on an idle engine holding the session's whole prefix),
+   * µs: the queueing and cache misses a router can act on. Empty when the driver gives no ideal.
+   */
+  ttftExcess: LatencySummary;
   tpot: LatencySummary;
   e2e: LatencySummary;
   sessionCompletion: LatencySummary;
@@ -117,7 +124,7 @@ export interface SessionClassSummary {
   completion: LatencySummary;
 }
 
-interface Open { sessionId: string; root: string; sent: number; first: number; prompt: number; boundAll: number; boundIntra: number }
+interface Open { sessionId: string; root: string; sent: number; first: number; prompt: number; boundAll: number; boundIntra: number; idealTtft: number }
 
 export class MetricsCollector {
   readonly #engines: number;
@@ -135,6 +142,7 @@ export class MetricsCollector {
   readonly #bound: ApcBound | null;
   readonly #open = new Map<string, Open>();
   readonly #ttft = new Latency(); readonly #tpot = new Latency(); readonly #e2e = new Latency();
+  readonly #ttftExcess = new Latency();
   readonly #session = new Latency(); readonly #decision = new Latency(); readonly #added = new Latency();
   readonly #mig: MigrationStats;
   /** The latest pendingPrefill sample (the accuracy check reads the target's load at each send). */
@@ -181,7 +189,7 @@ export class MetricsCollector {
     let boundAll = 0, boundIntra = 0;
     if (this.#bound !== null && r.blocks !== undefined) ({ all: boundAll, intra: boundIntra } = this.#bound.observe(root, r.blocks, r.promptTokens));
     else this.#blocksSeen = false;
-    this.#open.set(r.id, { sessionId: r.sessionId, root, sent: r.at, first: -1, prompt: r.promptTokens, boundAll, boundIntra });
+    this.#open.set(r.id, { sessionId: r.sessionId, root, sent: r.at, first: -1, prompt: r.promptTokens, boundAll, boundIntra, idealTtft: r.idealTtft ?? NaN });
     if (!this.#sessionStart.has(r.sessionId)) this.#sessionStart.set(r.sessionId, r.at);
     const n = this.#requestsPerRoot.get(root) ?? 0;
     if (n === 0) this.#rootStarts.push(r.at);
@@ -208,6 +216,7 @@ export class MetricsCollector {
     const ttft = (o.first < 0 ? f.at : o.first) - o.sent;
     const e2e = f.at - o.sent;
     this.#ttft.record(ttft);
+    if (Number.isFinite(o.idealTtft)) this.#ttftExcess.record(Math.max(0, ttft - o.idealTtft));
     this.#ttftRoots.push(o.root);
     this.#ttftValues.push(ttft);
     this.#e2e.record(e2e);
@@ -299,7 +308,7 @@ export class MetricsCollector {
     if (this.#open.size > 0) failures.incomplete = this.#open.size;
     return {
       requests: { sent: this.#sent, completed: this.#completed, failed: this.#failed, incomplete: this.#open.size },
-      ttft: this.#ttft.summary(), tpot: this.#tpot.summary(), e2e: this.#e2e.summary(), sessionCompletion: this.#session.summary(),
+      ttft: this.#ttft.summary(), ttftExcess: this.#ttftExcess.summary(), tpot: this.#tpot.summary(), e2e: this.#e2e.summary(), sessionCompletion: this.#session.summary(),
       ttftCdf: this.#ttft.cdf(),
       apc: {
         value: apc, bound, intraSessionBound: bounded ? this.#boundIntra / this.#prompt : null,
