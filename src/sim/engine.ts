@@ -97,7 +97,7 @@ interface Req {
   word: readonly number[] | null;
   wordPos: number;
   importStarted: boolean;
-  /** The offload store was asked since the request last had no blocks (a lookup per admission attempt). */
+  /** Leading blocks the offload store holds for this prompt; -1 until asked (again after a preemption). */
   storeBlocks: number;
   importTokens: number;
   readyAt: number;
