@@ -58,7 +58,7 @@ export function simUsage (): string {
     'A shared offload store: one sim runs --kv-offload-serve, the others --kv-offload-store http://HOST:PORT. Every engine',
     'saves the blocks it computes there, and a request loads the stored prefix beyond its local hits (timed by the',
     'profile\'s offload.loadBytesPerSecond) instead of prefilling it; loaded tokens count in cached_tokens. All sims',
-    'need the same --block-size, model and PYTHONHASHSEED/hash seed, or lookups silently miss (as with LMCache).', '',
+    'need the same --block-size, model and PYTHONHASHSEED, or lookups silently miss (as with LMCache).', '',
     'vllm serve options (same meaning):', ...Object.entries(vllmFlags).map(([n, f]) => line(n, f)), '',
     'simulator options:', ...Object.entries(ownFlags).map(([n, f]) => line(n, f)), '',
     '  --help'.padEnd(40) + 'this text'].join('\n');

@@ -1,6 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { RemoteOffloadStore } from '../../src/sim/offload-store-client.js';
 import type { SimServer } from '../../src/sim/server.js';
 import { post, sim, text } from './http-helpers.js';
 
@@ -87,4 +88,31 @@ test('offload options are checked at start-up', async () => {
   await assert.rejects(sim({ kvOffloadStore: 'ftp://store:1' }), /kvOffloadStore: must be an http:\/\/host:port URL/);
   await assert.rejects(sim({ kvOffloadStore: 'http://store:1/path' }), /kvOffloadStore: must be an http:\/\/host:port URL/);
   await assert.rejects(sim({ kvOffloadServe: true, kvOffloadCapacity: 0 }), /kvOffloadCapacity: must be an integer of blocks/);
+});
+
+test('the client answers each request from its own prefetch, and bounds what it queues for saving', async () => {
+  const client = new RemoteOffloadStore(`${host.url}/`, { maxPending: 5 });
+  try {
+    const hasher = host.engine.hasher;
+    const prompt = Array.from(text(200, 31), (c) => c.charCodeAt(0));
+    const digests = hasher.extend([], prompt, null, null);
+    client.save(digests.slice(0, 8));
+    assert.equal(client.stats().droppedBlocks, 3, 'a store that falls behind loses the oldest saves, not memory');
+    client.flush();
+    await until('the save', () => client.stats().savedBlocks === 5);
+    // Blocks 3..7 are stored, block 0 is not: a prefix lookup from block 0 finds nothing.
+    assert.equal(await client.prefetch(digests), 0);
+    // Same content hashed again: a prefetch for other digest objects does not answer for these.
+    assert.equal(client.lookup(hasher.extend([], prompt, null, null), 12), 0);
+    client.save(digests.slice(0, 3));
+    client.flush();
+    await until('the second save', () => client.stats().savedBlocks === 8);
+    const fresh = hasher.extend([], prompt, null, null);
+    assert.equal(await client.prefetch(fresh), 8);
+    assert.equal(client.lookup(fresh, 12), 8);
+    assert.equal(client.lookup(fresh, 5), 5, 'capped by what the engine may load');
+    assert.equal(client.lookup(digests, 12), 0, 'the earlier prefetch still answers for its own request');
+  } finally {
+    client.close();
+  }
 });
