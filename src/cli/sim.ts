@@ -2,6 +2,7 @@
 // the rest are the simulator's own. Runs until SIGINT/SIGTERM.
 import { pino } from 'pino';
 import { parseKvEventsConfig } from '../sim/kv-events-config.js';
+import { parseStoreUrl } from '../sim/offload-store-client.js';
 import { startSim } from '../sim/server.js';
 import type { LoraModule, SimOptions } from '../sim/sim-options.js';
 import { defaultSimOptions } from '../sim/sim-options.js';
@@ -41,6 +42,9 @@ const ownFlags: Record<string, Flag> = {
   'stop-probability': { key: 'stopProbability', kind: 'number', help: 'chance per generated word of ending with EOS (default 0.02; 0 = always run to max_tokens)' },
   'kv-transfer-host': { key: 'kvTransferHost', kind: 'string', help: 'remote_host put in exported kv_transfer_params (default: --host, or 127.0.0.1 for a wildcard)' },
   'kv-hold-timeout': { key: 'kvHoldTimeout', kind: 'number', help: 'modelled seconds exported blocks stay held without a pull (default 480)' },
+  'kv-offload-serve': { key: 'kvOffloadServe', kind: 'bool', help: 'host a shared KV offload store (LMCache remote backend / Mooncake store) at /ear/v1/kv/store/*, and use it' },
+  'kv-offload-store': { key: 'kvOffloadStore', kind: 'string', help: 'use the shared offload store a --kv-offload-serve sim hosts: http://host:port' },
+  'kv-offload-capacity': { key: 'kvOffloadCapacity', kind: 'int', help: `blocks the hosted store keeps, least recently used evicted first (default ${defaultSimOptions.kvOffloadCapacity})` },
   'engine-index': { key: 'engineIndex', kind: 'int', help: 'the `engine` metrics label and events\' data_parallel_rank (default 0)' }
 };
 
@@ -51,6 +55,10 @@ export function simUsage (): string {
   return ['usage: ear sim [MODEL] [options]', '',
     'A simulated engine that speaks vLLM\'s protocols: /v1/chat/completions, /v1/completions, /tokenize, /detokenize,',
     '/v1/models, /health, /metrics, /reset_prefix_cache, KV events over ZMQ, kv_transfer_params export/import.', '',
+    'A shared offload store: one sim runs --kv-offload-serve, the others --kv-offload-store http://HOST:PORT. Every engine',
+    'saves the blocks it computes there, and a request loads the stored prefix beyond its local hits (timed by the',
+    'profile\'s offload.loadBytesPerSecond) instead of prefilling it; loaded tokens count in cached_tokens. All sims',
+    'need the same --block-size, model and PYTHONHASHSEED, or lookups silently miss (as with LMCache).', '',
     'vllm serve options (same meaning):', ...Object.entries(vllmFlags).map(([n, f]) => line(n, f)), '',
     'simulator options:', ...Object.entries(ownFlags).map(([n, f]) => line(n, f)), '',
     '  --help'.padEnd(40) + 'this text'].join('\n');
@@ -116,6 +124,12 @@ export function parseSimArgs (argv: string[]): Partial<SimOptions> | 'help' {
         out.kvEventsConfig = parseKvEventsConfig(value);
       } catch (err) {
         throw new UsageError((err as Error).message);
+      }
+    } else if (flag.key === 'kvOffloadStore') {
+      try {
+        out.kvOffloadStore = parseStoreUrl(value);
+      } catch (err) {
+        throw new UsageError(`--${name}: ${(err as Error).message}`);
       }
     } else {
       set[flag.key] = value;

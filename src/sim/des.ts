@@ -1,7 +1,8 @@
 // Discrete-event host: many engine cores in one process on a virtual clock. Events (submissions, step ends,
 // wake-ups, user timers) sit in a binary min-heap ordered by (time, insertion sequence), so a run is a pure
 // function of its inputs and seed. An engine steps as soon as it has work; a step that takes d seconds delivers
-// its outputs and KV events at t + d, then the engine steps again.
+// its outputs and KV events at t + d, then the engine steps again. Engines given one OffloadStore in their options
+// share it on the same virtual clock (a block saved by a step is visible from that step's end).
 import type { RequestOutput, SimRequest, StepResult } from './engine-types.js';
 import { SimEngine, type SimEngineOptions } from './engine.js';
 import { nextRandom } from './token-generator.js';

@@ -7,12 +7,16 @@
 //   freed (their cached hashes stay evictable) and it goes back to the front of the waiting queue;
 // - full blocks are hashed and cached as their tokens are scheduled, prompt and generated alike (→ BlockStored);
 // - kvExport requests stop after one token and hold their blocks for an importer (kv-transfer.md §2b);
-//   kvImport requests pull the prefix blocks they lack, wait for the transfer, then prefill the rest (§2a).
+//   kvImport requests pull the prefix blocks they lack, wait for the transfer, then prefill the rest (§2a);
+// - with a shared offload store (§3, §6b), every block a step computes is saved to it at the step's end, and a new
+//   request loads the stored blocks after its local hits instead of prefilling them: it waits for the load, as an
+//   import does (vLLM's async connector load, WAITING_FOR_REMOTE_KVS), then those blocks join the prefix cache.
 import type { EngineStats, FinishReason, RequestOutput, SimRequest, StepResult, TokenIds } from './engine-types.js';
 import type { BlockStored } from '../kvevents/types.js';
 import { BlockHasher, blockExtraKeys, type BlockDigest } from './block-hash.js';
 import { BlockPool } from './block-pool.js';
-import { resolveProfile, stepTime, transferTime, type EngineProfile, type ResolvedProfile } from './profile.js';
+import type { OffloadTier } from './offload-store.js';
+import { offloadLoadTime, resolveProfile, stepTime, transferTime, type EngineProfile, type ResolvedProfile } from './profile.js';
 import { DEFAULT_VOCABULARY, generationSeed, nextRandom, validateVocabulary } from './token-generator.js';
 
 export interface SimEngineOptions {
@@ -29,6 +33,8 @@ export interface SimEngineOptions {
   holdTimeout?: number;
   /** Bound of the waiting queue; addRequest throws EngineFullError beyond it. Default 65536. */
   maxWaiting?: number;
+  /** A shared offload store (LMCache remote backend, Mooncake store): computed blocks are saved, stored ones loaded. */
+  offloadStore?: OffloadTier | null;
 }
 
 export class EngineFullError extends Error {
@@ -91,6 +97,8 @@ interface Req {
   word: readonly number[] | null;
   wordPos: number;
   importStarted: boolean;
+  /** Leading blocks the offload store holds for this prompt; -1 until asked (again after a preemption). */
+  storeBlocks: number;
   importTokens: number;
   readyAt: number;
   firstScheduled: number;
@@ -109,6 +117,9 @@ export class SimEngine {
   readonly #stopProbability: number;
   readonly #holdTimeout: number;
   readonly #maxWaiting: number;
+  readonly #store: OffloadTier | null;
+  /** Digests of the blocks this step computes, saved to the store with the step's end time. */
+  #toSave: BlockDigest[] = [];
   readonly #reqs = new Map<string, Req>();
   #running: Req[] = [];
   #waiting: Req[] = [];
@@ -131,6 +142,12 @@ export class SimEngine {
   expiredHolds = 0;
   importedTokens = 0;
   importedBytes = 0;
+  /** Offload-store loads: requests that loaded, tokens and bytes they loaded instead of prefilling. */
+  offloadLoads = 0;
+  offloadLoadedTokens = 0;
+  offloadLoadedBytes = 0;
+  /** Blocks handed to the offload store (write-through of every computed block). */
+  offloadSavedBlocks = 0;
 
   constructor (opts: SimEngineOptions) {
     this.profile = resolveProfile(opts.profile, { numGpuBlocks: opts.numGpuBlocks });
@@ -145,6 +162,7 @@ export class SimEngine {
     if (!(this.#holdTimeout > 0)) throw new RangeError('holdTimeout must be > 0 seconds');
     this.#maxWaiting = opts.maxWaiting ?? 65536;
     if (!(Number.isInteger(this.#maxWaiting) && this.#maxWaiting > 0)) throw new RangeError('maxWaiting must be a positive integer');
+    this.#store = opts.offloadStore ?? null;
   }
 
   /**
@@ -204,6 +222,7 @@ export class SimEngine {
       word: null,
       wordPos: 0,
       importStarted: false,
+      storeBlocks: -1,
       importTokens: 0,
       readyAt: 0,
       firstScheduled: -1,
@@ -342,6 +361,10 @@ export class SimEngine {
           const started = this.#startImport(q, hits, now);
           if (started === null) break; // no blocks for the pull: FCFS waits
           if (started) { w++; continue; }
+        } else if (firstLook && this.#store !== null) {
+          const started = this.#startLoad(q, hits, now);
+          if (started === null) break;
+          if (started) { w++; continue; }
         }
         const numNew = Math.min(q.numPrompt + q.out.length - q.numComputed - hits * this.blockSize, budget);
         if (!this.#allocate(q, numNew, hits)) break;
@@ -378,6 +401,12 @@ export class SimEngine {
     const duration = sched.length === 0 ? 0 : stepTime(p.step, this.#prefNew, this.#prefPast, numPrefill, numDecode, decodeContext);
     this.#stalled = sched.length === 0;
     const end = now + duration;
+    if (this.#toSave.length > 0) {
+      // Saved during the forward pass (LMCache's save_kv_layer): off the critical path, visible once computed.
+      this.offloadSavedBlocks += this.#toSave.length;
+      this.#store!.save(this.#toSave, end);
+      this.#toSave = [];
+    }
 
     // 4. Advance: computed tokens, sampled tokens, stop conditions.
     const outputs: RequestOutput[] = [];
@@ -439,7 +468,10 @@ export class SimEngine {
     q.numCachedBlocks += hits;
     q.numComputed += hits * bs;
     if (need > 0) this.pool.allocate(need, q.blocks);
+    const from = q.numCachedBlocks;
     this.#cacheFullBlocks(q, total);
+    // The blocks these scheduled tokens fill are computed by this step (hits and loads were computed elsewhere).
+    if (this.#store !== null) for (let i = from; i < q.numCachedBlocks; i++) this.#toSave.push(q.digests[i]);
     return true;
   }
 
@@ -523,6 +555,32 @@ export class SimEngine {
   }
 
   /**
+   * Starts loading the blocks the offload store holds beyond the local hits. True if the request now waits for
+   * the load, false if the store adds nothing (ordinary prefill), null if the blocks to load into are not free.
+   */
+  #startLoad (q: Req, hits: number, now: number): boolean | null {
+    const bs = this.blockSize;
+    // As for local hits, at least one token is left to compute. The answer is kept while the request waits
+    // for blocks, so a stalled queue does not ask the store at every step.
+    if (q.storeBlocks < 0) q.storeBlocks = this.#store!.lookup(q.digests, Math.floor((q.numPrompt + q.out.length - 1) / bs), now);
+    const stored = q.storeBlocks;
+    if (stored <= hits) return false;
+    if (!this.#allocateNoCache(q, stored, hits)) return null;
+    q.status = Status.WaitingForRemoteKvs;
+    q.importTokens = stored * bs;
+    const missing = (stored - hits) * bs;
+    q.readyAt = now + offloadLoadTime(this.profile, missing);
+    this.offloadLoads++;
+    this.offloadLoadedTokens += missing;
+    this.offloadLoadedBytes += missing * this.profile.kvBytesPerToken;
+    if (q.numCachedTokens < 0) {
+      this.#queries += q.numPrompt;
+      this.#hits += hits * bs;
+    }
+    return true;
+  }
+
+  /**
    * Takes the `hits` cached blocks found by #lookup into q, if the pool can also supply `need` fresh blocks
    * (a hit block with no other holder sits in the free queue, so taking it uses up a free block too).
    */
@@ -552,7 +610,9 @@ export class SimEngine {
       // The last prompt token is recomputed here, as vLLM does, so the request has something to prefill.
       q.numComputed = q.importTokens === q.numPrompt ? q.importTokens - 1 : q.importTokens;
       this.#cacheFullBlocks(q, q.numComputed);
-      q.numCachedTokens = q.numComputed;
+      // vLLM counts connector-loaded tokens in num_cached_tokens (→ usage cached_tokens); a re-prefill after a
+      // preemption keeps the first figure.
+      if (q.numCachedTokens < 0) q.numCachedTokens = q.numComputed;
       q.status = Status.Waiting;
       this.#stalled = false;
     }
@@ -561,6 +621,7 @@ export class SimEngine {
   #preempt (q: Req): void {
     this.#freeBlocks(q);
     q.numComputed = 0;
+    q.storeBlocks = -1;
     q.prefillTarget = q.numPrompt + q.out.length;
     q.status = Status.Waiting;
     q.preemptions++;

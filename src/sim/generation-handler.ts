@@ -2,6 +2,7 @@
 // request per (prompt, sample) to the host, and answer as vLLM does, streamed (SSE) or whole.
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { BlockDigest } from './block-hash.js';
 import type { FinishReason, KvImport, RequestMetrics, RequestOutput, SimRequest } from './engine-types.js';
 import { EngineFullError, contextLengthError } from './engine.js';
 import { HttpError, badRequest, errorJson } from './http-errors.js';
@@ -105,6 +106,18 @@ async function importBlocks (ctx: SimContext, p: ImportParams, promptIds: number
   return { prefixTokenIds: promptIds.slice(0, n), sourceEngineId: pulled.engineId };
 }
 
+/**
+ * Asks the remote offload store about every prompt before the (synchronous) engine sees them, and returns each
+ * prompt's block digests: the engine reuses them, and the store client keys its answer by them.
+ */
+async function prefetchStored (ctx: SimContext, prompts: Prompt[], lora: string | null, cacheSalt: string | null): Promise<BlockDigest[][]> {
+  const client = ctx.offloadClient!;
+  const hasher = ctx.host.engine.hasher;
+  const digests = prompts.map((p) => hasher.extend([], p.ids, lora, cacheSalt, Math.floor((p.ids.length - 1) / ctx.blockSize)));
+  await Promise.all(digests.map((d) => client.prefetch(d)));
+  return digests;
+}
+
 const requestIdHeader = (req: IncomingMessage): string | null => {
   const h = req.headers['x-request-id'];
   return typeof h === 'string' && h !== '' ? h : null;
@@ -123,6 +136,11 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
     ctx.log.warn({ field: intent.reason }, 'Got invalid KVTransferParams: %s. This request will not utilize KVTransfer', intent.reason);
   } else if (intent.kind === 'import') {
     kvImport = await importBlocks(ctx, intent.params, prompts[0].ids);
+    if (res.destroyed) return;
+  }
+  let stored: BlockDigest[][] | null = null;
+  if (ctx.offloadClient !== null && kvImport === null) {
+    stored = await prefetchStored(ctx, prompts, lora, g.cacheSalt);
     if (res.destroyed) return;
   }
 
@@ -354,6 +372,7 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
       kvImport: c.promptIdx === 0 ? kvImport : null,
       arrivalTime: c.arrival
     };
+    if (stored !== null) simReq.blockHashes = stored[c.promptIdx];
     try {
       ctx.host.submit(simReq, (out, start, end) => onOutput(c, out, start, end));
     } catch (err) {

@@ -12,6 +12,8 @@
 //   The attention term counts token pairs: token i of a chunk attends to p + i earlier tokens, Σ ≈ n·(p + n/2).
 //   A decode step reads the weights once (in stepOverhead) and every decoding request's whole KV (the Σ term).
 // - KV transfer           t = transferSetup + bytes / transferBytesPerSecond, bytes = tokens × kvBytesPerToken
+// - Offload-store load    t = offload.setup + bytes / offload.loadBytesPerSecond (a shared LMCache/Mooncake store:
+//                         a hit costs load bandwidth, not prefill); DEFAULT_OFFLOAD when a profile gives none
 import { readFileSync } from 'node:fs';
 
 export interface ModelShape {
@@ -45,7 +47,16 @@ export interface EngineProfile {
     decodePerContextToken: number;
   };
   transfer: { bytesPerSecond: number; setup: number };
+  /** Loading blocks from a shared offload store (remote LMCache backend, Mooncake store). Optional. */
+  offload?: { loadBytesPerSecond: number; setup: number };
 }
+
+/**
+ * Used when a profile has no `offload` (an assumption, like the profiles' own figures): a read from a remote store
+ * over the same 400 Gb/s NIC as NIXL, but at ~15 GB/s rather than ~40, because a store read adds a lookup round
+ * trip and staging through the store's CPU memory; 10 ms covers the lookup and the first chunk.
+ */
+export const DEFAULT_OFFLOAD: Readonly<{ loadBytesPerSecond: number; setup: number }> = Object.freeze({ loadBytesPerSecond: 1.5e10, setup: 0.01 });
 
 /** A profile with its derived figures. */
 export interface ResolvedProfile extends EngineProfile {
@@ -96,6 +107,11 @@ export function transferTime (p: ResolvedProfile, tokens: number): number {
   return p.transfer.setup + tokens * p.kvBytesPerToken / p.transfer.bytesPerSecond;
 }
 
+export function offloadLoadTime (p: ResolvedProfile, tokens: number): number {
+  const o = p.offload ?? DEFAULT_OFFLOAD;
+  return o.setup + tokens * p.kvBytesPerToken / o.loadBytesPerSecond;
+}
+
 function validate (p: EngineProfile): void {
   const pos = (path: string, v: unknown, integer = false): void => {
     if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0 || (integer && !Number.isInteger(v))) {
@@ -119,4 +135,8 @@ function validate (p: EngineProfile): void {
   for (const k of ['prefillPerToken', 'prefillAttnPerTokenPair', 'decodePerSeq', 'decodePerContextToken'] as const) nonneg(`step.${k}`, p.step?.[k]);
   pos('transfer.bytesPerSecond', p.transfer?.bytesPerSecond);
   nonneg('transfer.setup', p.transfer?.setup);
+  if (p.offload !== undefined) {
+    pos('offload.loadBytesPerSecond', p.offload?.loadBytesPerSecond);
+    nonneg('offload.setup', p.offload?.setup);
+  }
 }

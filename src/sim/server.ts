@@ -14,6 +14,9 @@ import { HttpError, badRequest, errorJson } from './http-errors.js';
 import { defaultKvEventsConfig, kvEventsActive } from './kv-events-config.js';
 import { KvEventPublisher } from './kv-publisher.js';
 import { KV_PULL_PATH } from './kv-transfer.js';
+import { KV_STORE_LOOKUP_PATH, KV_STORE_SAVE_PATH, KV_STORE_STATS_PATH, RemoteOffloadStore } from './offload-store-client.js';
+import { handleStoreLookup, handleStoreSave, storeStatsJson } from './offload-store-routes.js';
+import { OffloadStore } from './offload-store.js';
 import { outputVocabulary } from './output-vocabulary.js';
 import { loadProfile } from './profile.js';
 import { RealClockHost } from './real-clock-host.js';
@@ -41,6 +44,9 @@ export interface SimServer {
   kvReplayEndpoint: string | null;
   /** The engine core and its host, for in-process inspection (tests, demos). */
   engine: SimEngine;
+  /** The shared offload store this sim hosts (--kv-offload-serve), or the client of another's (--kv-offload-store). */
+  offloadStore: OffloadStore | null;
+  offloadClient: RemoteOffloadStore | null;
   close (): Promise<void>;
 }
 
@@ -137,13 +143,24 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
     maxModelLen: opts.maxModelLen ?? base.maxModelLen
   };
   const tokenizer = await createTokenizer(opts.tokenizer);
+  const offloadStore = opts.kvOffloadServe ? new OffloadStore(opts.kvOffloadCapacity) : null;
+  const lastWarned = { lookup: 0, save: 0 };
+  const offloadClient = opts.kvOffloadStore === null ? null : new RemoteOffloadStore(opts.kvOffloadStore, {
+    onError: (what, err) => {
+      // One warning per kind per 10 s: a store that is down fails every request.
+      if (Date.now() - lastWarned[what] < 10_000) return;
+      lastWarned[what] = Date.now();
+      log.warn({ store: opts.kvOffloadStore, err }, what === 'lookup' ? 'offload store lookup failed; computing the prompt locally' : 'offload store save failed; blocks not stored');
+    }
+  });
   const engine = new SimEngine({
     profile,
     hashSeed: opts.hashSeed ?? process.env.PYTHONHASHSEED ?? '0',
     numGpuBlocks: opts.numGpuBlocksOverride ?? undefined,
     vocabulary: outputVocabulary(tokenizer),
     stopProbability: opts.stopProbability,
-    holdTimeout: opts.kvHoldTimeout
+    holdTimeout: opts.kvHoldTimeout,
+    offloadStore: offloadStore ?? offloadClient
   });
   const root = opts.model ?? profile.model.name;
   const modelNames = opts.servedModelName ?? [root];
@@ -162,7 +179,11 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
   const host = new RealClockHost(engine, opts.timeScale, (events) => {
     if (publisher === null) return;
     publisher.publish(encodeEngineBatch(events, Date.now() / 1000, opts.engineIndex, wire));
-  }, () => metrics.syncCounters(engine.stats()));
+  }, () => {
+    metrics.syncCounters(engine.stats());
+    // The step's blocks are computed now: send them to the remote store.
+    offloadClient?.flush();
+  });
   host.onListenerError = (err) => log.error({ err }, 'response handler failed; request aborted');
 
   let port = opts.port;
@@ -182,6 +203,7 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
     engineId,
     log,
     sideChannel: () => ({ host: sideHost, port }),
+    offloadClient,
     nextSeq: () => seq++,
     onRequestFinished
   };
@@ -218,6 +240,14 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
     },
     [KV_PULL_PATH]: { POST: withBody((b, _req, res) => json(res, handleKvPull(ctx, b))) }
   };
+  if (offloadStore !== null) {
+    routes[KV_STORE_LOOKUP_PATH] = { POST: withBody((b, _req, res) => json(res, handleStoreLookup(offloadStore, b, host.now()))) };
+    routes[KV_STORE_SAVE_PATH] = { POST: withBody((b, _req, res) => json(res, handleStoreSave(offloadStore, b, host.now()))) };
+  }
+  if (offloadStore !== null || offloadClient !== null) {
+    const tier = offloadStore !== null ? { store: offloadStore } : { client: offloadClient! };
+    routes[KV_STORE_STATS_PATH] = { GET: async (_req, res) => json(res, storeStatsJson(engine, tier)) };
+  }
 
   const server: Server = createServer({ keepAlive: true }, (req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -252,6 +282,7 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
     });
   } catch (err) {
     host.close();
+    offloadClient?.close();
     await publisher?.close();
     throw err;
   }
@@ -266,9 +297,12 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
     kvEventsEndpoint: publisher?.endpoint ?? null,
     kvReplayEndpoint: publisher?.replayEndpoint ?? null,
     engine,
+    offloadStore,
+    offloadClient,
     close () {
       closing ??= (async () => {
         host.close();
+        offloadClient?.close();
         await new Promise<void>((resolve) => {
           server.close(() => resolve());
           server.closeAllConnections();

@@ -1,6 +1,7 @@
 // What every HTTP handler of one simulated engine shares.
 import type { Logger } from 'pino';
 import type { Tokenizer } from '../tokenize/types.js';
+import type { RemoteOffloadStore } from './offload-store-client.js';
 import type { RealClockHost } from './real-clock-host.js';
 import type { SimMetrics } from './sim-metrics.js';
 import type { LoraModule, SimOptions } from './sim-options.js';
@@ -22,6 +23,8 @@ export interface SimContext {
   log: Logger;
   /** Where importers reach this engine's KV side channel (its own HTTP address). */
   sideChannel (): { host: string; port: number };
+  /** The shared offload store another sim hosts (--kv-offload-store), asked before each request; else null. */
+  offloadClient: RemoteOffloadStore | null;
   /** A process-unique number for engine request ids. */
   nextSeq (): number;
   /** In-process observers (the e2e evaluation driver): each finished request's modelled times, by its x-request-id. */

@@ -1,6 +1,7 @@
 // Options of one simulated engine, shared by the CLI (`ear sim`) and the programmatic startSim().
 // Flags named after `vllm serve` mean what they mean there; null means "the profile's value".
 import type { KvEventsConfig } from './kv-events-config.js';
+import { parseStoreUrl } from './offload-store-client.js';
 
 /** A LoRA adapter the engine serves (vLLM --lora-modules); requests name it as their model. */
 export interface LoraModule {
@@ -43,6 +44,12 @@ export interface SimOptions {
   kvTransferHost: string | null;
   /** Modelled seconds an exported request's blocks stay held without a pull (vLLM: VLLM_NIXL_ABORT_REQUEST_TIMEOUT). */
   kvHoldTimeout: number;
+  /** Host a shared offload store (LMCache remote backend / Mooncake store stand-in) and use it; others reach it over HTTP. */
+  kvOffloadServe: boolean;
+  /** Use the shared offload store another sim hosts at this URL (http://host:port). */
+  kvOffloadStore: string | null;
+  /** Capacity of a hosted store, in blocks (LRU beyond it). */
+  kvOffloadCapacity: number;
   /** Engine index for the `engine` metrics label and the events' data_parallel_rank. */
   engineIndex: number;
   /** Largest request body accepted, bytes. */
@@ -73,6 +80,10 @@ export const defaultSimOptions: Readonly<SimOptions> = Object.freeze({
   kvHashFormat: 'int',
   kvTransferHost: null,
   kvHoldTimeout: 480,
+  kvOffloadServe: false,
+  kvOffloadStore: null,
+  // 4M tokens: 512 GiB of Llama-3.1-8B KV, a few hosts' worth of CPU memory in a Mooncake store.
+  kvOffloadCapacity: 262144,
   engineIndex: 0,
   maxBodyBytes: 64 * 1024 * 1024
 });
@@ -100,6 +111,13 @@ export function resolveSimOptions (partial: Partial<SimOptions>): Readonly<SimOp
   if (o.kvEventFormat !== 'array' && o.kvEventFormat !== 'map') bad('kvEventFormat', 'must be "array" or "map"');
   if (o.kvHashFormat !== 'int' && o.kvHashFormat !== 'bytes') bad('kvHashFormat', 'must be "int" or "bytes"');
   if (typeof o.kvHoldTimeout !== 'number' || !(o.kvHoldTimeout > 0)) bad('kvHoldTimeout', 'must be a number of seconds > 0');
+  if (typeof o.kvOffloadServe !== 'boolean') bad('kvOffloadServe', 'must be true or false');
+  if (o.kvOffloadStore !== null) {
+    if (typeof o.kvOffloadStore !== 'string') bad('kvOffloadStore', 'must be an http://host:port URL or null');
+    try { o.kvOffloadStore = parseStoreUrl(o.kvOffloadStore); } catch { bad('kvOffloadStore', 'must be an http://host:port URL with no path'); }
+    if (o.kvOffloadServe) bad('kvOffloadStore', 'cannot be combined with kvOffloadServe (a sim either hosts the store or uses another\'s)');
+  }
+  if (!posInt(o.kvOffloadCapacity) || o.kvOffloadCapacity > 2 ** 24) bad('kvOffloadCapacity', `must be an integer of blocks in 1..${2 ** 24}`);
   if (!Number.isSafeInteger(o.engineIndex) || o.engineIndex < 0) bad('engineIndex', 'must be an integer >= 0');
   if (!posInt(o.maxBodyBytes)) bad('maxBodyBytes', 'must be a positive integer');
   if (o.servedModelName !== null) Object.freeze(o.servedModelName);

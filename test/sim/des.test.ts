@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DesHost } from '../../src/sim/des.js';
+import { OffloadStore } from '../../src/sim/offload-store.js';
 import { range, req, tinyProfile } from './helpers.js';
 
 // A closed loop of sessions over 3 engines: every turn extends the previous prompt with its output and a
@@ -93,4 +94,45 @@ test('a KV move between two DES engines: the import waits for the transfer on th
   assert.ok(stored.some(([e, t]) => e === dst && t > 1.78), 'the pulled blocks are published by the target when they land');
   assert.equal(des.engines[src].stats().kvUsage, 0);
   for (const e of des.engines) e.check();
+});
+
+// A session computed on engine 0, then re-routed to engine 1 (the shared-store connector's "just re-route").
+function migrate (shared: boolean, handoffAt: number | null): { cached: number; ttft: number; loaded: number } {
+  const des = new DesHost();
+  const profile = tinyProfile({ offload: { loadBytesPerSecond: 1e6, setup: 0.001 } });
+  const store = shared ? new OffloadStore(1000) : null;
+  const a = des.addEngine({ profile, numGpuBlocks: 100, offloadStore: store });
+  const b = des.addEngine({ profile, numGpuBlocks: 100, offloadStore: store });
+  const prompt = range(1, 60);
+  const result = { cached: -1, ttft: -1, loaded: 0 };
+  const toB = (t: number): void => {
+    des.submit(b, req('b', [...prompt, 61, 62], { maxTokens: 2 }), t, {
+      onFirstToken: (t2) => { result.ttft = t2 - t; },
+      onFinish: (_t, out) => { result.cached = out.numCachedTokens; }
+    });
+  };
+  des.submit(a, req('a', prompt, { maxTokens: 2 }), 0, { onFinish: (t) => { if (handoffAt === null) toB(t); } });
+  if (handoffAt !== null) des.at(handoffAt, toB);
+  des.run();
+  result.loaded = des.engines[b].offloadLoadedTokens;
+  for (const e of des.engines) e.check();
+  return result;
+}
+
+test('DES engines sharing an offload store: B loads what A computed, and its TTFT is the load, not the prefill', () => {
+  const viaStore = migrate(true, null);
+  const cold = migrate(false, null);
+  // 62 tokens: 15 blocks of 4 are loadable (the last token stays to compute); A stored 15 full blocks of its 61.
+  assert.equal(viaStore.cached, 60);
+  assert.equal(viaStore.loaded, 60);
+  assert.equal(cold.cached, 0);
+  const load = 0.001 + 60 * 32 / 1e6;
+  const prefill2 = 0.01 + 0.001 * 2 + 1e-5 * 2 * (60 + 1);
+  assert.ok(Math.abs(viaStore.ttft - (load + prefill2)) < 1e-9, `${viaStore.ttft}`);
+  assert.ok(Math.abs(cold.ttft - (0.01 + 0.001 * 62 + 1e-5 * 62 * 31)) < 1e-9, `${cold.ttft}`);
+  assert.ok(viaStore.ttft * 3 < cold.ttft);
+  // Sent to B while A is still computing the prompt (A's prefill step ends at 0.088 s): nothing is in the store yet.
+  const early = migrate(true, 0.02);
+  assert.equal(early.cached, 0);
+  assert.equal(early.loaded, 0);
 });

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { kvBytesPerToken, loadProfile, resolveProfile, stepTime, transferTime } from '../../src/sim/profile.js';
+import { DEFAULT_OFFLOAD, kvBytesPerToken, loadProfile, offloadLoadTime, resolveProfile, stepTime, transferTime } from '../../src/sim/profile.js';
 import { tinyProfile } from './helpers.js';
 
 test('shipped profiles load, cite sources, and derive KV size and capacity from the model and GPU', () => {
@@ -18,6 +18,11 @@ test('shipped profiles load, cite sources, and derive KV size and capacity from 
   for (let past = 0; past < 33600; past += 8192) t += stepTime(h20.step, [Math.min(8192, 33600 - past)], [past], 1, 0, 0);
   assert.ok(t > 3 && t < 20, `${t}`);
   assert.ok(Math.abs(transferTime(h20, 33600) - (0.005 + 33600 * 98304 / 4e10)) < 1e-12);
+  // A shared-store hit costs load bandwidth, not prefill: the same prefix loads an order of magnitude faster.
+  assert.ok(Math.abs(offloadLoadTime(h20, 33600) - (0.01 + 33600 * 98304 / 1.5e10)) < 1e-12);
+  assert.ok(offloadLoadTime(h20, 33600) * 10 < t);
+  // A profile without an offload section gets the documented default.
+  assert.equal(offloadLoadTime(resolveProfile(tinyProfile()), 1000), DEFAULT_OFFLOAD.setup + 1000 * 32 / DEFAULT_OFFLOAD.loadBytesPerSecond);
 });
 
 test('bad profiles and names get clear errors', () => {
@@ -28,4 +33,6 @@ test('bad profiles and names get clear errors', () => {
   assert.throws(() => resolveProfile(tinyProfile({ weightsGiB: 10 })), /no memory left/);
   assert.throws(() => resolveProfile({ ...tinyProfile(), step: { ...tinyProfile().step, stepOverhead: 0 } }), /stepOverhead/);
   assert.equal(kvBytesPerToken(tinyProfile().model), 32);
+  assert.throws(() => resolveProfile(tinyProfile({ offload: { loadBytesPerSecond: 0, setup: 0 } })), /offload.loadBytesPerSecond must be a positive number/);
+  assert.throws(() => resolveProfile(tinyProfile({ offload: { loadBytesPerSecond: 1, setup: -1 } })), /offload.setup must be a number ≥ 0/);
 });
