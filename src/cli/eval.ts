@@ -11,6 +11,7 @@ import { loadWorkload, workloadStats, type Workload } from '../eval/workloads/in
 import { buildResults, describeWorkload, policyTable, Progress, writeReport, type PolicyResult, type Sweep } from '../eval/report/index.js';
 import type { MetricsSummary } from '../eval/metrics/index.js';
 import { EAR_DEFAULTS } from '../core/policies/ear.js';
+import { parseTransferMode, type TransferMode } from '../migration/cost.js';
 import { configFor, knobValue, policiesTaking, type PolicyKnobs } from './policy-knobs.js';
 
 const USAGE = `usage: ear eval [--driver des|e2e] [--workload agentic|claude-code:DIR|mooncake:FILE] [--policies|--policy a,b,c]
@@ -22,7 +23,9 @@ Runs the workload against each policy and writes results.json, report.md and PNG
   --duration    agentic: seconds of session arrivals; traces: virtual seconds after which the run stops
   --set         a workload option (e.g. --set rate=1 --set clients=4), numGpuBlocks=N for the engines, or for the
                 gateway: kvEvents=approximate|precise (the index learns from routing only, or also from the engines'
-                KV events); des only: kvDelayMs=N (the events' delivery delay), scrapeIntervalMs=N (engine metrics)
+                KV events); des only: kvDelayMs=N (the events' delivery delay), scrapeIntervalMs=N (engine metrics),
+                kvConnectors=nixl+shared-store+recompute (what moves KV; shared-store gives the engines one shared
+                offload store), kvConnector=auto|nixl|shared-store|recompute
   --scheduler   the gateway's admission scheduler: ${SCHEDULERS.join(', ')} (default atlas)
                 its knobs with --set: levels, quantumMs, beta, maxQueued, queueTimeoutMs, prefillBudgetTokens,
                 kvHighWatermark, maxConcurrent (per engine)
@@ -46,6 +49,9 @@ interface Plan {
   kvEvents: KvEventsMode;
   kvDelayMs: number | undefined;
   scrapeIntervalMs: number | undefined;
+  /** KV connectors the engines offer (des: `shared-store` gives them one shared offload store), and a forced one. */
+  kvConnectors: TransferMode[] | undefined;
+  kvConnector: TransferMode | null;
   timeScale: number;
   ttftSlo: number;
   scheduler: SchedulerKind;
@@ -130,7 +136,7 @@ async function runOne (p: Plan, w: Workload, policy: string, engines: number, nu
     // (typed wider so that this compiles before and after).
     const options: DesRunOptions & { tHot?: number } = {
       workload: w, policy, policyConfig, engines, profile: p.profile, seed: p.seed, numGpuBlocks, until, ttftSlo: p.ttftSlo, onProgress,
-      kvEvents: p.kvEvents, kvDelayMs: p.kvDelayMs, scrapeIntervalMs: p.scrapeIntervalMs, tCool, tHot, ...admission
+      kvEvents: p.kvEvents, kvDelayMs: p.kvDelayMs, scrapeIntervalMs: p.scrapeIntervalMs, kvConnectors: p.kvConnectors, kvConnector: p.kvConnector, tCool, tHot, ...admission
     };
     return runDes(options).summary;
   }
@@ -180,6 +186,8 @@ export async function main (argv: string[]): Promise<number> {
     let kvEvents: KvEventsMode = 'approximate';
     let kvDelayMs: number | undefined;
     let scrapeIntervalMs: number | undefined;
+    let kvConnectors: TransferMode[] | undefined;
+    let kvConnector: TransferMode | null = null;
     const admission: AdmissionKnobs = {};
     const policyKnobs: PolicyKnobs = {};
     for (const s of values.set ?? []) {
@@ -190,6 +198,12 @@ export async function main (argv: string[]): Promise<number> {
         kvEvents = v;
       } else if (k === 'kvDelayMs') kvDelayMs = num('set kvDelayMs', v, 0);
       else if (k === 'scrapeIntervalMs') scrapeIntervalMs = num('set scrapeIntervalMs', v, 1);
+      else if (k === 'kvConnectors') {
+        // '+' between names: ',' separates a sweep's values.
+        try { kvConnectors = v.split('+').map((m) => parseTransferMode(m.trim())); } catch (err) { throw new UsageError(`--set kvConnectors: ${(err as Error).message}`); }
+      } else if (k === 'kvConnector') {
+        try { kvConnector = v === 'auto' ? null : parseTransferMode(v); } catch (err) { throw new UsageError(`--set kvConnector: ${(err as Error).message}`); }
+      }
       else if (isKnob(k)) admission[k] = num(`set ${k}`, v, 0);
       else if (isPolicyKnob(policies, k, v)) {
         if (values.driver !== 'des') throw new UsageError(`--set ${k}: policy knobs are for the des driver only`);
@@ -209,6 +223,8 @@ export async function main (argv: string[]): Promise<number> {
       kvEvents,
       kvDelayMs,
       scrapeIntervalMs,
+      kvConnectors,
+      kvConnector,
       timeScale: num('time-scale', values['time-scale'], 0.001),
       ttftSlo: num('ttft-slo', values['ttft-slo'], 0),
       scheduler: schedulerOf(values.scheduler!),

@@ -19,6 +19,7 @@ import { ApcBound, MetricsCollector, failureCause, type MetricsSummary } from '.
 import { replay, SessionPrompt, requestId, type Workload } from '../workloads/index.js';
 import { runWorkload } from '../workloads/runner.js';
 import { isolatedServiceTime, isolatedTtft } from './isolated.js';
+import { OffloadStore } from '../../sim/offload-store.js';
 import { DesProactive } from './des-proactive.js';
 import { readEarProactiveKnobs } from '../../core/policies/ear.js';
 
@@ -80,7 +81,11 @@ export function runDes (o: DesRunOptions): DesRunResult {
   const profile = loadProfile(o.profile);
   const resolved = resolveProfile(profile, { numGpuBlocks: o.numGpuBlocks });
   const des = new DesHost({ seed: o.seed });
-  for (let i = 0; i < o.engines; i++) des.addEngine({ profile, numGpuBlocks: o.numGpuBlocks });
+  const kvConnectors = o.kvConnectors ?? DEFAULTS.kvConnectors;
+  // Engines that offer the shared-store connector share one offload store (LMCache / Mooncake with a remote
+  // backend): 2^20 blocks (16M tokens at block size 16), a cluster's CPU-memory pool, well beyond the engines' KV.
+  const offloadStore = kvConnectors.includes('shared-store') ? new OffloadStore(1 << 20) : null;
+  for (let i = 0; i < o.engines; i++) des.addEngine({ profile, numGpuBlocks: o.numGpuBlocks, offloadStore });
   const engineHasher = des.engines[0].hasher;
 
   const region = createAndAttach({ pods: Math.max(8, o.engines), sessions: DEFAULTS.maxSessions, scratchSlots: 16 });
@@ -94,7 +99,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
   const keyHasher = new BlockHasher(region);
   const root = keyHasher.rootSeed(MODEL);
   const scrapeEvery = (o.scrapeIntervalMs ?? DEFAULTS.metricsIntervalMs) / 1000;
-  const transfers = new TransferCosts(costModelOf(profile), o.kvConnectors ?? DEFAULTS.kvConnectors, o.kvConnector ?? null);
+  const transfers = new TransferCosts(costModelOf(profile), kvConnectors, o.kvConnector ?? null);
   const metrics = new MetricsCollector({ engines: o.engines, blockSize: w.blockSize, ttftSlo: o.ttftSlo, tCool: o.tCool, tHot: o.tHot });
   const proactive = o.policy === 'ear-proactive'
     ? new DesProactive({ des, lab, transfers, profile: resolved, knobs: readEarProactiveKnobs(o.policyConfig ?? {}), model: MODEL, metrics, intervalMs: DEFAULTS.proactiveIntervalMs })
@@ -175,7 +180,8 @@ export function runDes (o: DesRunOptions): DesRunResult {
       const migrating = routed.migrateFrom !== null;
       const choice = transfers.choose(tokens.length);
       const moved = (mode: TransferMode, ok: boolean, at: number, transferTime: number, bytes: number): void => {
-        if (migrating) metrics.migration({ at, sessionId: d.sessionId, from, to: routed.pod, tokens: ok ? tokens.length : 0, bytes, transferTime, mode, ok });
+        // At the decision's time, the one the session table keeps as its last migration (thrash is judged on it).
+        if (migrating) metrics.migration({ at: ok ? t : at, sessionId: d.sessionId, from, to: routed.pod, tokens: ok ? tokens.length : 0, bytes, transferTime, mode, ok });
       };
       const ended = (ft: number): void => { if (migrating) lab.host.migrationEnded(routed, true, ft * 1000); };
       if (choice.mode !== 'nixl') {
