@@ -76,33 +76,52 @@ async function session (gw: string, id: string): Promise<{ host: string | null; 
   return await res.json() as { host: string | null; migrations: number; inFlight: number };
 }
 
-describe('migration end to end: ear serve --policy ear in front of two ear sim processes', () => {
+/**
+ * Two `ear sim` processes and `ear serve --policy ear` with `connector` (nixl: the two-step; shared-store: the
+ * first sim hosts an offload store both use, and a move is a re-route).
+ */
+function migrationFleet (connector: 'nixl' | 'shared-store'): { gw: () => string; close: () => Promise<void>; ready: () => Promise<void> } {
   let dir: string;
   const sims: Proc[] = [];
   let gw: Proc;
+  return {
+    gw: () => gw.url,
+    async ready () {
+      dir = mkdtempSync(join(tmpdir(), 'ear-migration-'));
+      const cfg = join(dir, 'ear.yaml');
+      // The gateway's own load only (no engine scrape), so "hot" is exactly the pending prefill it sent.
+      writeFileSync(cfg, [
+        'metricsIntervalMs: 0', 'healthIntervalMs: 60000', 'policy: ear',
+        'policyConfig: { tHot: 4000, minGain: 4000, tCool: 60 }', `kvConnectors: [${connector}, recompute]`, `kvConnector: ${connector}`, ''
+      ].join('\n'));
+      // Real time (time scale 1): a 24k-token prefill takes about a second on the profile, long enough to be hot.
+      const base = ['sim', '--host', '127.0.0.1', '--port', '0', '--served-model-name', 'm', '--enable-prompt-tokens-details'];
+      const listening = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/;
+      if (connector === 'nixl') {
+        sims.push(...await Promise.all([0, 1].map((i) => start([...base, '--seed', String(i)], listening))));
+      } else {
+        sims.push(await start([...base, '--seed', '0', '--kv-offload-serve'], listening));
+        sims.push(await start([...base, '--seed', '1', '--kv-offload-store', sims[0].url], listening));
+      }
+      gw = await start(['serve', '--config', cfg, '--host', '127.0.0.1', '--port', '0', '--admin-token', ADMIN,
+        '--backend', `${sims[0].url},id=sim-0`, '--backend', `${sims[1].url},id=sim-1`], /listening on (http:\/\/127\.0\.0\.1:\d+)/);
+    },
+    async close () {
+      await stop(gw);
+      await Promise.all(sims.map(stop));
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+}
 
-  before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'ear-migration-'));
-    const cfg = join(dir, 'ear.yaml');
-    // The gateway's own load only (no engine scrape), so "hot" is exactly the pending prefill it sent.
-    writeFileSync(cfg, [
-      'metricsIntervalMs: 0', 'healthIntervalMs: 60000', 'policy: ear',
-      'policyConfig: { tHot: 4000, minGain: 4000, tCool: 60 }', 'kvConnectors: [nixl, recompute]', ''
-    ].join('\n'));
-    // Real time (time scale 1): a 24k-token prefill takes about a second on the profile, long enough to be hot.
-    sims.push(...await Promise.all([0, 1].map((i) => start(['sim', '--host', '127.0.0.1', '--port', '0', '--served-model-name', 'm', '--seed', String(i),
-      '--enable-prompt-tokens-details'], /"url":"(http:\/\/127\.0\.0\.1:\d+)"/))));
-    gw = await start(['serve', '--config', cfg, '--host', '127.0.0.1', '--port', '0', '--admin-token', ADMIN,
-      '--backend', `${sims[0].url},id=sim-0`, '--backend', `${sims[1].url},id=sim-1`], /listening on (http:\/\/127\.0\.0\.1:\d+)/);
-  });
+for (const connector of ['nixl', 'shared-store'] as const) {
+describe(`migration end to end (${connector}): ear serve --policy ear in front of two ear sim processes`, () => {
+  const fleet = migrationFleet(connector);
+  before(() => fleet.ready());
+  after(() => fleet.close());
 
-  after(async () => {
-    await stop(gw);
-    await Promise.all(sims.map(stop));
-    rmSync(dir, { recursive: true, force: true });
-  });
-
-  test('a turn routed while its host is hot moves the session through the NIXL two-step; the target reports the moved prefix as cached', async () => {
+  test('a turn routed while its host is hot moves the session; the target reports the moved prefix as cached, and keeps it', async () => {
+    const gw = { url: fleet.gw() };
     const sys = { role: 'system', content: text('system', 3000) };
     const first = await turn(gw.url, 'S', [sys, { role: 'user', content: 'turn 1' }]);
     const host = first.backend;
@@ -112,9 +131,15 @@ describe('migration end to end: ear serve --policy ear in front of two ear sim p
     const [a, b] = await Promise.all([turn(gw.url, 'S', messages), turn(gw.url, 'S', messages)]);
     assert.equal(a.backend, host, 'the first call goes to the session\'s host');
     assert.equal(b.backend, other, 'the second call moves the session to the idle engine');
-    // The import pulled the prompt's full blocks; the target computed only the last token's block.
-    assert.ok(b.cached >= b.prompt - 32, `the target served ${b.cached} of ${b.prompt} prompt tokens from the pulled KV`);
-    assert.equal(await metric(gw.url, 'ear_kv_transfers_total', '{kind="migration",mode="nixl",outcome="ok"}'), 1);
+    if (connector === 'nixl') {
+      // The import pulled the prompt's full blocks (the export leg computed them on the source).
+      assert.ok(b.cached >= b.prompt - 32, `the target served ${b.cached} of ${b.prompt} prompt tokens from the pulled KV`);
+    } else {
+      // The store holds what the source had computed when the target looked: at least the session's previous
+      // turn (the first call of this turn was still being prefilled there).
+      assert.ok(b.cached >= first.prompt - 32, `the target loaded ${b.cached} prompt tokens from the store (previous turn: ${first.prompt})`);
+    }
+    assert.equal(await metric(gw.url, 'ear_kv_transfers_total', `{kind="migration",mode="${connector}",outcome="ok"}`), 1);
     const s = await session(gw.url, 'S');
     assert.equal(s.host, other);
     assert.equal(s.migrations, 1);
@@ -124,6 +149,7 @@ describe('migration end to end: ear serve --policy ear in front of two ear sim p
     assert.ok(third.cached >= b.prompt - 32, `turn 3 found ${third.cached} cached tokens on the new host (moved prefix ${b.prompt})`);
   });
 });
+}
 
 describe('pd-static end to end: every request prefilled on the P engine and decoded on the D engine through the same connector', () => {
   let dir: string;
