@@ -338,6 +338,7 @@ class ContextRouting implements RoutingState {
   firstToken (p: Placement, now: number): void { this.inner.firstToken(p, now); }
   finished (p: Placement, input: RoutingInput, usage: Parameters<RoutingState['finished']>[2], ok: boolean, now: number): void { this.inner.finished(p, input, usage, ok, now); }
   migrationEnded (p: Placement, ok: boolean, now: number): Placement | null { return this.inner.migrationEnded?.(p, ok, now) ?? null; }
+  pendingPrefill (b: Backend): number { return this.inner.pendingPrefill?.(b) ?? 0; }
   migrationStats (): ReturnType<NonNullable<RoutingState['migrationStats']>> {
     return this.inner.migrationStats?.() ?? { started: 0, done: 0, failed: 0, stayedOnTarget: 0, turnsToSource: 0, proactive: 0 };
   }

@@ -61,7 +61,9 @@ export class KvTransferStep {
     src.inFlight++;
     let t;
     try {
-      t = await this.#transfers.transfer({ path, body, src: peerOf(src), requestId: rid, contextTokens: input.promptTokens, signal });
+      t = await this.#transfers.transfer({
+        path, body, src: peerOf(src), requestId: rid, contextTokens: input.promptTokens, sourceBacklog: this.#state.pendingPrefill?.(src) ?? 0, signal
+      });
     } finally {
       src.inFlight--;
     }

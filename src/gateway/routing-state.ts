@@ -64,6 +64,8 @@ export interface RoutingState {
    * source is returned (to be started and sent there instead); null when nothing is to be redone.
    */
   migrationEnded? (p: Placement, ok: boolean, now: number): Placement | null;
+  /** Prompt tokens sent to `b` and not yet computed (its pending prefill, as policies see it). */
+  pendingPrefill? (b: Backend): number;
   /** Migrations started / done / failed, and turns that went to a source while their session moved. */
   migrationStats? (): MigrationStats;
   /** Session facts for the admin endpoint; null if unknown. */

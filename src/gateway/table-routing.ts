@@ -96,6 +96,10 @@ export class TableRouting implements RoutingState {
     return q === null ? null : this.#wrap(q);
   }
 
+  pendingPrefill (b: Backend): number {
+    return this.#byRow[b.index] === b ? this.host.load.pendingPrefill(b.index) : 0;
+  }
+
   migrationStats (): MigrationStats {
     return this.host.migrationStats();
   }

@@ -1,6 +1,7 @@
 // Which KV connector moves a session's context: the one with the lowest estimated time to have the context
 // computed on the target (ARCHITECTURE.md "Migration (EAR)", kv-transfer.md §6 "Policy sketch"):
-//   nixl          export leg on the source + setup + bytes / link bandwidth
+//   nixl          the source's backlog (the export leg queues behind it) + the export leg + setup
+//                 + bytes / link bandwidth
 //   shared-store  setup + bytes / the store's load bandwidth (the target reads what the source saved)
 //   recompute     prefilling the context on the target (profile step-time model)
 // bytes = tokens × KV bytes per token. The figures come from an engine profile (src/sim/profiles, the same
@@ -71,27 +72,35 @@ export class TransferCosts {
 
   get modes (): readonly TransferMode[] { return this.#modes; }
 
-  /** Seconds `mode` needs to give the target `tokens` of context. */
-  estimate (mode: TransferMode, tokens: number): number {
+  /**
+   * Seconds `mode` needs to give the target `tokens` of context. `sourceBacklog`: prompt tokens queued or being
+   * prefilled on the source ahead of an export leg (its pending prefill), which the leg waits behind (FCFS, as
+   * vLLM schedules): a hot source makes nixl slow, the reason a migration happens at all.
+   */
+  estimate (mode: TransferMode, tokens: number, sourceBacklog = 0): number {
     const m = this.#m;
     const n = Math.max(0, tokens);
     switch (mode) {
-      case 'nixl': return this.#exportLeg + m.link.setup + n * m.kvBytesPerToken / m.link.bytesPerSecond;
+      case 'nixl': return this.#exportLeg + this.#prefillSeconds(sourceBacklog) + m.link.setup + n * m.kvBytesPerToken / m.link.bytesPerSecond;
       case 'shared-store': return m.store.setup + n * m.kvBytesPerToken / m.store.bytesPerSecond;
-      case 'recompute': {
-        const p = m.prefill;
-        return Math.ceil(n / p.tokensPerStep) * p.stepOverhead + p.perToken * n + p.attnPerTokenPair * n * n / 2;
-      }
+      case 'recompute': return this.#prefillSeconds(n);
     }
   }
 
-  /** The cheapest offered mode for `tokens` of context (the override, if set). */
-  choose (tokens: number): TransferChoice {
+  /** Prefill of `n` tokens from scratch, by the profile's step-time model. */
+  #prefillSeconds (n: number): number {
+    const p = this.#m.prefill;
+    const t = Math.max(0, n);
+    return Math.ceil(t / p.tokensPerStep) * p.stepOverhead + p.perToken * t + p.attnPerTokenPair * t * t / 2;
+  }
+
+  /** The cheapest offered mode for `tokens` of context (the override, if set); `sourceBacklog` as for estimate. */
+  choose (tokens: number, sourceBacklog = 0): TransferChoice {
     const estimates: Partial<Record<TransferMode, number>> = {};
     let best: TransferMode = 'recompute';
     let bestSeconds = Infinity;
     for (const mode of this.#modes) {
-      const s = this.estimate(mode, tokens);
+      const s = this.estimate(mode, tokens, sourceBacklog);
       estimates[mode] = s;
       if (s < bestSeconds) { best = mode; bestSeconds = s; }
     }
@@ -99,9 +108,14 @@ export class TransferCosts {
     return { mode, seconds: estimates[mode]!, estimates };
   }
 
-  /** A measured export leg (seconds): later nixl estimates use the running average. */
-  observeExport (seconds: number): void {
-    if (Number.isFinite(seconds) && seconds >= 0) this.#exportLeg += EXPORT_EMA * (seconds - this.#exportLeg);
+  /**
+   * A measured export leg (seconds) that started behind `sourceBacklog` tokens: the running average keeps what
+   * the backlog does not explain (the leg's own steps, the round trip), which later estimates add to theirs.
+   */
+  observeExport (seconds: number, sourceBacklog = 0): void {
+    if (!Number.isFinite(seconds) || seconds < 0) return;
+    const own = Math.max(0, seconds - this.#prefillSeconds(sourceBacklog));
+    this.#exportLeg += EXPORT_EMA * (own - this.#exportLeg);
   }
 
   /** Bytes `tokens` of context weigh. */

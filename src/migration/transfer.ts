@@ -16,6 +16,8 @@ export interface TransferRequest {
   requestId: string;
   /** Tokens of context the target needs (the prompt): what the cost estimate weighs. */
   contextTokens: number;
+  /** The source's pending prefill (tokens) when the transfer starts: an export leg waits behind it. */
+  sourceBacklog?: number;
   signal: LegSignal;
 }
 
@@ -44,7 +46,7 @@ export class KvTransfers {
   }
 
   async transfer (r: TransferRequest): Promise<TransferOutcome> {
-    const choice = this.costs.choose(r.contextTokens);
+    const choice = this.costs.choose(r.contextTokens, r.sourceBacklog ?? 0);
     const c = this.#connectors.get(choice.mode)!;
     const base = { mode: choice.mode, tokens: r.contextTokens, choice };
     if (c.mode === 'recompute' || c.mode === 'shared-store') {
@@ -59,7 +61,7 @@ export class KvTransfers {
     const plan = await c.prepare(doc, r.path, r.src, r.requestId, r.signal);
     const seconds = plan.exportSeconds ?? 0;
     if (plan.failure !== undefined) return { ...base, ok: false, body: r.body, seconds, bytes: 0, failure: plan.failure };
-    this.costs.observeExport(seconds);
+    this.costs.observeExport(seconds, r.sourceBacklog ?? 0);
     const decorated = c.decorate(doc, plan);
     return { ...base, ok: true, body: decorated === null ? r.body : Buffer.from(JSON.stringify(decorated)), seconds, bytes: this.costs.bytes(r.contextTokens) };
   }

@@ -98,3 +98,14 @@ test('measured export legs move the nixl estimate', () => {
   for (let i = 0; i < 50; i++) c.observeExport(2);
   assert.ok(c.estimate('nixl', 1000) > before + 1.5);
 });
+
+test('a hot source\'s backlog counts against nixl (its export leg queues behind it): a short context is recomputed instead', () => {
+  const c = new TransferCosts(model, ['nixl', 'recompute']);
+  assert.equal(c.choose(8000).mode, 'nixl');
+  assert.equal(c.choose(8000, 60000).mode, 'recompute', 'behind 60k tokens of prefill, 8k tokens are cheaper to compute again');
+  assert.equal(c.choose(100000, 60000).mode, 'nixl', 'a long context still moves');
+  // What the backlog explains is not learnt as the leg's own cost.
+  const before = c.estimate('nixl', 1000);
+  c.observeExport(c.estimate('recompute', 60000), 60000);
+  assert.ok(Math.abs(c.estimate('nixl', 1000) - before) < 0.01);
+});

@@ -67,7 +67,7 @@ export class DesProactive {
     const o = this.#o;
     const last = this.#last.get(key)!;
     const { tokens, digests } = last;
-    const choice = o.transfers.choose(tokens.length);
+    const choice = o.transfers.choose(tokens.length, o.lab.host.load.pendingPrefill(from));
     const id = `proactive-${this.#seq++}`;
     const done = (mode: TransferMode, ok: boolean, at: number, bytes: number): void => {
       this.#busy.set(from, (this.#busy.get(from) ?? 1) - 1);

@@ -178,7 +178,8 @@ export function runDes (o: DesRunOptions): DesRunResult {
       const from = routed.transferFrom;
       if (from === null || from === routed.pod) return run(routed, t, null, null);
       const migrating = routed.migrateFrom !== null;
-      const choice = transfers.choose(tokens.length);
+      const backlog = lab.host.load.pendingPrefill(from);
+      const choice = transfers.choose(tokens.length, backlog);
       const moved = (mode: TransferMode, ok: boolean, at: number, transferTime: number, bytes: number): void => {
         // At the decision's time, the one the session table keeps as its last migration (thrash is judged on it).
         if (migrating) metrics.migration({ at: ok ? t : at, sessionId: d.sessionId, from, to: routed.pod, tokens: ok ? tokens.length : 0, bytes, transferTime, mode, ok });
@@ -196,7 +197,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
         onFinish: (xt) => {
           const held = des.engines[from].heldBlocks(exportId);
           if (held === null) return failed(xt);
-          transfers.observeExport(xt - t);
+          transfers.observeExport(xt - t, backlog);
           const pull = transferTime(resolved, held.length);
           moved('nixl', true, xt, xt - t + pull, transfers.bytes(held.length));
           // The source holds its blocks until the pull has read them (then they stay cached there, evictable).
