@@ -65,7 +65,7 @@ test('a migration is recorded in flight; a turn that comes meanwhile goes to the
   const next = send(2000);
   assert.equal(next.reason, 'migrate');
   assert.equal(next.migrateFrom, 1);
-  assert.deepEqual(host.migrationStats(), { started: 2, done: 1, failed: 0, stayedOnTarget: 0, turnsToSource: 1 });
+  assert.deepEqual(host.migrationStats(), { started: 2, done: 1, failed: 0, stayedOnTarget: 0, turnsToSource: 1, proactive: 0 });
 });
 
 test('a failed transfer puts the session and its request back on the source, not counted as a move, cool-down kept', () => {
@@ -110,4 +110,19 @@ test('a source released while the migration is in flight clears the mark: later 
   host.retirePod(0);
   assert.equal(host.sessions.get(key)!.migratingFrom, -1);
   assert.equal(host.sessions.get(key)!.host, 1);
+});
+
+test('rebindIdle: a proactive move binds an idle session to its target, counted; a turn in flight or a moved host drops it', () => {
+  const { host, send, end, key } = setup();
+  const first = send(0);
+  assert.equal(host.rebindIdle(key, 0, 1, 5), false, 'a turn is in flight');
+  end(first, 10);
+  assert.equal(host.rebindIdle(key, 1, 0, 20), false, 'the session is not on the source named');
+  assert.equal(host.rebindIdle(key, 0, 1, 30), true);
+  const s = host.sessions.get(key)!;
+  assert.deepEqual([s.host, s.migrations, s.lastMigration], [1, 1, 30]);
+  host.setPod(0, { id: 'p0', role: 'both', models: new Set([MODEL]), state: 'down' });
+  assert.equal(host.rebindIdle(key, 1, 0, 40), false, 'the target does not serve');
+  assert.equal(host.migrationStats().proactive, 1);
+  assert.deepEqual(host.clusterView(MODEL, 50).pods.map((p) => p.index), [1]);
 });
