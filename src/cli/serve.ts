@@ -29,6 +29,10 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --session-store S    memory (default: this process's session table) or redis://HOST[:PORT][/DB]: session
                        bindings and service shared by every replica naming the same Redis (down: local table)
   --max-contexts N     explicit contexts (POST /v1/context) live at once (default ${DEFAULTS.maxContexts}; 429 beyond)
+  --kv-connectors L    how KV moves when a session migrates (ear, ear-proactive) or a P/D request goes to its decode
+                       engine (pd-static): a list of nixl (vLLM NixlConnector two-step), shared-store (engines share an
+                       LMCache / Mooncake store), recompute (always offered); default ${DEFAULTS.kvConnectors.join(',')}
+  --kv-connector M     auto (default: per transfer, the cheapest by estimated cost) or one of them, always
   --demo N             start N simulated engines here and route to them
 SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), exit.`;
 
@@ -60,6 +64,8 @@ export async function main (argv: string[]): Promise<number> {
         'prefill-budget-tokens': { type: 'string' },
         'session-store': { type: 'string' },
         'max-contexts': { type: 'string' },
+        'kv-connectors': { type: 'string' },
+        'kv-connector': { type: 'string' },
         demo: { type: 'string' },
         'demo-profile': { type: 'string' },
         'demo-time-scale': { type: 'string' },
@@ -99,6 +105,8 @@ export async function main (argv: string[]): Promise<number> {
     prefillBudgetTokens: values['prefill-budget-tokens'],
     sessionStore: values['session-store'],
     maxContexts: values['max-contexts'],
+    kvConnectors: values['kv-connectors'],
+    kvConnector: values['kv-connector'],
     // Demo engines publish KV events, so the demo runs in precise mode.
     backend: [...((values.backend as string[] | undefined) ?? []), ...sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`)]
   });

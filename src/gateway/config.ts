@@ -124,7 +124,7 @@ export interface GatewayConfig {
 export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze({
   host: '0.0.0.0',
   port: 8080,
-  policy: 'sticky',
+  policy: 'ear',
   policyConfig: {},
   adminToken: null,
   apiKeys: [],
