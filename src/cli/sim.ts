@@ -41,6 +41,7 @@ const ownFlags: Record<string, Flag> = {
   'kv-hash-format': { key: 'kvHashFormat', kind: 'string', choices: ['int', 'bytes'], help: 'block hashes as uint64 ints (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1) or 32-byte bin (default int)' },
   'stop-probability': { key: 'stopProbability', kind: 'number', help: 'chance per generated word of ending with EOS (default 0.02; 0 = always run to max_tokens)' },
   'kv-transfer-host': { key: 'kvTransferHost', kind: 'string', help: 'remote_host put in exported kv_transfer_params (default: --host, or 127.0.0.1 for a wildcard)' },
+  'no-kv-transfer': { key: 'noKvTransfer', kind: 'bool', help: 'as vLLM started without --kv-transfer-config: kv_transfer_params are ignored and none are returned' },
   'kv-hold-timeout': { key: 'kvHoldTimeout', kind: 'number', help: 'modelled seconds exported blocks stay held without a pull (default 480)' },
   'kv-offload-serve': { key: 'kvOffloadServe', kind: 'bool', help: 'host a shared KV offload store (LMCache remote backend / Mooncake store) at /ear/v1/kv/store/*, and use it' },
   'kv-offload-store': { key: 'kvOffloadStore', kind: 'string', help: 'use the shared offload store a --kv-offload-serve sim hosts: http://host:port' },

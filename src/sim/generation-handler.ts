@@ -130,7 +130,8 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
   const prompts = renderPrompts(ctx, g);
   const maxTokens = prompts.map((p) => maxTokensFor(ctx.maxModelLen, p.ids.length, g.maxTokens));
 
-  const intent = classifyKvTransferParams(g.kvTransferParams);
+  // Without a KV connector vLLM never looks at kv_transfer_params (and returns none).
+  const intent = ctx.options.noKvTransfer ? { kind: 'none' as const } : classifyKvTransferParams(g.kvTransferParams);
   let kvImport: KvImport | null = null;
   if (intent.kind === 'invalid') {
     ctx.log.warn({ field: intent.reason }, 'Got invalid KVTransferParams: %s. This request will not utilize KVTransfer', intent.reason);

@@ -44,6 +44,8 @@ export interface SimOptions {
   kvTransferHost: string | null;
   /** Modelled seconds an exported request's blocks stay held without a pull (vLLM: VLLM_NIXL_ABORT_REQUEST_TIMEOUT). */
   kvHoldTimeout: number;
+  /** No KV connector (vLLM without --kv-transfer-config): kv_transfer_params are ignored, none returned. */
+  noKvTransfer: boolean;
   /** Host a shared offload store (LMCache remote backend / Mooncake store stand-in) and use it; others reach it over HTTP. */
   kvOffloadServe: boolean;
   /** Use the shared offload store another sim hosts at this URL (http://host:port). */
@@ -79,6 +81,7 @@ export const defaultSimOptions: Readonly<SimOptions> = Object.freeze({
   kvEventFormat: 'array',
   kvHashFormat: 'int',
   kvTransferHost: null,
+  noKvTransfer: false,
   kvHoldTimeout: 480,
   kvOffloadServe: false,
   kvOffloadStore: null,

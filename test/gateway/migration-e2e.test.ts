@@ -80,7 +80,7 @@ async function session (gw: string, id: string): Promise<{ host: string | null; 
  * Two `ear sim` processes and `ear serve --policy ear` with `connector` (nixl: the two-step; shared-store: the
  * first sim hosts an offload store both use, and a move is a re-route).
  */
-function migrationFleet (connector: 'nixl' | 'shared-store'): { gw: () => string; close: () => Promise<void>; ready: () => Promise<void> } {
+function migrationFleet (connector: 'nixl' | 'shared-store', simFlags: string[] = []): { gw: () => string; close: () => Promise<void>; ready: () => Promise<void> } {
   let dir: string;
   const sims: Proc[] = [];
   let gw: Proc;
@@ -95,7 +95,7 @@ function migrationFleet (connector: 'nixl' | 'shared-store'): { gw: () => string
         'policyConfig: { tHot: 4000, minGain: 4000, tCool: 60 }', `kvConnectors: [${connector}, recompute]`, `kvConnector: ${connector}`, ''
       ].join('\n'));
       // Real time (time scale 1): a 24k-token prefill takes about a second on the profile, long enough to be hot.
-      const base = ['sim', '--host', '127.0.0.1', '--port', '0', '--served-model-name', 'm', '--enable-prompt-tokens-details'];
+      const base = ['sim', '--host', '127.0.0.1', '--port', '0', '--served-model-name', 'm', '--enable-prompt-tokens-details', ...simFlags];
       const listening = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/;
       if (connector === 'nixl') {
         sims.push(...await Promise.all([0, 1].map((i) => start([...base, '--seed', String(i)], listening))));
@@ -150,6 +150,27 @@ describe(`migration end to end (${connector}): ear serve --policy ear in front o
   });
 });
 }
+
+describe('a failed transfer: engines without a KV connector answer the export leg with no params', () => {
+  const fleet = migrationFleet('nixl', ['--no-kv-transfer']);
+  before(() => fleet.ready());
+  after(() => fleet.close());
+
+  test('the session and the request stay on the source, the failure is counted, and no client request fails', async () => {
+    const gw = fleet.gw();
+    const sys = { role: 'system', content: text('system', 3000) };
+    const first = await turn(gw, 'F', [sys, { role: 'user', content: 'turn 1' }]);
+    const messages = [sys, { role: 'user', content: 'turn 1' }, { role: 'assistant', content: 'ok' }, { role: 'user', content: text('turn 2', 24000) }];
+    const [a, b] = await Promise.all([turn(gw, 'F', messages), turn(gw, 'F', messages)]);
+    assert.equal(a.backend, first.backend);
+    assert.equal(b.backend, first.backend, 'the would-be migration is served by the source');
+    assert.equal(await metric(gw, 'ear_kv_transfers_total', '{kind="migration",mode="nixl",outcome="failed"}'), 1);
+    const s = await session(gw, 'F');
+    assert.equal(s.host, first.backend);
+    assert.equal(s.migrations, 0);
+    assert.equal((await turn(gw, 'F', [...messages, { role: 'assistant', content: 'x' }, { role: 'user', content: 'turn 3' }])).backend, first.backend);
+  });
+});
 
 describe('pd-static end to end: every request prefilled on the P engine and decoded on the D engine through the same connector', () => {
   let dir: string;
