@@ -29,10 +29,10 @@ Runs the workload against each policy and writes results.json, report.md and PNG
   --scheduler   the gateway's admission scheduler: ${SCHEDULERS.join(', ')} (default atlas)
                 its knobs with --set: levels, quantumMs, beta, maxQueued, queueTimeoutMs, prefillBudgetTokens,
                 kvHighWatermark, maxConcurrent (per engine)
-                a policy's knobs (des only), e.g. tHot=32768, tCool=60, minGain=8192: each policy that has the
+                a policy's knobs, e.g. tHot=32768, tCool=60, minGain=8192: each policy that has the
                 knob gets it, the others run with their defaults
   --sweep       one flag over several values: engines, numGpuBlocks, scheduler, a scheduler knob, a policy knob
-                (des only: tHot, tCool, …) or any workload option (e.g. rate=0.25,0.5,1, turnsSigma=1.5,2,2.5 for
+                (tHot, tCool, …) or any workload option (e.g. rate=0.25,0.5,1, turnsSigma=1.5,2,2.5 for
                 the skew: the report shows each value's realised top-1% token share, or scheduler=off,fcfs,plas,atlas)
   --time-scale  e2e only: wall seconds per workload second (default 0.1)`;
 
@@ -140,7 +140,10 @@ async function runOne (p: Plan, w: Workload, policy: string, engines: number, nu
     };
     return runDes(options).summary;
   }
-  return (await runE2e({ workload: w, policy, engines, profile: p.profile, seed: p.seed, timeScale: p.timeScale, until, ttftSlo: p.ttftSlo, onProgress, kvEvents: p.kvEvents, ...admission })).summary;
+  return (await runE2e({
+    workload: w, policy, policyConfig, engines, profile: p.profile, seed: p.seed, timeScale: p.timeScale, until, ttftSlo: p.ttftSlo, onProgress, kvEvents: p.kvEvents,
+    kvConnectors: p.kvConnectors, kvConnector: p.kvConnector, ...admission
+  })).summary;
 }
 
 export async function main (argv: string[]): Promise<number> {
@@ -206,7 +209,6 @@ export async function main (argv: string[]): Promise<number> {
       }
       else if (isKnob(k)) admission[k] = num(`set ${k}`, v, 0);
       else if (isPolicyKnob(policies, k, v)) {
-        if (values.driver !== 'des') throw new UsageError(`--set ${k}: policy knobs are for the des driver only`);
         policyKnobs[k] = knobValue(v);
       } else workloadOptions[k] = v;
     }
@@ -241,7 +243,6 @@ export async function main (argv: string[]): Promise<number> {
       sweep = { flag, values: vs };
       if (flag === 'scheduler') for (const v of vs) schedulerOf(v);
       if (!isHostFlag(flag) && vs.some((v) => isPolicyKnob(plan.policies, flag, v))) {
-        if (plan.driver !== 'des') throw new UsageError(`--sweep ${flag}: policy knobs are for the des driver only`);
         if (!vs.every((v) => isPolicyKnob(plan.policies, flag, v))) throw new UsageError(`--sweep ${flag}: every value must be valid for the policies that take it`);
       }
     }

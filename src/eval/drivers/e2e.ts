@@ -14,6 +14,7 @@ import type { RoutingHostOptions } from '../../core/routing-host.js';
 import { Agent, request } from 'undici';
 import pino from 'pino';
 import { startSim, type SimServer } from '../../sim/server.js';
+import type { TransferMode } from '../../migration/cost.js';
 import { ApcBound, HttpStatusError, MetricsCollector, failureCause, type MetricsSummary } from '../metrics/index.js';
 import { replay, SessionPrompt, requestId, type Workload } from '../workloads/index.js';
 import { runWorkload, type Scheduler } from '../workloads/runner.js';
@@ -25,6 +26,10 @@ import type { KvEventsMode } from './lab-routing.js';
 export interface E2eRunOptions {
   workload: Workload;
   policy: string;
+  /** The policy's knobs (tCool scaled to the gateway's wall clock). */
+  policyConfig?: Record<string, unknown>;
+  kvConnectors?: TransferMode[];
+  kvConnector?: TransferMode | null;
   engines: number;
   profile: string;
   seed: number;
@@ -45,6 +50,8 @@ export interface E2eRunOptions {
 
 export interface E2eRunResult {
   summary: MetricsSummary;
+  /** The gateway's ear_kv_transfers_total, by "kind/mode/outcome". */
+  transfers: Record<string, number>;
   wallSeconds: number;
 }
 
@@ -61,6 +68,15 @@ function schedulerConfig (o: E2eRunOptions, scale: number): Record<string, unkno
   c.queueTimeoutMs = Math.max(1, Math.round((a.queueTimeoutMs ?? ADMISSION_DEFAULTS.queueTimeoutMs) * scale));
   if (o.capacity?.prefillBudgetTokens !== undefined) c.prefillBudgetTokens = o.capacity.prefillBudgetTokens;
   if (o.capacity?.kvHighWatermark !== undefined) c.kvHighWatermark = o.capacity.kvHighWatermark;
+  // Policy knobs; tCool is seconds of workload time, which the gateway lives in scaled.
+  if (o.policyConfig !== undefined) {
+    const k = { ...o.policyConfig };
+    if (typeof k.tCool === 'number') k.tCool = k.tCool * scale;
+    c.policyConfig = k;
+  }
+  if (o.kvConnectors !== undefined) c.kvConnectors = o.kvConnectors;
+  if (o.kvConnector != null) c.kvConnector = o.kvConnector;
+  c.kvCostProfile = o.profile;
   return c;
 }
 const MODEL = 'ear-eval';
@@ -210,9 +226,22 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
       queued += count;
     }
     const released = Number(/^ear_admission_released_total (\S+)$/m.exec(gatewayMetrics)?.[1] ?? 0);
+    // The gateway's KV transfers (the lab records each move; here the counts are what the gateway exports).
+    const transfers: Record<string, number> = {};
+    for (const m of gatewayMetrics.matchAll(/^ear_kv_transfers_total\{kind="([^"]+)",mode="([^"]+)",outcome="([^"]+)"\} (\S+)$/gm)) transfers[`${m[1]}/${m[2]}/${m[3]}`] = Number(m[4]);
     for (let i = queued; i < released; i++) metrics.admitted(0);
     const idealRun = replay(w, (s, k) => isolated.get(requestId(s, k)) ?? 0);
-    return { summary: metrics.summary({ idealMakespan: idealRun.makespan, idealSessionCompletion: idealRun.sessionCompletion }), wallSeconds: (performance.now() - wall0) / 1000 };
+    const summary = metrics.summary({ idealMakespan: idealRun.makespan, idealSessionCompletion: idealRun.sessionCompletion });
+    // Migrations as the gateway counted them (no per-move times here: thrash and transfer times stay the lab's).
+    for (const [key, n] of Object.entries(transfers)) {
+      const [kind, mode, outcome] = key.split('/');
+      if (kind !== 'migration' && kind !== 'proactive') continue;
+      if (outcome === 'ok') {
+        summary.migrations.count += n;
+        if (mode in summary.migrations.byMode) summary.migrations.byMode[mode as TransferMode] += n;
+      } else summary.migrations.failed += n;
+    }
+    return { summary, transfers, wallSeconds: (performance.now() - wall0) / 1000 };
   } finally {
     if (gw) {
       gw.child.kill('SIGTERM');
