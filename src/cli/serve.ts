@@ -11,6 +11,7 @@ import { parseKvEventsConfig } from '../sim/kv-events-config.js';
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
                  [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--session-store memory|redis://HOST[:PORT][/DB]] [--max-contexts N]
+                 [--proactive-interval-ms N] [--proactive-body-cache-bytes N]
                  [--demo N [--demo-profile NAME] [--demo-time-scale X]]
 
 An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
@@ -29,6 +30,10 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --session-store S    memory (default: this process's session table) or redis://HOST[:PORT][/DB]: session
                        bindings and service shared by every replica naming the same Redis (down: local table)
   --max-contexts N     explicit contexts (POST /v1/context) live at once (default ${DEFAULTS.maxContexts}; 429 beyond)
+  --proactive-interval-ms N  ear-proactive: how often the migration thread moves idle sessions off hot engines
+                       (default ${DEFAULTS.proactiveIntervalMs})
+  --proactive-body-cache-bytes N  ear-proactive: bytes of sessions' last request bodies kept for those moves
+                       (default ${DEFAULTS.proactiveBodyCacheBytes}; least recently used dropped beyond, counted)
   --demo N             start N simulated engines here and route to them
 SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), exit.`;
 
@@ -60,6 +65,8 @@ export async function main (argv: string[]): Promise<number> {
         'prefill-budget-tokens': { type: 'string' },
         'session-store': { type: 'string' },
         'max-contexts': { type: 'string' },
+        'proactive-interval-ms': { type: 'string' },
+        'proactive-body-cache-bytes': { type: 'string' },
         demo: { type: 'string' },
         'demo-profile': { type: 'string' },
         'demo-time-scale': { type: 'string' },
@@ -99,6 +106,8 @@ export async function main (argv: string[]): Promise<number> {
     prefillBudgetTokens: values['prefill-budget-tokens'],
     sessionStore: values['session-store'],
     maxContexts: values['max-contexts'],
+    proactiveIntervalMs: values['proactive-interval-ms'],
+    proactiveBodyCacheBytes: values['proactive-body-cache-bytes'],
     // Demo engines publish KV events, so the demo runs in precise mode.
     backend: [...((values.backend as string[] | undefined) ?? []), ...sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`)]
   });
@@ -131,7 +140,7 @@ export async function main (argv: string[]): Promise<number> {
     }
     throw err;
   }
-  const ear = await startEar(config, { logger: log.child({ component: 'session-store' }) });
+  const ear = await startEar(config, { logger: log.child({ component: 'session-store' }), migrationLogger: log.child({ component: 'migration' }) });
   // Signal handlers before the line that says we listen: until a handler is installed, SIGHUP and SIGTERM
   // take their default action and kill the process (a supervisor may signal as soon as it reads that line).
   process.on('SIGHUP', () => {
