@@ -1,10 +1,7 @@
 // The main thread's side of ear-proactive's migration thread: starts it over the shared region, tells it the
-// backends and, on each completed request of a session, the forwarded body; applies the moves it reports.
-// A move is applied with the routing host's compare-and-set (rebindIdle: dropped if a turn came meanwhile) and,
-// when a shared session store is configured, the store's casHost with migration: true, so two replicas never
-// move one session twice: a lost store CAS makes this replica follow the winner's binding (counted dropped).
-// A store that does not answer leaves the local move standing (the store is a hint). Nothing here throws into
-// the request path: errors are counted and logged.
+// backends and, on each completed request of a session, the forwarded body; applies the moves it reports
+// (proactive-rebind.ts), one after another, counting each moved or dropped. Nothing here throws into the
+// request path: errors are counted and logged.
 import type { Registry } from 'prom-client';
 import type { SharedRegion } from '../core/region.js';
 import { startMigrationThread, type MigrationThread } from '../migration/migration-thread.js';
@@ -13,6 +10,7 @@ import type { Backend } from './backends.js';
 import type { GatewayConfig } from './config.js';
 import { kvTransferMetrics } from './kv-transfer-metrics.js';
 import { registerProactiveMetrics } from './proactive-metrics.js';
+import { applyIdleMove } from './proactive-rebind.js';
 import type { SharedSessions } from './shared-sessions.js';
 import type { TableRouting } from './table-routing.js';
 
@@ -67,21 +65,6 @@ export function startProactiveMigration (o: ProactiveMigrationOptions): Proactiv
     o.log?.warn({ err: message }, 'proactive migration error');
   };
 
-  /** The local compare-and-set, then the shared store's; true if the session now lives on `to`. */
-  const apply = async (key: bigint, sessionId: string, from: number, to: number): Promise<boolean> => {
-    const host = o.routing().host;
-    if (!host.rebindIdle(key, from, to, o.now())) return false;
-    const store = o.sessions;
-    const fromId = host.pod(from)?.id;
-    const toId = host.pod(to)?.id;
-    if (store === null || fromId === undefined || toId === undefined) return true;
-    const r = await store.store.casHost(sessionId, fromId, toId, o.now(), { migration: true });
-    if (!r.ok || r.value.won) return true;
-    // Another replica moved or bound it first: follow the winner's record.
-    if (r.value.session !== null) store.adopt(sessionId, r.value.session);
-    return false;
-  };
-
   const thread: MigrationThread = startMigrationThread({
     policyConfig: config.policyConfig,
     intervalMs: config.proactiveIntervalMs,
@@ -91,7 +74,7 @@ export function startProactiveMigration (o: ProactiveMigrationOptions): Proactiv
   }, o.shared, {
     onMoved (m) {
       // In order: a store CAS in flight does not let a later move of the same session overtake it.
-      pending = pending.then(() => apply(m.key, m.sessionId, m.from, m.to)).then((moved) => {
+      pending = pending.then(() => applyIdleMove(o.routing().host, o.sessions, m, o.now)).then((moved) => {
         if (moved) out.moved++;
         else out.dropped++;
       }, (err: unknown) => {
