@@ -46,16 +46,18 @@ export function startMigrationThread (data: Omit<MigrationThreadData, 'shared'>,
       handlers.onError(`handling ${m.type}: ${(err as Error).stack ?? String(err)}`);
     }
   });
+  let stopping: Promise<MigrationThreadStats | null> | null = null;
   const fail = (err: Error): void => {
-    if (failed === null) handlers.onError(`the migration thread stopped: ${err.message}`);
-    failed = err;
+    // Reported unless it is the end stop() asked for.
+    if (failed === null && stopping === null) handlers.onError(`the migration thread stopped: ${err.message}`);
+    failed ??= err;
     for (const w of waiting.values()) w.reject(err);
     waiting.clear();
   };
   // Without this listener an uncaught error in the thread would be thrown on the main thread.
   worker.on('error', fail);
-  let stopping: Promise<MigrationThreadStats | null> | null = null;
-  worker.on('exit', () => { if (stopping === null) fail(new Error('the migration thread has exited')); });
+  // From here every call is answered with this error, none waits on a thread that is gone.
+  worker.on('exit', () => fail(new Error('the migration thread has exited')));
   const send = (m: ToMigrationThread, transfer?: ArrayBuffer[]): void => {
     if (failed === null && stopping === null) worker.postMessage(m, transfer);
   };
