@@ -65,7 +65,7 @@ test('a migration is recorded in flight; a turn that comes meanwhile goes to the
   const next = send(2000);
   assert.equal(next.reason, 'migrate');
   assert.equal(next.migrateFrom, 1);
-  assert.deepEqual(host.migrationStats(), { started: 2, done: 1, failed: 0, stayedOnTarget: 0, turnsToSource: 1 });
+  assert.deepEqual(host.migrationStats(), { started: 2, done: 1, failed: 0, stayedOnTarget: 0, turnsToSource: 1, proactive: 0 });
 });
 
 test('a failed transfer puts the session and its request back on the source, not counted as a move, cool-down kept', () => {
