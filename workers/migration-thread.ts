@@ -33,7 +33,7 @@ const loop = new ProactiveLoop({
 
 parentPort?.on('message', (m: ToMigrationThread) => {
   try {
-    if (m.type === 'body') loop.body(m.key, { sessionId: m.sessionId, path: m.path, body: m.body });
+    if (m.type === 'body') loop.body(m.key, { sessionId: m.sessionId, model: m.model, path: m.path, body: m.body });
     else if (m.type === 'backends') loop.setBackends(m.backends);
     else if (m.type === 'stats') send({ type: 'reply', id: m.id, value: loop.stats() });
     else if (m.type === 'stop') {

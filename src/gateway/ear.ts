@@ -129,7 +129,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       sessions,
       // Contexts are recorded in the shared store too, so every replica can GET and DELETE them.
       sessionStore: store ?? undefined,
-      onSessionCompleted: (id, path, body) => proactive?.completed(id, path, body)
+      onSessionCompleted: (id, model, path, body) => proactive?.completed(id, model, path, body)
     });
     // ear-proactive's idle-session moves run on their own thread; the request path only hands it bodies.
     if (config.policy === 'ear-proactive') {

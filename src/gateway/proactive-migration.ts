@@ -41,8 +41,8 @@ export interface ProactiveOutcomes {
 export interface ProactiveMigration {
   /** The backend list changed (or was first filled): the thread follows the ones that serve. */
   backends (list: readonly Backend[]): void;
-  /** A request of `sessionId` completed; `body` is what was forwarded. */
-  completed (sessionId: string, path: string, body: Uint8Array): void;
+  /** A request of `sessionId` for `model` completed; `body` is what was forwarded. */
+  completed (sessionId: string, model: string, path: string, body: Uint8Array): void;
   outcomes (): ProactiveOutcomes;
   stats (): Promise<MigrationThreadStats>;
   /** Resolves once every move reported so far is applied (tests). */
@@ -52,7 +52,7 @@ export interface ProactiveMigration {
 
 /** The backends the thread may move sessions between: those not leaving (the pod table says which are ready). */
 export function migrationBackends (list: readonly Backend[]): MigrationBackend[] {
-  return list.filter((b) => !b.gone && !b.draining).map((b) => ({ index: b.index, id: b.id, url: b.config.url }));
+  return list.filter((b) => !b.gone && !b.draining).map((b) => ({ index: b.index, id: b.id, url: b.config.url, models: [...b.models].sort() }));
 }
 
 export function startProactiveMigration (o: ProactiveMigrationOptions): ProactiveMigration {
@@ -101,9 +101,9 @@ export function startProactiveMigration (o: ProactiveMigrationOptions): Proactiv
       sent = key;
       thread.setBackends(specs);
     },
-    completed (sessionId, path, body) {
+    completed (sessionId, model, path, body) {
       try {
-        thread.body(o.routing().host.sessionKey(sessionId), sessionId, path, body);
+        thread.body(o.routing().host.sessionKey(sessionId), { sessionId, model, path, body });
       } catch (err) {
         error(`recording the body of ${sessionId}: ${(err as Error).message}`);
       }

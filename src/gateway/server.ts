@@ -43,8 +43,8 @@ export interface GatewayDeps {
   sessionStore?: SessionStore;
   /** Wall clock (ms) for contexts' creation and expiry (Date.now by default; tests pass a fake one). */
   clock?: () => number;
-  /** A request of a session completed: the engine path and the body forwarded (no kv_transfer_params of the client's or a connector's). */
-  onSessionCompleted?: (sessionId: string, path: string, body: Buffer) => void;
+  /** A request of a session completed: its model, the engine path and the body forwarded (no kv_transfer_params of the client's or a connector's). */
+  onSessionCompleted?: (sessionId: string, model: string, path: string, body: Buffer) => void;
 }
 
 export interface Gateway {
@@ -335,7 +335,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       }
       if (result.kind === 'broken') metrics.upstreamErrors.inc({ backend: b.id, kind: 'midstream' });
       if (result.kind === 'done') {
-        if (sessionId !== null && result.status < 300) deps.onSessionCompleted?.(sessionId, route, forward);
+        if (sessionId !== null && result.status < 300) deps.onSessionCompleted?.(sessionId, f.model, route, forward);
         series.requests(route, result.status).inc();
         series.e2e.observe((tEnd - t0) / 1000);
         const out = usage?.completionTokens ?? observer?.contentEvents ?? 0;

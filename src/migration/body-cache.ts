@@ -6,6 +6,8 @@
 export interface SessionBody {
   /** The session id as the client sent it (the shared store's key). */
   sessionId: string;
+  /** The request's model: a session moves only between pods serving it. */
+  model: string;
   /** The engine path (/v1/chat/completions or /v1/completions). */
   path: string;
   /** The forwarded body (client kv_transfer_params already stripped). */
@@ -25,7 +27,7 @@ export interface BodyCacheStats {
 /** What an entry costs: its body, its strings (two bytes a UTF-16 unit) and a fixed overhead for the objects. */
 const ENTRY_OVERHEAD = 128;
 function sizeOf (e: SessionBody): number {
-  return e.body.byteLength + 2 * (e.sessionId.length + e.path.length) + ENTRY_OVERHEAD;
+  return e.body.byteLength + 2 * (e.sessionId.length + e.model.length + e.path.length) + ENTRY_OVERHEAD;
 }
 
 export class BodyCache {
@@ -65,6 +67,11 @@ export class BodyCache {
     this.#map.delete(key);
     this.#map.set(key, e);
     return e;
+  }
+
+  /** The session's body without making it the most recently used (a planning pass looks at every session). */
+  peek (key: bigint): SessionBody | undefined {
+    return this.#map.get(key);
   }
 
   has (key: bigint): boolean {

@@ -5,6 +5,7 @@
 import { Worker } from 'node:worker_threads';
 import { once } from 'node:events';
 import type { SharedRegion } from '../core/region.js';
+import type { SessionBody } from './body-cache.js';
 import type { FromMigrationThread, MigrationBackend, MigrationThreadData, MigrationThreadStats, ToMigrationThread } from './thread-protocol.js';
 
 const URL_ = new URL('../../workers/migration-thread.js', import.meta.url);
@@ -21,7 +22,7 @@ export interface MigrationThreadHandlers {
 export interface MigrationThread {
   setBackends (backends: readonly MigrationBackend[]): void;
   /** A session's request completed with this forwarded body (copied: the caller's buffer is not kept). */
-  body (key: bigint, sessionId: string, path: string, body: Uint8Array): void;
+  body (key: bigint, e: SessionBody): void;
   stats (): Promise<MigrationThreadStats>;
   /** Aborts the transfers in flight and ends the thread; resolves with its last counters (null if it had died). */
   stop (): Promise<MigrationThreadStats | null>;
@@ -69,11 +70,11 @@ export function startMigrationThread (data: Omit<MigrationThreadData, 'shared'>,
   };
   return {
     setBackends: (backends) => send({ type: 'backends', backends: [...backends] }),
-    body (key, sessionId, path, body) {
+    body (key, e) {
       // A fresh buffer moved to the thread: a view's whole backing store would be cloned otherwise.
-      const copy = new Uint8Array(body.byteLength);
-      copy.set(body);
-      send({ type: 'body', key, sessionId, path, body: copy }, [copy.buffer]);
+      const copy = new Uint8Array(e.body.byteLength);
+      copy.set(e.body);
+      send({ type: 'body', key, sessionId: e.sessionId, model: e.model, path: e.path, body: copy }, [copy.buffer]);
     },
     stats: () => ask({ type: 'stats', id: nextId++ }),
     stop () {

@@ -55,7 +55,10 @@ export class ProactiveLoop {
     const wanted = new Map(list.map((b) => [b.index, b]));
     for (const [index, p] of this.#peers) {
       const w = wanted.get(index);
-      if (w !== undefined && w.id === p.spec.id && w.url === p.spec.url) continue;
+      if (w !== undefined && w.id === p.spec.id && w.url === p.spec.url) {
+        p.spec = w; // the models may have changed
+        continue;
+      }
       this.#peers.delete(index);
       void p.pool.close().catch(() => {});
     }
@@ -69,7 +72,7 @@ export class ProactiveLoop {
         this.error(`backend ${b.id}: ${(err as Error).message}`);
       }
     }
-    this.#o.planner.setBackendIds(new Map([...this.#peers].map(([i, p]) => [i, p.spec.id])));
+    this.#o.planner.setBackends(new Map([...this.#peers].map(([i, p]) => [i, { id: p.spec.id, models: new Set(p.spec.models) }])));
   }
 
   /** A session's latest forwarded body. */
@@ -94,7 +97,7 @@ export class ProactiveLoop {
     this.#c.ticks++;
     let moves: PlannedMove[];
     try {
-      moves = this.#o.planner.plan(this.#o.now());
+      moves = this.#o.planner.plan(this.#o.now(), (key) => this.#bodies.peek(key)?.model);
     } catch (err) {
       this.error(`planning: ${(err as Error).stack ?? String(err)}`);
       return;

@@ -8,6 +8,9 @@
 // - one attempt per idle period: a session tried (moved, failed, or skipped for lack of a body) is not tried
 //   again until its next turn changes its last activity, so a failing session is not retried every tick. The
 //   memo of tried sessions is bounded (maxTried, oldest out, counted).
+// Sessions move only between pods serving their model: idle sessions are planned per model (the model of the
+// session's last request, from its cached body), over the pods whose backends list that model. A session whose
+// model is unknown (no body cached) is planned over every pod; its move is then skipped for lack of a body.
 // The planner's KV reservation covers one call only: KV promised to a target by a transfer still in flight
 // from an earlier tick is not subtracted (the target's engine-reported usage catches up at its next scrape).
 import { proactiveMoves, type EarProactiveConfig, type IdleCandidate, type ProactiveMove } from '../core/policies/ear.js';
@@ -33,6 +36,12 @@ export interface PlannedMove extends ProactiveMove {
   readonly lastActivity: number;
 }
 
+/** A backend the thread can reach, as the planner needs it: its id and the models it serves. */
+export interface PlannerBackend {
+  id: string;
+  models: ReadonlySet<string>;
+}
+
 export interface PlannerStats {
   /** Moves planned and handed out (each is then moved, dropped, failed or skipped for lack of a body). */
   planned: number;
@@ -53,9 +62,10 @@ export class ProactivePlanner {
   readonly #t: PlannerTables;
   readonly #k: EarProactiveConfig;
   readonly #maxTried: number;
-  /** Backend id by pod row, from the main thread's backend list. */
-  #ids = new Map<number, string>();
-  #podsCache: { generation: number; ids: Map<number, string>; pods: PodView[] } | null = null;
+  /** Backends by pod row, from the main thread's backend list. */
+  #backends = new Map<number, PlannerBackend>();
+  /** Pods per model ('' = all), valid for one pod-table generation and one backend list. */
+  #podsCache: { generation: number; backends: Map<number, PlannerBackend>; byModel: Map<string, PodView[]> } | null = null;
   readonly #inFlight = new Map<number, number>();
   readonly #moving = new Set<bigint>();
   /** Session key → last activity of the idle period in which it was tried. Map order is insertion: oldest first. */
@@ -73,8 +83,8 @@ export class ProactivePlanner {
   }
 
   /** The backends the thread can reach, by pod row (a row not named here is neither source nor target). */
-  setBackendIds (ids: ReadonlyMap<number, string>): void {
-    this.#ids = new Map(ids);
+  setBackends (backends: ReadonlyMap<number, PlannerBackend>): void {
+    this.#backends = new Map(backends);
   }
 
   /** Idle sessions in the session table (a lock-free scan: a hint), less those in flight or tried this idle period. */
@@ -87,31 +97,59 @@ export class ProactivePlanner {
     return out;
   }
 
-  /** The pods that serve (ready, not prefill-only, reachable) and their load, as the policy's planner sees them. */
-  clusterView (): ClusterView {
+  /**
+   * The pods that serve (ready, not prefill-only, reachable; serving `model` when one is given) and their load,
+   * as the policy's planner sees them.
+   */
+  clusterView (model = ''): ClusterView {
     const { pods, load, sessions } = this.#t;
     const generation = pods.generation;
     let c = this.#podsCache;
-    // Rebuilt only when a pod or the backend list changed: the same array otherwise, as the host keeps it.
-    if (c === null || c.generation !== generation || c.ids !== this.#ids) {
-      const ids = this.#ids;
-      c = this.#podsCache = { generation, ids, pods: servingPodViews(pods, (row) => ids.get(row)) };
+    // Rebuilt only when a pod or the backend list changed: the same arrays otherwise, as the host keeps them.
+    if (c === null || c.generation !== generation || c.backends !== this.#backends) {
+      c = this.#podsCache = { generation, backends: this.#backends, byModel: new Map() };
     }
-    return { pods: c.pods, load: loadViewOf(load), sessions: sessionViewOf(sessions), decisions: decisionsOf(load, c.pods) };
+    let list = c.byModel.get(model);
+    if (list === undefined) {
+      const backends = this.#backends;
+      list = servingPodViews(pods, (row) => {
+        const b = backends.get(row);
+        return b !== undefined && (model === '' || b.models.has(model)) ? b.id : undefined;
+      });
+      // Bounded by the models the backends serve (and '').
+      if (model === '' || [...backends.values()].some((b) => b.models.has(model))) c.byModel.set(model, list);
+    }
+    return { pods: list, load: loadViewOf(load), sessions: sessionViewOf(sessions), decisions: decisionsOf(load, list) };
   }
 
   /**
-   * The moves to start now: proactiveMoves over the idle sessions, then at most maxMovesPerPod in flight per
-   * source. Each returned move is in flight (begun) until end() is called for it.
+   * The moves to start now: proactiveMoves over the idle sessions of each model (`modelOf`: the session's model,
+   * undefined if unknown), then at most maxMovesPerPod in flight per source. Each returned move is in flight
+   * (begun) until end() is called for it.
    */
-  plan (now: number): PlannedMove[] {
+  plan (now: number, modelOf: (key: bigint) => string | undefined = () => undefined): PlannedMove[] {
     const idle = this.idleSessions();
     if (idle.length === 0) return [];
-    const cluster = this.clusterView();
-    if (cluster.pods.length < 2) return [];
+    const byModel = new Map<string, IdleSession[]>();
+    for (const s of idle) {
+      const model = modelOf(s.key) ?? '';
+      let list = byModel.get(model);
+      if (list === undefined) byModel.set(model, list = []);
+      list.push(s);
+    }
     const byKey = new Map(idle.map((s) => [s.key, s]));
     const out: PlannedMove[] = [];
-    for (const m of proactiveMoves(idle, cluster, now, this.#k)) {
+    for (const [model, sessions] of byModel) {
+      const cluster = this.clusterView(model);
+      if (cluster.pods.length < 2) continue;
+      this.#take(proactiveMoves(sessions, cluster, now, this.#k), byKey, out);
+    }
+    return out;
+  }
+
+  /** Begins the planned moves whose source has room for another transfer. */
+  #take (moves: readonly ProactiveMove[], byKey: ReadonlyMap<bigint, IdleSession>, out: PlannedMove[]): void {
+    for (const m of moves) {
       if ((this.#inFlight.get(m.from) ?? 0) >= this.#k.maxMovesPerPod) {
         this.#stats.deferred++;
         continue;
@@ -121,7 +159,6 @@ export class ProactivePlanner {
       this.#begin(move);
       out.push(move);
     }
-    return out;
   }
 
   #begin (m: PlannedMove): void {

@@ -7,11 +7,12 @@ import type { TransferMode } from './cost.js';
 import type { PlannerStats } from './proactive-planner.js';
 import type { KvTransferSettings } from './transfers-for.js';
 
-/** A backend the thread may reach: its pod row, id and URL. */
+/** A backend the thread may reach: its pod row, id, URL and the models it serves. */
 export interface MigrationBackend {
   index: number;
   id: string;
   url: string;
+  models: string[];
 }
 
 export interface MigrationThreadData {
@@ -31,7 +32,7 @@ export type ToMigrationThread =
   /** The reachable backends, whole, on start and on every change. */
   | { type: 'backends'; backends: MigrationBackend[] }
   /** A session's request completed: its forwarded body, the one a transfer replays. */
-  | { type: 'body'; key: bigint; sessionId: string; path: string; body: Uint8Array }
+  | { type: 'body'; key: bigint; sessionId: string; model: string; path: string; body: Uint8Array }
   | { type: 'stats'; id: number }
   /** Abort the transfers in flight, close the connections, reply with the last stats, exit. */
   | { type: 'stop'; id: number };

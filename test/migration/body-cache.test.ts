@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BodyCache } from '../../src/migration/body-cache.js';
 
-const entry = (n: number, id = 's') => ({ sessionId: id, path: '/v1/chat/completions', body: new Uint8Array(n) });
+const entry = (n: number, id = 's') => ({ sessionId: id, model: 'm', path: '/v1/chat/completions', body: new Uint8Array(n) });
 
 test('body cache: stays within its bytes, drops the least recently used first, counts it', () => {
   const c = new BodyCache(4096);

@@ -48,10 +48,10 @@ test('migration thread: plans over the tables the main thread writes, pre-warms 
     onTransfer: () => {},
     onError: (e) => errors.push(e)
   });
-  thread.setBackends([{ index: a, id: 'a', url }, { index: b, id: 'b', url }]);
+  thread.setBackends([{ index: a, id: 'a', url, models: [MODEL] }, { index: b, id: 'b', url, models: [MODEL] }]);
   // The caller's buffer is a view into a larger one: only the view's bytes reach the thread.
   const big = Buffer.from(`xxxx${JSON.stringify({ model: MODEL, prompt: 'hello', max_tokens: 8 })}yyyy`);
-  thread.body(key, 's', '/v1/completions', big.subarray(4, big.length - 4));
+  thread.body(key, { sessionId: 's', model: MODEL, path: '/v1/completions', body: big.subarray(4, big.length - 4) });
   const s0 = await thread.stats();
   assert.equal(s0.bodies.entries, 1);
   assert.deepEqual([s0.planned, s0.errors], [0, 0], 'a cold host: nothing planned');

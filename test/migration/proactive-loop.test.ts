@@ -71,8 +71,8 @@ async function setup (mode: TransferMode, targetStatus = 200) {
     bodyCacheBytes: 1 << 20, intervalMs: 1000, upstream: { connections: 2, headersTimeoutMs: 5000, bodyTimeoutMs: 5000 },
     send: (m) => sent.push(m), now: () => 10_000
   });
-  loop.setBackends([{ index: a, id: 'a', url: src.url }, { index: b, id: 'b', url: dst.url }]);
-  const body = (): void => loop.body(key, { sessionId: 's', path: '/v1/chat/completions', body: Buffer.from(JSON.stringify(BODY)) });
+  loop.setBackends([{ index: a, id: 'a', url: src.url, models: [MODEL] }, { index: b, id: 'b', url: dst.url, models: [MODEL] }]);
+  const body = (): void => loop.body(key, { sessionId: 's', model: MODEL, path: '/v1/chat/completions', body: Buffer.from(JSON.stringify(BODY)) });
   return { src, dst, loop, sent, key, a, b, body };
 }
 

@@ -11,7 +11,7 @@ import { readEarProactiveKnobs } from '../../src/core/policies/ear.js';
 import { LoadTable } from '../../src/core/load-table.js';
 import { PodTable } from '../../src/core/pod-table.js';
 import { SessionTable } from '../../src/core/session-table.js';
-import { isIdle, ProactivePlanner } from '../../src/migration/proactive-planner.js';
+import { isIdle, ProactivePlanner, type PlannerBackend } from '../../src/migration/proactive-planner.js';
 
 const MODEL = 'm';
 const TTL = 3_600_000;
@@ -27,8 +27,13 @@ function cluster (pods: Array<{ id: string; role?: 'both' | 'prefill' | 'decode'
 /** The migration thread's side: its own views of the same tables. */
 function planner (region: Region, knobs: Record<string, unknown> = KNOBS, ids?: Map<number, string>) {
   const pl = new ProactivePlanner({ sessions: new SessionTable(region), load: new LoadTable(region), pods: new PodTable(region) }, readEarProactiveKnobs(knobs));
-  if (ids) pl.setBackendIds(ids);
+  if (ids) pl.setBackends(serving(ids));
   return pl;
+}
+
+/** Backends by row, each serving MODEL (or the models given). */
+function serving (ids: Map<number, string>, models: Record<string, string[]> = {}): Map<number, PlannerBackend> {
+  return new Map([...ids].map(([row, id]) => [row, { id, models: new Set(models[id] ?? [MODEL]) }]));
 }
 
 /** An idle session bound to `pod` with `context` tokens. */
@@ -133,7 +138,7 @@ test('planner: the memo of tried sessions is bounded, oldest out, counted', () =
   const { region, host, rows } = cluster([{ id: 'a' }, { id: 'b' }]);
   const pl = new ProactivePlanner({ sessions: new SessionTable(region), load: new LoadTable(region), pods: new PodTable(region) },
     readEarProactiveKnobs({ ...KNOBS, maxMovesPerPod: 1 }), { maxTried: 2 });
-  pl.setBackendIds(names(2));
+  pl.setBackends(serving(names(2)));
   for (let i = 0; i < 3; i++) idle(host, `s${i}`, rows[0], 100 + i);
   host.load.addPendingPrefill(rows[0], 5000);
   const seen: number[] = [];
@@ -155,7 +160,27 @@ test('planner: moves need two reachable pods; a host the thread cannot reach is 
   idle(host, 's', rows[0], 100);
   host.load.addPendingPrefill(rows[0], 5000);
   assert.deepEqual(pl.plan(10_000), []);
-  pl.setBackendIds(names(2));
+  pl.setBackends(serving(names(2)));
   assert.equal(pl.plan(10_000).length, 1);
 });
 
+
+test('planner: a session moves only to a pod serving its model; an unknown model is planned over every pod', () => {
+  const { region, host, rows } = cluster([{ id: 'a' }, { id: 'b' }, { id: 'c' }]);
+  const pl = planner(region, { ...KNOBS, maxMovesPerPod: 3 });
+  // a and b serve m; c serves only n, and is the coolest.
+  pl.setBackends(serving(new Map([[rows[0], 'a'], [rows[1], 'b'], [rows[2], 'c']]), { a: ['m', 'n'], b: ['m'], c: ['n'] }));
+  const sm = idle(host, 'sm', rows[0], 100);
+  const sn = idle(host, 'sn', rows[0], 200);
+  const su = idle(host, 'su', rows[0], 300);
+  host.load.addPendingPrefill(rows[0], 9000);
+  host.load.addPendingPrefill(rows[1], 3000);
+  const models = new Map([[sm, 'm'], [sn, 'n']]);
+  const moves = pl.plan(10_000, (k) => models.get(k));
+  const to = new Map(moves.map((m) => [m.sessionKey, m.to]));
+  assert.equal(to.get(sm), rows[1], 'm goes to b, the only other pod serving m');
+  assert.equal(to.get(sn), rows[2], 'n goes to c');
+  assert.equal(to.get(su), rows[2], 'a session of unknown model: every pod');
+  assert.deepEqual(pl.clusterView('m').pods.map((p) => p.id), ['a', 'b']);
+  assert.deepEqual(pl.clusterView('zzz').pods, []);
+});
