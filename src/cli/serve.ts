@@ -11,6 +11,7 @@ import { parseKvEventsConfig } from '../sim/kv-events-config.js';
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
                  [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--session-store memory|redis://HOST[:PORT][/DB]] [--max-contexts N]
+                 [--proactive-interval-ms N] [--proactive-body-cache-bytes N]
                  [--demo N [--demo-profile NAME] [--demo-time-scale X]]
 
 An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
@@ -33,6 +34,10 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
                        engine (pd-static): a list of nixl (vLLM NixlConnector two-step), shared-store (engines share an
                        LMCache / Mooncake store), recompute (always offered); default ${DEFAULTS.kvConnectors.join(',')}
   --kv-connector M     auto (default: per transfer, the cheapest by estimated cost) or one of them, always
+  --proactive-interval-ms N  ear-proactive: how often the migration thread moves idle sessions off hot engines
+                       (default ${DEFAULTS.proactiveIntervalMs})
+  --proactive-body-cache-bytes N  ear-proactive: bytes of sessions' last request bodies kept for those moves
+                       (default ${DEFAULTS.proactiveBodyCacheBytes}; least recently used dropped beyond, counted)
   --demo N             start N simulated engines here and route to them
 SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), exit.`;
 
@@ -66,6 +71,8 @@ export async function main (argv: string[]): Promise<number> {
         'max-contexts': { type: 'string' },
         'kv-connectors': { type: 'string' },
         'kv-connector': { type: 'string' },
+        'proactive-interval-ms': { type: 'string' },
+        'proactive-body-cache-bytes': { type: 'string' },
         demo: { type: 'string' },
         'demo-profile': { type: 'string' },
         'demo-time-scale': { type: 'string' },
@@ -107,6 +114,8 @@ export async function main (argv: string[]): Promise<number> {
     maxContexts: values['max-contexts'],
     kvConnectors: values['kv-connectors'],
     kvConnector: values['kv-connector'],
+    proactiveIntervalMs: values['proactive-interval-ms'],
+    proactiveBodyCacheBytes: values['proactive-body-cache-bytes'],
     // Demo engines publish KV events, so the demo runs in precise mode.
     backend: [...((values.backend as string[] | undefined) ?? []), ...sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`)]
   });
@@ -139,7 +148,7 @@ export async function main (argv: string[]): Promise<number> {
     }
     throw err;
   }
-  const ear = await startEar(config, { logger: log.child({ component: 'session-store' }) });
+  const ear = await startEar(config, { logger: log.child({ component: 'session-store' }), migrationLogger: log.child({ component: 'migration' }) });
   // Signal handlers before the line that says we listen: until a handler is installed, SIGHUP and SIGTERM
   // take their default action and kill the process (a supervisor may signal as soon as it reads that line).
   process.on('SIGHUP', () => {

@@ -6,7 +6,8 @@ import type { KeySpan } from './block-keys.js';
 import type { LoadTable } from './load-table.js';
 import type { PrefixIndex } from './prefix-index.js';
 import type { SessionTable } from './session-table.js';
-import type { ClusterView, Decision, LoadView, Policy, PodView, PrefixMatch, RequestFeatures, SessionInfo, SessionView, UserView } from './policy.js';
+import type { ClusterView, Decision, LoadView, Policy, PodView, PrefixMatch, RequestFeatures, SessionView, UserView } from './policy.js';
+import { decisionsOf, loadViewOf, sessionViewOf } from './table-views.js';
 import type { UserUsage } from './user-usage.js';
 
 export interface RouteRequest {
@@ -56,21 +57,8 @@ export class Router {
     this.#t = tables;
     this.#opts = opts;
     this.#counts = new Uint32Array(tables.index.counts.length);
-    const load = tables.load;
-    this.#loadView = {
-      inFlight: (p) => load.inFlight(p),
-      pendingPrefill: (p) => load.pendingPrefill(p),
-      running: (p) => load.running(p),
-      waiting: (p) => load.waiting(p),
-      kvUsage: (p) => load.kvUsage(p)
-    };
-    this.#sessionView = {
-      get (key): SessionInfo | null {
-        const s = tables.sessions.get(key);
-        if (!s) return null;
-        return { host: s.host, attainedService: s.attained, contextTokens: s.contextTokens, lastMigration: s.lastMigration, inFlight: s.inFlight };
-      }
-    };
+    this.#loadView = loadViewOf(tables.load);
+    this.#sessionView = sessionViewOf(tables.sessions);
   }
 
   /**
@@ -111,8 +99,7 @@ export class Router {
         return counts[p] - onGpu[p];
       }
     };
-    let decisions = 0;
-    for (const p of candidates) decisions += load.decisions(p.index);
+    const decisions = decisionsOf(load, candidates);
     const cluster: ClusterView = { pods: candidates, load: this.#loadView, sessions: this.#sessionView, decisions, users: this.#userView(now) };
     const features: RequestFeatures = {
       model: req.model,
@@ -144,9 +131,7 @@ export class Router {
 
   /** What a policy sees of the tables outside a request (the migration planner's view): pods, load, sessions. */
   view (candidates: readonly PodView[], now: number): ClusterView {
-    let decisions = 0;
-    for (const p of candidates) decisions += this.#t.load.decisions(p.index);
-    return { pods: candidates, load: this.#loadView, sessions: this.#sessionView, decisions, users: this.#userView(now) };
+    return { pods: candidates, load: this.#loadView, sessions: this.#sessionView, decisions: decisionsOf(this.#t.load, candidates), users: this.#userView(now) };
   }
 
   /** The source of the session's migration in flight if it is still a candidate, else −1. */

@@ -117,8 +117,13 @@ export interface GatewayConfig {
   kvConnector: TransferMode | 'auto';
   /** Engine profile (src/sim/profiles) whose figures the cost estimate uses: KV bytes per token, link, prefill. */
   kvCostProfile: string;
-  /** ear-proactive: how often the migration thread looks for idle sessions on hot hosts (ms). */
+  /** ear-proactive: how often the migration thread looks for idle sessions on hot pods to move (ms). */
   proactiveIntervalMs: number;
+  /**
+   * ear-proactive: bytes of session bodies the migration thread keeps (each session's last request, which a
+   * proactive transfer replays); beyond it the least recently used go, counted.
+   */
+  proactiveBodyCacheBytes: number;
 }
 
 export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze({
@@ -150,6 +155,7 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   kvConnector: 'auto' as TransferMode | 'auto',
   kvCostProfile: 'h100-llama-3.1-8b',
   proactiveIntervalMs: 1000,
+  proactiveBodyCacheBytes: 256 << 20,
   scheduler: 'atlas',
   schedulerLevels: ADMISSION_DEFAULTS.levels,
   schedulerQuantumMs: ADMISSION_DEFAULTS.quantumMs,
@@ -312,7 +318,6 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
     if (v !== 'auto' && !(TRANSFER_MODES as readonly unknown[]).includes(v)) throw new ConfigError(p, `must be auto or one of ${TRANSFER_MODES.join(', ')}, got ${JSON.stringify(v)}`);
     return v;
   },
-  proactiveIntervalMs: (p, v) => checkInt(p, v, 10, 3_600_000),
   kvCostProfile: (p, v) => {
     if (typeof v !== 'string' || !/^[a-z0-9][a-z0-9.-]*$/.test(v)) throw new ConfigError(p, `must name an engine profile, got ${JSON.stringify(v)}`);
     return v;
@@ -362,7 +367,10 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
     return out;
   },
   maxContexts: (p, v) => checkInt(p, v, 1, 1 << 24),
-  contextTtlSeconds: (p, v) => checkInt(p, v, 1, MAX_CONTEXT_TTL_SECONDS)
+  contextTtlSeconds: (p, v) => checkInt(p, v, 1, MAX_CONTEXT_TTL_SECONDS),
+  proactiveIntervalMs: (p, v) => checkInt(p, v, 10, 3_600_000),
+  // One MiB at least: a bound smaller than an agent's request body would keep nothing.
+  proactiveBodyCacheBytes: (p, v) => checkInt(p, v, 1 << 20, 2 ** 40)
 };
 
 function checkNumber (path: string, v: unknown, min: number, max: number): number {

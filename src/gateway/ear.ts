@@ -15,6 +15,7 @@ import { registerRoutePoolMetrics } from './route-pool-metrics.js';
 import { SharedSessions } from './shared-sessions.js';
 import { createSessionStore } from '../store/create.js';
 import { parseSessionStoreSpec, type SessionStore, type StoreLogger } from '../store/session-store.js';
+import { startProactiveMigration, type ProactiveLogger, type ProactiveMigration } from './proactive-migration.js';
 
 export interface Ear {
   gateway: Gateway;
@@ -22,6 +23,8 @@ export interface Ear {
   kvEvents: KvEventsThread;
   /** The shared session state (`sessionStore: redis://…`); null with `memory`. */
   sessions: SharedSessions | null;
+  /** The migration thread's main-thread side, with policy ear-proactive; null otherwise. */
+  proactive: ProactiveMigration | null;
   /** Resolves once the kv-events thread follows the backends as they are now (tests, reload). */
   kvSynced (): Promise<void>;
   close (): Promise<void>;
@@ -55,17 +58,20 @@ export interface EarOptions {
   logger?: StoreLogger;
   /** How long start-up waits for a shared store before serving (ms; default 1000). Not reached: it serves on the local table. */
   storeWaitMs?: number;
+  /** Where the migration thread's errors and failed transfers are logged (ear-proactive). */
+  migrationLogger?: ProactiveLogger;
 }
 
 export async function startEar (config: Readonly<GatewayConfig>, opts: EarOptions = {}): Promise<Ear> {
   const policy = createPolicy(config.policy, config.policyConfig);
-  // Scratch areas: six for the main thread, three for the kv-events thread, one per route worker, and spares so a
-  // restarted worker can claim one.
-  const shared = createRegion({ sessions: config.maxSessions, scratchSlots: config.routeThreads + 12 });
+  // Scratch areas: six for the main thread, three for the kv-events thread, one for the migration thread, one per
+  // route worker, and spares so a restarted worker can claim one.
+  const shared = createRegion({ sessions: config.maxSessions, scratchSlots: config.routeThreads + 13 });
   const region = new Region(shared);
   let kv: KvEventsThread | null = null;
   let pool: RoutePool | null = null;
   let store: SessionStore | null = null;
+  let proactive: ProactiveMigration | null = null;
   try {
     const now = (): number => performance.timeOrigin + performance.now();
     const spec = parseSessionStoreSpec(config.sessionStore, 'sessionStore');
@@ -90,6 +96,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
     let sent = '';
     let synced: Promise<void> = Promise.resolve();
     const sync = (): void => {
+      proactive?.backends(list);
       const specs = kvBackendSpecs(list);
       const ttl = assumedTtlMs(config, list);
       const key = JSON.stringify([specs, ttl]);
@@ -121,8 +128,13 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       now,
       sessions,
       // Contexts are recorded in the shared store too, so every replica can GET and DELETE them.
-      sessionStore: store ?? undefined
+      sessionStore: store ?? undefined,
+      onSessionCompleted: (id, model, path, body) => proactive?.completed(id, model, path, body)
     });
+    // ear-proactive's idle-session moves run on their own thread; the request path only hands it bodies.
+    if (config.policy === 'ear-proactive') {
+      proactive = startProactiveMigration({ config, shared, routing: () => routing, sessions, registry: gateway.metrics.registry, now, log: opts.migrationLogger });
+    }
     registerKvEventMetrics(gateway.metrics.registry, () => k.stats());
     registerRoutePoolMetrics(gateway.metrics.registry, () => p.stats());
     if (sessions !== null) registerSessionStoreMetrics(gateway.metrics.registry, sessions);
@@ -134,8 +146,11 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       routing,
       kvEvents: k,
       sessions,
+      proactive,
       kvSynced: () => synced,
       async close () {
+        // First, so no move is applied to tables the gateway is tearing down.
+        await proactive?.close();
         await gateway.close();
         await sessions?.close();
         await p.close();
@@ -144,6 +159,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       }
     };
   } catch (err) {
+    await proactive?.close();
     await store?.close();
     await pool?.close();
     await kv?.stop();

@@ -6,13 +6,14 @@
 // - a P/D prefill: the decode backend computes the prompt itself (llm-d falls back to decode-only the same way).
 // The migration ends (the session's "migrating" mark clears) when the target's first token shows it has the KV,
 // or when the request ends without one.
-import { Counter, Histogram, type Registry } from 'prom-client';
+import type { Counter, Histogram, Registry } from 'prom-client';
 import type { Backend } from './backends.js';
 import { post } from './buffered-post.js';
 import type { Placement, RoutingInput, RoutingState } from './routing-state.js';
 import type { LegSignal, TransferPeer } from '../migration/connector.js';
 import { KvTransfers } from '../migration/transfer.js';
 import { registerTotal } from './metrics.js';
+import { kvTransferMetrics } from './kv-transfer-metrics.js';
 
 export interface TransferStepResult {
   placement: Placement;
@@ -38,16 +39,10 @@ export class KvTransferStep {
     this.#transfers = transfers;
     this.#state = state;
     this.#now = now;
-    this.#total = new Counter({
-      name: 'ear_kv_transfers_total', labelNames: ['kind', 'mode', 'outcome'], registers: [registry],
-      help: 'KV transfers by kind (migration: a session moved; pd: a prefill moved to its decode pod), connector (nixl, shared-store, recompute) and outcome (ok; failed: the session stayed on its source, or the decode pod computed the prompt).'
-    });
-    this.#seconds = new Histogram({
-      name: 'ear_kv_transfer_source_seconds', labelNames: ['mode'], registers: [registry],
-      help: 'Time of a transfer\'s source leg (nixl: the export request on the source).',
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
-    });
-    this.#bytes = new Counter({ name: 'ear_kv_transfer_bytes_total', labelNames: ['mode'], registers: [registry], help: 'KV bytes moved by transfers that succeeded (estimated from the context\'s tokens).' });
+    const m = kvTransferMetrics(registry);
+    this.#total = m.total;
+    this.#seconds = m.sourceSeconds;
+    this.#bytes = m.bytes;
     const migrations = (): ReturnType<NonNullable<RoutingState['migrationStats']>> | null => state.migrationStats?.() ?? null;
     registerTotal(registry, 'ear_migration_turns_to_source_total', 'Turns sent to a migration\'s source because they came while their session moved.', () => migrations()?.turnsToSource ?? null);
   }

@@ -26,9 +26,7 @@ import type { SessionStore } from '../store/session-store.js';
 import { readBody, ResponseState } from './uws-io.js';
 import type { SharedSessions } from './shared-sessions.js';
 import { KvTransferStep } from './kv-transfer-step.js';
-import { KvTransfers } from '../migration/transfer.js';
-import { costModelOf, TransferCosts } from '../migration/cost.js';
-import { loadProfile } from '../sim/profile.js';
+import { kvTransfersFor } from '../migration/transfers-for.js';
 
 export type FeatureFn = (endpoint: Endpoint, body: Buffer, sessionId: string | null) => Promise<Features>;
 
@@ -45,6 +43,8 @@ export interface GatewayDeps {
   sessionStore?: SessionStore;
   /** Wall clock (ms) for contexts' creation and expiry (Date.now by default; tests pass a fake one). */
   clock?: () => number;
+  /** A request of a session completed: its model, the engine path and the body forwarded (no kv_transfer_params of the client's or a connector's). */
+  onSessionCompleted?: (sessionId: string, model: string, path: string, body: Buffer) => void;
 }
 
 export interface Gateway {
@@ -130,9 +130,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   // Explicit contexts: the registry wraps the routing state to keep a context's session bound and alive.
   const contexts = new ContextRegistry({ maxContexts: config.maxContexts, sessionIdleMs: config.sessionIdleMs, registry: metrics.registry, store: deps.sessionStore, clock: deps.clock, now });
   const state = contexts.routing(deps.state(backends));
-  const kvTransfers = new KvTransferStep(
-    new KvTransfers(new TransferCosts(costModelOf(loadProfile(config.kvCostProfile)), config.kvConnectors, config.kvConnector === 'auto' ? null : config.kvConnector)),
-    state, metrics.registry, now);
+  const kvTransfers = new KvTransferStep(kvTransfersFor(config), state, metrics.registry, now);
   for (const c of config.backends) {
     const b = new Backend(state.admit(c.id), c, config);
     backends.push(b);
@@ -337,6 +335,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       }
       if (result.kind === 'broken') metrics.upstreamErrors.inc({ backend: b.id, kind: 'midstream' });
       if (result.kind === 'done') {
+        if (sessionId !== null && result.status < 300) deps.onSessionCompleted?.(sessionId, f.model, route, forward);
         series.requests(route, result.status).inc();
         series.e2e.observe((tEnd - t0) / 1000);
         const out = usage?.completionTokens ?? observer?.contentEvents ?? 0;

@@ -1,0 +1,149 @@
+// An idle session moves before its next turn, as a user would run EAR: `ear serve --policy ear-proactive` in
+// front of two `ear sim` engines, all separate processes. Session S does a turn on its host H and goes idle (a
+// tool gap); another session's long prompt then sits in H's prefill queue, so H is hot. The migration thread
+// sees S idle on a hot host and moves it: the NIXL export leg on H, the pre-warm import on the other engine,
+// then the main thread's rebind. Admin shows the new host, the counters show one move, and S's next turn is
+// served by the new host with its previous prompt already cached there.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ear = fileURLToPath(new URL('../../src/cli/ear.js', import.meta.url));
+const ADMIN = 'admin-secret';
+
+interface Proc { child: ChildProcess; url: string; out: () => string }
+
+async function start (args: string[], listening: RegExp): Promise<Proc> {
+  const child = spawn(process.execPath, [ear, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, EAR_LOG_LEVEL: 'info' } });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
+  child.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setInterval(() => {
+      const m = listening.exec(out);
+      if (m !== null) {
+        clearInterval(timer);
+        resolve(m[1]);
+      }
+    }, 20);
+    child.once('exit', (code) => { clearInterval(timer); reject(new Error(`${args[0]} exited (${code}) before listening: ${out}`)); });
+  });
+  return { child, url, out: () => out };
+}
+
+async function stop (p: Proc | undefined): Promise<void> {
+  if (p === undefined || p.child.exitCode !== null || p.child.signalCode !== null) return;
+  const exited = once(p.child, 'exit');
+  p.child.kill('SIGTERM');
+  await exited;
+}
+
+interface Turn { backend: string; cached: number; prompt: number }
+
+/** A long, varied text (the character tokenizer makes one token per byte): no two sessions share blocks. */
+function text (seed: string, chars: number): string {
+  let s = '';
+  for (let i = 0; s.length < chars; i++) s += `${seed} step ${i}: the build failed in module ${(i * 7919) % 1000}; `;
+  return s.slice(0, chars);
+}
+
+async function turn (gw: string, session: string, messages: unknown[]): Promise<Turn> {
+  const res = await fetch(`${gw}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-session-id': session },
+    body: JSON.stringify({ model: 'm', messages, max_tokens: 4 })
+  });
+  const body = await res.text();
+  assert.equal(res.status, 200, body);
+  const usage = (JSON.parse(body) as { usage: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens?: number } | null } }).usage;
+  return { backend: res.headers.get('x-ear-backend') ?? '', cached: usage.prompt_tokens_details?.cached_tokens ?? 0, prompt: usage.prompt_tokens };
+}
+
+async function metric (gw: string, name: string, labels: string): Promise<number> {
+  const text = await (await fetch(`${gw}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+interface SessionInfo { host: string | null; migrations: number; inFlight: number }
+
+async function session (gw: string, id: string): Promise<SessionInfo> {
+  const res = await fetch(`${gw}/admin/sessions/${encodeURIComponent(id)}`, { headers: { authorization: `Bearer ${ADMIN}` } });
+  assert.equal(res.status, 200);
+  return await res.json() as SessionInfo;
+}
+
+/** Polls until `ok` holds (generous deadline: two shared cores, other suites running); returns the last value. */
+async function until<T> (read: () => Promise<T>, ok: (v: T) => boolean, deadlineMs: number): Promise<T> {
+  const end = Date.now() + deadlineMs;
+  for (;;) {
+    const v = await read();
+    if (ok(v) || Date.now() > end) return v;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+describe('proactive migration end to end: ear serve --policy ear-proactive in front of two ear sim processes', () => {
+  let dir: string;
+  const sims: Proc[] = [];
+  let gw: Proc;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'ear-proactive-'));
+    const cfg = join(dir, 'ear.yaml');
+    // The gateway's own load only (no engine scrape), so "hot" is exactly the pending prefill it sent. NIXL
+    // forced, so the move takes the two legs whatever the cost estimate says of a short context.
+    writeFileSync(cfg, [
+      'metricsIntervalMs: 0', 'healthIntervalMs: 60000', 'policy: ear-proactive', 'proactiveIntervalMs: 100',
+      'policyConfig: { tHot: 4000, minGain: 4000, tCool: 60 }', 'kvConnectors: [nixl, recompute]', 'kvConnector: nixl', ''
+    ].join('\n'));
+    sims.push(...await Promise.all([0, 1].map((i) => start(['sim', '--host', '127.0.0.1', '--port', '0', '--served-model-name', 'm', '--seed', String(i),
+      '--enable-prompt-tokens-details'], /"url":"(http:\/\/127\.0\.0\.1:\d+)"/))));
+    gw = await start(['serve', '--config', cfg, '--host', '127.0.0.1', '--port', '0', '--admin-token', ADMIN,
+      '--backend', `${sims[0].url},id=sim-0`, '--backend', `${sims[1].url},id=sim-1`], /listening on (http:\/\/127\.0\.0\.1:\d+)/);
+  });
+
+  after(async () => {
+    await stop(gw);
+    await Promise.all(sims.map(stop));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('an idle session on a hot host is moved through the NIXL two-step before its next turn, which finds its context cached on the new host', async () => {
+    const sys = { role: 'system', content: text('system', 3000) };
+    const first = await turn(gw.url, 'S', [sys, { role: 'user', content: 'turn 1' }]);
+    const host = first.backend;
+    const other = host === 'sim-0' ? 'sim-1' : 'sim-0';
+    assert.equal((await session(gw.url, 'S')).inFlight, 0, 'S is idle: its turn is done');
+    // New sessions share idle engines in turn: open small ones until one lands on S's host.
+    let hot: string | null = null;
+    for (let i = 0; i < 8 && hot === null; i++) {
+      const t = await turn(gw.url, `T${i}`, [{ role: 'user', content: text(`probe ${i}`, 200) }]);
+      if (t.backend === host) hot = `T${i}`;
+    }
+    assert.ok(hot !== null, `no new session landed on ${host}`);
+    // The hot session's long turn stays on its host (cold when routed) and fills its prefill queue.
+    const long = turn(gw.url, hot, [{ role: 'user', content: text(`probe ${hot.slice(1)}`, 200) }, { role: 'assistant', content: 'ok' },
+      { role: 'user', content: text('long', 90000) }]);
+    const moved = await until(() => session(gw.url, 'S'), (s) => s.host === other, 30_000);
+    assert.equal(moved.host, other, `S moved to the idle engine (gateway log: ${gw.out().slice(-2000)})`);
+    assert.equal(moved.migrations, 1);
+    assert.equal(moved.inFlight, 0);
+    assert.equal(await metric(gw.url, 'ear_proactive_migrations_total', '{outcome="moved"}'), 1);
+    assert.equal(await metric(gw.url, 'ear_proactive_migrations_total', '{outcome="failed"}'), 0);
+    assert.equal(await metric(gw.url, 'ear_kv_transfers_total', '{kind="proactive",mode="nixl",outcome="ok"}'), 1);
+    // S's next turn goes to its new host, which pulled S's previous prompt during the gap.
+    const second = await turn(gw.url, 'S', [sys, { role: 'user', content: 'turn 1' }, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'turn 2' }]);
+    assert.equal(second.backend, other);
+    assert.ok(second.cached >= first.prompt - 32, `turn 2 found ${second.cached} cached tokens on the new host (previous prompt ${first.prompt})`);
+    const l = await long;
+    assert.equal(l.backend, host, 'the long turn stayed on its host');
+    // Nothing else moved: the hot session was busy, the probes' hosts were never hot.
+    assert.equal(await metric(gw.url, 'ear_proactive_migrations_total', '{outcome="moved"}'), 1);
+  });
+});
