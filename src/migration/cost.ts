@@ -94,14 +94,18 @@ export class TransferCosts {
     return Math.ceil(t / p.tokensPerStep) * p.stepOverhead + p.perToken * t + p.attnPerTokenPair * t * t / 2;
   }
 
-  /** The cheapest offered mode for `tokens` of context (the override, if set); `sourceBacklog` as for estimate. */
-  choose (tokens: number, sourceBacklog = 0): TransferChoice {
+  /**
+   * The cheapest offered mode for `tokens` of context (the override, if set); `sourceBacklog` as for estimate.
+   * `recompute` false: the cheapest that moves KV, recompute only when nothing else is offered.
+   */
+  choose (tokens: number, sourceBacklog = 0, recompute = true): TransferChoice {
     const estimates: Partial<Record<TransferMode, number>> = {};
     let best: TransferMode = 'recompute';
     let bestSeconds = Infinity;
     for (const mode of this.#modes) {
       const s = this.estimate(mode, tokens, sourceBacklog);
       estimates[mode] = s;
+      if (!recompute && mode === 'recompute') continue;
       if (s < bestSeconds) { best = mode; bestSeconds = s; }
     }
     const mode = this.#override ?? best;

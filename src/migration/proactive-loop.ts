@@ -132,7 +132,7 @@ export class ProactiveLoop {
         r = { mode: 'none', ok: false, sourceSeconds: 0, bytes: 0, failure: 'a backend of the move left' };
       } else {
         r = await proactiveTransfer(this.#o.transfers, {
-          path: e.path, body: e.body, src: src.peer, dst: dst.peer, contextTokens: m.contextTokens,
+          path: e.path, body: e.body, src: src.peer, dst: dst.peer, contextTokens: m.contextTokens, sourceBacklog: m.sourceBacklog,
           requestId: `ear-proactive-${randomBytes(8).toString('hex')}`, signal
         });
       }

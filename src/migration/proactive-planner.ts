@@ -34,6 +34,8 @@ export interface IdleSession extends IdleCandidate {
 export interface PlannedMove extends ProactiveMove {
   readonly contextTokens: number;
   readonly lastActivity: number;
+  /** The source's pending prefill when planned: an export leg queues behind it. */
+  readonly sourceBacklog: number;
 }
 
 /** A backend the thread can reach, as the planner needs it: its id and the models it serves. */
@@ -155,7 +157,7 @@ export class ProactivePlanner {
         continue;
       }
       const s = byKey.get(m.sessionKey)!;
-      const move: PlannedMove = { ...m, contextTokens: s.contextTokens, lastActivity: s.lastActivity };
+      const move: PlannedMove = { ...m, contextTokens: s.contextTokens, lastActivity: s.lastActivity, sourceBacklog: this.#t.load.pendingPrefill(m.from) };
       this.#begin(move);
       out.push(move);
     }

@@ -3,8 +3,11 @@
 // streamed, its answer discarded. Per connector (chosen by KvTransfers, as the request path chooses):
 //   nixl          export leg on the source (the connector's prepare), then the pre-warm on the target carrying
 //                 the returned kv_transfer_params: the target pulls the blocks and keeps them cached;
-//   recompute     the pre-warm on the target: it computes the context now, in the tool gap;
 //   shared-store  nothing to send: the target loads the context from the store on the next turn.
+// Never recompute: computing an idle session's whole context again on another engine, on the chance that its
+// host stays hot until its next turn, cost more than it saved in the lab (ear-proactive with recompute
+// pre-warms: mean session slowdown 7.07 against ear's 4.47 at the stress regime; bench/RESULTS.md). With no
+// connector that moves KV offered, the move is not made.
 // A failure of either leg is a failed transfer: the caller leaves the session on its source.
 import type { LegSignal, TransferPeer } from './connector.js';
 import type { TransferMode } from './cost.js';
@@ -31,6 +34,8 @@ export interface ProactiveTransferRequest {
   dst: TransferPeer;
   /** The session's context in tokens: what the cost estimate weighs. */
   contextTokens: number;
+  /** The source's pending prefill (tokens): the export leg waits behind it. */
+  sourceBacklog?: number;
   requestId: string;
   signal: LegSignal;
 }
@@ -55,7 +60,9 @@ export async function proactiveTransfer (transfers: KvTransfers, r: ProactiveTra
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return { mode: 'none', ok: false, sourceSeconds: 0, bytes: 0, failure: 'the session\'s body is not a JSON object' };
   // The export leg is built from this body too: both legs carry the same messages, as NIXL requires.
   const warm = Buffer.from(JSON.stringify(prewarmBody(doc)));
-  const t = await transfers.transfer({ path: r.path, body: warm, src: r.src, requestId: r.requestId, contextTokens: r.contextTokens, signal: r.signal });
+  const t = await transfers.transfer({
+    path: r.path, body: warm, src: r.src, requestId: r.requestId, contextTokens: r.contextTokens, sourceBacklog: r.sourceBacklog, moveKv: true, signal: r.signal
+  });
   const base = { mode: t.mode, sourceSeconds: t.seconds };
   if (!t.ok) return { ...base, ok: false, bytes: 0, failure: t.failure };
   if (t.mode === 'shared-store') return { ...base, ok: true, bytes: t.bytes };

@@ -18,6 +18,8 @@ export interface TransferRequest {
   contextTokens: number;
   /** The source's pending prefill (tokens) when the transfer starts: an export leg waits behind it. */
   sourceBacklog?: number;
+  /** Only a connector that moves KV (nixl, shared-store): a proactive move is not worth a recompute. */
+  moveKv?: boolean;
   signal: LegSignal;
 }
 
@@ -46,9 +48,10 @@ export class KvTransfers {
   }
 
   async transfer (r: TransferRequest): Promise<TransferOutcome> {
-    const choice = this.costs.choose(r.contextTokens, r.sourceBacklog ?? 0);
+    const choice = this.costs.choose(r.contextTokens, r.sourceBacklog ?? 0, r.moveKv !== true);
     const c = this.#connectors.get(choice.mode)!;
     const base = { mode: choice.mode, tokens: r.contextTokens, choice };
+    if (r.moveKv === true && choice.mode === 'recompute') return { ...base, ok: false, body: r.body, seconds: 0, bytes: 0, failure: 'no offered connector moves KV' };
     if (c.mode === 'recompute' || c.mode === 'shared-store') {
       return { ...base, ok: true, body: r.body, seconds: 0, bytes: c.mode === 'recompute' ? 0 : this.costs.bytes(r.contextTokens) };
     }

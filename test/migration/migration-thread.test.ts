@@ -16,13 +16,16 @@ const TTL = 3_600_000;
 const KNOBS = { tHot: 1000, minGain: 1000, tCool: 60 };
 
 test('migration thread: plans over the tables the main thread writes, pre-warms the target, reports the move; stop ends it', async () => {
-  // An engine that answers every pre-warm.
+  // An engine that answers the export leg with NIXL params, as vLLM does, and every pre-warm.
   let posts = 0;
   const server = createServer((req, res) => {
-    req.resume();
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       posts++;
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{"choices":[]}');
+      const exporting = Buffer.concat(chunks).toString('utf8').includes('"do_remote_decode":true');
+      const params = { do_remote_prefill: true, do_remote_decode: false, remote_block_ids: [[1]], remote_engine_id: 'e', remote_request_id: 'r', remote_host: '127.0.0.1', remote_port: 1 };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ choices: [], kv_transfer_params: exporting ? params : null }));
     });
   });
   server.listen(0, '127.0.0.1');
@@ -41,7 +44,7 @@ test('migration thread: plans over the tables the main thread writes, pre-warms 
   const movedOnce = new Promise<void>((resolve) => { arrived = resolve; });
   const thread = startMigrationThread({
     policyConfig: KNOBS, intervalMs: 20, bodyCacheBytes: 1 << 20,
-    transfers: { kvCostProfile: 'h100-llama-3.1-8b', kvConnectors: ['recompute'], kvConnector: 'recompute' },
+    transfers: { kvCostProfile: 'h100-llama-3.1-8b', kvConnectors: ['nixl'], kvConnector: 'nixl' },
     upstream: { connections: 2, headersTimeoutMs: 10_000, bodyTimeoutMs: 10_000 }
   }, shared, {
     onMoved: (m) => { moved.push(m); arrived(); },
@@ -58,7 +61,7 @@ test('migration thread: plans over the tables the main thread writes, pre-warms 
   host.load.addPendingPrefill(a, 50_000); // a turns hot
   await Promise.race([movedOnce, new Promise((_resolve, reject) => setTimeout(() => reject(new Error('no move within 20 s')), 20_000))]);
   assert.deepEqual(moved, [{ type: 'moved', key, sessionId: 's', from: a, to: b }]);
-  assert.equal(posts, 1);
+  assert.equal(posts, 2, 'the export leg on a, then the pre-warm import on b');
   const last = await thread.stop();
   assert.ok(last !== null);
   assert.deepEqual([last.transferred, last.failed, last.errors], [1, 0, 0]);

@@ -1,8 +1,8 @@
 // ear-proactive's migration thread, on the lab's virtual clock: every interval, the idle sessions (nothing in
 // flight, no migration under way) are read from the session table and proactiveMoves (the policy's pure
-// planner, the one the gateway's thread calls) names the moves; each runs the connector the shared cost
-// estimate picks, as a pre-warm of the target in the session's tool gap (nixl: export on the source, then a
-// one-token import on the target; recompute: a one-token prefill on the target; shared-store: nothing to send),
+// planner, the one the gateway's thread calls) names the moves; each runs the connector that moves KV the shared
+// cost estimate picks, as a pre-warm of the target in the session's tool gap (nixl: export on the source, then a
+// one-token import on the target; shared-store: nothing to send; never recompute, as the thread never does),
 // and then rebinds through the host's compare-and-set (a turn that came meanwhile drops the move).
 import type { DesHost } from '../../sim/des.js';
 import type { BlockDigest } from '../../sim/block-hash.js';
@@ -67,7 +67,8 @@ export class DesProactive {
     const o = this.#o;
     const last = this.#last.get(key)!;
     const { tokens, digests } = last;
-    const choice = o.transfers.choose(tokens.length, o.lab.host.load.pendingPrefill(from));
+    // As the gateway's thread: only a connector that moves KV (proactive-transfer.ts says why not recompute).
+    const choice = o.transfers.choose(tokens.length, o.lab.host.load.pendingPrefill(from), false);
     const id = `proactive-${this.#seq++}`;
     const done = (mode: TransferMode, ok: boolean, at: number, bytes: number): void => {
       this.#busy.set(from, (this.#busy.get(from) ?? 1) - 1);
@@ -85,7 +86,10 @@ export class DesProactive {
       });
     };
     if (choice.mode === 'shared-store') return done('shared-store', true, t, o.transfers.bytes(tokens.length));
-    if (choice.mode === 'recompute') return warm(t, 'recompute', 0, null);
+    if (choice.mode === 'recompute') {
+      this.#busy.set(from, (this.#busy.get(from) ?? 1) - 1);
+      return;
+    }
     o.des.submit(from, request('#export', { kvExport: true }), t, {
       onFinish: (xt) => {
         const held = o.des.engines[from].heldBlocks(`${id}#export`);
