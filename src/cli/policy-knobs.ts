@@ -4,10 +4,11 @@
 // registry itself, so a knob added to a policy needs no change here.
 import { createPolicy } from '../core/policies/index.js';
 
-export type PolicyKnobs = Record<string, number | string>;
+export type PolicyKnobs = Record<string, number | string | boolean>;
 
 /** A --set value as a policy sees it: a number when it reads as one. */
-export function knobValue (v: string): number | string {
+export function knobValue (v: string): number | string | boolean {
+  if (v === 'true' || v === 'false') return v === 'true';
   const n = Number(v);
   return v.trim() !== '' && Number.isFinite(n) ? n : v;
 }
@@ -25,13 +26,13 @@ function unknownKnob (policy: string, config: Record<string, unknown>): boolean 
 
 /** Whether `policy` has the knob `key`; throws (TypeError) when it has it but `value` is out of its range. A
  *  policy without knobs ignores its config (round-robin, sticky, …): it has none, whatever it accepts. */
-function takes (policy: string, key: string, value: number | string): boolean {
+function takes (policy: string, key: string, value: number | string | boolean): boolean {
   if (!unknownKnob(policy, { '\u0000probe': 1 })) return false;
   return !unknownKnob(policy, { [key]: value });
 }
 
 /** The policies among `policies` that take `key` (empty: it is no policy knob). */
-export function policiesTaking (policies: readonly string[], key: string, value: number | string): string[] {
+export function policiesTaking (policies: readonly string[], key: string, value: number | string | boolean): string[] {
   return policies.filter((p) => takes(p, key, value));
 }
 

@@ -11,3 +11,9 @@ test('a policy knob goes to the policies that have it; knob-less policies and wo
   assert.throws(() => policiesTaking(['ear'], 'tHot', -1), /knob "tHot" must be/);
   assert.deepEqual([knobValue('32768'), knobValue('1e3'), knobValue('kv'), knobValue('')], [32768, 1000, 'kv', '']);
 });
+
+test('a boolean knob from --set reaches the policy as a boolean (ear affinity=false, the ablation)', () => {
+  assert.equal(knobValue('false'), false);
+  assert.equal(knobValue('true'), true);
+  assert.deepEqual(policiesTaking(['ear', 'sticky'], 'affinity', knobValue('false')), ['ear']);
+});
