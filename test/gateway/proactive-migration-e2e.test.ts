@@ -6,77 +6,10 @@
 // served by the new host with its previous prompt already cached there.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const ear = fileURLToPath(new URL('../../src/cli/ear.js', import.meta.url));
-const ADMIN = 'admin-secret';
-
-interface Proc { child: ChildProcess; url: string; out: () => string }
-
-async function start (args: string[], listening: RegExp): Promise<Proc> {
-  const child = spawn(process.execPath, [ear, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, EAR_LOG_LEVEL: 'info' } });
-  let out = '';
-  child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
-  child.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setInterval(() => {
-      const m = listening.exec(out);
-      if (m !== null) {
-        clearInterval(timer);
-        resolve(m[1]);
-      }
-    }, 20);
-    child.once('exit', (code) => { clearInterval(timer); reject(new Error(`${args[0]} exited (${code}) before listening: ${out}`)); });
-  });
-  return { child, url, out: () => out };
-}
-
-async function stop (p: Proc | undefined): Promise<void> {
-  if (p === undefined || p.child.exitCode !== null || p.child.signalCode !== null) return;
-  const exited = once(p.child, 'exit');
-  p.child.kill('SIGTERM');
-  await exited;
-}
-
-interface Turn { backend: string; cached: number; prompt: number }
-
-/** A long, varied text (the character tokenizer makes one token per byte): no two sessions share blocks. */
-function text (seed: string, chars: number): string {
-  let s = '';
-  for (let i = 0; s.length < chars; i++) s += `${seed} step ${i}: the build failed in module ${(i * 7919) % 1000}; `;
-  return s.slice(0, chars);
-}
-
-async function turn (gw: string, session: string, messages: unknown[]): Promise<Turn> {
-  const res = await fetch(`${gw}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-session-id': session },
-    body: JSON.stringify({ model: 'm', messages, max_tokens: 4 })
-  });
-  const body = await res.text();
-  assert.equal(res.status, 200, body);
-  const usage = (JSON.parse(body) as { usage: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens?: number } | null } }).usage;
-  return { backend: res.headers.get('x-ear-backend') ?? '', cached: usage.prompt_tokens_details?.cached_tokens ?? 0, prompt: usage.prompt_tokens };
-}
-
-async function metric (gw: string, name: string, labels: string): Promise<number> {
-  const text = await (await fetch(`${gw}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
-  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
-}
-
-interface SessionInfo { host: string | null; migrations: number; inFlight: number }
-
-async function session (gw: string, id: string): Promise<SessionInfo> {
-  const res = await fetch(`${gw}/admin/sessions/${encodeURIComponent(id)}`, { headers: { authorization: `Bearer ${ADMIN}` } });
-  assert.equal(res.status, 200);
-  return await res.json() as SessionInfo;
-}
+import { ADMIN, adminSession as session, metric, SERVE_LISTENING, SIM_LISTENING, start, stop, text, turn, type Proc } from '../fixtures/processes.js';
 
 /** Polls until `ok` holds (generous deadline: two shared cores, other suites running); returns the last value. */
 async function until<T> (read: () => Promise<T>, ok: (v: T) => boolean, deadlineMs: number): Promise<T> {
@@ -103,9 +36,9 @@ describe('proactive migration end to end: ear serve --policy ear-proactive in fr
       'policyConfig: { tHot: 4000, minGain: 4000, tCool: 60 }', 'kvConnectors: [nixl, recompute]', 'kvConnector: nixl', ''
     ].join('\n'));
     sims.push(...await Promise.all([0, 1].map((i) => start(['sim', '--host', '127.0.0.1', '--port', '0', '--served-model-name', 'm', '--seed', String(i),
-      '--enable-prompt-tokens-details'], /"url":"(http:\/\/127\.0\.0\.1:\d+)"/))));
+      '--enable-prompt-tokens-details'], SIM_LISTENING))));
     gw = await start(['serve', '--config', cfg, '--host', '127.0.0.1', '--port', '0', '--admin-token', ADMIN,
-      '--backend', `${sims[0].url},id=sim-0`, '--backend', `${sims[1].url},id=sim-1`], /listening on (http:\/\/127\.0\.0\.1:\d+)/);
+      '--backend', `${sims[0].url},id=sim-0`, '--backend', `${sims[1].url},id=sim-1`], SERVE_LISTENING);
   });
 
   after(async () => {

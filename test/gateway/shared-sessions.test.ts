@@ -10,46 +10,12 @@
 // the race test can then set the replicas' rotations apart on purpose (one sessionless request to replica A).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { RedisServer, redisServerMissing } from '../store/redis-server.js';
-
-const ear = fileURLToPath(new URL('../../src/cli/ear.js', import.meta.url));
-const ADMIN = 'admin-secret';
-
-interface Proc { child: ChildProcess; url: string; out: () => string }
-
-async function start (args: string[], listening: RegExp): Promise<Proc> {
-  const child = spawn(process.execPath, [ear, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, EAR_LOG_LEVEL: 'info' } });
-  let out = '';
-  child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
-  child.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setInterval(() => {
-      const m = listening.exec(out);
-      if (m !== null) {
-        clearInterval(timer);
-        resolve(m[1]);
-      }
-    }, 20);
-    child.once('exit', (code) => { clearInterval(timer); reject(new Error(`${args[0]} exited (${code}) before listening: ${out}`)); });
-  });
-  return { child, url, out: () => out };
-}
-
-/** SIGTERM; the exit code (null if it was not running). */
-async function stop (p: Proc | undefined): Promise<number | null> {
-  if (p === undefined || p.child.exitCode !== null || p.child.signalCode !== null) return null;
-  const exited = once(p.child, 'exit');
-  p.child.kill('SIGTERM');
-  const [code] = await exited as [number | null];
-  return code;
-}
+import { ADMIN, start, stop, type Proc } from '../fixtures/processes.js';
 
 /** One turn of a session: the backend that served it. */
 async function turn (gw: string, session: string | null, n: number): Promise<string> {
