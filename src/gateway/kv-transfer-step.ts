@@ -35,7 +35,11 @@ export class KvTransferStep {
   readonly #seconds: Histogram<'mode'>;
   readonly #bytes: Counter<'mode'>;
 
-  constructor (transfers: KvTransfers, state: RoutingState, registry: Registry, now: () => number) {
+  readonly #leave: (b: Backend) => void;
+
+  /** `leave`: the source leg ended on `b` (the gateway's in-flight count; a draining backend goes when idle). */
+  constructor (transfers: KvTransfers, state: RoutingState, registry: Registry, now: () => number, leave: (b: Backend) => void) {
+    this.#leave = leave;
     this.#transfers = transfers;
     this.#state = state;
     this.#now = now;
@@ -60,7 +64,7 @@ export class KvTransferStep {
         path, body, src: peerOf(src), requestId: rid, contextTokens: input.promptTokens, sourceBacklog: this.#state.pendingPrefill?.(src) ?? 0, signal
       });
     } finally {
-      src.inFlight--;
+      this.#leave(src);
     }
     this.#seconds.observe({ mode: t.mode }, t.seconds);
     if (!t.ok) return this.#failed(kind, t.mode, placement, input, body);

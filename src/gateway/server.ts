@@ -130,7 +130,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   // Explicit contexts: the registry wraps the routing state to keep a context's session bound and alive.
   const contexts = new ContextRegistry({ maxContexts: config.maxContexts, sessionIdleMs: config.sessionIdleMs, registry: metrics.registry, store: deps.sessionStore, clock: deps.clock, now });
   const state = contexts.routing(deps.state(backends));
-  const kvTransfers = new KvTransferStep(kvTransfersFor(config), state, metrics.registry, now);
+  const kvTransfers = new KvTransferStep(kvTransfersFor(config), state, metrics.registry, now, (b) => { if (--b.inFlight === 0 && b.draining) void leave(b); });
   for (const c of config.backends) {
     const b = new Backend(state.admit(c.id), c, config);
     backends.push(b);
