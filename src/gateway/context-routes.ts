@@ -31,6 +31,7 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
 
   app.post(CONTEXT_PATH, (res: HttpResponse, req: HttpRequest) => {
     const auth = req.getHeader('authorization');
+    const declaredLength = req.getHeader('content-length');
     const rid = requestId(req.getHeader('x-request-id'));
     const rs = new ResponseState(res);
     const ridHeader: [string, string] = ['x-request-id', rid];
@@ -73,7 +74,7 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
         }
       })();
       deps.track(work.catch(fail));
-    });
+    }, declaredLength);
   });
 
   const byId = (handler: (rs: ResponseState, id: string) => Promise<void>) => (res: HttpResponse, req: HttpRequest) => {

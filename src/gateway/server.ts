@@ -156,6 +156,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       // Everything from req is read now: it is gone after this handler returns.
       const t0 = now();
       const auth = req.getHeader('authorization');
+      const declaredLength = req.getHeader('content-length');
       const priorityHeader = req.getHeader('x-ear-priority');
       const rid = requestId(req.getHeader('x-request-id'));
       const headerValues = SESSION_ID_HEADERS.map((h) => req.getHeader(h));
@@ -181,7 +182,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
           rs.fail(err, [ridHeader, ...retryAfter(err)]);
           handled(rs, ridHeader);
         });
-      });
+      }, declaredLength);
     };
   }
 

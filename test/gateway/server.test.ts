@@ -90,6 +90,36 @@ test('a header value with a bare CR is refused and the gateway keeps serving', a
   await ok.body.dump();
 });
 
+// uWebSockets.js's parser (the pinned build) refuses a Content-Length of ten digits or more (≥ 10^9) itself, before
+// any handler runs: it closes the connection without a response. Below that the gateway answers 413 from the header.
+test('a body declared over the limit is answered 413 from the header alone (999,999,999 bytes, and 40 MB with a few bytes sent)', async () => {
+  const e = await fakeEngine();
+  after(() => e.close());
+  const { url, gw } = await gateway([e]);
+  const send = (path: string, declared: string): Promise<string> => new Promise<string>((resolve) => {
+    const s = connect(gw.port, '127.0.0.1', () => {
+      s.write(`POST ${path} HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${declared}\r\n\r\n{"model":`);
+    });
+    let out = '';
+    s.on('data', (d) => { out += d; });
+    s.on('close', () => resolve(out));
+    s.on('error', () => resolve(out));
+    // No more bytes come: the answer must not wait for them.
+    setTimeout(() => s.destroy(), 3000);
+  });
+  for (const [path, declared] of [['/v1/chat/completions', '999999999'], ['/v1/chat/completions', String(40 << 20)], ['/v1/context', String(40 << 20)]]) {
+    const reply = await send(path, declared);
+    assert.match(reply, /^HTTP\/1\.1 413 /, `${path} with content-length ${declared}: ${reply.slice(0, 80)}`);
+    assert.match(reply, /"code":"EAR_ERR_BODY_TOO_LARGE"/);
+  }
+  const t0 = Date.now();
+  assert.equal(await send('/v1/chat/completions', '1073741824'), '', 'uWS closes at once (no response, no hang)');
+  assert.ok(Date.now() - t0 < 2500);
+  const ok = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat() });
+  assert.equal(ok.statusCode, 200);
+  await ok.body.dump();
+});
+
 test('a backend that fails before the first byte is retried on the next; after the first byte the stream ends with an error event', async () => {
   const dead = await fakeEngine('m', 'die-before');
   const bad = await fakeEngine('m', 'status500');
