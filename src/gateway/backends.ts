@@ -25,6 +25,7 @@ export class Backend {
   constructor (readonly index: number, readonly config: BackendConfig, gw: Readonly<GatewayConfig>) {
     this.pool = new UpstreamPool(config.url, {
       connections: gw.connectionsPerBackend,
+      maxQueued: gw.upstreamMaxQueued,
       headersTimeoutMs: gw.upstreamHeadersTimeoutMs,
       bodyTimeoutMs: gw.upstreamBodyTimeoutMs
     });

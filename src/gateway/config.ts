@@ -52,6 +52,8 @@ export interface GatewayConfig {
   upstreamBodyTimeoutMs: number;
   /** Keep-alive connections per backend. */
   connectionsPerBackend: number;
+  /** Requests that may wait for one of a backend's connections; beyond, the request tries another backend (or 503). */
+  upstreamMaxQueued: number;
   /** Threads of the route pool. */
   routeThreads: number;
   /**
@@ -141,6 +143,7 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   upstreamHeadersTimeoutMs: 600_000,
   upstreamBodyTimeoutMs: 600_000,
   connectionsPerBackend: 128,
+  upstreamMaxQueued: 4096,
   routeThreads: 2,
   tokenizer: 'character',
   remoteTokenizer: REMOTE_TOKENIZER_DEFAULTS,
@@ -273,6 +276,7 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
   upstreamHeadersTimeoutMs: (p, v) => checkInt(p, v, 100, 86_400_000),
   upstreamBodyTimeoutMs: (p, v) => checkInt(p, v, 100, 86_400_000),
   connectionsPerBackend: (p, v) => checkInt(p, v, 1, 10_000),
+  upstreamMaxQueued: (p, v) => checkInt(p, v, 1, 1 << 20),
   routeThreads: (p, v) => checkInt(p, v, 1, 64),
   tokenizer: (p, v) => {
     const name = checkString(p, v);

@@ -24,6 +24,8 @@ export const ERRORS = {
   EAR_ERR_UPSTREAM: { status: 502, type: 'upstream_error' },
   EAR_ERR_NO_BACKEND: { status: 503, type: 'service_unavailable' },
   EAR_ERR_DRAINING: { status: 503, type: 'service_unavailable' },
+  /** Every backend that could serve it has its connection pool's queue full (upstreamMaxQueued). */
+  EAR_ERR_OVERLOADED: { status: 503, type: 'service_unavailable' },
   EAR_ERR_UPSTREAM_TIMEOUT: { status: 504, type: 'upstream_error' },
   /** The request waited for admission longer than queueTimeoutMs. */
   EAR_ERR_QUEUE_TIMEOUT: { status: 504, type: 'timeout_error' }

@@ -4,7 +4,7 @@
 // Everything one socket read brings (many SSE events) goes to the client in one uWS write, at the read's end.
 import { GatewayError } from './errors.js';
 import { StreamObserver } from './stream-observer.js';
-import type { UpstreamCall, UpstreamHandler, UpstreamPool } from './upstream-client.js';
+import { UpstreamError, type UpstreamCall, type UpstreamHandler, type UpstreamPool } from './upstream-client.js';
 import type { ResponseState } from './uws-io.js';
 
 export type AttemptResult =
@@ -14,7 +14,12 @@ export type AttemptResult =
   /** The client went away; the upstream request was aborted. */
   | { kind: 'aborted' }
   /** The upstream failed after bytes reached the client: the stream was ended with an error event. */
-  | { kind: 'broken'; error: unknown };
+  | { kind: 'broken'; error: unknown }
+  /**
+   * Not sent: the backend's connection pool already has its most requests waiting for a socket (queue_full). The
+   * backend is busy, not failed: nothing reached it or the client.
+   */
+  | { kind: 'busy' };
 
 export interface AttemptOptions {
   path: string;
@@ -172,6 +177,7 @@ class UpstreamAttempt implements UpstreamHandler {
     if (state.aborted) return this.#settle({ kind: 'aborted' });
     // What came before the error goes out first, as it would have without the batching.
     if (this.#mode === Mode.Stream) this.#write(false);
+    if (this.#status === 0 && error instanceof UpstreamError && error.code === 'queue_full') return this.#settle({ kind: 'busy' });
     // No answer at all (connect error, timeout before headers): always retryable; the caller answers 502 at the end.
     if (this.#status === 0) return this.#settle({ kind: 'retryable', status: null, error });
     if (!state.headersSent && !this.opts.final) return this.#settle({ kind: 'retryable', status: this.#status, error });

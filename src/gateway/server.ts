@@ -329,6 +329,12 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       state.finished(placement, input, usage, result.kind === 'done', tEnd);
       shared?.completed(tEnd);
       last = result;
+      if (result.kind === 'busy') {
+        // Busy, not failed: no error is counted against it; this request tries the others.
+        metrics.upstreamBusy.inc({ backend: b.id });
+        exclude.add(b.index);
+        continue;
+      }
       if (result.kind === 'retryable') {
         metrics.upstreamErrors.inc({ backend: b.id, kind: result.status === null ? 'connect' : 'status' });
         exclude.add(b.index);
@@ -343,6 +349,10 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
         if (firstAt > 0 && out > 1) series.tpot.observe((tEnd - firstAt) / 1000 / (out - 1));
       }
       return;
+    }
+    if (last && last.kind === 'busy') {
+      metrics.requests.labels(route, '503', '').inc();
+      throw new GatewayError('EAR_ERR_OVERLOADED', 'every backend that serves the model has its connection queue full; retry later', { retryAfterSeconds: 1 });
     }
     if (last && last.kind === 'retryable') {
       metrics.requests.labels(route, '502', '').inc();

@@ -120,6 +120,37 @@ test('a body declared over the limit is answered 413 from the header alone (999,
   await ok.body.dump();
 });
 
+test('a backend whose connection queue is full is busy, not failed: the request goes to another backend, or gets 503 with Retry-After', async () => {
+  const slow = await fakeEngine('m', 'hang-stream');
+  const fine = await fakeEngine();
+  after(() => Promise.all([slow.close(), fine.close()]));
+  const ac = new AbortController();
+  after(() => ac.abort());
+  const hold = async (url: string): Promise<void> => {
+    // One request holds e0's only connection (a stream that never ends), one waits in its queue.
+    const first = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat(true), signal: ac.signal });
+    first.body.on('data', () => {}).on('error', () => {});
+    void request(`${url}/v1/chat/completions`, { method: 'POST', body: chat(true), signal: ac.signal }).catch(() => {});
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  };
+  const two = await gateway([slow, fine], { connectionsPerBackend: 1, upstreamMaxQueued: 1 });
+  await hold(two.url);
+  const r = await request(`${two.url}/v1/chat/completions`, { method: 'POST', body: chat() });
+  assert.equal(r.statusCode, 200);
+  assert.equal(r.headers['x-ear-backend'], 'e1');
+  await r.body.dump();
+  const m = await (await request(`${two.url}/metrics`)).body.text();
+  assert.match(m, /ear_upstream_busy_total\{backend="e0"\} 1/);
+  assert.doesNotMatch(m, /ear_upstream_errors_total\{backend="e0"/, 'no error is counted against a busy backend');
+
+  const one = await gateway([slow], { connectionsPerBackend: 1, upstreamMaxQueued: 1 });
+  await hold(one.url);
+  const busy = await request(`${one.url}/v1/chat/completions`, { method: 'POST', body: chat() });
+  assert.equal(busy.statusCode, 503);
+  assert.equal(busy.headers['retry-after'], '1');
+  assert.equal(((await busy.body.json()) as { error: { code: string } }).error.code, 'EAR_ERR_OVERLOADED');
+});
+
 test('a backend that fails before the first byte is retried on the next; after the first byte the stream ends with an error event', async () => {
   const dead = await fakeEngine('m', 'die-before');
   const bad = await fakeEngine('m', 'status500');
