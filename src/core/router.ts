@@ -6,8 +6,8 @@ import type { KeySpan } from './block-keys.js';
 import type { LoadTable } from './load-table.js';
 import type { PrefixIndex } from './prefix-index.js';
 import type { SessionTable } from './session-table.js';
-import type { ClusterView, Decision, LoadView, Policy, PodView, PrefixMatch, RequestFeatures, SessionView, UserView } from './policy.js';
-import { decisionsOf, loadViewOf, sessionViewOf } from './table-views.js';
+import type { ClusterView, Decision, LoadView, Policy, PodView, PrefixMatch, RequestFeatures, SessionInfo, SessionView, UserView } from './policy.js';
+import { decisionsOf, loadViewOf, sessionInfoOf, sessionViewOf } from './table-views.js';
 import type { UserUsage } from './user-usage.js';
 
 export interface RouteRequest {
@@ -52,13 +52,17 @@ export class Router {
   readonly #sessionView: SessionView;
   /** The index's counts as route() found them, reused by every call (route is synchronous and not reentrant). */
   readonly #counts: Uint32Array;
+  /** The session of the decision under way, as read at its start (null between decisions). */
+  #own: { key: bigint; info: SessionInfo | null } | null = null;
 
   constructor (tables: RouterTables, readonly policy: Policy, opts: RouterOptions) {
     this.#t = tables;
     this.#opts = opts;
     this.#counts = new Uint32Array(tables.index.counts.length);
     this.#loadView = loadViewOf(tables.load);
-    this.#sessionView = sessionViewOf(tables.sessions);
+    const stored = sessionViewOf(tables.sessions);
+    // The request's own session is read once per decision (route() needs it first) and served from that read.
+    this.#sessionView = { get: (key) => (this.#own !== null && this.#own.key === key ? this.#own.info : stored.get(key)) };
   }
 
   /**
@@ -114,8 +118,21 @@ export class Router {
     // The one rule for a turn that arrives while its session migrates: it goes to the source, which still
     // holds the session's KV (the export holds it until the target pulls), and the binding stays on the target.
     // Nothing waits, and the turn cannot race the transfer for the target's KV.
-    const moving = forced === null && !retry && req.sessionKey !== null ? this.#migratingFrom(req.sessionKey, candidates) : -1;
-    const d = forced ?? (moving >= 0 ? { pod: moving, reason: 'migration-in-flight' } : this.policy.route(features, cluster, now));
+    let moving = -1;
+    let d: Decision;
+    if (forced !== null) d = forced;
+    else {
+      if (req.sessionKey !== null) {
+        const s = sessions.get(req.sessionKey);
+        this.#own = { key: req.sessionKey, info: s === undefined ? null : sessionInfoOf(s) };
+        if (!retry && s !== undefined && s.migratingFrom >= 0 && candidates.some((p) => p.index === s.migratingFrom)) moving = s.migratingFrom;
+      }
+      try {
+        d = moving >= 0 ? { pod: moving, reason: 'migration-in-flight' } : this.policy.route(features, cluster, now);
+      } finally {
+        this.#own = null;
+      }
+    }
     const matchedBlocks = counts[d.pod];
     load.countDecision(d.pod);
     if (req.sessionKey !== null) {
@@ -127,19 +144,6 @@ export class Router {
     }
     const expectedPrefill = Math.max(0, req.promptTokens - matchedBlocks * req.blockSize);
     return { ...d, matchedBlocks, expectedPrefill };
-  }
-
-  /** What a policy sees of the tables outside a request (the migration planner's view): pods, load, sessions. */
-  view (candidates: readonly PodView[], now: number): ClusterView {
-    return { pods: candidates, load: this.#loadView, sessions: this.#sessionView, decisions: decisionsOf(this.#t.load, candidates), users: this.#userView(now) };
-  }
-
-  /** The source of the session's migration in flight if it is still a candidate, else −1. */
-  #migratingFrom (key: bigint, candidates: readonly PodView[]): number {
-    const s = this.#t.sessions.get(key);
-    if (s === undefined || s.migratingFrom < 0) return -1;
-    for (const p of candidates) if (p.index === s.migratingFrom) return p.index;
-    return -1;
   }
 
   /** The request was sent to the pod: count it in flight and its prompt as pending prefill, and teach the index. */

@@ -16,7 +16,7 @@ import { AdmissionHeap } from './heap.js';
 import { LoadTable } from './load-table.js';
 import { PodTable, type PodRole, type PodState } from './pod-table.js';
 import { PodRows } from './pod-rows.js';
-import { NoCandidateError, type ClusterView, type Policy, type PodView } from './policy.js';
+import { NoCandidateError, type Policy, type PodView } from './policy.js';
 import { PrefixIndex } from './prefix-index.js';
 import type { Region } from './region.js';
 import { RingProducer } from './ring.js';
@@ -480,13 +480,6 @@ export class RoutingHost {
     const q = new HostPlacement(routed, request, p.keys, now, p.attempt, this.rows.lease(from), p.callPriority);
     this.#keysOwner = q;
     return q;
-  }
-
-  /** The pods serving `model` and their load, as a policy sees them (proactive migration plans over it). */
-  clusterView (model: string, now: number): ClusterView {
-    const list: PodView[] = [];
-    for (const p of this.#pods) if (this.#serves(p, model, NO_EXCLUSIONS)) list.push(p.view);
-    return this.#router.view(list, now);
   }
 
   /**

@@ -3,7 +3,7 @@
 // from another thread). Only reads: every method used here is safe on any thread.
 import type { LoadTable } from './load-table.js';
 import type { PodTable } from './pod-table.js';
-import type { SessionTable } from './session-table.js';
+import type { SessionRecord, SessionTable } from './session-table.js';
 import type { LoadView, PodView, SessionInfo, SessionView } from './policy.js';
 
 export function loadViewOf (load: LoadTable): LoadView {
@@ -16,12 +16,16 @@ export function loadViewOf (load: LoadTable): LoadView {
   };
 }
 
+/** A stored session as policies see it. */
+export function sessionInfoOf (s: SessionRecord): SessionInfo {
+  return { host: s.host, attainedService: s.attained, contextTokens: s.contextTokens, lastMigration: s.lastMigration, inFlight: s.inFlight };
+}
+
 export function sessionViewOf (sessions: SessionTable): SessionView {
   return {
     get (key): SessionInfo | null {
       const s = sessions.get(key);
-      if (!s) return null;
-      return { host: s.host, attainedService: s.attained, contextTokens: s.contextTokens, lastMigration: s.lastMigration, inFlight: s.inFlight };
+      return s === undefined ? null : sessionInfoOf(s);
     }
   };
 }

@@ -8,6 +8,8 @@ import { createAndAttach } from '../../src/core/region.js';
 import { BlockHasher } from '../../src/core/block-keys.js';
 import { RoutingHost, type HostRequest, type Placement } from '../../src/core/routing-host.js';
 import type { Policy } from '../../src/core/policy.js';
+import { readEarProactiveKnobs } from '../../src/core/policies/ear.js';
+import { ProactivePlanner } from '../../src/migration/proactive-planner.js';
 
 const MODEL = 'm';
 const NONE = new Set<number>();
@@ -112,7 +114,7 @@ test('a source released while the migration is in flight clears the mark: later 
   assert.equal(host.sessions.get(key)!.host, 1);
 });
 
-test('rebindIdle: a proactive move binds an idle session to its target, counted; a turn in flight or a moved host drops it', () => {
+test('rebindIdle: a proactive move binds an idle session to its target, counted; a turn in flight or a moved host drops it; the planner sees serving pods only', () => {
   const { host, send, end, key } = setup();
   const first = send(0);
   assert.equal(host.rebindIdle(key, 0, 1, 5), false, 'a turn is in flight');
@@ -124,5 +126,8 @@ test('rebindIdle: a proactive move binds an idle session to its target, counted;
   host.setPod(0, { id: 'p0', role: 'both', models: new Set([MODEL]), state: 'down' });
   assert.equal(host.rebindIdle(key, 1, 0, 40), false, 'the target does not serve');
   assert.equal(host.migrationStats().proactive, 1);
-  assert.deepEqual(host.clusterView(MODEL, 50).pods.map((p) => p.index), [1]);
+  // The planner of the migration thread (and of the lab) sees only the pod that serves.
+  const planner = new ProactivePlanner({ sessions: host.sessions, load: host.load, pods: host.pods }, readEarProactiveKnobs());
+  planner.setBackends(new Map([[0, { id: 'p0', models: new Set([MODEL]) }], [1, { id: 'p1', models: new Set([MODEL]) }]]));
+  assert.deepEqual(planner.clusterView(MODEL).pods.map((p) => p.index), [1]);
 });

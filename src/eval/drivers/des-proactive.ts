@@ -1,14 +1,16 @@
-// ear-proactive's migration thread, on the lab's virtual clock: every interval, the idle sessions (nothing in
-// flight, no migration under way) are read from the session table and proactiveMoves (the policy's pure
-// planner, the one the gateway's thread calls) names the moves; each runs the connector that moves KV the shared
-// cost estimate picks, as a pre-warm of the target in the session's tool gap (nixl: export on the source, then a
-// one-token import on the target; shared-store: nothing to send; never recompute, as the thread never does),
-// and then rebinds through the host's compare-and-set (a turn that came meanwhile drops the move).
+// ear-proactive's migration thread, on the lab's virtual clock: every interval the thread's own planner
+// (src/migration/proactive-planner.ts: idle sessions from the session table, proactiveMoves, at most
+// maxMovesPerPod transfers in flight per source, one attempt per idle period) names the moves; each runs the
+// connector that moves KV the shared cost estimate picks, as a pre-warm of the target in the session's tool gap
+// (nixl: export on the source, then a one-token import on the target; shared-store: nothing to send; never
+// recompute, as the thread never does), then rebinds through the host's compare-and-set (a turn that came
+// meanwhile drops the move). What differs from the gateway is only the leg: engine requests in virtual time.
 import type { DesHost } from '../../sim/des.js';
 import type { BlockDigest } from '../../sim/block-hash.js';
 import { transferTime, type ResolvedProfile } from '../../sim/profile.js';
-import { proactiveMoves, type EarProactiveConfig, type IdleCandidate } from '../../core/policies/ear.js';
+import type { EarProactiveConfig } from '../../core/policies/ear.js';
 import type { TransferCosts, TransferMode } from '../../migration/cost.js';
+import { ProactivePlanner, type PlannedMove } from '../../migration/proactive-planner.js';
 import type { MetricsCollector } from '../metrics/index.js';
 import type { LabRouting } from './lab-routing.js';
 
@@ -28,15 +30,19 @@ export interface DesProactiveOptions {
 
 export class DesProactive {
   readonly #o: DesProactiveOptions;
-  /** Each session's latest prompt: what an export of it sends. */
+  readonly #planner: ProactivePlanner;
+  /** Each session's latest prompt: what an export of it sends (the thread's body cache). */
   readonly #last = new Map<bigint, LastPrompt>();
-  /** Transfers under way per source pod (at most maxMovesPerPod). */
-  readonly #busy = new Map<number, number>();
   #next = 0;
   #seq = 0;
 
   constructor (o: DesProactiveOptions) {
     this.#o = o;
+    const { host } = o.lab;
+    this.#planner = new ProactivePlanner({ sessions: host.sessions, load: host.load, pods: host.pods }, o.knobs);
+    // Engine i is pod row i (lab-routing.ts), every one serving the lab's model.
+    const models = new Set([o.model]);
+    this.#planner.setBackends(new Map(o.des.engines.map((_, i) => [i, { id: `engine-${i}`, models }])));
   }
 
   /** A turn was sent: its prompt is the session's latest. */
@@ -46,57 +52,42 @@ export class DesProactive {
 
   /** Called on the driver's sampling tick (virtual seconds); plans when the interval has passed. */
   tick (t: number): void {
-    const o = this.#o;
     const now = t * 1000;
     if (now < this.#next) return;
-    this.#next = now + o.intervalMs;
-    const idle: IdleCandidate[] = [];
-    for (const s of o.lab.host.sessions.scan()) {
-      if (s.inFlight === 0 && s.host >= 0 && s.migratingFrom < 0 && this.#last.has(s.key)) idle.push(s);
-    }
-    if (idle.length === 0) return;
-    for (const m of proactiveMoves(idle, o.lab.host.clusterView(o.model, now), now, o.knobs)) {
-      const busy = this.#busy.get(m.from) ?? 0;
-      if (busy >= o.knobs.maxMovesPerPod) continue;
-      this.#busy.set(m.from, busy + 1);
-      this.#move(m.sessionKey, m.from, m.to, t);
-    }
+    this.#next = now + this.#o.intervalMs;
+    for (const m of this.#planner.plan(now, (key) => (this.#last.has(key) ? this.#o.model : undefined))) this.#move(m, t);
   }
 
-  #move (key: bigint, from: number, to: number, t: number): void {
+  #move (m: PlannedMove, t: number): void {
     const o = this.#o;
-    const last = this.#last.get(key)!;
+    const { sessionKey: key, from, to } = m;
+    const last = this.#last.get(key);
+    if (last === undefined) return this.#planner.end(m); // no body: the thread skips it too
     const { tokens, digests } = last;
     // As the gateway's thread: only a connector that moves KV (proactive-transfer.ts says why not recompute).
-    const choice = o.transfers.choose(tokens.length, o.lab.host.load.pendingPrefill(from), false);
+    const choice = o.transfers.choose(tokens.length, m.sourceBacklog, false);
+    if (choice.mode === 'recompute') return this.#planner.end(m);
     const id = `proactive-${this.#seq++}`;
     const done = (mode: TransferMode, ok: boolean, at: number, bytes: number): void => {
-      this.#busy.set(from, (this.#busy.get(from) ?? 1) - 1);
+      this.#planner.end(m);
       const moved = ok && o.lab.host.rebindIdle(key, from, to, at * 1000);
       o.metrics.migration({ at, sessionId: last.sessionId, from, to, tokens: moved ? tokens.length : 0, bytes: moved ? bytes : 0, transferTime: at - t, mode, ok: moved });
     };
+    if (choice.mode === 'shared-store') return done('shared-store', true, t, o.transfers.bytes(tokens.length));
     const request = (suffix: string, extra: object) => ({
       id: `${id}${suffix}`, promptTokenIds: tokens, maxTokens: 1, minTokens: 0, ignoreEos: true, stopTokenIds: [],
       loraName: null, cacheSalt: null, seed: 0, arrivalTime: t, blockHashes: digests, ...extra
     });
-    const warm = (at: number, mode: TransferMode, bytes: number, kvImport: { prefixTokenIds: number[]; sourceEngineId: string } | null): void => {
-      o.des.submit(to, request('#warm', { kvImport }), at, {
-        onFinish: (ft) => done(mode, true, ft, bytes),
-        onError: (ft) => done(mode, false, ft, 0)
-      });
-    };
-    if (choice.mode === 'shared-store') return done('shared-store', true, t, o.transfers.bytes(tokens.length));
-    if (choice.mode === 'recompute') {
-      this.#busy.set(from, (this.#busy.get(from) ?? 1) - 1);
-      return;
-    }
     o.des.submit(from, request('#export', { kvExport: true }), t, {
       onFinish: (xt) => {
         const held = o.des.engines[from].heldBlocks(`${id}#export`);
         if (held === null) return done('nixl', false, xt, 0);
         const pull = transferTime(o.profile, held.length);
         o.des.abort(from, `${id}#export`, xt + pull);
-        warm(xt, 'nixl', o.transfers.bytes(held.length), { prefixTokenIds: held, sourceEngineId: `engine-${from}` });
+        o.des.submit(to, request('#warm', { kvImport: { prefixTokenIds: held, sourceEngineId: `engine-${from}` } }), xt, {
+          onFinish: (ft) => done('nixl', true, ft, o.transfers.bytes(held.length)),
+          onError: (ft) => done('nixl', false, ft, 0)
+        });
       },
       onError: (xt) => done('nixl', false, xt, 0)
     });
