@@ -6,56 +6,26 @@
 // the next turn stays there.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { ADMIN, adminSession as session, metric, SERVE_LISTENING, SIM_LISTENING, start, stop, text, turn, type Proc } from '../fixtures/processes.js';
+import { adminSession as session, metric, simFleet, text, turn, type SimFleet } from '../fixtures/processes.js';
 
-/**
- * Two `ear sim` processes and `ear serve --policy ear` with `connector` (nixl: the two-step; shared-store: the
- * first sim hosts an offload store both use, and a move is a re-route).
- */
-function migrationFleet (connector: 'nixl' | 'shared-store', simFlags: string[] = []): { gw: () => string; close: () => Promise<void>; ready: () => Promise<void> } {
-  let dir: string;
-  const sims: Proc[] = [];
-  let gw: Proc;
-  return {
-    gw: () => gw.url,
-    async ready () {
-      dir = mkdtempSync(join(tmpdir(), 'ear-migration-'));
-      const cfg = join(dir, 'ear.yaml');
-      // The gateway's own load only (no engine scrape), so "hot" is exactly the pending prefill it sent.
-      writeFileSync(cfg, [
-        'metricsIntervalMs: 0', 'healthIntervalMs: 60000', 'policy: ear',
-        'policyConfig: { tHot: 4000, minGain: 4000, tCool: 60 }', `kvConnectors: [${connector}, recompute]`, `kvConnector: ${connector}`, ''
-      ].join('\n'));
-      // Real time (time scale 1): a 24k-token prefill takes about a second on the profile, long enough to be hot.
-      const base = ['sim', '--host', '127.0.0.1', '--port', '0', '--served-model-name', 'm', '--enable-prompt-tokens-details', ...simFlags];
-      if (connector === 'nixl') {
-        sims.push(...await Promise.all([0, 1].map((i) => start([...base, '--seed', String(i)], SIM_LISTENING))));
-      } else {
-        sims.push(await start([...base, '--seed', '0', '--kv-offload-serve'], SIM_LISTENING));
-        sims.push(await start([...base, '--seed', '1', '--kv-offload-store', sims[0].url], SIM_LISTENING));
-      }
-      gw = await start(['serve', '--config', cfg, '--host', '127.0.0.1', '--port', '0', '--admin-token', ADMIN,
-        '--backend', `${sims[0].url},id=sim-0`, '--backend', `${sims[1].url},id=sim-1`], SERVE_LISTENING);
-    },
-    async close () {
-      await stop(gw);
-      await Promise.all(sims.map(stop));
-      rmSync(dir, { recursive: true, force: true });
-    }
-  };
+/** `ear serve --policy ear` with `connector` in front of two `ear sim` processes (shared-store: sim-0 hosts the store). */
+function migrationFleet (connector: 'nixl' | 'shared-store', simFlags: string[] = []): Promise<SimFleet> {
+  // The gateway's own load only (no engine scrape), so "hot" is exactly the pending prefill it sent. Real time
+  // (time scale 1): a 24k-token prefill takes about a second on the profile, long enough to be hot.
+  const config = ['metricsIntervalMs: 0', 'healthIntervalMs: 60000', 'policy: ear', 'policyConfig: { tHot: 4000, minGain: 4000, tCool: 60 }',
+    `kvConnectors: [${connector}, recompute]`, `kvConnector: ${connector}`];
+  if (connector === 'nixl') return simFleet(config, () => [simFlags, simFlags]);
+  return simFleet(config, (urls) => [[...simFlags, '--kv-offload-serve'], [...simFlags, '--kv-offload-store', urls[0] ?? '']], { sequential: true });
 }
 
 for (const connector of ['nixl', 'shared-store'] as const) {
 describe(`migration end to end (${connector}): ear serve --policy ear in front of two ear sim processes`, () => {
-  const fleet = migrationFleet(connector);
-  before(() => fleet.ready());
+  let fleet: SimFleet;
+  before(async () => { fleet = await migrationFleet(connector); });
   after(() => fleet.close());
 
   test('a turn routed while its host is hot moves the session; the target reports the moved prefix as cached, and keeps it', async () => {
-    const gw = { url: fleet.gw() };
+    const gw = { url: fleet.url };
     const sys = { role: 'system', content: text('system', 3000) };
     const first = await turn(gw.url, 'S', [sys, { role: 'user', content: 'turn 1' }]);
     const host = first.backend;
@@ -86,12 +56,12 @@ describe(`migration end to end (${connector}): ear serve --policy ear in front o
 }
 
 describe('a failed transfer: engines without a KV connector answer the export leg with no params', () => {
-  const fleet = migrationFleet('nixl', ['--no-kv-transfer']);
-  before(() => fleet.ready());
+  let fleet: SimFleet;
+  before(async () => { fleet = await migrationFleet('nixl', ['--no-kv-transfer']); });
   after(() => fleet.close());
 
   test('the session and the request stay on the source, the failure is counted, and no client request fails', async () => {
-    const gw = fleet.gw();
+    const gw = fleet.url;
     const sys = { role: 'system', content: text('system', 3000) };
     const first = await turn(gw, 'F', [sys, { role: 'user', content: 'turn 1' }]);
     const messages = [sys, { role: 'user', content: 'turn 1' }, { role: 'assistant', content: 'ok' }, { role: 'user', content: text('turn 2', 24000) }];
@@ -107,25 +77,14 @@ describe('a failed transfer: engines without a KV connector answer the export le
 });
 
 describe('pd-static end to end: every request prefilled on the P engine and decoded on the D engine through the same connector', () => {
-  let dir: string;
-  const sims: Proc[] = [];
-  let gw: Proc;
-
+  let fleet: SimFleet;
+  let gw: { url: string };
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'ear-pd-'));
-    const cfg = join(dir, 'ear.yaml');
-    writeFileSync(cfg, ['metricsIntervalMs: 0', 'healthIntervalMs: 60000', 'policy: pd-static', 'policyConfig: { prefillPods: 1 }', 'kvConnector: nixl', ''].join('\n'));
-    sims.push(...await Promise.all([0, 1].map((i) => start(['sim', '--host', '127.0.0.1', '--port', '0', '--served-model-name', 'm', '--seed', String(i),
-      '--time-scale', '0.05', '--enable-prompt-tokens-details'], SIM_LISTENING))));
-    gw = await start(['serve', '--config', cfg, '--host', '127.0.0.1', '--port', '0', '--admin-token', ADMIN,
-      '--backend', `${sims[0].url},id=sim-0`, '--backend', `${sims[1].url},id=sim-1`], SERVE_LISTENING);
+    fleet = await simFleet(['metricsIntervalMs: 0', 'healthIntervalMs: 60000', 'policy: pd-static', 'policyConfig: { prefillPods: 1 }', 'kvConnector: nixl'],
+      () => [['--time-scale', '0.05'], ['--time-scale', '0.05']]);
+    gw = { url: fleet.url };
   });
-
-  after(async () => {
-    await stop(gw);
-    await Promise.all(sims.map(stop));
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => fleet.close());
 
   test('the decode engine answers with the prompt pulled from the prefill engine; a streamed request too', async () => {
     const messages = [{ role: 'user', content: text('pd', 8000) }];

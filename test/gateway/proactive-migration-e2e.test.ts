@@ -6,10 +6,7 @@
 // served by the new host with its previous prompt already cached there.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { ADMIN, adminSession as session, metric, SERVE_LISTENING, SIM_LISTENING, start, stop, text, turn, type Proc } from '../fixtures/processes.js';
+import { adminSession as session, metric, simFleet, text, turn, type SimFleet } from '../fixtures/processes.js';
 
 /** Polls until `ok` holds (generous deadline: two shared cores, other suites running); returns the last value. */
 async function until<T> (read: () => Promise<T>, ok: (v: T) => boolean, deadlineMs: number): Promise<T> {
@@ -22,30 +19,20 @@ async function until<T> (read: () => Promise<T>, ok: (v: T) => boolean, deadline
 }
 
 describe('proactive migration end to end: ear serve --policy ear-proactive in front of two ear sim processes', () => {
-  let dir: string;
-  const sims: Proc[] = [];
-  let gw: Proc;
+  let fleet: SimFleet;
+  let gw: { url: string };
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'ear-proactive-'));
-    const cfg = join(dir, 'ear.yaml');
     // The gateway's own load only (no engine scrape), so "hot" is exactly the pending prefill it sent. NIXL
     // forced, so the move takes the two legs whatever the cost estimate says of a short context.
-    writeFileSync(cfg, [
+    fleet = await simFleet([
       'metricsIntervalMs: 0', 'healthIntervalMs: 60000', 'policy: ear-proactive', 'proactiveIntervalMs: 100',
-      'policyConfig: { tHot: 4000, minGain: 4000, tCool: 60 }', 'kvConnectors: [nixl, recompute]', 'kvConnector: nixl', ''
-    ].join('\n'));
-    sims.push(...await Promise.all([0, 1].map((i) => start(['sim', '--host', '127.0.0.1', '--port', '0', '--served-model-name', 'm', '--seed', String(i),
-      '--enable-prompt-tokens-details'], SIM_LISTENING))));
-    gw = await start(['serve', '--config', cfg, '--host', '127.0.0.1', '--port', '0', '--admin-token', ADMIN,
-      '--backend', `${sims[0].url},id=sim-0`, '--backend', `${sims[1].url},id=sim-1`], SERVE_LISTENING);
+      'policyConfig: { tHot: 4000, minGain: 4000, tCool: 60 }', 'kvConnectors: [nixl, recompute]', 'kvConnector: nixl'
+    ], () => [[], []]);
+    gw = { url: fleet.url };
   });
 
-  after(async () => {
-    await stop(gw);
-    await Promise.all(sims.map(stop));
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => fleet.close());
 
   test('an idle session on a hot host is moved through the NIXL two-step before its next turn, which finds its context cached on the new host', async () => {
     const sys = { role: 'system', content: text('system', 3000) };
@@ -64,7 +51,7 @@ describe('proactive migration end to end: ear serve --policy ear-proactive in fr
     const long = turn(gw.url, hot, [{ role: 'user', content: text(`probe ${hot.slice(1)}`, 200) }, { role: 'assistant', content: 'ok' },
       { role: 'user', content: text('long', 90000) }]);
     const moved = await until(() => session(gw.url, 'S'), (s) => s.host === other, 30_000);
-    assert.equal(moved.host, other, `S moved to the idle engine (gateway log: ${gw.out().slice(-2000)})`);
+    assert.equal(moved.host, other, `S moved to the idle engine (gateway log: ${fleet.gateway.out().slice(-2000)})`);
     assert.equal(moved.migrations, 1);
     assert.equal(moved.inFlight, 0);
     assert.equal(await metric(gw.url, 'ear_proactive_migrations_total', '{outcome="moved"}'), 1);
