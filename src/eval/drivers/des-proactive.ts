@@ -7,7 +7,8 @@
 // meanwhile drops the move). What differs from the gateway is only the leg: engine requests in virtual time.
 import type { DesHost } from '../../sim/des.js';
 import type { BlockDigest } from '../../sim/block-hash.js';
-import { transferTime, type ResolvedProfile } from '../../sim/profile.js';
+import type { ResolvedProfile } from '../../sim/profile.js';
+import { exportLeg } from './des-nixl.js';
 import type { EarProactiveConfig } from '../../core/policies/ear.js';
 import type { TransferCosts, TransferMode } from '../../migration/cost.js';
 import { ProactivePlanner, type PlannedMove } from '../../migration/proactive-planner.js';
@@ -78,18 +79,14 @@ export class DesProactive {
       id: `${id}${suffix}`, promptTokenIds: tokens, maxTokens: 1, minTokens: 0, ignoreEos: true, stopTokenIds: [],
       loraName: null, cacheSalt: null, seed: 0, arrivalTime: t, blockHashes: digests, ...extra
     });
-    o.des.submit(from, request('#export', { kvExport: true }), t, {
-      onFinish: (xt) => {
-        const held = o.des.engines[from].heldBlocks(`${id}#export`);
-        if (held === null) return done('nixl', false, xt, 0);
-        const pull = transferTime(o.profile, held.length);
-        o.des.abort(from, `${id}#export`, xt + pull);
-        o.des.submit(to, request('#warm', { kvImport: { prefixTokenIds: held, sourceEngineId: `engine-${from}` } }), xt, {
-          onFinish: (ft) => done('nixl', true, ft, o.transfers.bytes(held.length)),
+    exportLeg(o.des, o.profile, from, request('#export', {}), t, {
+      held: (xt, kvImport) => {
+        o.des.submit(to, request('#warm', { kvImport }), xt, {
+          onFinish: (ft) => done('nixl', true, ft, o.transfers.bytes(kvImport.prefixTokenIds.length)),
           onError: (ft) => done('nixl', false, ft, 0)
         });
       },
-      onError: (xt) => done('nixl', false, xt, 0)
+      failed: (xt) => done('nixl', false, xt, 0)
     });
   }
 }

@@ -11,7 +11,8 @@ import { DEFAULTS } from '../../gateway/config.js';
 import { LabRouting, type KvEventsMode } from './lab-routing.js';
 import type { AdmissionStats, AdmissionWaiter, Placement, RoutingHostOptions } from '../../core/routing-host.js';
 import { DesKvEventFeed, type DesKvFeedStats } from './des-kv-events.js';
-import { loadProfile, resolveProfile, transferTime } from '../../sim/profile.js';
+import { loadProfile, resolveProfile } from '../../sim/profile.js';
+import { exportLeg } from './des-nixl.js';
 import type { KvImport } from '../../sim/engine-types.js';
 import { costModelOf, TransferCosts, type TransferMode } from '../../migration/cost.js';
 import type { BlockDigest } from '../../sim/block-hash.js';
@@ -189,22 +190,16 @@ export function runDes (o: DesRunOptions): DesRunResult {
         moved(choice.mode, true, t, choice.seconds, choice.mode === 'recompute' ? 0 : transfers.bytes(tokens.length));
         return run(routed, t, null, migrating ? ended : null);
       }
-      const exportId = `${id}#export`;
-      des.submit(from, {
-        id: exportId, promptTokenIds: tokens, maxTokens: 1, minTokens: 0, ignoreEos: true, stopTokenIds: [],
-        loraName: null, cacheSalt: null, seed, arrivalTime: t, blockHashes: dg, kvExport: true
+      exportLeg(des, resolved, from, {
+        id: `${id}#export`, promptTokenIds: tokens, minTokens: 0, ignoreEos: true, stopTokenIds: [],
+        loraName: null, cacheSalt: null, seed, arrivalTime: t, blockHashes: dg
       }, t, {
-        onFinish: (xt) => {
-          const held = des.engines[from].heldBlocks(exportId);
-          if (held === null) return failed(xt);
+        held: (xt, kvImport, pull) => {
           transfers.observeExport(xt - t, backlog);
-          const pull = transferTime(resolved, held.length);
-          moved('nixl', true, xt, xt - t + pull, transfers.bytes(held.length));
-          // The source holds its blocks until the pull has read them (then they stay cached there, evictable).
-          des.abort(from, exportId, xt + pull);
-          run(routed, xt, { prefixTokenIds: held, sourceEngineId: `engine-${from}` }, migrating ? ended : null);
+          moved('nixl', true, xt, xt - t + pull, transfers.bytes(kvImport.prefixTokenIds.length));
+          run(routed, xt, kvImport, migrating ? ended : null);
         },
-        onError: (xt) => failed(xt)
+        failed: (xt) => failed(xt)
       });
       const failed = (xt: number): void => {
         moved('nixl', false, xt, xt - t, 0);
