@@ -55,6 +55,13 @@ export interface ClusterView {
   readonly sessions: SessionView;
   /** Decisions the host has recorded so far (a shared counter); round-robin reads its position from it. */
   readonly decisions: number;
+  /**
+   * Decisions so far that placed a request with no live binding of its own (a new session, one whose host is
+   * no longer a candidate, or no session): the rotation that spreads such requests over tied pods. A bound
+   * session's turns do not advance it, so they cannot line it up with the pod count and send every new
+   * session on an idle fleet to the same pod, as a rotation on `decisions` could.
+   */
+  readonly placements: number;
   /** Per-user weighted tokens in the host's sliding window (user-usage.ts); absent when the host keeps none. */
   readonly users?: UserView;
 }

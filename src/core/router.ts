@@ -54,6 +54,8 @@ export class Router {
   readonly #counts: Uint32Array;
   /** The session of the decision under way, as read at its start (null between decisions). */
   #own: { key: bigint; info: SessionInfo | null } | null = null;
+  /** Decisions that placed a request with no live binding (ClusterView.placements). */
+  #placements = 0;
 
   constructor (tables: RouterTables, readonly policy: Policy, opts: RouterOptions) {
     this.#t = tables;
@@ -104,7 +106,7 @@ export class Router {
       }
     };
     const decisions = decisionsOf(load, candidates);
-    const cluster: ClusterView = { pods: candidates, load: this.#loadView, sessions: this.#sessionView, decisions, users: this.#userView(now) };
+    const cluster: ClusterView = { pods: candidates, load: this.#loadView, sessions: this.#sessionView, decisions, placements: this.#placements, users: this.#userView(now) };
     const features: RequestFeatures = {
       model: req.model,
       sessionKey: req.sessionKey,
@@ -122,11 +124,14 @@ export class Router {
     let d: Decision;
     if (forced !== null) d = forced;
     else {
+      let bound = false;
       if (req.sessionKey !== null) {
         const s = sessions.get(req.sessionKey);
         this.#own = { key: req.sessionKey, info: s === undefined ? null : sessionInfoOf(s) };
         if (!retry && s !== undefined && s.migratingFrom >= 0 && candidates.some((p) => p.index === s.migratingFrom)) moving = s.migratingFrom;
+        bound = s !== undefined && s.host >= 0 && candidates.some((p) => p.index === s.host);
       }
+      if (!bound) this.#placements++;
       try {
         d = moving >= 0 ? { pod: moving, reason: 'migration-in-flight' } : this.policy.route(features, cluster, now);
       } finally {

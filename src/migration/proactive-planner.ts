@@ -121,7 +121,7 @@ export class ProactivePlanner {
       // Bounded by the models the backends serve (and '').
       if (model === '' || [...backends.values()].some((b) => b.models.has(model))) c.byModel.set(model, list);
     }
-    return { pods: list, load: loadViewOf(load), sessions: sessionViewOf(sessions), decisions: decisionsOf(load, list) };
+    return { pods: list, load: loadViewOf(load), sessions: sessionViewOf(sessions), decisions: decisionsOf(load, list), placements: 0 }; // it places no new sessions
   }
 
   /**

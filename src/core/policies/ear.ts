@@ -1,8 +1,8 @@
 // ear and ear-proactive: Elastic Affinity Routing (ARCHITECTURE.md "Migration (EAR)", issue 12 item 1).
 // - A new session (or a request without one) goes to the candidate with the least pending prefill. Ties: the
 //   fewest requests on the pod (the engine's running count or the gateway's in flight, whichever is larger),
-//   then a rotation on the host's decision counter, so idle pods share new sessions in turn (pick.ts argmin
-//   with leastLoadScore, exactly as least-load places a request).
+//   then a rotation on the host's count of placements, so idle pods share new sessions in turn (pick.ts argmin
+//   with leastLoadScore, the score least-load places a request by).
 // - A later turn goes to the session's host, unless
 //     the host's pending prefill > tHot (tokens)  and  the session has not moved within tCool (seconds);
 //   then the target is, among the other candidates that can hold the session's context, the one with the
@@ -25,7 +25,9 @@
 // not from which hosts. A counter kept beside it would drift with every expiry. The request count on the pod
 // (max of engine running and gateway in flight) is exact, already in the load table, and measures what a
 // tie-break should spread: the work that will share the pod with the new session's turns. Between pods equal
-// on both (idle pods), the decision counter's rotation spreads new sessions in turn.
+// on both (idle pods), the placement rotation spreads new sessions in turn: it counts only placements, so the
+// turns of bound sessions in between cannot bring it back to the same pod (a rotation on every decision did,
+// whenever the turns between two new sessions were a multiple of the pod count).
 //
 // Ablation knob affinity (default true, the behaviour above). affinity=false is "migration only": cold
 // balance + migration, no affinity. Every turn is placed as a new session is (least pending prefill, ties as
@@ -44,7 +46,7 @@
 //
 // Defaults are provisional until the sweeps of issue 12 (tHot, tCool, minGain, maxMovesPerPod).
 import type { ClusterView, LoadView, PodView, Policy, RequestFeatures } from '../policy.js';
-import { argmin, findPod, leastLoadScore, rotation } from './pick.js';
+import { argmin, findPod, leastLoadScore, placementRotation, rotation } from './pick.js';
 import { bool, int, num, readKnobs } from './knobs.js';
 
 export const EAR_DEFAULTS = {
@@ -84,7 +86,8 @@ export function freeKvTokens (pod: PodView, load: LoadView): number {
 /**
  * The pod a session on `host` should move to: among candidates other than the host whose free KV (less what
  * `reserved` already promised in this pass) holds `needTokens`, the lowest pending prefill, if it is strictly
- * below the host's and by at least minGain. Ties as for a new session. Null when none qualifies.
+ * below the host's and by at least minGain. Ties: fewer requests, then the decision rotation (the migration
+ * thread's planner places no new sessions). Null when none qualifies.
  */
 export function migrationTarget (
   cluster: ClusterView, host: number, needTokens: number, k: EarConfig, reserved?: ReadonlyMap<number, number>
@@ -111,14 +114,14 @@ function mayMove (cluster: ClusterView, host: number, lastMigration: number, now
 
 function routeEar (k: EarConfig, req: RequestFeatures, cluster: ClusterView, now: number): { pod: number; migrateFrom?: number; reason: string } {
   const place = (reason: string): { pod: number; reason: string } =>
-    ({ pod: argmin(cluster.pods, leastLoadScore(cluster), rotation(cluster)).index, reason });
+    ({ pod: argmin(cluster.pods, leastLoadScore(cluster), placementRotation(cluster)).index, reason });
   if (req.sessionKey === null) return place('no-session');
   const s = cluster.sessions.get(req.sessionKey);
   if (!s || s.host < 0) return place('new-session');
   if (!findPod(cluster, s.host)) return place('host-gone');
   if (!k.affinity) {
     const score = leastLoadScore(cluster);
-    const best = argmin(cluster.pods, score, rotation(cluster));
+    const best = argmin(cluster.pods, score, placementRotation(cluster));
     // A host tied with the least loaded stays: moving between equals would cost a transfer for nothing.
     if (best.index === s.host || score(findPod(cluster, s.host)!) <= score(best)) return { pod: s.host, reason: 'host-least-load' };
     return { pod: best.index, migrateFrom: s.host, reason: 'rebalance' };

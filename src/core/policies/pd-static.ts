@@ -34,7 +34,7 @@
 //   bound, so KV, not queued prefill, is the load that matters there. Unknown capacity: kvUsage alone. Ties:
 //   fewer requests (engine running or gateway in flight), then the rotation.
 import { NoCandidateError, type ClusterView, type PodView, type Policy, type RequestFeatures, type Decision } from '../policy.js';
-import { argmin, leastLoadScore, rotation } from './pick.js';
+import { argmin, leastLoadScore, placementRotation, rotation } from './pick.js';
 import { int, readKnobs } from './knobs.js';
 
 export const PD_STATIC_DEFAULTS = {
@@ -72,7 +72,7 @@ function prefillScore (req: RequestFeatures, cluster: ClusterView): (p: PodView)
   };
 }
 
-/** The D pod with the least KV in use (engine usage + pending prefill over capacity), then fewest requests, then rotation. */
+/** The D pod with the least KV in use (engine usage + pending prefill over capacity), then fewest requests, then the placement rotation. */
 function leastKv (pods: readonly PodView[], cluster: ClusterView): PodView {
   const { load } = cluster;
   const used = (p: PodView): number => {
@@ -83,7 +83,7 @@ function leastKv (pods: readonly PodView[], cluster: ClusterView): PodView {
   let min = Infinity;
   for (const p of pods) min = Math.min(min, used(p));
   const least = pods.filter((p) => used(p) === min);
-  return argmin(least, (p) => Math.max(load.running(p.index), load.inFlight(p.index)), rotation(cluster));
+  return argmin(least, (p) => Math.max(load.running(p.index), load.inFlight(p.index)), placementRotation(cluster));
 }
 
 function routePd (pools: (pods: readonly PodView[]) => Pools, req: RequestFeatures, cluster: ClusterView): Decision {

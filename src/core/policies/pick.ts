@@ -26,6 +26,15 @@ export function rotation (cluster: ClusterView): number {
   return cluster.decisions;
 }
 
+/**
+ * A rotation start that changes with every placement of a request that has no live binding (a new session):
+ * for policies that bind sessions, so equal pods take new sessions in turn whatever the bound sessions' turns
+ * in between.
+ */
+export function placementRotation (cluster: ClusterView): number {
+  return cluster.placements;
+}
+
 /** Pending prefill first, then running requests (the engine's count or the gateway's, whichever is larger). */
 export function leastLoadScore (cluster: ClusterView): (p: PodView) => number {
   const { load } = cluster;

@@ -35,11 +35,11 @@ for (const name of ['ear', 'ear-proactive']) {
     const p = createPolicy(name);
     // pods 1 and 2 tie on prefill; pod 2 has fewer requests (max of running and in flight: 3 vs 1)
     const loads: PodLoad[] = [{ pendingPrefill: 100 }, { pendingPrefill: 0, inFlight: 3 }, { pendingPrefill: 0, running: 1 }];
-    assert.equal(p.route(request(loads, { sessionKey: 5n }), cluster(loads, { decisions: 0 }), 0).pod, 2);
-    assert.equal(p.route(request(loads, { sessionKey: 5n }), cluster(loads, { decisions: 1 }), 0).pod, 2);
-    // four idle pods: new sessions take them in turn by the decision counter
+    assert.equal(p.route(request(loads, { sessionKey: 5n }), cluster(loads, { placements: 0 }), 0).pod, 2);
+    assert.equal(p.route(request(loads, { sessionKey: 5n }), cluster(loads, { placements: 1 }), 0).pod, 2);
+    // four idle pods: new sessions take them in turn by the placement counter, whatever the decision counter
     const idle: PodLoad[] = [{}, {}, {}, {}];
-    assert.deepEqual([0, 1, 2, 3, 4, 5].map((d) => p.route(request(idle, { sessionKey: BigInt(100 + d) }), cluster(idle, { decisions: d }), 0).pod),
+    assert.deepEqual([0, 1, 2, 3, 4, 5].map((k) => p.route(request(idle, { sessionKey: BigInt(100 + k) }), cluster(idle, { placements: k, decisions: 4 * k }), 0).pod),
       [0, 1, 2, 3, 0, 1]);
   });
 

@@ -101,13 +101,13 @@ test('pd-static: D keeps the session on its host when the host is a D candidate'
 
 test('pd-static: D balances KV: usage plus pending prefill over capacity, then fewer requests, then rotation', () => {
   const p = createPolicy('pd-static', { prefillPods: 1 });
-  const d = (loads: PodLoad[], decisions = 0): number => p.route(request(loads), cluster(loads, { decisions }), 0).pod;
+  const d = (loads: PodLoad[], placements = 0): number => p.route(request(loads), cluster(loads, { placements, decisions: 3 * placements }), 0).pod;
   assert.equal(d([{}, { kvUsage: 0.5 }, { kvUsage: 0.3 }, { kvUsage: 0.4 }]), 2);
   // pending prefill is KV landing since the scrape: pod 2 0.3 + 48000 / 160000 = 0.6, pod 3 0.4 + 0.1 = 0.5, pod 1 0.55
   assert.equal(d([{}, { kvUsage: 0.55 }, { kvUsage: 0.3, pendingPrefill: 48000 }, { kvUsage: 0.4, pendingPrefill: 16000 }]), 3);
   // equal KV: fewer requests (max of engine running and gateway in flight)
   assert.equal(d([{}, { kvUsage: 0.2, running: 3 }, { kvUsage: 0.2, inFlight: 2 }, { kvUsage: 0.2, running: 1, inFlight: 4 }]), 2);
-  // all equal: in turn by the decision counter
+  // all equal: in turn by the placement counter (the decision counter, advanced by bound sessions' turns too, is not it)
   const idle: PodLoad[] = [{}, {}, {}, {}];
   assert.deepEqual([0, 1, 2, 3, 4, 5].map((k) => d(idle, k)), [1, 2, 3, 1, 2, 3]);
 });
