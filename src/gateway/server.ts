@@ -291,6 +291,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       }
       // A migration's or a P/D prefill's KV: the connector's source leg, before the request goes to its backend.
       const step = await kvTransfers.run(placement, input, route, forward, rid, rs);
+      if (shared !== null && step.placement.backend.id !== placement.backend.id) shared.reverted(step.placement.backend.id);
       placement = step.placement;
       if (rs.aborted) {
         state.finished(placement, input, null, false, now());

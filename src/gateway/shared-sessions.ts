@@ -188,6 +188,18 @@ export class SharedTurn {
     return false;
   }
 
+  /**
+   * A failed migration put the request and the session back on `to`, its source (RoutingHost.migrationEnded):
+   * the shared binding follows, as a host change that is not a migration (the move's cool-down stands). Not
+   * awaited: if another replica moved the session meanwhile, its binding stands and the next turn follows it.
+   */
+  reverted (to: string): void {
+    const from = this.#known;
+    if (from === undefined || from === null || from === to) return;
+    this.#known = to;
+    this.#s.store.casHost(this.#id, from, to, this.#s.now(), { migration: false }).then(() => {}, () => {});
+  }
+
   /** The attempt ended (any outcome, as the local table counts it): its service goes to the shared record. */
   completed (now: number): void {
     const s = this.#s;

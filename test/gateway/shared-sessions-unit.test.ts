@@ -125,6 +125,30 @@ test('a retry on another backend and a host that is not ready here move the bind
   assert.deepEqual([rec.host, rec.migrations], [first, 0]);
 });
 
+test('a failed migration\'s revert to the source moves the shared binding back, not as a migration', async () => {
+  const clock = { t: 1000 };
+  const store = new MemoryStore();
+  const a = replica(store, clock);
+  const source = await a.turn('s');
+  const sourceRow = a.host.rows.rowOf(source)!;
+  // The next turn migrates (here: placed away from the source, as ear's migrate decision would): the cas wins.
+  const t = a.shared.turn(a.input('s'))!;
+  await t.load();
+  const moved = await t.placed(a.place('s', new Set([sourceRow])), 0, () => a.place('s', new Set([sourceRow])));
+  assert.notEqual(moved.backend.id, source);
+  let rec = (await store.load('s') as { ok: true; value: { host: string; migrations: number; lastMigration: number } }).value;
+  assert.deepEqual([rec.host, rec.migrations], [moved.backend.id, 1]);
+  const lastMigration = rec.lastMigration;
+  // Its transfer failed: server.ts reports the request's return to the source.
+  t.reverted(source);
+  await flush();
+  rec = (await store.load('s') as { ok: true; value: { host: string; migrations: number; lastMigration: number } }).value;
+  assert.deepEqual([rec.host, rec.migrations, rec.lastMigration], [source, 1, lastMigration], 'back on the source; the move\'s cool-down stands');
+  t.reverted(source); // nothing to do a second time
+  await flush();
+  assert.equal((await store.load('s') as { ok: true; value: { host: string } }).value.host, source);
+});
+
 test('a store that does not answer leaves the request to the local table', async () => {
   const clock = { t: 1000 };
   const degraded: SessionStore = Object.assign(new MemoryStore(), {
