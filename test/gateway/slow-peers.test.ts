@@ -14,7 +14,8 @@ import { buildConfig } from '../../src/gateway/config.js';
 import { startGateway, type Gateway } from '../../src/gateway/server.js';
 import type { Features } from '../../src/gateway/features.js';
 import { parseRequestBody, type Endpoint } from '../../src/gateway/request-body.js';
-import { CLIENT_IO } from '../../src/gateway/uws-io.js';
+import uWS from 'uWebSockets.js';
+import { CLIENT_IO, MAX_HELD_BYTES, ResponseState } from '../../src/gateway/uws-io.js';
 import { FirstServingRouting } from '../fixtures/simple-routing.js';
 import { metric, start, stop, SIM_LISTENING, type Proc } from '../fixtures/processes.js';
 
@@ -390,4 +391,34 @@ test('an engine that closes mid-headers or mid status line: the request is retri
     assert.match(await g.gw.metrics.text(), /ear_upstream_errors_total\{backend="e0",kind="connect"\} 2/);
     await settled(g);
   }
+});
+
+// The proxy never writes past backpressure (the test above): this drives ResponseState directly, over a real uWS
+// socket, as a caller that ignored it would, to show the per-response bound holds regardless.
+test('a response whose unsent bytes pass MAX_HELD_BYTES is closed, and its count released', async () => {
+  const app = uWS.App();
+  let aborted = false;
+  let most = 0;
+  app.get('/flood', (res) => {
+    const state = new ResponseState(res);
+    state.onAbort = () => { aborted = true; };
+    const chunk = Buffer.alloc(1 << 20, 120);
+    for (let i = 0; i < 2 * (MAX_HELD_BYTES >> 20) && state.live; i++) {
+      state.stream(200, [['content-type', 'text/plain']], chunk, false);
+      most = Math.max(most, state.heldBytes);
+    }
+  });
+  const token = await new Promise<uWS.us_listen_socket>((resolve) => app.listen('127.0.0.1', 0, (t) => resolve(t)));
+  after(() => uWS.us_listen_socket_close(token));
+  const closesBefore = CLIENT_IO.backpressureCloses;
+  const c = await rawClient(uWS.us_socket_local_port(token));
+  c.socket.pause();
+  c.socket.write('GET /flood HTTP/1.1\r\nHost: x\r\n\r\n');
+  for (let i = 0; i < 1000 && !aborted; i++) await sleep(10);
+  assert.ok(aborted, 'the response was aborted (its upstream would be cancelled)');
+  c.socket.resume(); // a paused socket reports its end only once read
+  assert.notEqual(await within(c.closed, 30_000), 'timeout', 'the flooded connection was never closed');
+  assert.equal(CLIENT_IO.backpressureCloses, closesBefore + 1);
+  assert.ok(most > MAX_HELD_BYTES - (1 << 20) && most <= MAX_HELD_BYTES + (1 << 20), `held at most ${most}`);
+  assert.equal(CLIENT_IO.backpressureBytes, 0, 'released with the response');
 });
