@@ -42,7 +42,7 @@ export interface GatewayConfig {
   maxBodyBytes: number;
   /**
    * The whole request body must arrive within this long of its headers (ms), else 408 and the connection closes.
-   * uWebSockets.js itself closes a connection that sends nothing for ~10 s; this catches bodies trickled faster.
+   * uWebSockets.js itself closes, unanswered, a body slower than about 16 KB/s; this bounds faster trickles too.
    */
   clientBodyTimeoutMs: number;
   /** Upstream attempts for one request: the first plus retries on connect errors / 5xx before any byte reached the client. */
