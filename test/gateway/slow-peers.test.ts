@@ -325,6 +325,25 @@ test('a client that stops reading a long stream: the gateway holds a bounded num
   await settled(g);
 });
 
+// uWS arms its ~10 s timeout whenever a write leaves bytes unsent: a client that takes nothing at all is dropped.
+test('a client that never reads a long stream is closed by uWS: the engine request is cancelled and nothing stays in flight', async () => {
+  const e = await fakeEngine('fast-stream');
+  const g = await gateway([e.url]);
+  const c = await rawClient(g.gw.port);
+  c.socket.pause();
+  const body = chat(true, 100_000);
+  c.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+  try {
+    for (let i = 0; i < 4000 && e.closedByPeer === 0; i++) await sleep(10);
+    assert.equal(e.closedByPeer, 1, 'the gateway cancelled the engine request');
+    assert.equal(e.finished, 0);
+    assert.equal(await metric(g.url, 'ear_client_aborts_total', ''), 1);
+  } finally {
+    c.socket.destroy();
+  }
+  await settled(g);
+});
+
 test('an engine that accepts and never answers: past upstreamHeadersTimeoutMs the request goes to another engine; with every engine silent the client gets 504', async () => {
   const silent = await fakeEngine('no-answer');
   const g = await gateway([silent.url, sim.url], { upstreamHeadersTimeoutMs: 500 });
