@@ -32,9 +32,9 @@ export class ReadDeadlines {
     return d;
   }
 
+  /** The timer stops at its next tick with nothing pending, not here: one request at a time would restart it each time. */
   clear (d: ReadDeadline): void {
     this.#pending.delete(d);
-    if (this.#pending.size === 0) this.#stop();
   }
 
   #check (): void {
