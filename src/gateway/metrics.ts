@@ -29,6 +29,7 @@ export class GatewayMetrics {
   readonly clientAborts = new FastCounter({ name: 'ear_client_aborts_total', help: 'Requests the client abandoned before the response ended.', registers: [this.registry] });
   // Slow clients (uws-io.ts): read from the process's counters when scraped.
   readonly clientBackpressure = new Gauge({ name: 'ear_client_backpressure_bytes', help: 'Bytes of responses in progress that uWS took and has not confirmed sent (clients reading slower than the engines write).', registers: [this.registry], collect () { this.set(CLIENT_IO.backpressureBytes); } });
+  readonly clientBackpressureCloses = new Gauge({ name: 'ear_client_backpressure_closes_total', help: 'Responses closed because their client left more than MAX_HELD_BYTES unsent (a backstop; backpressure should keep this 0).', registers: [this.registry], collect () { this.set(CLIENT_IO.backpressureCloses); } });
   readonly clientBodyBytes = new Gauge({ name: 'ear_client_body_bytes', help: 'Bytes of request bodies still being received.', registers: [this.registry], collect () { this.set(CLIENT_IO.bodyBytes); } });
 
   readonly #backends = new Map<string, BackendSeries>();
