@@ -10,7 +10,7 @@ import { parseKvEventsConfig } from '../sim/kv-events-config.js';
 
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
-                 [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--session-store memory|redis://HOST[:PORT][/DB]] [--max-contexts N]
+                 [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--client-body-timeout-ms N] [--session-store memory|redis://HOST[:PORT][/DB]] [--max-contexts N]
                  [--proactive-interval-ms N] [--proactive-body-cache-bytes N]
                  [--demo N [--demo-profile NAME] [--demo-time-scale X]]
 
@@ -29,6 +29,7 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --prefill-budget-tokens N  prompt tokens a backend may hold uncomputed before it takes no more (default 0: none)
   --session-store S    memory (default: this process's session table) or redis://HOST[:PORT][/DB]: session
                        bindings and service shared by every replica naming the same Redis (down: local table)
+  --client-body-timeout-ms N  the whole request body must arrive within N ms (default ${DEFAULTS.clientBodyTimeoutMs}; then 408)
   --max-contexts N     explicit contexts (POST /v1/context) live at once (default ${DEFAULTS.maxContexts}; 429 beyond)
   --kv-connectors L    how KV moves when a session migrates (ear, ear-proactive) or a P/D request goes to its decode
                        engine (pd-static): a list of nixl (vLLM NixlConnector two-step), shared-store (engines share an
@@ -63,6 +64,7 @@ export async function main (argv: string[]): Promise<number> {
         'admin-token': { type: 'string' },
         'api-key': { type: 'string', multiple: true },
         'max-body-bytes': { type: 'string' },
+        'client-body-timeout-ms': { type: 'string' },
         scheduler: { type: 'string' },
         'max-queued': { type: 'string' },
         'queue-timeout-ms': { type: 'string' },
@@ -106,6 +108,7 @@ export async function main (argv: string[]): Promise<number> {
     adminToken: values['admin-token'],
     apiKeys: values['api-key'],
     maxBodyBytes: values['max-body-bytes'],
+    clientBodyTimeoutMs: values['client-body-timeout-ms'],
     scheduler: values.scheduler,
     maxQueued: values['max-queued'],
     queueTimeoutMs: values['queue-timeout-ms'],

@@ -40,6 +40,11 @@ export interface GatewayConfig {
   apiKeys: string[];
   /** Largest request body accepted, in bytes (413 above). */
   maxBodyBytes: number;
+  /**
+   * The whole request body must arrive within this long of its headers (ms), else 408 and the connection closes.
+   * uWebSockets.js itself closes, unanswered, a body slower than about 16 KB/s; this bounds faster trickles too.
+   */
+  clientBodyTimeoutMs: number;
   /** Upstream attempts for one request: the first plus retries on connect errors / 5xx before any byte reached the client. */
   maxAttempts: number;
   /** Health check period (ms); a backend failing `unhealthyAfter` checks in a row is ejected, re-admitted on a success. */
@@ -136,6 +141,7 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   adminToken: null,
   apiKeys: [],
   maxBodyBytes: 32 << 20,
+  clientBodyTimeoutMs: 30_000,
   maxAttempts: 3,
   healthIntervalMs: 2000,
   unhealthyAfter: 2,
@@ -269,6 +275,7 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
     return v.map((k, i) => checkString(`${p}[${i}]`, k));
   },
   maxBodyBytes: (p, v) => checkInt(p, v, 1024, 1 << 30),
+  clientBodyTimeoutMs: (p, v) => checkInt(p, v, 100, 3_600_000),
   maxAttempts: (p, v) => checkInt(p, v, 1, 10),
   healthIntervalMs: (p, v) => checkInt(p, v, 50, 3_600_000),
   unhealthyAfter: (p, v) => checkInt(p, v, 1, 100),

@@ -45,7 +45,7 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
     };
     if (deps.draining()) return fail(new GatewayError('EAR_ERR_DRAINING', 'the gateway is shutting down'));
     if (!deps.authorized(auth)) return fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'missing or invalid API key'));
-    readBody(rs, config.maxBodyBytes, (body) => {
+    readBody(rs, config, (body) => {
       const work = (async () => {
         const creq = parseContextRequest(body, config.contextTtlSeconds);
         if (!contexts.reserve()) {

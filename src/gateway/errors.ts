@@ -16,6 +16,8 @@ export const ERRORS = {
   /** An explicit context id that does not exist (never created, deleted, or past its TTL). */
   EAR_ERR_CONTEXT_NOT_FOUND: { status: 404, type: 'not_found_error' },
   EAR_ERR_METHOD: { status: 405, type: 'invalid_request_error' },
+  /** The client did not send its whole request body within clientBodyTimeoutMs (stalled or trickling). */
+  EAR_ERR_CLIENT_TIMEOUT: { status: 408, type: 'timeout_error' },
   EAR_ERR_BODY_TOO_LARGE: { status: 413, type: 'invalid_request_error' },
   EAR_ERR_QUEUE_FULL: { status: 429, type: 'rate_limit_error' },
   /** maxContexts explicit contexts are live: a new one waits until one is deleted or expires. */

@@ -181,9 +181,25 @@ class UpstreamAttempt implements UpstreamHandler {
     // No answer at all (connect error, timeout before headers): always retryable; the caller answers 502 at the end.
     if (this.#status === 0) return this.#settle({ kind: 'retryable', status: null, error });
     if (!state.headersSent && !this.opts.final) return this.#settle({ kind: 'retryable', status: this.#status, error });
-    state.fail(new GatewayError('EAR_ERR_UPSTREAM', 'upstream connection failed mid-response', { cause: error }));
+    state.fail(isTimeout(error)
+      ? new GatewayError('EAR_ERR_UPSTREAM_TIMEOUT', 'upstream stopped sending mid-response (upstream body timeout)', { cause: error })
+      : new GatewayError('EAR_ERR_UPSTREAM', 'upstream connection failed mid-response', { cause: error }));
     this.#settle({ kind: 'broken', error });
   }
+}
+
+/** The engine was too slow (no head within upstreamHeadersTimeoutMs, or a gap in the body past upstreamBodyTimeoutMs). */
+function isTimeout (error: unknown): boolean {
+  return error instanceof UpstreamError && (error.code === 'headers_timeout' || error.code === 'body_timeout');
+}
+
+/**
+ * The client's answer when every attempt was retryable: 504 if the last backend tried did not answer in time
+ * (engines that accept and never answer), else 502.
+ */
+export function noBackendAnswered (last: AttemptResult & { kind: 'retryable' }): GatewayError {
+  if (isTimeout(last.error)) return new GatewayError('EAR_ERR_UPSTREAM_TIMEOUT', `no backend answered in time (last: ${(last.error as Error).message})`);
+  return new GatewayError('EAR_ERR_UPSTREAM', `no backend could serve the request (last: ${last.status === null ? 'connection failed' : `status ${last.status}`})`);
 }
 
 /**

@@ -13,7 +13,7 @@ import { Backend, probe, scrape } from './backends.js';
 import type { GatewayConfig } from './config.js';
 import { GatewayError } from './errors.js';
 import { GatewayMetrics } from './metrics.js';
-import { attempt, type AttemptResult } from './proxy.js';
+import { attempt, noBackendAnswered, type AttemptResult } from './proxy.js';
 import { requestId } from './request-id.js';
 import type { Endpoint } from './request-body.js';
 import type { Features } from './features.js';
@@ -176,7 +176,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       } catch (err) {
         return rs.fail(err, [ridHeader]);
       }
-      readBody(rs, config.maxBodyBytes, (body) => {
+      readBody(rs, config, (body) => {
         inFlight++;
         handle(endpoint, rs, body, rid, sessionId, parentSessionId, priorityClass, keyUser, t0).then(() => handled(rs, ridHeader), (err) => {
           rs.fail(err, [ridHeader, ...retryAfter(err)]);
@@ -356,8 +356,9 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       throw new GatewayError('EAR_ERR_OVERLOADED', 'every backend that serves the model has its connection queue full; retry later', { retryAfterSeconds: 1 });
     }
     if (last && last.kind === 'retryable') {
-      metrics.requests.labels(route, '502', '').inc();
-      throw new GatewayError('EAR_ERR_UPSTREAM', `no backend could serve the request (last: ${last.status === null ? 'connection failed' : `status ${last.status}`})`);
+      const err = noBackendAnswered(last);
+      metrics.requests.labels(route, String(err.status), '').inc();
+      throw err;
     }
     metrics.requests.labels(route, '503', '').inc();
     throw new GatewayError('EAR_ERR_NO_BACKEND', `no healthy backend serves the model \`${f.model}\``);

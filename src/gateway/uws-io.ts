@@ -4,6 +4,20 @@
 // under backpressure (wait for onWritable, never resend).
 import type { HttpResponse } from 'uWebSockets.js';
 import { errorBody, GatewayError } from './errors.js';
+import { ReadDeadlines } from './read-deadlines.js';
+
+/**
+ * What slow clients hold in this process, for /metrics and tests: bytes uWS took for responses in progress and
+ * has not confirmed sent, and bytes of request bodies still being read.
+ */
+export const CLIENT_IO = { backpressureBytes: 0, bodyBytes: 0, backpressureCloses: 0 };
+
+/**
+ * A response whose unsent bytes pass this is closed. Backpressure pauses the upstream after each write uWS could
+ * not send, so a response holds about one upstream read (64 KiB); the largest single write is a non-streamed
+ * body turned into a stream at 16 MiB. Past twice that the client has stopped draining: a backstop.
+ */
+export const MAX_HELD_BYTES = 32 << 20;
 
 /** Per-response state that outlives the handler. */
 export class ResponseState {
@@ -14,15 +28,31 @@ export class ResponseState {
   /** Called once if the client goes away (cancels the upstream request); a field, not an AbortController, to spare one a request. */
   onAbort: (() => void) | null = null;
   #writable: (() => void) | null = null;
+  /**
+   * Bytes written since the last write() that reported no backpressure: an upper bound (give or take uWS's 16 KiB
+   * cork buffer) of what uWS holds unsent for this response. Counted in CLIENT_IO until the response ends.
+   */
+  #held = 0;
 
   constructor (readonly res: HttpResponse) {
     res.onAborted(() => {
       this.aborted = true;
+      this.#release();
       const a = this.onAbort;
       this.onAbort = null;
       a?.();
       this.#writable = null;
     });
+  }
+
+  /** Bytes uWS may hold unsent for this response (see #held). */
+  get heldBytes (): number {
+    return this.#held;
+  }
+
+  #release (): void {
+    CLIENT_IO.backpressureBytes -= this.#held;
+    this.#held = 0;
   }
 
   get live (): boolean {
@@ -56,6 +86,19 @@ export class ResponseState {
         this.res.end();
       }
     });
+    if (this.ended) {
+      this.#release();
+    } else if (ok) {
+      this.#release(); // uWS sent everything it held
+    } else if (data) {
+      this.#held += data.length;
+      CLIENT_IO.backpressureBytes += data.length;
+      if (this.#held > MAX_HELD_BYTES) {
+        // The client stopped draining: close it (onAborted runs now and aborts the upstream request).
+        CLIENT_IO.backpressureCloses++;
+        this.res.close();
+      }
+    }
     return ok;
   }
 
@@ -75,27 +118,29 @@ export class ResponseState {
   end (body?: string | Uint8Array): void {
     if (!this.live) return;
     this.ended = true;
+    this.#release();
     this.res.cork(() => { this.res.end(body); });
   }
 
-  /** A complete response with a body. */
-  send (status: number, body: string | Uint8Array, headers: Iterable<[string, string]> = []): void {
+  /** A complete response with a body; `close` closes the connection after it (uWS adds `Connection: close`). */
+  send (status: number, body: string | Uint8Array, headers: Iterable<[string, string]> = [], close = false): void {
     if (!this.live) return;
     this.ended = true;
+    this.#release();
     this.res.cork(() => {
       this.res.writeStatus(statusLine(status));
       for (const [k, v] of headers) this.res.writeHeader(k, v);
-      this.res.end(body);
+      this.res.end(body, close);
     });
     this.headersSent = true;
   }
 
   /** Answers with an OpenAI-style error if nothing was sent yet; otherwise ends the stream with an error event. */
-  fail (err: unknown, headers: Iterable<[string, string]> = []): void {
+  fail (err: unknown, headers: Iterable<[string, string]> = [], close = false): void {
     if (!this.live) return;
     const { status, body } = errorBody(err);
     if (!this.headersSent) {
-      this.send(status, body, [['content-type', 'application/json'], ...headers]);
+      this.send(status, body, [['content-type', 'application/json'], ...headers], close);
       return;
     }
     // Mid-stream: engines send errors in-band as an SSE data line, then [DONE]; do the same.
@@ -113,17 +158,26 @@ export function statusLine (status: number): string {
   return `${status} ${REASONS[status] ?? 'Status'}`;
 }
 
+/** What readBody enforces (GatewayConfig's fields of the same names). */
+export interface BodyLimits {
+  maxBodyBytes: number;
+  clientBodyTimeoutMs: number;
+}
+
+const bodyDeadlines = new ReadDeadlines();
+
 /**
- * Reads the request body up to `maxBytes`. uWS neuters each chunk when the callback returns, so chunks are
- * copied. Over the limit, the request is answered 413 at once and the rest is ignored.
+ * Reads the request body, at most `maxBodyBytes`, within `clientBodyTimeoutMs`. uWS neuters each chunk when the
+ * callback returns, so chunks are copied. `declaredLength` is the request's Content-Length header (read by the
+ * handler: uWS's request object is gone after it returns): a body declared larger is refused with 413 at once,
+ * from the header alone as nginx does, instead of reading up to the bound or waiting for bytes that a client
+ * declared but never sends. Over the limit (413), or past the deadline (408: a client that stalls or trickles),
+ * the request is answered at once and the bytes read so far are dropped; a 408 also closes the connection.
+ * uWS itself closes, unanswered, a body slower than about 16 KB/s (measured: 10 KB/s closed at 11.5 s, 16 KB/s
+ * at 19.5 s, 640 KB/s still open at 25 s); the deadline bounds the faster ones and answers sooner if set lower.
  */
-/**
- * Reads the request body, at most `maxBytes`. `declaredLength` is the request's Content-Length header (read by
- * the handler: uWS's request object is gone after it returns): a body declared larger is refused with 413 at
- * once, from the header alone as nginx does, instead of reading up to the bound or waiting for bytes that a
- * client declared but never sends.
- */
-export function readBody (state: ResponseState, maxBytes: number, done: (body: Buffer) => void, declaredLength = ''): void {
+export function readBody (state: ResponseState, limits: Readonly<BodyLimits>, done: (body: Buffer) => void, declaredLength = ''): void {
+  const maxBytes = limits.maxBodyBytes;
   if (declaredLength !== '') {
     const n = Number(declaredLength);
     if (/^[0-9]+$/.test(declaredLength.trim()) && n > maxBytes) {
@@ -131,19 +185,40 @@ export function readBody (state: ResponseState, maxBytes: number, done: (body: B
       return;
     }
   }
-  const chunks: Buffer[] = [];
+  let chunks: Buffer[] = [];
   let size = 0;
   let over = false;
+  /** Stops reading: the deadline, the abort hook and the bytes kept so far go. */
+  const stop = (): void => {
+    over = true;
+    bodyDeadlines.clear(deadline);
+    if (state.onAbort === stop) state.onAbort = null;
+    CLIENT_IO.bodyBytes -= size;
+    chunks = [];
+  };
+  const deadline = bodyDeadlines.add(limits.clientBodyTimeoutMs, () => {
+    if (over) return;
+    const got = size;
+    stop();
+    state.fail(new GatewayError('EAR_ERR_CLIENT_TIMEOUT', `the request body did not arrive within ${limits.clientBodyTimeoutMs} ms (${got} bytes came)`), [], true);
+  });
+  // The client may leave mid-body: nothing else holds this response yet.
+  state.onAbort = stop;
   state.res.onData((ab, isLast) => {
     if (over) return;
-    size += ab.byteLength;
-    if (size > maxBytes) {
-      over = true;
+    if (size + ab.byteLength > maxBytes) {
+      stop();
       state.fail(new GatewayError('EAR_ERR_BODY_TOO_LARGE', `request body exceeds ${maxBytes} bytes`), [['connection', 'close']]);
       return;
     }
+    size += ab.byteLength;
+    CLIENT_IO.bodyBytes += ab.byteLength;
     // Copied into Node's pooled slab (small bodies), not a fresh malloc'd ArrayBuffer per chunk as ab.slice() made.
     chunks.push(Buffer.from(new Uint8Array(ab)));
-    if (isLast) done(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+    if (isLast) {
+      const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+      stop();
+      done(body);
+    }
   });
 }
