@@ -131,7 +131,7 @@ test('ear serve drains on SIGTERM: an in-flight request completes, new ones are 
   const child = spawn(process.execPath, [bin, 'serve', '--backend', `${e.url},id=e0`, '--host', '127.0.0.1', '--port', '0', '--route-threads', '1'], { env: { ...process.env, EAR_LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (d) => { out += d; });
-  for (let i = 0; i < 300 && !/listening on (http:\/\/\S+)"/.test(out); i++) await new Promise((r) => setTimeout(r, 20));
+  for (let i = 0; i < 1500 && !/listening on (http:\/\/\S+)"/.test(out); i++) await new Promise((r) => setTimeout(r, 20));
   const url = /listening on (http:\/\/\S+)"/.exec(out)?.[1];
   assert.ok(url, out);
   e.mode = 'hang-stream';
