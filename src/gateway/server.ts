@@ -442,7 +442,9 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     const rs = new ResponseState(res);
     const url = req.getUrl();
     const known = ['/v1/chat/completions', '/v1/completions', '/v1/models', '/health', '/ready', '/metrics', CONTEXT_PATH].includes(url) || url.startsWith(`${CONTEXT_PATH}/`);
-    rs.fail(known ? new GatewayError('EAR_ERR_METHOD', `method ${req.getMethod().toUpperCase()} is not allowed on ${url}`) : new GatewayError('EAR_ERR_NOT_FOUND', `no route ${url}`));
+    // The path is echoed cut short: uWS takes paths of tens of KB, and an error need not reflect them whole.
+    const shown = url.length > 256 ? `${url.slice(0, 256)}…` : url;
+    rs.fail(known ? new GatewayError('EAR_ERR_METHOD', `method ${req.getMethod().toUpperCase()} is not allowed on ${shown}`) : new GatewayError('EAR_ERR_NOT_FOUND', `no route ${shown}`));
   });
 
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
