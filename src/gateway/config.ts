@@ -306,7 +306,7 @@ function backend (path: string, raw: unknown, index: number): BackendConfig {
   };
 }
 
-/** Parses one `--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N]` flag. */
+/** Parses one `--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=KEY]` flag. */
 export function parseBackendFlag (flag: string): Record<string, string> {
   const [url, ...opts] = flag.split(',');
   const out: Record<string, string> = { url };
