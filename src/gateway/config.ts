@@ -488,6 +488,7 @@ function checkRateLimitKeys (cfg: GatewayConfig): void {
     if (!keys.has(k)) throw new ConfigError(`rateLimits.keys.<key ${k.slice(0, 4)}…>`, 'is not one of apiKeys');
   }
   if (cfg.rateLimits.perIp !== null && keys.size > 0) throw new ConfigError('rateLimits.perIp', 'applies only without apiKeys (with keys, limit them with rateLimits.default)');
+  if (cfg.rateLimits.default !== null && keys.size === 0) throw new ConfigError('rateLimits.default', 'limits API keys, and no apiKeys are configured (without keys, limit clients with rateLimits.perIp)');
 }
 
 export function loadConfigFile (path: string): Record<string, unknown> {

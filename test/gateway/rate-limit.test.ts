@@ -119,6 +119,7 @@ test('rateLimits and a backend\'s apiKey: defaults off, validated with the field
     [{ apiKeys: ['a'], rateLimits: { keys: { zzzzzz: { requestsPerSecond: 1 } } } }, {}, /config rateLimits\.keys\.<key zzzz…>: is not one of apiKeys/],
     [{ apiKeys: ['a'], rateLimits: { keys: { a: null } } }, {}, /config rateLimits\.keys\.<key a…>: must be a mapping/],
     [{ apiKeys: ['a'], rateLimits: { perIp: { requestsPerSecond: 1 } } }, {}, /config rateLimits\.perIp: applies only without apiKeys/],
+    [{ rateLimits: { default: { requestsPerSecond: 1 } } }, {}, /config rateLimits\.default: limits API keys, and no apiKeys are configured/],
     [{}, { backend: ['http://x:1,api-key=has space'] }, /backends\[0\]\.apiKey: must be a non-empty string of printable ASCII/],
     [{ backends: [{ url: 'http://x:1', apiKey: 'a\r\nx-evil: 1' }] }, {}, /backends\[0\]\.apiKey: must be a non-empty string of printable ASCII/]
   ];
