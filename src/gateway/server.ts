@@ -69,7 +69,7 @@ export interface Gateway {
 
 const ADMISSION_TICK_MS = 100;
 
-const UPSTREAM_PATH: Record<Endpoint, string> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
+const UPSTREAM_PATH: Record<Endpoint, '/v1/chat/completions' | '/v1/completions'> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
 
 const newObserver = (contentType: string): StreamObserver => new StreamObserver(contentType);
 
@@ -161,7 +161,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const rs = new ResponseState(res);
       const ridHeader: [string, string] = ['x-request-id', rid];
       if (draining) return rs.fail(new GatewayError('EAR_ERR_DRAINING', 'the gateway is shutting down'), [ridHeader]);
-      const client = gate.admit(UPSTREAM_PATH[endpoint] as '/v1/completions', auth, () => remoteAddressOf(res));
+      const client = gate.admit(UPSTREAM_PATH[endpoint], auth, () => remoteAddressOf(res));
       if (client instanceof GatewayError) return rs.fail(client, [ridHeader, ...retryAfter(client)]);
       const keyUser = client.user;
       if (headerValues.some(hasCtl)) {
