@@ -5,6 +5,7 @@ import { request as undiciRequest } from 'undici';
 import type { BackendConfig, GatewayConfig } from './config.js';
 import { parseEngineMetrics, type EngineLoad } from './engine-metrics.js';
 import { UpstreamPool } from './upstream-client.js';
+import { backendHeaders } from './upstream-headers.js';
 
 export type BackendHealth = 'unknown' | 'healthy' | 'unhealthy';
 
@@ -27,7 +28,8 @@ export class Backend {
       connections: gw.connectionsPerBackend,
       maxQueued: gw.upstreamMaxQueued,
       headersTimeoutMs: gw.upstreamHeadersTimeoutMs,
-      bodyTimeoutMs: gw.upstreamBodyTimeoutMs
+      bodyTimeoutMs: gw.upstreamBodyTimeoutMs,
+      headers: backendHeaders(config.apiKey)
     });
   }
 
@@ -43,17 +45,18 @@ export class Backend {
 
 const PROBE_TIMEOUT_MS = 2000;
 
-async function getText (url: string): Promise<{ status: number; text: string }> {
-  const r = await undiciRequest(url, { method: 'GET', headersTimeout: PROBE_TIMEOUT_MS, bodyTimeout: PROBE_TIMEOUT_MS });
+async function getText (b: Backend, path: string): Promise<{ status: number; text: string }> {
+  // The engine's key too: vLLM's --api-key guards /v1/models.
+  const r = await undiciRequest(`${b.config.url}${path}`, { method: 'GET', headers: Object.fromEntries(backendHeaders(b.config.apiKey)), headersTimeout: PROBE_TIMEOUT_MS, bodyTimeout: PROBE_TIMEOUT_MS });
   return { status: r.statusCode, text: await r.body.text() };
 }
 
 /** One health probe: /health, then /v1/models for the model list. Updates the backend; returns whether it is up. */
 export async function probe (b: Backend, unhealthyAfter: number): Promise<boolean> {
   try {
-    const h = await getText(`${b.config.url}/health`);
+    const h = await getText(b, '/health');
     if (h.status !== 200) throw new Error(`/health answered ${h.status}`);
-    const m = await getText(`${b.config.url}/v1/models`);
+    const m = await getText(b, '/v1/models');
     if (m.status === 200) {
       const doc = JSON.parse(m.text) as { data?: Array<{ id?: unknown }> };
       const ids = (doc.data ?? []).map((x) => x.id).filter((x): x is string => typeof x === 'string');
@@ -72,7 +75,7 @@ export async function probe (b: Backend, unhealthyAfter: number): Promise<boolea
 /** Polls the engine's /metrics into engineLoad; a failure leaves the last reading (its age is lastScrape). */
 export async function scrape (b: Backend, now: number): Promise<void> {
   try {
-    const r = await getText(`${b.config.url}/metrics`);
+    const r = await getText(b, '/metrics');
     if (r.status !== 200) return;
     const load = parseEngineMetrics(r.text);
     if (load) {

@@ -1,6 +1,7 @@
 // One non-streaming POST to an engine through its backend's pool, the whole answer buffered (bounded): the
 // prefill of an explicit context and the source leg of a KV transfer. Never throws: a failure is status null.
 import type { UpstreamCall, UpstreamHandler, UpstreamPool } from './upstream-client.js';
+import { requestHeaders } from './upstream-headers.js';
 
 /** The engine's answer to a one-token request is small JSON; more than this is not one. */
 const MAX_ANSWER_BYTES = 1 << 20;
@@ -14,7 +15,7 @@ export interface Answer {
 
 export function post (pool: UpstreamPool, path: string, body: Buffer, rid: string, signal: { aborted: boolean; onAbort: (() => void) | null }): Promise<Answer> {
   return new Promise((resolve) => {
-    pool.dispatch({ path, method: 'POST', body, headers: [['content-type', 'application/json'], ['x-request-id', rid]] }, new BufferedAnswer(resolve, signal));
+    pool.dispatch({ path, method: 'POST', body, headers: requestHeaders(rid) }, new BufferedAnswer(resolve, signal));
   });
 }
 

@@ -10,6 +10,7 @@ import { USER_USAGE_DEFAULTS, type UserUsageOptions } from '../core/user-usage.j
 import { MAX_CONTEXT_TTL_SECONDS } from '../store/session-store.js';
 import { REMOTE_TOKENIZER_DEFAULTS, remoteTokenizerUrl, type RemoteTokenizerOptions } from '../tokenize/remote.js';
 import { parseSessionStoreSpec } from '../store/session-store.js';
+import type { BucketLimit } from './rate-limit.js';
 
 export interface BackendConfig {
   id: string;
@@ -25,6 +26,20 @@ export interface BackendConfig {
   kvCapacityBlocks: number | null;
   /** Requests in flight the admission scheduler lets this backend hold; null = as its engine's figures say. */
   maxConcurrent: number | null;
+  /** The engine's own API key (vLLM --api-key), sent upstream as `Authorization: Bearer`; from config only. */
+  apiKey: string | null;
+}
+
+/** Per-client token buckets (src/gateway/rate-limit.ts); off by default. */
+export interface RateLimitsConfig {
+  /** Every API key without its own entry; null: no limit. */
+  default: BucketLimit | null;
+  /** Per API key: each one of `apiKeys`. */
+  keys: Record<string, BucketLimit>;
+  /** Per client IP address, when no `apiKeys` are configured; null: no limit. */
+  perIp: BucketLimit | null;
+  /** Buckets kept at once; beyond, the least recently used goes. */
+  maxBuckets: number;
 }
 
 export interface GatewayConfig {
@@ -38,6 +53,8 @@ export interface GatewayConfig {
   adminToken: string | null;
   /** Client API keys; empty means no client auth. */
   apiKeys: string[];
+  /** Token-bucket rate limits per API key (or per client IP without keys): 429 with Retry-After beyond. */
+  rateLimits: RateLimitsConfig;
   /** Largest request body accepted, in bytes (413 above). */
   maxBodyBytes: number;
   /**
@@ -140,6 +157,7 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   policyConfig: {},
   adminToken: null,
   apiKeys: [],
+  rateLimits: { default: null, keys: {}, perIp: null, maxBuckets: 65_536 },
   maxBodyBytes: 32 << 20,
   clientBodyTimeoutMs: 30_000,
   maxAttempts: 3,
@@ -218,6 +236,43 @@ function checkString (path: string, v: unknown): string {
   return v;
 }
 
+/** A secret sent in a header: non-empty, printable ASCII without spaces (nothing that could split a header). */
+function checkHeaderValue (path: string, v: unknown): string {
+  if (typeof v !== 'string' || !/^[\x21-\x7e]+$/.test(v)) throw new ConfigError(path, 'must be a non-empty string of printable ASCII without spaces');
+  return v;
+}
+
+function checkBucket (path: string, v: unknown): BucketLimit | null {
+  if (v === null) return null;
+  if (typeof v !== 'object' || Array.isArray(v)) throw new ConfigError(path, 'must be a mapping {requestsPerSecond, burst} or null');
+  const r = v as Record<string, unknown>;
+  for (const k of Object.keys(r)) if (k !== 'requestsPerSecond' && k !== 'burst') throw new ConfigError(`${path}.${k}`, 'unknown field (known: requestsPerSecond, burst)');
+  if (r.requestsPerSecond === undefined) throw new ConfigError(`${path}.requestsPerSecond`, 'is required');
+  const rate = checkNumber(`${path}.requestsPerSecond`, r.requestsPerSecond, 0.001, 1_000_000);
+  const burst = r.burst === undefined ? Math.max(1, Math.ceil(rate)) : checkInt(`${path}.burst`, r.burst, 1, 1_000_000);
+  return { requestsPerSecond: rate, burst };
+}
+
+function checkRateLimits (p: string, v: unknown): RateLimitsConfig {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ConfigError(p, 'must be a mapping');
+  const r = v as Record<string, unknown>;
+  const out: RateLimitsConfig = { ...DEFAULTS.rateLimits, keys: {} };
+  for (const [k, x] of Object.entries(r)) {
+    if (k === 'default' || k === 'perIp') out[k] = checkBucket(`${p}.${k}`, x);
+    else if (k === 'maxBuckets') out.maxBuckets = checkInt(`${p}.maxBuckets`, x, 1, 1 << 24);
+    else if (k === 'keys') {
+      if (typeof x !== 'object' || x === null || Array.isArray(x)) throw new ConfigError(`${p}.keys`, 'must be a mapping of API key to {requestsPerSecond, burst}');
+      // A key is never printed whole in an error: its first characters say which one.
+      for (const [key, lim] of Object.entries(x)) out.keys[key] = checkBucket(`${p}.keys.<key ${key.slice(0, 4)}…>`, lim) ?? failNull(`${p}.keys.<key ${key.slice(0, 4)}…>`);
+    } else throw new ConfigError(`${p}.${k}`, 'unknown field (known: default, keys, perIp, maxBuckets)');
+  }
+  return out;
+}
+
+function failNull (path: string): never {
+  throw new ConfigError(path, 'must be a mapping {requestsPerSecond, burst}');
+}
+
 function checkTopic (path: string, v: unknown): string {
   if (typeof v !== 'string') throw new ConfigError(path, 'must be a string (a prefix of the engine\'s KV-event topic)');
   return v;
@@ -227,7 +282,7 @@ function backend (path: string, raw: unknown, index: number): BackendConfig {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError(path, 'must be a mapping');
   const r = raw as Record<string, unknown>;
   for (const k of Object.keys(r)) {
-    if (!['id', 'url', 'kvEvents', 'kv-events', 'replay', 'topic', 'role', 'kvCapacityBlocks', 'kv-blocks', 'maxConcurrent', 'max-concurrent'].includes(k)) throw new ConfigError(`${path}.${k}`, 'unknown field');
+    if (!['id', 'url', 'kvEvents', 'kv-events', 'replay', 'topic', 'role', 'kvCapacityBlocks', 'kv-blocks', 'maxConcurrent', 'max-concurrent', 'apiKey', 'api-key'].includes(k)) throw new ConfigError(`${path}.${k}`, 'unknown field');
   }
   const url = checkUrl(`${path}.url`, r.url, ['http:', 'https:']);
   const id = r.id === undefined ? `backend-${index}` : checkString(`${path}.id`, r.id);
@@ -235,6 +290,7 @@ function backend (path: string, raw: unknown, index: number): BackendConfig {
   const kv = r.kvEvents ?? r['kv-events'];
   const kvBlocks = r.kvCapacityBlocks ?? r['kv-blocks'];
   const maxConcurrent = r.maxConcurrent ?? r['max-concurrent'];
+  const apiKey = r.apiKey ?? r['api-key'];
   const role = (r.role ?? 'both') as PodRole;
   if (!ROLES.includes(role)) throw new ConfigError(`${path}.role`, `must be one of ${ROLES.join(', ')}`);
   return {
@@ -245,11 +301,12 @@ function backend (path: string, raw: unknown, index: number): BackendConfig {
     kvTopic: r.topic === undefined || r.topic === null ? '' : checkTopic(`${path}.topic`, r.topic),
     role,
     kvCapacityBlocks: kvBlocks === undefined || kvBlocks === null ? null : checkInt(`${path}.kv-blocks`, kvBlocks, 1, 0xFFFFFFFF),
-    maxConcurrent: maxConcurrent === undefined || maxConcurrent === null ? null : checkInt(`${path}.max-concurrent`, maxConcurrent, 1, 1_000_000)
+    maxConcurrent: maxConcurrent === undefined || maxConcurrent === null ? null : checkInt(`${path}.max-concurrent`, maxConcurrent, 1, 1_000_000),
+    apiKey: apiKey === undefined || apiKey === null ? null : checkHeaderValue(`${path}.apiKey`, apiKey)
   };
 }
 
-/** Parses one `--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N]` flag. */
+/** Parses one `--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=KEY]` flag. */
 export function parseBackendFlag (flag: string): Record<string, string> {
   const [url, ...opts] = flag.split(',');
   const out: Record<string, string> = { url };
@@ -274,6 +331,7 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
     if (!Array.isArray(v)) throw new ConfigError(p, 'must be a list of strings');
     return v.map((k, i) => checkString(`${p}[${i}]`, k));
   },
+  rateLimits: checkRateLimits,
   maxBodyBytes: (p, v) => checkInt(p, v, 1024, 1 << 30),
   clientBodyTimeoutMs: (p, v) => checkInt(p, v, 100, 3_600_000),
   maxAttempts: (p, v) => checkInt(p, v, 1, 10),
@@ -419,7 +477,18 @@ export function buildConfig (file: Record<string, unknown>, flags: Record<string
     ids.add(b.id);
   }
   cfg.backends = backends;
+  checkRateLimitKeys(cfg as unknown as GatewayConfig);
   return deepFreeze(cfg as unknown as GatewayConfig);
+}
+
+/** rateLimits against apiKeys: a key's own limit names a configured key; per-IP limits are for a gateway without keys. */
+function checkRateLimitKeys (cfg: GatewayConfig): void {
+  const keys = new Set(cfg.apiKeys);
+  for (const k of Object.keys(cfg.rateLimits.keys)) {
+    if (!keys.has(k)) throw new ConfigError(`rateLimits.keys.<key ${k.slice(0, 4)}…>`, 'is not one of apiKeys');
+  }
+  if (cfg.rateLimits.perIp !== null && keys.size > 0) throw new ConfigError('rateLimits.perIp', 'applies only without apiKeys (with keys, limit them with rateLimits.default)');
+  if (cfg.rateLimits.default !== null && keys.size === 0) throw new ConfigError('rateLimits.default', 'limits API keys, and no apiKeys are configured (without keys, limit clients with rateLimits.perIp)');
 }
 
 export function loadConfigFile (path: string): Record<string, unknown> {

@@ -16,7 +16,8 @@ export interface ContextRouteDeps extends Omit<PrefillDeps, 'maxAttempts'> {
   config: Readonly<GatewayConfig>;
   contexts: ContextRegistry;
   metrics: GatewayMetrics;
-  authorized: (auth: string) => boolean;
+  /** The client's API key and rate limit (client-gate.ts): an error to answer, or the client. */
+  admit: (auth: string, res: HttpResponse) => { user: string | null } | GatewayError;
   draining: () => boolean;
   /** Counts the request in the gateway's in-flight total until `p` settles (graceful close waits for it). */
   track: (p: Promise<unknown>) => void;
@@ -41,10 +42,11 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
         return;
       }
       count(err instanceof GatewayError ? err.status : 500);
-      rs.fail(err, [ridHeader]);
+      rs.fail(err, [ridHeader, ...retryAfterOf(err)]);
     };
     if (deps.draining()) return fail(new GatewayError('EAR_ERR_DRAINING', 'the gateway is shutting down'));
-    if (!deps.authorized(auth)) return fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'missing or invalid API key'));
+    const client = deps.admit(auth, res);
+    if (client instanceof GatewayError) return fail(client);
     readBody(rs, config, (body) => {
       const work = (async () => {
         const creq = parseContextRequest(body, config.contextTtlSeconds);
@@ -80,10 +82,13 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
   const byId = (handler: (rs: ResponseState, id: string) => Promise<void>) => (res: HttpResponse, req: HttpRequest) => {
     const auth = req.getHeader('authorization');
     const rid = requestId(req.getHeader('x-request-id'));
-    const id = decodeURIComponent(req.getParameter(0) ?? '');
+    const param = req.getParameter(0) ?? '';
     const rs = new ResponseState(res);
     const ridHeader: [string, string] = ['x-request-id', rid];
-    if (!deps.authorized(auth)) return rs.fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'missing or invalid API key'), [ridHeader]);
+    const client = deps.admit(auth, res);
+    if (client instanceof GatewayError) return rs.fail(client, [ridHeader, ...retryAfterOf(client)]);
+    const id = decodedParam(param);
+    if (id === null) return rs.fail(new GatewayError('EAR_ERR_BAD_REQUEST', 'the context id is not valid percent-encoded UTF-8'), [ridHeader]);
     handler(rs, id).catch((err) => rs.fail(err, [ridHeader]));
   };
 
@@ -120,6 +125,19 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
     if (!await contexts.delete(id)) throw notFound(id);
     rs.send(200, JSON.stringify({ id, object: 'context.deleted', deleted: true }), [JSON_TYPE]);
   }));
+}
+
+function retryAfterOf (err: unknown): Array<[string, string]> {
+  return err instanceof GatewayError && err.retryAfterSeconds !== null ? [['retry-after', String(err.retryAfterSeconds)]] : [];
+}
+
+/** A path parameter percent-decoded; null if it is not valid (decodeURIComponent throws, in a uWS handler). */
+export function decodedParam (param: string): string | null {
+  try {
+    return decodeURIComponent(param);
+  } catch {
+    return null;
+  }
 }
 
 function liveBackend (backends: readonly Backend[], id: string): Backend | null {

@@ -20,6 +20,8 @@ export const ERRORS = {
   EAR_ERR_CLIENT_TIMEOUT: { status: 408, type: 'timeout_error' },
   EAR_ERR_BODY_TOO_LARGE: { status: 413, type: 'invalid_request_error' },
   EAR_ERR_QUEUE_FULL: { status: 429, type: 'rate_limit_error' },
+  /** The client's token bucket (rateLimits) is empty: Retry-After says when it holds one again. */
+  EAR_ERR_RATE_LIMITED: { status: 429, type: 'rate_limit_error' },
   /** maxContexts explicit contexts are live: a new one waits until one is deleted or expires. */
   EAR_ERR_CONTEXTS_FULL: { status: 429, type: 'rate_limit_error' },
   EAR_ERR_INTERNAL: { status: 500, type: 'internal_error' },

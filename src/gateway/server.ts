@@ -3,7 +3,6 @@
 // shared tables; upstream-client.ts proxies to the engines. See ARCHITECTURE.md "Request lifecycle".
 import uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
-import { createHmac, randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { NoCandidateError } from '../core/policy.js';
 import { DEFAULT_CLASS, PRIORITY_CLASSES } from '../core/admission.js';
@@ -21,11 +20,14 @@ import type { DropReason, GatewayWaiter, Placement, RoutingInput, RoutingState }
 import { sessionOf, SESSION_ID_HEADERS } from './session-id.js';
 import { StreamObserver } from './stream-observer.js';
 import { ContextRegistry } from './contexts.js';
-import { CONTEXT_PATH, mountContexts } from './context-routes.js';
+import { CONTEXT_PATH, decodedParam, mountContexts } from './context-routes.js';
 import type { SessionStore } from '../store/session-store.js';
 import { readBody, ResponseState } from './uws-io.js';
 import type { SharedSessions } from './shared-sessions.js';
 import { KvTransferStep } from './kv-transfer-step.js';
+import { ClientGate, remoteAddressOf } from './client-gate.js';
+import { AdminToken, bearerToken } from './credentials.js';
+import { requestHeaders } from './upstream-headers.js';
 import { kvTransfersFor } from '../migration/transfers-for.js';
 
 export type FeatureFn = (endpoint: Endpoint, body: Buffer, sessionId: string | null) => Promise<Features>;
@@ -67,7 +69,7 @@ export interface Gateway {
 
 const ADMISSION_TICK_MS = 100;
 
-const UPSTREAM_PATH: Record<Endpoint, string> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
+const UPSTREAM_PATH: Record<Endpoint, '/v1/chat/completions' | '/v1/completions'> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
 
 const newObserver = (contentType: string): StreamObserver => new StreamObserver(contentType);
 
@@ -139,17 +141,11 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   let draining = false;
   let inFlight = 0;
   let idle: (() => void) | null = null;
-  const apiKeys = new Set(config.apiKeys);
-  // A request whose body names no OpenAI `user` counts against its API key. The key itself never leaves this
-  // map: the user is an HMAC of it under a secret drawn at start, so no log, table or body can reveal or forge it.
-  const keySecret = randomBytes(32);
-  const keyUsers = new Map([...apiKeys].map((k) => [k, `key:${createHmac('sha256', keySecret).update(k, 'utf8').digest('base64url')}`]));
+  // API keys (compared in constant time) and rate limits, for every /v1 route (client-gate.ts). A request whose
+  // body names no OpenAI `user` counts against its API key's id (an HMAC of the key, never the key).
+  const gate = new ClientGate(config, metrics.registry, now);
 
   const app: TemplatedApp = uWS.App();
-
-  /** The client's API key from its Authorization header, or null. */
-  const bearer = (auth: string): string | null => auth.startsWith('Bearer ') ? auth.slice(7).trim() : null;
-  const authorized = (auth: string, key: string | null = bearer(auth)): boolean => apiKeys.size === 0 || (key !== null && apiKeys.has(key));
 
   function completion (endpoint: Endpoint) {
     return (res: HttpResponse, req: HttpRequest) => {
@@ -161,12 +157,13 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const rid = requestId(req.getHeader('x-request-id'));
       const headerValues = SESSION_ID_HEADERS.map((h) => req.getHeader(h));
       const { sessionId, parentSessionId } = sessionOf((h) => headerValues[SESSION_ID_HEADERS.indexOf(h)] ?? '');
-      const apiKey = bearer(auth);
-      const keyUser = apiKeys.size > 0 && apiKey !== null ? keyUsers.get(apiKey) ?? null : null;
+      const apiKey = bearerToken(auth);
       const rs = new ResponseState(res);
       const ridHeader: [string, string] = ['x-request-id', rid];
       if (draining) return rs.fail(new GatewayError('EAR_ERR_DRAINING', 'the gateway is shutting down'), [ridHeader]);
-      if (!authorized(auth, apiKey)) return rs.fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'missing or invalid API key'), [ridHeader]);
+      const client = gate.admit(UPSTREAM_PATH[endpoint], auth, () => remoteAddressOf(res));
+      if (client instanceof GatewayError) return rs.fail(client, [ridHeader, ...retryAfter(client)]);
+      const keyUser = client.user;
       if (headerValues.some(hasCtl)) {
         return rs.fail(new GatewayError('EAR_ERR_BAD_HEADER', 'header values must not contain CR, LF or NUL'), [ridHeader]);
       }
@@ -309,7 +306,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
         ({ result, observer } = await attempt(rs, b.pool, {
           path: route,
           body: step.body,
-          headers: [['content-type', 'application/json'], ['x-request-id', rid]],
+          headers: requestHeaders(rid),
           responseHeaders: [['x-ear-backend', b.id], ['x-request-id', rid]],
           // With no attempt or no other backend left, an engine's 5xx goes to the client as it is.
           final: n === config.maxAttempts - 1 || !hasOther(state, f.model, exclude, b.index),
@@ -367,7 +364,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   app.post('/v1/chat/completions', completion('chat'));
   app.post('/v1/completions', completion('completions'));
   mountContexts(app, {
-    config, contexts, metrics, authorized, state, backends, now, clock: deps.clock ?? Date.now,
+    config, contexts, metrics, state,
+    admit: (auth, res) => gate.admit('/v1/context', auth, () => remoteAddressOf(res)), backends, now, clock: deps.clock ?? Date.now,
     features: deps.features,
     // A context's prefill is admitted as its session's request would be; a retry goes at once.
     place: async (input, exclude, t, n, client) => {
@@ -390,7 +388,9 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     }
   });
 
-  app.get('/v1/models', (res) => {
+  app.get('/v1/models', (res, req) => {
+    const client = gate.admit('/v1/models', req.getHeader('authorization'), () => remoteAddressOf(res));
+    if (client instanceof GatewayError) return new ResponseState(res).fail(client, retryAfter(client));
     const ids = new Set<string>();
     for (const b of backends) if (b.health === 'healthy' && !b.draining) for (const m of b.models) ids.add(m);
     const created = Math.floor(Date.now() / 1000);
@@ -415,7 +415,9 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     metrics.text().then((text) => rs.send(200, text, [['content-type', metrics.registry.contentType]]), (err) => rs.fail(err));
   });
 
-  const adminAuthorized = (auth: string): boolean => config.adminToken !== null && auth === `Bearer ${config.adminToken}`;
+  // Compared in constant time (credentials.ts); with no token configured nothing is admitted.
+  const adminToken = new AdminToken(config.adminToken);
+  const adminAuthorized = (auth: string): boolean => adminToken.matches(auth);
   app.get('/admin/backends', (res, req) => {
     const rs = new ResponseState(res);
     if (!adminAuthorized(req.getHeader('authorization'))) return rs.fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'admin token required'));
@@ -425,7 +427,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   app.get('/admin/sessions/:id', (res, req) => {
     const rs = new ResponseState(res);
     if (!adminAuthorized(req.getHeader('authorization'))) return rs.fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'admin token required'));
-    const id = decodeURIComponent(req.getParameter(0) ?? '');
+    const id = decodedParam(req.getParameter(0) ?? '');
+    if (id === null) return rs.fail(new GatewayError('EAR_ERR_BAD_REQUEST', 'the session id is not valid percent-encoded UTF-8'));
     const answer = (): void => {
       const s = state.session(id);
       if (!s) return rs.fail(new GatewayError('EAR_ERR_NOT_FOUND', `no session "${id}"`));
@@ -439,7 +442,9 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     const rs = new ResponseState(res);
     const url = req.getUrl();
     const known = ['/v1/chat/completions', '/v1/completions', '/v1/models', '/health', '/ready', '/metrics', CONTEXT_PATH].includes(url) || url.startsWith(`${CONTEXT_PATH}/`);
-    rs.fail(known ? new GatewayError('EAR_ERR_METHOD', `method ${req.getMethod().toUpperCase()} is not allowed on ${url}`) : new GatewayError('EAR_ERR_NOT_FOUND', `no route ${url}`));
+    // The path is echoed cut short: uWS takes paths of tens of KB, and an error need not reflect them whole.
+    const shown = url.length > 256 ? `${url.slice(0, 256)}…` : url;
+    rs.fail(known ? new GatewayError('EAR_ERR_METHOD', `method ${req.getMethod().toUpperCase()} is not allowed on ${shown}`) : new GatewayError('EAR_ERR_NOT_FOUND', `no route ${shown}`));
   });
 
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
@@ -477,7 +482,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     for (const b of [...backends]) {
       const c = wanted.get(b.id);
       if (b.draining) continue;
-      if (c && c.url === b.config.url && c.role === b.config.role && c.kvEvents === b.config.kvEvents && c.replay === b.config.replay && c.kvTopic === b.config.kvTopic && c.kvCapacityBlocks === b.config.kvCapacityBlocks) {
+      if (c && c.url === b.config.url && c.role === b.config.role && c.kvEvents === b.config.kvEvents && c.replay === b.config.replay && c.kvTopic === b.config.kvTopic && c.kvCapacityBlocks === b.config.kvCapacityBlocks && c.apiKey === b.config.apiKey) {
         wanted.delete(b.id);
         continue;
       }

@@ -74,6 +74,8 @@ export interface UpstreamPoolOptions {
   bodyTimeoutMs: number;
   /** An idle socket closes after this long, or after the server's `keep-alive: timeout=N` less a second if shorter. */
   keepAliveTimeoutMs?: number;
+  /** Headers every request to this origin carries (the engine's own API key: upstream-headers.ts). */
+  headers?: ReadonlyArray<readonly [string, string]>;
 }
 
 const MAX_HEAD_BYTES = 64 << 10;
@@ -464,6 +466,7 @@ class Connection implements ParserSink {
   #write (call: Call): void {
     const { req } = call;
     let head = `${req.method} ${req.path} HTTP/1.1\r\nhost: ${this.pool.origin.host}\r\n`;
+    for (const [k, v] of this.pool.headers) head += `${k}: ${v}\r\n`;
     for (const [k, v] of req.headers) head += `${k}: ${v}\r\n`;
     const body = req.body;
     if (body) head += `content-length: ${body.length}\r\n`;
@@ -607,6 +610,7 @@ export class UpstreamPool {
   readonly headersTimeoutMs: number;
   readonly bodyTimeoutMs: number;
   readonly keepAliveTimeoutMs: number;
+  readonly headers: ReadonlyArray<readonly [string, string]>;
   readonly stats: UpstreamPoolStats = { connects: 0, queueFull: 0, staleSockets: 0 };
   readonly #all = new Set<Connection>();
   /** Idle sockets, most recently used last (taken first: the others age out). */
@@ -627,6 +631,8 @@ export class UpstreamPool {
     this.headersTimeoutMs = o.headersTimeoutMs;
     this.bodyTimeoutMs = o.bodyTimeoutMs;
     this.keepAliveTimeoutMs = o.keepAliveTimeoutMs ?? 4_000;
+    this.headers = o.headers ?? [];
+    for (const [k, v] of this.headers) if (hasCtl(k) || hasCtl(v)) throw new TypeError('a pool header has CR, LF or NUL');
     // Deadlines are checked on one timer per pool, not one per request; they fire up to a tick late.
     const shortest = Math.min(this.connectTimeoutMs, this.headersTimeoutMs, this.bodyTimeoutMs, this.keepAliveTimeoutMs);
     this.#tickMs = Math.max(10, Math.min(1000, Math.floor(shortest / 4)));

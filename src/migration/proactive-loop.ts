@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { post } from '../gateway/buffered-post.js';
 import { UpstreamPool, type UpstreamPoolOptions } from '../gateway/upstream-client.js';
+import { backendHeaders } from '../gateway/upstream-headers.js';
 import { BodyCache, type SessionBody } from './body-cache.js';
 import type { LegSignal, TransferPeer } from './connector.js';
 import type { ProactivePlanner, PlannedMove } from './proactive-planner.js';
@@ -55,7 +56,7 @@ export class ProactiveLoop {
     const wanted = new Map(list.map((b) => [b.index, b]));
     for (const [index, p] of this.#peers) {
       const w = wanted.get(index);
-      if (w !== undefined && w.id === p.spec.id && w.url === p.spec.url) {
+      if (w !== undefined && w.id === p.spec.id && w.url === p.spec.url && (w.apiKey ?? null) === (p.spec.apiKey ?? null)) {
         p.spec = w; // the models may have changed
         continue;
       }
@@ -65,7 +66,7 @@ export class ProactiveLoop {
     for (const b of wanted.values()) {
       if (this.#peers.has(b.index) || this.#stopped) continue;
       try {
-        const pool = new UpstreamPool(b.url, { ...this.#o.upstream });
+        const pool = new UpstreamPool(b.url, { ...this.#o.upstream, headers: backendHeaders(b.apiKey ?? null) });
         const peer: TransferPeer = { id: b.id, host: new URL(b.url).hostname, post: (path, body, rid, signal) => post(pool, path, body, rid, signal) };
         this.#peers.set(b.index, { spec: b, pool, peer });
       } catch (err) {

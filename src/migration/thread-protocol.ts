@@ -12,6 +12,8 @@ export interface MigrationBackend {
   index: number;
   id: string;
   url: string;
+  /** The engine's own API key (config), sent as Authorization; absent: none. */
+  apiKey?: string | null;
   models: string[];
 }
 

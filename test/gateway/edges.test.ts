@@ -14,7 +14,7 @@ test('backend flags parse into validated, frozen backends; flags override the fi
     port: '8081'
   });
   assert.equal(cfg.port, 8081);
-  assert.deepEqual(cfg.backends[0], { id: 'a', url: 'http://127.0.0.1:8001', kvEvents: 'tcp://127.0.0.1:5557', replay: 'tcp://127.0.0.1:5558', kvTopic: '', role: 'prefill', kvCapacityBlocks: null, maxConcurrent: null });
+  assert.deepEqual(cfg.backends[0], { id: 'a', url: 'http://127.0.0.1:8001', kvEvents: 'tcp://127.0.0.1:5557', replay: 'tcp://127.0.0.1:5558', kvTopic: '', role: 'prefill', kvCapacityBlocks: null, maxConcurrent: null, apiKey: null });
   assert.equal(cfg.backends[1].id, 'backend-1');
   assert.equal(cfg.backends[1].role, 'both');
   assert.ok(Object.isFrozen(cfg) && Object.isFrozen(cfg.backends[0]));
