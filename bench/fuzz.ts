@@ -1,0 +1,253 @@
+// Fuzzes the running gateway (issue 13 item 4): `ear serve` in front of two `ear sim` engines, fed generated
+// requests (bench/fuzz-cases.ts) as raw bytes over TCP, each judged by oracles: an answer within a bound,
+// below 500 for a client's mistake, OpenAI-style error bodies, 200 and a well-formed body for valid requests,
+// admin routes unreachable without the token. After the run: the process alive, /health answering, nothing
+// left in flight, RSS growth bounded. A violation is shrunk by fast-check and printed.
+//   npm run fuzz -- --cases 100000 [--seed S] [--concurrency C]
+// test/gateway/fuzz.test.ts runs the same module with a fixed seed.
+import fc from 'fast-check';
+import { readFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { simFleet, type SimFleet } from '../test/fixtures/processes.js';
+import { FAMILIES, fuzzCase, requestBytes, type Family, type FuzzCase } from './fuzz-cases.js';
+import { rawExchange, type RawAnswer } from './raw-http.js';
+import { gitCommit, machine } from './machine.js';
+
+export interface FuzzOptions {
+  cases: number;
+  seed: number;
+  /** Cases in flight at once (each its own fast-check run of cases / concurrency, seeded seed + i). */
+  concurrency: number;
+  /** The bound on one answer. */
+  caseTimeoutMs?: number;
+  /** RSS growth allowed from the end of warm-up (the first tenth of the cases) to the end. */
+  rssGrowthBytes?: number;
+  log?: (line: string) => void;
+}
+
+export interface Violation { kase: FuzzCase; reason: string; answer: string }
+
+export interface FuzzReport {
+  seed: number;
+  cases: number;
+  /** Requests sent, by family and outcome (the status, or closed / timeout), shrinking runs included. */
+  counts: Record<string, Record<string, number>>;
+  /** Each failing run's first violation and its shrunk counterexample. */
+  failures: Array<{ first: Violation; shrunk: Violation | null; shrinks: number }>;
+  rssWarmBytes: number;
+  rssEndBytes: number;
+  gatewayAlive: boolean;
+  healthOk: boolean;
+  /** Requests still in flight (per backend) or queued for admission once the run settled. */
+  leftInFlight: number;
+  seconds: number;
+  passed: boolean;
+}
+
+const FLEET_CONFIG = ['scheduler: atlas', 'maxContexts: 100000'];
+const FRAMING_BOUND_MS = 2000;
+
+function rssOf (pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m === null ? 0 : Number(m[1]) * 1024;
+}
+
+/** OpenAI error shape: {"error":{"message": string, "type": string, "code": …}}. */
+function openAiError (body: Buffer): boolean {
+  try {
+    const e = (JSON.parse(body.toString('utf8')) as { error?: { message?: unknown; type?: unknown; code?: unknown } }).error;
+    return typeof e === 'object' && e !== null && typeof e.message === 'string' && typeof e.type === 'string' && 'code' in e;
+  } catch {
+    return false;
+  }
+}
+
+/** Why a 200 body of a completion route is malformed, or null when it is well formed. */
+function malformed200 (c: FuzzCase, r: RawAnswer): string | null {
+  const text = r.body.toString('utf8');
+  const type = r.headers.find(([k]) => k === 'content-type')?.[1] ?? '';
+  if (type.includes('text/event-stream')) {
+    const events = text.split('\n\n').map((e) => e.trim()).filter((e) => e !== '');
+    if (events.length === 0 || events[events.length - 1] !== 'data: [DONE]') return 'stream does not end with data: [DONE]';
+    let chunks = 0;
+    for (const e of events.slice(0, -1)) {
+      if (!e.startsWith('data: ')) return `stream event is not a data line: ${e.slice(0, 80)}`;
+      let j: { choices?: unknown; error?: unknown };
+      try {
+        j = JSON.parse(e.slice(6));
+      } catch {
+        return `stream event is not JSON: ${e.slice(0, 80)}`;
+      }
+      if (j.error !== undefined) return `stream carries an error: ${e.slice(0, 200)}`;
+      if (Array.isArray(j.choices)) chunks++;
+    }
+    return chunks === 0 ? 'stream has no chunk with choices' : null;
+  }
+  let j: Record<string, unknown>;
+  try {
+    j = JSON.parse(text);
+  } catch {
+    return `200 body is not JSON: ${text.slice(0, 80)}`;
+  }
+  if (c.target.startsWith('/v1/context')) return typeof j.id === 'string' && typeof j.backend === 'string' ? null : '200 context answer without id/backend';
+  if (!Array.isArray(j.choices) || j.choices.length === 0) return '200 completion without choices';
+  return null;
+}
+
+/** The oracles for one exchange: null when the gateway did right. */
+export function judge (c: FuzzCase, r: RawAnswer): string | null {
+  if (r.kind === 'timeout') return r.status > 0 ? `response started (status ${r.status}) but did not end within the bound` : 'no answer within the bound';
+  if (r.kind === 'held') return c.expect === 'framing' ? null : 'connection held without an answer';
+  if (r.kind === 'closed') return c.expect === 'framing' ? null : `connection closed without a complete answer${r.status > 0 ? ` (status ${r.status})` : ''}`;
+  if (r.status >= 500) return `status ${r.status} for a client's request`;
+  const head = c.method.toUpperCase() === 'HEAD';
+  if (c.expect === 'ok' && r.status !== 200) return `valid request answered ${r.status}`;
+  const isJson = (r.headers.find(([k]) => k === 'content-type')?.[1] ?? '').includes('application/json');
+  // Errors the gateway itself writes are OpenAI-style; uWS's own answers to broken framing carry no JSON type.
+  if (r.status >= 400 && !head && (c.expect !== 'framing' || isJson) && !openAiError(r.body)) return `error body is not OpenAI-style: ${r.body.toString('utf8').slice(0, 120)}`;
+  const decoded = (() => { try { return decodeURIComponent(c.target); } catch { return c.target; } })().toLowerCase();
+  if (r.status === 200 && c.kind !== 'admin-token' && c.family === 'method-path' && decoded.includes('admin')) return 'an admin route answered 200 without the token';
+  if (r.status === 200 && c.method === 'POST' && !head && ['/v1/chat/completions', '/v1/completions', '/v1/context'].includes(c.target)) return malformed200(c, r);
+  return null;
+}
+
+function short (s: string, n = 400): string {
+  return s.length <= n ? JSON.stringify(s) : `${JSON.stringify(s.slice(0, n))}…(${s.length} bytes)`;
+}
+
+export function describeCase (c: FuzzCase): string {
+  const parts = [`family=${c.family} kind=${c.kind} expect=${c.expect}`];
+  if (c.raw !== null) parts.push(`raw=${short(c.raw)}`);
+  else parts.push(`${short(c.method, 40)} ${short(c.target, 200)}`, `headers=${short(JSON.stringify(c.headers), 300)}`, `body=${short(c.body)}`);
+  if (c.halfClose) parts.push('then FIN');
+  return parts.join('\n    ');
+}
+
+const answerText = (r: RawAnswer): string => `${r.kind}${r.status > 0 ? ` ${r.status}` : ''}: ${short(r.raw.toString('latin1'), 300)}`;
+
+async function inFlightLeft (gw: string): Promise<number> {
+  const t = await (await fetch(`${gw}/metrics`)).text();
+  let n = 0;
+  for (const l of t.split('\n')) if (l.startsWith('ear_backend_in_flight{') || l.startsWith('ear_admission_queue_depth{')) n += Number(l.slice(l.lastIndexOf(' ') + 1));
+  return n;
+}
+
+/** Runs the fuzzer against a fleet of its own (started and stopped here). */
+export async function runFuzz (opts: FuzzOptions): Promise<FuzzReport> {
+  const log = opts.log ?? (() => {});
+  const timeoutMs = opts.caseTimeoutMs ?? 15_000;
+  const t0 = Date.now();
+  const fleet: SimFleet = await simFleet(FLEET_CONFIG, () => [['--time-scale', '0'], ['--time-scale', '0']]);
+  try {
+    const port = Number(new URL(fleet.url).port);
+    const pid = fleet.gateway.child.pid!;
+    const counts: Record<string, Record<string, number>> = Object.fromEntries(FAMILIES.map((f) => [f, {}]));
+    const failures: FuzzReport['failures'] = [];
+    let sent = 0;
+    let dead = false;
+    let rssWarm = 0;
+    const warmAt = Math.max(1, Math.floor(opts.cases / 10));
+    const perRun = Math.ceil(opts.cases / opts.concurrency);
+    let nextLog = Date.now() + 10_000;
+
+    /** Sends one case; the violation, or null. */
+    const exchange = async (c: FuzzCase): Promise<Violation | null> => {
+      // uWS holds a connection whose framing it refused, without an answer, until its 10 s idle timeout: a broken
+      // request gets a short bound, and still open at its end it counts as `held` (allowed), not as a hang.
+      const r = await rawExchange(port, requestBytes(c, '127.0.0.1'), c.expect === 'framing' ? FRAMING_BOUND_MS : timeoutMs, c.halfClose);
+      if (c.expect === 'framing' && r.kind === 'timeout' && r.status === 0) r.kind = 'held';
+      sent++;
+      const outcome = r.kind === 'answered' ? String(r.status) : r.kind;
+      const row = counts[c.family as Family];
+      row[outcome] = (row[outcome] ?? 0) + 1;
+      if (sent === warmAt) rssWarm = rssOf(pid);
+      if (Date.now() > nextLog) {
+        nextLog = Date.now() + 10_000;
+        log(`  ${sent} requests, ${Math.round((Date.now() - t0) / 1000)} s, gateway RSS ${(rssOf(pid) / 2 ** 20).toFixed(0)} MiB`);
+      }
+      if (r.kind === 'answered' && r.status === 200 && c.target === '/v1/context' && c.method === 'POST') {
+        // A created context is deleted again, so the run does not fill the registry.
+        const id = (() => { try { return (JSON.parse(r.body.toString('utf8')) as { id?: unknown }).id; } catch { return undefined; } })();
+        if (typeof id === 'string') await rawExchange(port, Buffer.from(`DELETE /v1/context/${encodeURIComponent(id)} HTTP/1.1\r\nhost: x\r\n\r\n`), timeoutMs);
+      }
+      if (fleet.gateway.child.exitCode !== null || fleet.gateway.child.signalCode !== null) {
+        dead = true;
+        return { kase: c, reason: `the gateway exited (${fleet.gateway.child.exitCode ?? fleet.gateway.child.signalCode})`, answer: answerText(r) };
+      }
+      const why = judge(c, r);
+      return why === null ? null : { kase: c, reason: why, answer: answerText(r) };
+    };
+
+    const runs = Array.from({ length: opts.concurrency }, async (_, i) => {
+      let first: Violation | null = null;
+      let lastSeen: Violation | null = null;
+      const d = await fc.check(fc.asyncProperty(fuzzCase, async (c) => {
+        if (dead && first === null) return; // the gateway is gone: nothing more to learn from this run
+        const v = await exchange(c);
+        if (v === null) return;
+        first ??= v;
+        lastSeen = v;
+        throw new Error(v.reason);
+      }), { seed: opts.seed + i, numRuns: perRun });
+      // The last violation seen is fast-check's final (shrunk) counterexample.
+      if (d.failed && first !== null) failures.push({ first, shrunk: lastSeen !== first ? lastSeen : null, shrinks: d.numShrinks });
+    });
+    await Promise.all(runs);
+
+    const gatewayAlive = fleet.gateway.child.exitCode === null && fleet.gateway.child.signalCode === null;
+    let healthOk = false;
+    let leftInFlight = -1;
+    let rssEnd = 0;
+    if (gatewayAlive) {
+      healthOk = (await rawExchange(port, Buffer.from('GET /health HTTP/1.1\r\nhost: x\r\n\r\n'), timeoutMs)).status === 200;
+      // In-flight figures settle once the last upstream exchanges end.
+      for (let i = 0; i < 50; i++) {
+        leftInFlight = await inFlightLeft(fleet.url);
+        if (leftInFlight === 0) break;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      rssEnd = rssOf(pid);
+    }
+    const rssOk = rssEnd - rssWarm <= (opts.rssGrowthBytes ?? 128 * 2 ** 20);
+    const passed = failures.length === 0 && gatewayAlive && healthOk && leftInFlight === 0 && rssOk;
+    return { seed: opts.seed, cases: sent, counts, failures, rssWarmBytes: rssWarm, rssEndBytes: rssEnd, gatewayAlive, healthOk, leftInFlight, seconds: (Date.now() - t0) / 1000, passed };
+  } finally {
+    await fleet.close();
+  }
+}
+
+/** The report as printed: counts by family and outcome, the after-run checks, each failure. */
+export function formatReport (r: FuzzReport): string {
+  const outcomes = [...new Set(Object.values(r.counts).flatMap((o) => Object.keys(o)))].sort();
+  const lines = [`| family | ${outcomes.join(' | ')} | total |`, `|---|${outcomes.map(() => '---:|').join('')}---:|`];
+  for (const [f, o] of Object.entries(r.counts)) {
+    lines.push(`| ${f} | ${outcomes.map((k) => String(o[k] ?? 0)).join(' | ')} | ${Object.values(o).reduce((a, b) => a + b, 0)} |`);
+  }
+  const mib = (b: number): string => (b / 2 ** 20).toFixed(1);
+  lines.push('', `requests: ${r.cases} in ${r.seconds.toFixed(0)} s (seed ${r.seed}); gateway alive: ${r.gatewayAlive}; /health: ${r.healthOk ? 200 : 'no'}; ` +
+    `left in flight: ${r.leftInFlight}; RSS after warm-up ${mib(r.rssWarmBytes)} MiB, at the end ${mib(r.rssEndBytes)} MiB (${r.rssEndBytes >= r.rssWarmBytes ? '+' : ''}${mib(r.rssEndBytes - r.rssWarmBytes)} MiB)`);
+  for (const f of r.failures) {
+    lines.push('', `FAILURE: ${f.first.reason}`, `  first case:\n    ${describeCase(f.first.kase)}`, `  answer: ${f.first.answer}`);
+    if (f.shrunk) lines.push(`  shrunk (${f.shrinks} steps): ${f.shrunk.reason}\n    ${describeCase(f.shrunk.kase)}`, `  answer: ${f.shrunk.answer}`);
+  }
+  lines.push('', r.passed ? 'PASS' : 'FAIL');
+  return lines.join('\n');
+}
+
+async function main (): Promise<void> {
+  const { values } = parseArgs({ options: { cases: { type: 'string', default: '100000' }, seed: { type: 'string' }, concurrency: { type: 'string', default: '8' } } });
+  const seed = values.seed !== undefined ? Number(values.seed) : Math.floor(Math.random() * 2 ** 31);
+  const opts: FuzzOptions = { cases: Number(values.cases), seed, concurrency: Number(values.concurrency), log: (l) => console.log(l) };
+  console.log(`fuzzing the gateway: ${opts.cases} cases, seed ${seed}, concurrency ${opts.concurrency}; ${machine()}; commit ${gitCommit()}`);
+  const report = await runFuzz(opts);
+  console.log(formatReport(report));
+  process.exitCode = report.passed ? 0 : 1;
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main().catch((err) => {
+    console.error(err);
+    process.exit(2);
+  });
+}
