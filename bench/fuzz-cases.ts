@@ -134,12 +134,12 @@ const headerMutation: fc.Arbitrary<{ kind: string; expect: Expect; headers: Arra
   fc.tuple(fc.constantFrom(...HEADER_NAMES), ctlValue).map(([n, v]) => ({ kind: 'ctl-in-value', expect: 'framing' as Expect, headers: [[n, v]] as Array<[string, string]> })),
   fc.tuple(fc.constantFrom(...HEADER_NAMES), badUtf8).map(([n, v]) => ({ kind: 'invalid-utf8', expect: 'client-error' as Expect, headers: [[n, v]] as Array<[string, string]> })),
   fc.tuple(fc.constantFrom('session_id', 'x_session_id', 'x-ear_priority', '_'), fc.stringMatching(/^[a-z0-9]{1,8}$/)).map(([n, v]) => ({ kind: 'underscore-name', expect: 'framing' as Expect, headers: [[n, v]] as Array<[string, string]> })),
-  fc.tuple(fc.constantFrom(...HEADER_NAMES), fc.integer({ min: 250, max: 200_000 })).map(([n, len]) => ({ kind: 'huge', expect: 'framing' as Expect, headers: [[n, 'a'.repeat(len)]] as Array<[string, string]> })),
+  fc.tuple(fc.constantFrom(...HEADER_NAMES), fc.integer({ min: 250, max: 100_000 })).map(([n, len]) => ({ kind: 'huge', expect: 'framing' as Expect, headers: [[n, 'a'.repeat(len)]] as Array<[string, string]> })),
   fc.integer({ min: 20, max: 300 }).map((n) => ({ kind: 'many', expect: 'framing' as Expect, headers: Array.from({ length: n }, (_, i): [string, string] => [`x-h${i}`, 'v']) })),
   fc.tuple(fc.constantFrom(...HEADER_NAMES), fc.array(fc.stringMatching(/^[ -~]{0,16}$/), { minLength: 2, maxLength: 5 })).map(([n, vs]) => ({ kind: 'duplicated', expect: 'client-error' as Expect, headers: vs.map((v): [string, string] => [n, v]) })),
   fc.constantFrom<Array<[string, string]>>([['x-ear-priority', 'urgent']], [['x-ear-priority', '9']], [['x-ear-priority', '']], [['authorization', 'Bearer']], [['authorization', 'Basic Zm9vOmJhcg==']],
     [['content-type', 'text/plain']], [['content-type', '']], [['expect', '100-continue']], [['connection', 'upgrade'], ['upgrade', 'websocket']],
-    [['x-session-id', 'x'.repeat(257)]], [['x-session-id', '']], [['x-session-id', ' ']], [['x-ear-parent-session-id', 'p']], [['transfer-encoding', 'identity']])
+    [['x-session-id', 'x'.repeat(257)]], [['x-session-id', '']], [['x-session-id', ' ']], [['x-ear-parent-session-id', 'p']])
     .map((h) => ({ kind: 'odd-value', expect: 'client-error' as Expect, headers: h })),
   fc.constantFrom(['x-session-id : a'], [' x-session-id: a'], ['x-session-id'], [': empty-name'], ['x session id: a'], ['x-session-id:\ta\t'], ['x-ok: a', ' folded'], ['\xff\xfe: a'], ['x-\x00: a'])
     .map((lines) => ({ kind: 'bad-line', expect: 'framing' as Expect, headers: lines.map((l): [string, string] => { const i = l.indexOf(': '); return i < 0 ? [l, '\0NOCOLON'] : [l.slice(0, i), l.slice(i + 2)]; }) }))
@@ -182,7 +182,7 @@ export const framingCase: fc.Arbitrary<FuzzCase> = fc.oneof(
   fc.integer({ min: 1, max: CHAT_BODY.length - 1 }).map((n) => ({ kind: 'length-under-body', raw: req([...H, `content-length: ${n}`], CHAT_BODY), halfClose: true })),
   fc.constantFrom(0, 1, 7).map((d) => ({ kind: 'two-lengths', raw: req([...H, `content-length: ${CHAT_BODY.length}`, `content-length: ${CHAT_BODY.length + d}`], CHAT_BODY), halfClose: true })),
   fc.array(fc.integer({ min: 1, max: 40 }), { maxLength: 6 }).map((sizes) => ({ kind: 'chunked', raw: req([...H, 'transfer-encoding: chunked'], chunked(CHAT_BODY, sizes)), halfClose: false })),
-  fc.constantFrom('chunked', 'gzip', 'chunked, identity', 'identity, chunked', ' chunked', 'CHUNKED', 'chunked\t', 'x-custom').map((te) =>
+  fc.constantFrom('chunked', 'gzip', 'identity', 'chunked, identity', 'identity, chunked', ' chunked', 'CHUNKED', 'chunked\t', 'x-custom').map((te) =>
     ({ kind: 'te-and-length', raw: req([...H, `transfer-encoding: ${te}`, `content-length: ${CHAT_BODY.length}`], te.trim().toLowerCase() === 'chunked' ? chunked(CHAT_BODY, [10]) : CHAT_BODY), halfClose: true })),
   fc.constantFrom('zz\r\nabc\r\n0\r\n\r\n', 'ffffffffffffffffffff\r\nx\r\n', '5;ext=1\r\n{"a":\r\n0\r\n\r\n', '3\r\n{}\r\n', '-1\r\nx\r\n0\r\n\r\n', '2\r\n{}\r\n0\r\nx-trailer: 1\r\n\r\n', '1\r\n{\r\n0\r\n')
     .map((b) => ({ kind: 'bad-chunks', raw: req([...H, 'transfer-encoding: chunked'], b), halfClose: true })),
@@ -243,7 +243,7 @@ function bodyCase (k: BodyKind): fc.Arbitrary<{ kind: string; body: string }> {
   const text = (b: Record<string, unknown>): string => utf8(JSON.stringify(b));
   return fc.oneof(
     fc.tuple(valid, fc.nat()).map(([b, n]) => { const s = text(b); return { kind: 'truncated', body: s.slice(0, n % s.length) }; }),
-    fc.tuple(valid, fc.integer({ min: 10, max: 200_000 }), fc.constantFrom('[', '{"a":', '[{"role":"user","content":'), fc.constantFrom(...FIELDS[k]), fc.boolean()).map(([b, depth, open, field, closeIt]) => {
+    fc.tuple(valid, fc.integer({ min: 10, max: 100_000 }), fc.constantFrom('[', '{"a":', '[{"role":"user","content":'), fc.constantFrom(...FIELDS[k]), fc.boolean()).map(([b, depth, open, field, closeIt]) => {
       const close = open === '[' ? ']' : open === '{"a":' ? '}' : '}]';
       const nested = open.repeat(depth) + '1' + (closeIt ? close.repeat(depth) : '');
       const s = JSON.stringify({ ...b, [field.split('.')[0]]: '\0NESTED' });

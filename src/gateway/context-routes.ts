@@ -7,6 +7,7 @@ import { prefill, parseContextRequest, type PrefillDeps } from './context-prefil
 import type { ContextRegistry } from './contexts.js';
 import { GatewayError } from './errors.js';
 import type { GatewayMetrics } from './metrics.js';
+import { decodedParam } from './path-param.js';
 import { requestId } from './request-id.js';
 import { readBody, ResponseState } from './uws-io.js';
 
@@ -80,10 +81,16 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
   const byId = (handler: (rs: ResponseState, id: string) => Promise<void>) => (res: HttpResponse, req: HttpRequest) => {
     const auth = req.getHeader('authorization');
     const rid = requestId(req.getHeader('x-request-id'));
-    const id = decodeURIComponent(req.getParameter(0) ?? '');
+    const rawId = req.getParameter(0) ?? '';
     const rs = new ResponseState(res);
     const ridHeader: [string, string] = ['x-request-id', rid];
     if (!deps.authorized(auth)) return rs.fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'missing or invalid API key'), [ridHeader]);
+    let id: string;
+    try {
+      id = decodedParam(rawId);
+    } catch (err) {
+      return rs.fail(err, [ridHeader]);
+    }
     handler(rs, id).catch((err) => rs.fail(err, [ridHeader]));
   };
 

@@ -14,6 +14,7 @@ import type { GatewayConfig } from './config.js';
 import { GatewayError } from './errors.js';
 import { GatewayMetrics } from './metrics.js';
 import { attempt, type AttemptResult } from './proxy.js';
+import { decodedParam } from './path-param.js';
 import { requestId } from './request-id.js';
 import type { Endpoint } from './request-body.js';
 import type { Features } from './features.js';
@@ -423,7 +424,12 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   app.get('/admin/sessions/:id', (res, req) => {
     const rs = new ResponseState(res);
     if (!adminAuthorized(req.getHeader('authorization'))) return rs.fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'admin token required'));
-    const id = decodeURIComponent(req.getParameter(0) ?? '');
+    let id: string;
+    try {
+      id = decodedParam(req.getParameter(0) ?? '');
+    } catch (err) {
+      return rs.fail(err);
+    }
     const answer = (): void => {
       const s = state.session(id);
       if (!s) return rs.fail(new GatewayError('EAR_ERR_NOT_FOUND', `no session "${id}"`));
