@@ -17,7 +17,7 @@ import { gitCommit, machine } from './machine.js';
 export interface FuzzOptions {
   cases: number;
   seed: number;
-  /** Cases in flight at once (each its own fast-check run of cases / concurrency, seeded seed + i). */
+  /** Cases in flight at once. */
   concurrency: number;
   /** The bound on one answer. */
   caseTimeoutMs?: number;
@@ -33,7 +33,9 @@ export interface FuzzReport {
   cases: number;
   /** Requests sent, by family and outcome (the status, or closed / timeout), shrinking runs included. */
   counts: Record<string, Record<string, number>>;
-  /** Each failing run's first violation and its shrunk counterexample. */
+  /** Violations by reason. */
+  violations: Record<string, number>;
+  /** The first violation of each reason and its shrunk counterexample (shrinks -1: the replay passed). */
   failures: Array<{ first: Violation; shrunk: Violation | null; shrinks: number }>;
   rssWarmBytes: number;
   rssEndBytes: number;
@@ -47,6 +49,12 @@ export interface FuzzReport {
 
 const FLEET_CONFIG = ['scheduler: atlas', 'maxContexts: 100000'];
 const FRAMING_BOUND_MS = 1000;
+/** Cases generated at a time (one fast-check seed each). */
+const BATCH = 100;
+/** Violations shrunk (the first of each distinct reason, at most this many). */
+const MAX_SHRUNK = 8;
+/** Time one shrink may take (fast-check keeps the smallest failing case found by then). */
+const SHRINK_LIMIT_MS = 90_000;
 
 function rssOf (pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -141,7 +149,7 @@ export function fuzzFleet (): Promise<SimFleet> {
 /** Runs the fuzzer against `given` (left running), or against a fleet of its own (started and stopped here). */
 export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<FuzzReport> {
   const log = opts.log ?? (() => {});
-  const timeoutMs = opts.caseTimeoutMs ?? 15_000;
+  const timeoutMs = opts.caseTimeoutMs ?? 60_000;
   const t0 = Date.now();
   const fleet: SimFleet = given ?? await fuzzFleet();
   try {
@@ -149,11 +157,11 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
     const pid = fleet.gateway.child.pid!;
     const counts: Record<string, Record<string, number>> = Object.fromEntries(FAMILIES.map((f) => [f, {}]));
     const failures: FuzzReport['failures'] = [];
+    const violations: Record<string, number> = {};
     let sent = 0;
     let dead = false;
     let rssWarm = 0;
     const warmAt = Math.max(1, Math.floor(opts.cases / 5));
-    const perRun = Math.ceil(opts.cases / opts.concurrency);
     let nextLog = Date.now() + 30_000;
     let nextTable = Date.now() + 300_000;
 
@@ -170,7 +178,7 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
       if (sent === warmAt) rssWarm = rssOf(pid);
       if (Date.now() > nextLog) {
         nextLog = Date.now() + 30_000;
-        log(`  ${sent} requests, ${Math.round((Date.now() - t0) / 1000)} s, gateway RSS ${(rssOf(pid) / 2 ** 20).toFixed(0)} MiB, ${failures.length} failing runs`);
+        log(`  ${sent} requests, ${Math.round((Date.now() - t0) / 1000)} s, gateway RSS ${(rssOf(pid) / 2 ** 20).toFixed(0)} MiB, ${Object.values(violations).reduce((a, b) => a + b, 0)} violations`);
         if (Date.now() > nextTable) {
           nextTable = Date.now() + 300_000;
           log(formatCounts(counts));
@@ -189,21 +197,42 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
       return why === null ? null : { kase: c, reason: why, answer: answerText(r) };
     };
 
-    const runs = Array.from({ length: opts.concurrency }, async (_, i) => {
-      let first: Violation | null = null;
+    // Cases come in batches of BATCH generated from seed + batch number, taken in turn by `concurrency` senders:
+    // case j of a batch is fast-check's run j of that seed (path "j"), so a violation is replayed and shrunk from
+    // there. The run goes on past violations (all are counted by reason); the first of each reason is shrunk.
+    const batches = Math.ceil(opts.cases / BATCH);
+    let nextBatch = 0;
+    const pending: Array<{ seed: number; path: string; v: Violation }> = [];
+    const senders = Array.from({ length: opts.concurrency }, async () => {
+      for (let b = nextBatch++; b < batches && !dead; b = nextBatch++) {
+        const n = Math.min(BATCH, opts.cases - b * BATCH);
+        const cases = fc.sample(fuzzCase, { seed: opts.seed + b, numRuns: n });
+        for (const [j, c] of cases.entries()) {
+          if (dead) break;
+          const v = await exchange(c);
+          if (v === null) continue;
+          violations[v.reason] = (violations[v.reason] ?? 0) + 1;
+          if (!pending.some((p) => p.v.reason === v.reason) && pending.length < MAX_SHRUNK) pending.push({ seed: opts.seed + b, path: String(j), v });
+        }
+      }
+    });
+    await Promise.all(senders);
+    for (const p of pending) {
+      if (dead) {
+        failures.push({ first: p.v, shrunk: null, shrinks: 0 });
+        continue;
+      }
       let lastSeen: Violation | null = null;
       const d = await fc.check(fc.asyncProperty(fuzzCase, async (c) => {
-        if (dead && first === null) return; // the gateway is gone: nothing more to learn from this run
+        if (dead) return;
         const v = await exchange(c);
         if (v === null) return;
-        first ??= v;
         lastSeen = v;
         throw new Error(v.reason);
-      }), { seed: opts.seed + i, numRuns: perRun });
-      // The last violation seen is fast-check's final (shrunk) counterexample.
-      if (d.failed && first !== null) failures.push({ first, shrunk: lastSeen !== first ? lastSeen : null, shrinks: d.numShrinks });
-    });
-    await Promise.all(runs);
+      }), { seed: p.seed, path: p.path, interruptAfterTimeLimit: SHRINK_LIMIT_MS });
+      // The last violation seen is fast-check's final (shrunk) counterexample; a replay that passed is flaky.
+      failures.push({ first: p.v, shrunk: d.failed && d.numShrinks > 0 ? lastSeen : null, shrinks: d.failed ? d.numShrinks : -1 });
+    }
 
     const gatewayAlive = fleet.gateway.child.exitCode === null && fleet.gateway.child.signalCode === null;
     let healthOk = false;
@@ -220,8 +249,8 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
       rssEnd = rssOf(pid);
     }
     const rssOk = rssEnd - rssWarm <= (opts.rssGrowthBytes ?? 128 * 2 ** 20);
-    const passed = failures.length === 0 && gatewayAlive && healthOk && leftInFlight === 0 && rssOk;
-    return { seed: opts.seed, cases: sent, counts, failures, rssWarmBytes: rssWarm, rssEndBytes: rssEnd, gatewayAlive, healthOk, leftInFlight, seconds: (Date.now() - t0) / 1000, passed };
+    const passed = failures.length === 0 && Object.keys(violations).length === 0 && gatewayAlive && healthOk && leftInFlight === 0 && rssOk;
+    return { seed: opts.seed, cases: sent, counts, violations, failures, rssWarmBytes: rssWarm, rssEndBytes: rssEnd, gatewayAlive, healthOk, leftInFlight, seconds: (Date.now() - t0) / 1000, passed };
   } finally {
     if (given === undefined) await fleet.close();
   }
@@ -243,8 +272,10 @@ export function formatReport (r: FuzzReport): string {
   const mib = (b: number): string => (b / 2 ** 20).toFixed(1);
   lines.push('', `requests: ${r.cases} in ${r.seconds.toFixed(0)} s (seed ${r.seed}); gateway alive: ${r.gatewayAlive}; /health: ${r.healthOk ? 200 : 'no'}; ` +
     `left in flight: ${r.leftInFlight}; RSS after warm-up ${mib(r.rssWarmBytes)} MiB, at the end ${mib(r.rssEndBytes)} MiB (${r.rssEndBytes >= r.rssWarmBytes ? '+' : ''}${mib(r.rssEndBytes - r.rssWarmBytes)} MiB)`);
+  for (const [why, n] of Object.entries(r.violations)) lines.push(`violations: ${n} × ${why}`);
   for (const f of r.failures) {
     lines.push('', `FAILURE: ${f.first.reason}`, `  first case:\n    ${describeCase(f.first.kase)}`, `  answer: ${f.first.answer}`);
+    if (f.shrinks === -1) lines.push('  (its replay passed: it depends on what ran beside it)');
     if (f.shrunk) lines.push(`  shrunk (${f.shrinks} steps): ${f.shrunk.reason}\n    ${describeCase(f.shrunk.kase)}`, `  answer: ${f.shrunk.answer}`);
   }
   lines.push('', r.passed ? 'PASS' : 'FAIL');

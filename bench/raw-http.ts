@@ -22,6 +22,8 @@ interface Parsed { status: number; headers: Array<[string, string]>; body: Buffe
 
 /** Parses a response out of `buf`: complete when its framing says so (`closed`: the peer ended, so read-to-close bodies end too). */
 export function parseResponse (buf: Buffer, closed: boolean): Parsed | null {
+  // Interim answers (100 Continue to `expect: 100-continue`) come before the response: skip them.
+  while (/^HTTP\/1\.[01] 1\d\d /.test(buf.subarray(0, 13).toString('latin1')) && buf.indexOf(HEAD_END) >= 0) buf = buf.subarray(buf.indexOf(HEAD_END) + 4);
   const end = buf.indexOf(HEAD_END);
   if (end < 0) return null;
   const lines = buf.subarray(0, end).toString('latin1').split('\r\n');
@@ -35,7 +37,7 @@ export function parseResponse (buf: Buffer, closed: boolean): Parsed | null {
   }
   const rest = buf.subarray(end + 4);
   const get = (k: string): string | undefined => headers.find(([h]) => h === k)?.[1];
-  if (status === 204 || status === 304 || (status >= 100 && status < 200)) return { status, headers, body: Buffer.alloc(0), complete: true };
+  if (status === 204 || status === 304) return { status, headers, body: Buffer.alloc(0), complete: true };
   const te = get('transfer-encoding');
   if (te !== undefined && /chunked/i.test(te)) {
     const chunks: Buffer[] = [];
