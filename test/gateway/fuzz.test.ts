@@ -44,22 +44,21 @@ test('a deeply nested value in a field the engine checks is a 400, not the engin
 
 test('a body nested deeper than JSON.stringify can write back is a 400 where the gateway rewrites it, not a 500 (found by the fuzzer)', async () => {
   const deep = `${'['.repeat(20_000)}${']'.repeat(20_000)}`;
-  const cases: Array<[string, string]> = [
-    // /v1/context drops its own fields and writes the body back for the prefill.
-    ['/v1/context', `{"model":"m","prompt":"x","user":${deep}}`],
-    // a client's kv_transfer_params are stripped, and the body written back.
-    ['/v1/completions', `{"model":"m","prompt":"x","max_tokens":1,"kv_transfer_params":${deep}}`]
-  ];
-  for (const [path, body] of cases) {
-    const res = await fetch(`${fleet.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-    const text = await res.text();
-    assert.equal(res.status, 400, `${path}: ${text}`);
-    assert.equal(JSON.parse(text).error.code, 'EAR_ERR_BAD_REQUEST');
-  }
+  // /v1/context drops its own fields and writes the body back for the prefill: that write overflowed (500).
+  const ctx = await fetch(`${fleet.url}/v1/context`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `{"model":"m","prompt":"x","user":${deep}}` });
+  const text = await ctx.text();
+  assert.equal(ctx.status, 400, text);
+  assert.equal(JSON.parse(text).error.code, 'EAR_ERR_BAD_REQUEST');
+  // A completion whose nested field is the client's kv_transfer_params: stripped, and served.
+  const done = await fetch(`${fleet.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `{"model":"m","prompt":"x","max_tokens":1,"kv_transfer_params":${deep}}` });
+  assert.equal(done.status, 200, await done.text());
 });
 
 test('2000 fuzz cases (seed 13): no crash, hang, 5xx for a client mistake, malformed answer or leak', async () => {
-  const report = await runFuzz({ cases: 2000, seed: 13, concurrency: 16 }, fleet);
+  // RSS: bodies nested tens of thousands deep grow the gateway's heaps to a plateau (~600-750 MiB) that 2000 cases
+  // may not reach by the end of warm-up; the 100k run (bench/RESULTS.md) shows it flat after. The bound here
+  // still catches a leak of a request's body or state per request.
+  const report = await runFuzz({ cases: 2000, seed: 13, concurrency: 16, rssGrowthBytes: 256 * 2 ** 20 }, fleet);
   const text = formatReport(report);
   console.log(text);
   assert.equal(report.cases >= 2000, true, text);
