@@ -53,6 +53,8 @@ const FRAMING_BOUND_MS = 1000;
 const BATCH = 100;
 /** Violations shrunk (the first of each distinct reason, at most this many). */
 const MAX_SHRUNK = 8;
+/** Distinct violation reasons counted apart. */
+const MAX_REASONS = 64;
 /** Time one shrink may take (fast-check keeps the smallest failing case found by then). */
 const SHRINK_LIMIT_MS = 90_000;
 
@@ -211,7 +213,9 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
           if (dead) break;
           const v = await exchange(c);
           if (v === null) continue;
-          violations[v.reason] = (violations[v.reason] ?? 0) + 1;
+          // Reasons quote answers, so they vary: the map keeps MAX_REASONS of them and counts the rest together.
+          const key = v.reason in violations || Object.keys(violations).length < MAX_REASONS ? v.reason : '(other reasons)';
+          violations[key] = (violations[key] ?? 0) + 1;
           if (!pending.some((p) => p.v.reason === v.reason) && pending.length < MAX_SHRUNK) pending.push({ seed: opts.seed + b, path: String(j), v });
         }
       }
