@@ -208,6 +208,16 @@ export class ConfigError extends Error {
   }
 }
 
+/** A value as an error message shows it; never a throw (YAML aliases can make a value cyclic, and JSON has no BigInt). */
+function shown (v: unknown): string {
+  try {
+    const s = JSON.stringify(v) ?? String(v);
+    return s.length > 200 ? `${s.slice(0, 200)}…` : s;
+  } catch {
+    return `a ${Array.isArray(v) ? 'list' : typeof v} that cannot be shown`;
+  }
+}
+
 const ROLES: readonly PodRole[] = ['both', 'prefill', 'decode'];
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 
@@ -226,7 +236,7 @@ function checkUrl (path: string, v: unknown, schemes: string[]): string {
 function checkInt (path: string, v: unknown, min: number, max: number): number {
   const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
   if (typeof n !== 'number' || !Number.isInteger(n) || n < min || n > max) {
-    throw new ConfigError(path, `must be an integer in [${min}, ${max}], got ${JSON.stringify(v)}`);
+    throw new ConfigError(path, `must be an integer in [${min}, ${max}], got ${shown(v)}`);
   }
   return n;
 }
@@ -360,7 +370,7 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
     };
     const out: Record<string, number> = { ...REMOTE_TOKENIZER_DEFAULTS };
     for (const [k, x] of Object.entries(r)) {
-      const lim = limits[k as keyof RemoteTokenizerOptions];
+      const lim = Object.hasOwn(limits, k) ? limits[k as keyof RemoteTokenizerOptions] : undefined;
       if (lim === undefined) throw new ConfigError(`${p}.${k}`, `unknown field (known: ${Object.keys(limits).join(', ')})`);
       out[k] = checkInt(`${p}.${k}`, x, lim[0], lim[1]);
     }
@@ -374,21 +384,21 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
   sessionIdleMs: (p, v) => checkInt(p, v, 1000, 86_400_000 * 7),
   drainTimeoutMs: (p, v) => checkInt(p, v, 0, 3_600_000),
   scheduler: (p, v) => {
-    if (!(SCHEDULERS as readonly unknown[]).includes(v)) throw new ConfigError(p, `must be one of ${SCHEDULERS.join(', ')}, got ${JSON.stringify(v)}`);
+    if (!(SCHEDULERS as readonly unknown[]).includes(v)) throw new ConfigError(p, `must be one of ${SCHEDULERS.join(', ')}, got ${shown(v)}`);
     return v;
   },
   kvConnectors: (p, v) => {
     const list = typeof v === 'string' ? v.split(',').map((x) => x.trim()) : v;
     if (!Array.isArray(list) || list.length === 0) throw new ConfigError(p, 'must be a non-empty list of nixl, shared-store, recompute');
-    for (const m of list) if (!(TRANSFER_MODES as readonly unknown[]).includes(m)) throw new ConfigError(p, `must list only ${TRANSFER_MODES.join(', ')}, got ${JSON.stringify(m)}`);
+    for (const m of list) if (!(TRANSFER_MODES as readonly unknown[]).includes(m)) throw new ConfigError(p, `must list only ${TRANSFER_MODES.join(', ')}, got ${shown(m)}`);
     return [...new Set(list)];
   },
   kvConnector: (p, v) => {
-    if (v !== 'auto' && !(TRANSFER_MODES as readonly unknown[]).includes(v)) throw new ConfigError(p, `must be auto or one of ${TRANSFER_MODES.join(', ')}, got ${JSON.stringify(v)}`);
+    if (v !== 'auto' && !(TRANSFER_MODES as readonly unknown[]).includes(v)) throw new ConfigError(p, `must be auto or one of ${TRANSFER_MODES.join(', ')}, got ${shown(v)}`);
     return v;
   },
   kvCostProfile: (p, v) => {
-    if (typeof v !== 'string' || !/^[a-z0-9][a-z0-9.-]*$/.test(v)) throw new ConfigError(p, `must name an engine profile, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'string' || !/^[a-z0-9][a-z0-9.-]*$/.test(v)) throw new ConfigError(p, `must name an engine profile, got ${shown(v)}`);
     return v;
   },
   schedulerLevels: (p, v) => checkInt(p, v, 1, 64),
@@ -399,7 +409,7 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
   prefillBudgetTokens: (p, v) => checkInt(p, v, 0, 1 << 30),
   kvHighWatermark: (p, v) => checkNumber(p, v, 0.01, 1),
   learnConcurrencyLimit: (p, v) => {
-    if (typeof v !== 'boolean') throw new ConfigError(p, `must be true or false, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'boolean') throw new ConfigError(p, `must be true or false, got ${shown(v)}`);
     return v;
   },
   apiKeyPriority: (p, v) => {
@@ -429,7 +439,7 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
       maxUsers: (q, x) => checkInt(q, x, 1, 1 << 24)
     };
     for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
-      const check = fields[k as keyof UserUsageOptions];
+      const check = Object.hasOwn(fields, k) ? fields[k as keyof UserUsageOptions] : undefined;
       if (check === undefined) throw new ConfigError(`${p}.${k}`, `unknown field (known: ${Object.keys(fields).join(', ')})`);
       out[k] = check(`${p}.${k}`, x);
     }
@@ -444,12 +454,12 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
 
 function checkNumber (path: string, v: unknown, min: number, max: number): number {
   const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
-  if (typeof n !== 'number' || !Number.isFinite(n) || n < min || n > max) throw new ConfigError(path, `must be a number in [${min}, ${max}], got ${JSON.stringify(v)}`);
+  if (typeof n !== 'number' || !Number.isFinite(n) || n < min || n > max) throw new ConfigError(path, `must be a number in [${min}, ${max}], got ${shown(v)}`);
   return n;
 }
 
 function checkWeight (path: string, v: unknown): number {
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > 1000) throw new ConfigError(path, `must be a number in [0, 1000], got ${JSON.stringify(v)}`);
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > 1000) throw new ConfigError(path, `must be a number in [0, 1000], got ${shown(v)}`);
   return v;
 }
 
@@ -463,7 +473,8 @@ export function buildConfig (file: Record<string, unknown>, flags: Record<string
   const cfg: Record<string, unknown> = { ...DEFAULTS };
   for (const [k, v] of Object.entries(merged)) {
     if (k === 'backends') continue;
-    const check = FIELDS[k];
+    // Own fields only: `__proto__`, `constructor`, `toString` are keys a YAML file may hold, not checks.
+    const check = Object.hasOwn(FIELDS, k) ? FIELDS[k] : undefined;
     if (!check) throw new ConfigError(k, `unknown field (known: backends, ${Object.keys(FIELDS).join(', ')})`);
     cfg[k] = check(k, v);
   }

@@ -9,7 +9,7 @@ import { MAX_CONTEXT_TTL_SECONDS } from '../store/session-store.js';
 import type { Backend } from './backends.js';
 import type { ContextEntry, Place } from './contexts.js';
 import { GatewayError } from './errors.js';
-import { badJson, type Endpoint } from './request-body.js';
+import { badJson, reserialize, type Endpoint } from './request-body.js';
 import type { Features } from './features.js';
 import type { RoutingInput, RoutingState } from './routing-state.js';
 import type { Usage } from './stream-observer.js';
@@ -69,7 +69,7 @@ export function parseContextRequest (raw: Buffer, defaultTtlSeconds: number): Co
   for (const k of DROPPED) delete b[k];
   b.max_tokens = 1;
   b.stream = false;
-  return { endpoint: hasMessages ? 'chat' : 'completions', model: b.model, ttlSeconds, body: Buffer.from(JSON.stringify(b)) };
+  return { endpoint: hasMessages ? 'chat' : 'completions', model: b.model, ttlSeconds, body: reserialize(b) };
 }
 
 export interface PrefillDeps {

@@ -36,6 +36,18 @@ function isTokenIds (v: unknown): v is number[] {
   return true;
 }
 
+/**
+ * A client's parsed body written back as JSON (after a field was dropped). JSON.parse takes nesting that
+ * JSON.stringify's recursion cannot (a stack overflow, which was a 500): such a body is the client's mistake.
+ */
+export function reserialize (doc: unknown): Buffer {
+  try {
+    return Buffer.from(JSON.stringify(doc));
+  } catch {
+    throw bad('request body nests too deeply');
+  }
+}
+
 /** The error for a body JSON.parse refused. */
 export function badJson (err: unknown): GatewayError {
   return new GatewayError('EAR_ERR_BAD_JSON', `request body is not valid JSON: ${(err as Error).message}`);
@@ -91,7 +103,7 @@ export function requestFromDoc (endpoint: Endpoint, raw: Buffer, doc: unknown): 
   let forward = raw;
   if ('kv_transfer_params' in b) {
     delete b.kv_transfer_params;
-    forward = Buffer.from(JSON.stringify(b));
+    forward = reserialize(b);
   }
   return { endpoint, model: b.model, stream: b.stream === true, messages, prompt, maxTokens: typeof max === 'number' ? max : null, cacheSalt: typeof salt === 'string' ? salt : null, user: typeof user === 'string' && user !== '' ? user : null, render, forward };
 }

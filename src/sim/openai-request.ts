@@ -43,10 +43,20 @@ export const MAX_CHOICES = 1024;
 
 const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v);
 
+/** A client's value as an error message shows it: short, and never a throw (a deeply nested value overflows JSON.stringify's stack). */
+function shown (v: unknown): string {
+  try {
+    const s = JSON.stringify(v) ?? String(v);
+    return s.length > 200 ? `${s.slice(0, 200)}…` : s;
+  } catch {
+    return 'a value nested too deeply to show';
+  }
+}
+
 function optInt (b: Body, key: string, min: number): number | null {
   const v = b[key];
   if (v === undefined || v === null) return null;
-  if (!isInt(v)) throw badRequest(`${key}: Input should be a valid integer, got ${JSON.stringify(v)}`, key);
+  if (!isInt(v)) throw badRequest(`${key}: Input should be a valid integer, got ${shown(v)}`, key);
   if (v < min) throw badRequest(`${key} must be at least ${min}, got ${v}.`, key);
   return v;
 }
@@ -54,14 +64,14 @@ function optInt (b: Body, key: string, min: number): number | null {
 function optBool (b: Body, key: string, dflt: boolean): boolean {
   const v = b[key];
   if (v === undefined || v === null) return dflt;
-  if (typeof v !== 'boolean') throw badRequest(`${key}: Input should be a valid boolean, got ${JSON.stringify(v)}`, key);
+  if (typeof v !== 'boolean') throw badRequest(`${key}: Input should be a valid boolean, got ${shown(v)}`, key);
   return v;
 }
 
 function optNumber (b: Body, key: string): void {
   const v = b[key];
   if (v !== undefined && v !== null && (typeof v !== 'number' || !Number.isFinite(v))) {
-    throw badRequest(`${key}: Input should be a valid number, got ${JSON.stringify(v)}`, key);
+    throw badRequest(`${key}: Input should be a valid number, got ${shown(v)}`, key);
   }
 }
 

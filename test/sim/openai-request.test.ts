@@ -78,3 +78,11 @@ test('--kv-events-config: vLLM keys and defaults; publisher follows the switch; 
   assert.equal(shouldBind('inproc://kv'), true);
   assert.equal(shouldBind('tcp://indexer:5557'), false);
 });
+
+test('a deeply nested value in a typed field is a 400 naming the field, not a 500 from JSON.stringify (fuzz regression)', () => {
+  // Found by the gateway fuzzer (bench/fuzz.ts): {"seed": [[[…]]]} 10k deep answered 500 "Maximum call stack size exceeded".
+  const deep = JSON.parse('['.repeat(10_000) + ']'.repeat(10_000)) as unknown;
+  for (const key of ['seed', 'stream', 'temperature']) {
+    assert.throws(() => parseGenerationRequest('completion', { prompt: 'x', [key]: deep }), (e: unknown) => e instanceof HttpError && e.status === 400 && e.message.startsWith(`${key}: `), key);
+  }
+});
