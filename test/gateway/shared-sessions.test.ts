@@ -81,7 +81,7 @@ describe('shared sessions: two ear serve replicas over one redis-server', { skip
   });
 
   after(async () => {
-    const [a, b] = await Promise.all([A, B, MA, MB, ...sims].map(stop));
+    const [a, b] = await Promise.all([A, B, MA, MB, ...sims].map((p) => stop(p)));
     // The replicas drain and close the store on SIGTERM, and exit cleanly.
     assert.deepEqual([a, b], [0, 0], `exit codes: ${A?.out().slice(-2000)}`);
     await redis?.kill();
