@@ -5,6 +5,7 @@
 // its counts. Unavoidable: a stream whose bytes had reached the client when its engine was killed, a request
 // the gateway could not answer because it was down.
 import { after, before, describe, test } from 'node:test';
+import { once } from 'node:events';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -272,5 +273,76 @@ describe('b, c. precise mode (KV events): an engine restarted with a new event s
     assert.ok(gaps >= 1 && replayed >= 1, `gaps ${gaps}, replayed ${replayed}`);
     assert.equal(resyncs, 0, 'the replay covered every loss: no resync');
     assertNoAvoidable('c. one engine\'s KV events dropped (1 in 3) under load', load.outcomes);
+  });
+});
+
+/** Reads a whole answer: status, backend, body (a connection error gives status 0 and its message). */
+async function answer (p: ReturnType<typeof ask>): Promise<{ status: number; backend: string; body: string }> {
+  try {
+    const r = await p;
+    return { status: r.statusCode, backend: String(r.headers['x-ear-backend'] ?? ''), body: await r.body.text() };
+  } catch (err) {
+    return { status: 0, backend: '', body: (err as Error).message };
+  }
+}
+
+describe('e. SIGTERM drain with queued, streaming and migrating requests in flight', () => {
+  let fleet: SimFleet;
+  before(async () => {
+    // policy ear with a low tHot (migration-e2e's figures) and NIXL engines; at most 3 requests in flight per
+    // engine, so the load queues for admission. Real time: a 24k-token prefill takes about a second.
+    fleet = await simFleet(['metricsIntervalMs: 0', 'healthIntervalMs: 60000', 'policy: ear', 'policyConfig: { tHot: 4000, minGain: 4000, tCool: 60 }',
+      'kvConnectors: [nixl, recompute]', 'kvConnector: nixl', 'scheduler: atlas', 'drainTimeoutMs: 30000'],
+    () => [[], []], { backendOptions: () => 'max-concurrent=3' });
+  });
+  after(() => fleet.close());
+
+  test('every request in flight at SIGTERM completes (queued ones included), later ones are refused, and the process exits 0', async () => {
+    const load = new Load({ gateways: () => [fleet.url], sessions: 8, prefix: 'e', pauseMs: 0 }).start();
+    let exit: Promise<unknown> = Promise.resolve();
+    const down: GatewayDown[] = [];
+    try {
+      await load.served(8);
+      // Two long streams.
+      const streams = [0, 1].map((i) => answer(ask(fleet.url, `e-stream-${i}`, 600, true)));
+      // A session made hot by its own two calls at once (migration-e2e): the second moves to the other engine.
+      const sys = { role: 'system', content: text('system', 3000) };
+      const first = await answer(request(`${fleet.url}/v1/chat/completions`, {
+        method: 'POST', dispatcher: client, headers: { 'content-type': 'application/json', 'x-session-id': 'e-migrating' },
+        body: JSON.stringify({ model: 'm', messages: [sys, { role: 'user', content: 'turn 1' }], max_tokens: 4 })
+      }));
+      assert.equal(first.status, 200, first.body);
+      const hot = JSON.stringify({ model: 'm', messages: [sys, { role: 'user', content: 'turn 1' }, { role: 'assistant', content: 'ok' }, { role: 'user', content: text('turn 2', 24000) }], max_tokens: 4 });
+      const pair = [0, 1].map(() => answer(request(`${fleet.url}/v1/chat/completions`, {
+        method: 'POST', dispatcher: client, headers: { 'content-type': 'application/json', 'x-session-id': 'e-migrating' }, body: hot
+      })));
+      await until('requests waiting for admission', async () => {
+        const t = await (await request(`${fleet.url}/metrics`, { dispatcher: client })).body.text();
+        return /^ear_admission_queue_depth\{level="\d+"\} [1-9]/m.test(t);
+      });
+      const migrationsBefore = await metric(fleet.url, 'ear_kv_transfers_total', '{kind="migration",mode="nixl",outcome="ok"}');
+      exit = once(fleet.gateway.child, 'exit');
+      down.push({ from: Date.now(), to: Infinity, kind: 'drain' });
+      fleet.gateway.child.kill('SIGTERM');
+      await sleep(200);
+      assert.equal(fleet.gateway.child.exitCode, null, 'it waits for the requests in flight');
+      const refused = await answer(ask(fleet.url, 'e-late', 4));
+      assert.ok(refused.status === 0 || refused.status === 503, `a request after SIGTERM got ${refused.status}: ${refused.body}`);
+      const [code] = await exit as [number | null];
+      assert.equal(code, 0, fleet.gateway.out().slice(-2000));
+      for (const s of await Promise.all(streams)) {
+        assert.equal(s.status, 200, s.body);
+        assert.ok(s.body.endsWith('data: [DONE]\n\n') && !s.body.includes('"error"'), s.body.slice(-300));
+      }
+      const [a, b] = await Promise.all(pair);
+      assert.equal(a.status, 200, a.body);
+      assert.equal(b.status, 200, b.body);
+      console.log(`# e. migrating pair served by ${a.backend} and ${b.backend}; migrations done before SIGTERM ${migrationsBefore}`);
+    } finally {
+      await load.stop();
+    }
+    const inFlight = load.outcomes.filter((o) => o.t0 < down[0].from && o.t1 > down[0].from);
+    console.log(`# e. requests in flight at SIGTERM (load only): ${inFlight.length}, of which failed ${inFlight.filter((o) => o.error !== null).length}`);
+    assertNoAvoidable('e. SIGTERM drain under load', load.outcomes, { down });
   });
 });
