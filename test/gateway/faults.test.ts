@@ -15,8 +15,9 @@ import { Agent, request } from 'undici';
 import { Publisher, Subscriber } from 'zeromq';
 import { seqFromBytes } from '../../src/kvevents/frames.js';
 import { classify, Load, report, type GatewayDown } from '../fixtures/load.js';
-import { ADMIN, adminSession, kvEventsFlags, metric, simFleet, stop, text, type SimFleet } from '../fixtures/processes.js';
-import { freePort } from '../store/redis-server.js';
+import { ADMIN, adminSession, kvEventsFlags, metric, simFleet, stop, text, type Proc, type SimFleet } from '../fixtures/processes.js';
+import { alternate, seriesValue, split } from '../fixtures/replicas.js';
+import { freePort, RedisServer, redisServerMissing } from '../store/redis-server.js';
 
 const client = new Agent({ connections: 16 });
 after(() => client.close());
@@ -344,5 +345,111 @@ describe('e. SIGTERM drain with queued, streaming and migrating requests in flig
     const inFlight = load.outcomes.filter((o) => o.t0 < down[0].from && o.t1 > down[0].from);
     console.log(`# e. requests in flight at SIGTERM (load only): ${inFlight.length}, of which failed ${inFlight.filter((o) => o.error !== null).length}`);
     assertNoAvoidable('e. SIGTERM drain under load', load.outcomes, { down });
+  });
+});
+
+describe('f, g. the shared session store (redis-server): Redis down and back; a gateway SIGKILLed and restarted', { skip: redisServerMissing }, () => {
+  let redis: RedisServer;
+  let fleet: SimFleet;
+  let A: Proc;
+  let B: Proc;
+  before(async () => {
+    redis = await RedisServer.start();
+    // sticky (the default policy): a session's binding is what the store shares. A generous store timeout: two
+    // cores are shared with other suites, and a timeout would be a (counted) split.
+    fleet = await simFleet(['metricsIntervalMs: 0', 'healthIntervalMs: 60000', 'sessionStoreTimeoutMs: 2000'], () => [['--time-scale', '0.02'], ['--time-scale', '0.02']],
+      { serveArgs: ['--route-threads', '1', '--policy', 'sticky', '--session-store', redis.url], fixedPort: true });
+    A = fleet.gateway;
+    B = await fleet.replica();
+  });
+  after(async () => {
+    const [a, b] = await Promise.all([fleet?.gateway, B].map((p) => stop(p)));
+    // The replicas drain and close the store on SIGTERM, and exit cleanly.
+    assert.deepEqual([a, b], [0, 0], `exit codes: ${fleet?.gateway.out().slice(-2000)}`);
+    await fleet?.close();
+    await redis?.kill();
+  });
+
+  const admin = adminSession;
+  const metric = seriesValue;
+
+  test("f. redis killed under load: no request fails, degraded calls are counted; restarted: the replicas share bindings again", async () => {
+    const load = new Load({ gateways: () => [A.url, B.url], sessions: 4, prefix: "f" }).start();
+    await load.served(8);
+    const before = await alternate(A.url, B.url, 'outage', 8, 2);
+    assert.deepEqual(split(before), []);
+    // Killed while turns are in flight. Sessions bound before the outage keep their backend (each replica's
+    // local table has the binding); new ones are placed by each replica alone. Every request succeeds.
+    const running = alternate(A.url, B.url, 'outage', 8, 4, 2);
+    await sleep(30);
+    await redis.kill();
+    const during = await running;
+    const fresh = await alternate(A.url, B.url, 'new-in-outage', 8, 2);
+    assert.deepEqual(split(during), [], 'bindings made before the outage hold');
+    for (const gw of [A.url, B.url]) {
+      assert.equal(await metric(gw, 'ear_session_store_up', '{kind="redis"}'), 0);
+      const degraded = await metric(gw, 'ear_session_store_degraded_total', '{reason="down"}') + await metric(gw, 'ear_session_store_degraded_total', '{reason="error"}');
+      assert.ok(degraded > 0, `${gw}: degraded calls counted`);
+    }
+    const degradedA = await metric(A.url, 'ear_session_store_degraded_total', '{reason="down"}');
+    const erroredA = await metric(A.url, 'ear_session_store_degraded_total', '{reason="error"}') + await metric(A.url, 'ear_session_store_degraded_total', '{reason="timeout"}');
+    await redis.start(); // the same port, empty (no persistence)
+    const t0 = Date.now();
+    for (const gw of [A.url, B.url]) {
+      while (await metric(gw, 'ear_session_store_up', '{kind="redis"}') !== 1) {
+        assert.ok(Date.now() - t0 < 10_000, 'the store comes back up');
+        await sleep(50);
+      }
+    }
+    const upMs = Date.now() - t0;
+    // Two turns each (one on each replica): the replayed bindings, or a new bind, are followed by both.
+    const after = await alternate(A.url, B.url, 'new-in-outage', 8, 2, 2);
+    const again = await alternate(A.url, B.url, 'new-in-outage', 8, 2, 4);
+    assert.deepEqual(split(again), [], 'after the restart every session keeps one backend again');
+    for (const id of ['new-in-outage-0', 'new-in-outage-3', 'outage-1']) {
+      const [a, b] = await Promise.all([admin(A.url, id), admin(B.url, id)]);
+      assert.equal(a.host, b.host, `${id}: the same binding on both replicas`);
+    }
+    const outA = A.out();
+    assert.equal(outA.split('session store down').length - 1, 1, 'the down change is logged once');
+    assert.equal(outA.split('session store back up').length - 1, 1, 'the up change is logged once');
+    console.log(`# outage: degraded calls on A: ${degradedA} down, ${erroredA} error or timeout (in flight at the kill); split during the outage among new sessions ${split(fresh).length}/8, ` +
+      `in the first turns after the restart ${split(after).length}/8, then ${split(again).length}/8; store up again ${upMs} ms after restart`);
+    await load.stop();
+    assertNoAvoidable('f. redis-server SIGKILLed and restarted under load (two replicas)', load.outcomes);
+  });
+
+  test('g. a gateway SIGKILLed and restarted under load: its sessions come back from Redis on their backends, and every request after it is back succeeds', async () => {
+    const load = new Load({ gateways: () => [fleet.url], sessions: 6, prefix: 'g', turnsPerSession: 12 }).start();
+    const down: GatewayDown[] = [];
+    let hosts: Map<string, string>;
+    let markerHost = '';
+    try {
+      await load.served(18);
+      // A session with no turn after the restart: only Redis can tell the new process where it is.
+      const marker = await answer(ask(fleet.url, 'g-marker', 4));
+      assert.equal(marker.status, 200, marker.body);
+      markerHost = marker.backend;
+      hosts = load.sessionsServedBy();
+      down.push({ from: Date.now(), to: Infinity, kind: 'kill' });
+      await fleet.restartGateway('SIGKILL');
+      down[0].to = Date.now();
+      await load.served(18);
+    } finally {
+      await load.stop();
+    }
+    const back = load.outcomes.filter((o) => o.t0 > down[0].to);
+    assert.deepEqual(back.filter((o) => o.error !== null), [], 'every request after the gateway is back succeeds');
+    // The sessions that had turns before the crash and after it: the restarted gateway found their binding in Redis.
+    const resumed = [...new Set(back.map((o) => o.session))].filter((id) => hosts.has(id));
+    assert.ok(resumed.length > 0, 'sessions went on across the restart');
+    for (const id of resumed) {
+      assert.ok(back.filter((o) => o.session === id).every((o) => o.backend === hosts.get(id)), `${id} stays on ${hosts.get(id)}`);
+      assert.equal((await adminSession(fleet.url, id)).host, hosts.get(id));
+    }
+    await sleep(100); // the marker's bind reply, long since
+    assert.equal((await adminSession(fleet.url, 'g-marker')).host, markerHost, 'the restarted gateway reads the session\'s binding from Redis');
+    console.log(`# g. sessions resumed on their backend after the restart: ${resumed.length}; requests after it ${back.length}`);
+    assertNoAvoidable('g. a gateway (Redis store) SIGKILLed and restarted under load', load.outcomes, { down });
   });
 });
