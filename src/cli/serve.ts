@@ -176,5 +176,8 @@ export async function main (argv: string[]): Promise<number> {
   log.info('draining');
   await ear.close();
   await Promise.all(sims.map((s) => s.close()));
-  return 0;
+  log.info('drained');
+  // Clients' keep-alive connections would keep the process alive (this uWS has no call that closes them all), and
+  // one that keeps sending on its connection (each request answered 503) would keep it alive for ever: leave now.
+  process.exit(0);
 }

@@ -104,7 +104,7 @@ function priorityClassOf (header: string, apiKey: string | null, byKey: Readonly
 
 function dropError (reason: DropReason, waitedMs: number): Error {
   if (reason === 'timeout') return new GatewayError('EAR_ERR_QUEUE_TIMEOUT', `the request waited ${Math.round(waitedMs / 1000)} s for admission and timed out; the backends are at capacity`);
-  if (reason === 'shutdown') return new GatewayError('EAR_ERR_DRAINING', 'the gateway is shutting down');
+  if (reason === 'shutdown') return new GatewayError('EAR_ERR_DRAINING', `the gateway shut down after ${Math.round(waitedMs / 1000)} s of waiting for admission (drainTimeoutMs)`);
   return new NoCandidateError();
 }
 
@@ -530,16 +530,17 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
         draining = true;
         uWS.us_listen_socket_close(listenSocket);
         clearInterval(healthTimer);
-        clearInterval(admissionTimer);
-        // Requests still waiting for admission are answered now (503), not after the drain timeout.
-        state.dropAll('shutdown', now());
         if (metricsTimer) clearInterval(metricsTimer);
+        // Requests waiting for admission are in flight too: a healthy backend will serve them as the running ones
+        // end, so they drain with the rest; only what still waits at the drain deadline is answered 503.
         if (inFlight > 0) {
           await new Promise<void>((resolve) => {
             idle = resolve;
             setTimeout(resolve, config.drainTimeoutMs).unref();
           });
         }
+        clearInterval(admissionTimer);
+        state.dropAll('shutdown', now());
         await Promise.all(backends.map((b) => b.pool.close().catch(() => {})));
         await contexts.close();
       })();

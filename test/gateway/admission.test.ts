@@ -1,7 +1,7 @@
 // Admission at the gateway (issue 11): requests wait in the host's queue while their backend is at capacity
 // (here a backend's max-concurrent=1 in front of a real `ear sim`), and every way out of the queue answers the
 // client as a production gateway should: released in priority order, 429 with Retry-After at the bound, a
-// timeout error past queueTimeoutMs, removed when the client goes away, 503 on shutdown.
+// timeout error past queueTimeoutMs, removed when the client goes away, served during a drain (503 at its deadline).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import pino from 'pino';
@@ -101,7 +101,7 @@ test('the bound answers 429 with Retry-After; a queue timeout answers 504 timeou
   }
 });
 
-test('a client that goes away while queued leaves the queue; shutdown answers the queued with 503', async () => {
+test('a client that goes away while queued leaves the queue; a queued request is served during the drain', async () => {
   const { ear, url } = await gateway({ scheduler: 'atlas' });
   let closed = false;
   try {
@@ -117,15 +117,31 @@ test('a client that goes away while queued leaves the queue; shutdown answers th
     await waitFor(() => ear.routing.admissionStats(0).waiting === 1, 'another waits');
     const closing = ear.close();
     closed = true;
-    const r = await queued;
-    assert.equal(r.statusCode, 503);
-    assert.equal((await r.body.json() as { error: { code: string } }).error.code, 'EAR_ERR_DRAINING');
+    // It was accepted and the backend is healthy: it is released when the running request ends, as in flight.
     assert.equal((await first).statusCode, 200, 'the running request drains');
+    const r = await queued;
+    assert.equal(r.statusCode, 200, await r.body.text());
     await closing;
-    assert.equal(ear.routing.admissionStats(0).released, 1, 'the gone and the queued were never sent');
+    assert.equal(ear.routing.admissionStats(0).released, 2, 'the gone one was never sent');
   } finally {
     if (!closed) await ear.close();
   }
+});
+
+test('what still waits for admission at the drain deadline is answered 503', async () => {
+  const { ear, url } = await gateway({ scheduler: 'atlas', drainTimeoutMs: 200 });
+  const first = send(url, 'long', 400);
+  await waitFor(() => ear.routing.host.load.inFlight(0) === 1, 'the first request runs');
+  const queued = send(url, 'queued', 5);
+  await waitFor(() => ear.routing.admissionStats(0).waiting === 1, 'another waits');
+  const closing = ear.close();
+  const r = await queued;
+  assert.equal(r.statusCode, 503);
+  const err = (await r.body.json() as { error: { code: string; message: string } }).error;
+  assert.equal(err.code, 'EAR_ERR_DRAINING');
+  assert.match(err.message, /waiting for admission \(drainTimeoutMs\)/);
+  await closing;
+  await (await first.catch(() => null))?.body.dump().catch(() => {});
 });
 
 test('a bad x-ear-priority is a 400; an API key can carry a class', async () => {

@@ -16,46 +16,13 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { RedisServer, redisServerMissing } from '../store/redis-server.js';
 import { ADMIN, start, stop, type Proc } from '../fixtures/processes.js';
-
-/** One turn of a session: the backend that served it. */
-async function turn (gw: string, session: string | null, n: number): Promise<string> {
-  const messages = [];
-  for (let i = 0; i <= n; i++) messages.push({ role: 'user', content: `turn ${i} of ${session}: run the tests and tell me what failed` });
-  const res = await fetch(`${gw}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...(session === null ? {} : { 'x-session-id': session }) },
-    body: JSON.stringify({ model: 'm', messages, max_tokens: 4 })
-  });
-  const body = await res.text();
-  assert.equal(res.status, 200, `${gw} turn ${n} of ${session}: ${body}`);
-  return res.headers.get('x-ear-backend') ?? '';
-}
+import { alternate, replicaTurn as turn, seriesValue as metric, split } from '../fixtures/replicas.js';
 
 async function admin (gw: string, session: string): Promise<{ host: string | null; attainedServiceMs: number }> {
   const res = await fetch(`${gw}/admin/sessions/${encodeURIComponent(session)}`, { headers: { authorization: `Bearer ${ADMIN}` } });
   assert.equal(res.status, 200, await res.clone().text());
   return await res.json() as { host: string | null; attainedServiceMs: number };
 }
-
-async function metric (gw: string, name: string, labels = ''): Promise<number> {
-  const text = await (await fetch(`${gw}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `) || (labels === '' && l.startsWith(`${name}{`)));
-  return line === undefined ? NaN : Number(line.slice(line.lastIndexOf(' ') + 1));
-}
-
-/** Sessions whose turns alternate between the two replicas; the backends each one saw. */
-async function alternate (a: string, b: string, prefix: string, sessions: number, turns: number, firstTurn = 0): Promise<Map<string, Set<string>>> {
-  const seen = new Map<string, Set<string>>();
-  await Promise.all(Array.from({ length: sessions }, async (_, i) => {
-    const id = `${prefix}-${i}`;
-    const set = new Set<string>();
-    seen.set(id, set);
-    for (let t = firstTurn; t < firstTurn + turns; t++) set.add(await turn((i + t) % 2 === 0 ? a : b, id, t));
-  }));
-  return seen;
-}
-
-const split = (m: Map<string, Set<string>>): string[] => [...m].filter(([, s]) => s.size > 1).map(([id]) => id);
 
 describe('shared sessions: two ear serve replicas over one redis-server', { skip: redisServerMissing }, () => {
   let redis: RedisServer;
@@ -81,7 +48,7 @@ describe('shared sessions: two ear serve replicas over one redis-server', { skip
   });
 
   after(async () => {
-    const [a, b] = await Promise.all([A, B, MA, MB, ...sims].map(stop));
+    const [a, b] = await Promise.all([A, B, MA, MB, ...sims].map((p) => stop(p)));
     // The replicas drain and close the store on SIGTERM, and exit cleanly.
     assert.deepEqual([a, b], [0, 0], `exit codes: ${A?.out().slice(-2000)}`);
     await redis?.kill();
@@ -129,47 +96,5 @@ describe('shared sessions: two ear serve replicas over one redis-server', { skip
     console.log(`# race, ${pairs} new sessions: split with redis ${sharedSplits}, with memory (control) ${controlSplits}; binds lost ${follows}, requests routed again to follow the winner ${reroutes}`);
     assert.equal(sharedSplits, 0);
     assert.ok(controlSplits > 0, 'alone, the replicas disagree');
-  });
-
-  test('redis killed mid-run: no request fails, degraded calls are counted; restarted: the replicas share bindings again', async () => {
-    const before = await alternate(A.url, B.url, 'outage', 8, 2);
-    assert.deepEqual(split(before), []);
-    // Killed while turns are in flight. Sessions bound before the outage keep their backend (each replica's
-    // local table has the binding); new ones are placed by each replica alone. Every request succeeds.
-    const running = alternate(A.url, B.url, 'outage', 8, 4, 2);
-    await sleep(30);
-    await redis.kill();
-    const during = await running;
-    const fresh = await alternate(A.url, B.url, 'new-in-outage', 8, 2);
-    assert.deepEqual(split(during), [], 'bindings made before the outage hold');
-    for (const gw of [A.url, B.url]) {
-      assert.equal(await metric(gw, 'ear_session_store_up', '{kind="redis"}'), 0);
-      const degraded = await metric(gw, 'ear_session_store_degraded_total', '{reason="down"}') + await metric(gw, 'ear_session_store_degraded_total', '{reason="error"}');
-      assert.ok(degraded > 0, `${gw}: degraded calls counted`);
-    }
-    const degradedA = await metric(A.url, 'ear_session_store_degraded_total', '{reason="down"}');
-    const erroredA = await metric(A.url, 'ear_session_store_degraded_total', '{reason="error"}') + await metric(A.url, 'ear_session_store_degraded_total', '{reason="timeout"}');
-    await redis.start(); // the same port, empty (no persistence)
-    const t0 = Date.now();
-    for (const gw of [A.url, B.url]) {
-      while (await metric(gw, 'ear_session_store_up', '{kind="redis"}') !== 1) {
-        assert.ok(Date.now() - t0 < 10_000, 'the store comes back up');
-        await sleep(50);
-      }
-    }
-    const upMs = Date.now() - t0;
-    // Two turns each (one on each replica): the replayed bindings, or a new bind, are followed by both.
-    const after = await alternate(A.url, B.url, 'new-in-outage', 8, 2, 2);
-    const again = await alternate(A.url, B.url, 'new-in-outage', 8, 2, 4);
-    assert.deepEqual(split(again), [], 'after the restart every session keeps one backend again');
-    for (const id of ['new-in-outage-0', 'new-in-outage-3', 'outage-1']) {
-      const [a, b] = await Promise.all([admin(A.url, id), admin(B.url, id)]);
-      assert.equal(a.host, b.host, `${id}: the same binding on both replicas`);
-    }
-    const outA = A.out();
-    assert.equal(outA.split('session store down').length - 1, 1, 'the down change is logged once');
-    assert.equal(outA.split('session store back up').length - 1, 1, 'the up change is logged once');
-    console.log(`# outage: degraded calls on A: ${degradedA} down, ${erroredA} error or timeout (in flight at the kill); split during the outage among new sessions ${split(fresh).length}/8, ` +
-      `in the first turns after the restart ${split(after).length}/8, then ${split(again).length}/8; store up again ${upMs} ms after restart`);
   });
 });
