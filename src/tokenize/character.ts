@@ -17,7 +17,7 @@ export class CharacterTokenizer implements Tokenizer {
   readonly eosTokenIds: readonly number[] = [257, 258];
   readonly chatTemplate: ChatTemplate;
   readonly #encoder = new TextEncoder();
-  readonly #decoder = new TextDecoder('utf-8');
+  readonly #decoder = new TextDecoder('utf-8', { ignoreBOM: true }); // a leading U+FEFF is text (a token), not a byte-order mark to drop
 
   constructor (chatTemplate: ChatTemplate) {
     this.chatTemplate = chatTemplate;

@@ -144,7 +144,7 @@ export class RankedBpe {
   readonly #added: RegExp | null;
   readonly #post: { prefix: number[]; suffix: number[] };
   readonly #cleanUp: boolean;
-  readonly #decoder = new TextDecoder('utf-8');
+  readonly #decoder = new TextDecoder('utf-8', { ignoreBOM: true }); // a leading U+FEFF is text (a token), not a byte-order mark to drop
 
   private constructor (bpe: ByteBpe, vocabSize: number, nfc: boolean, added: string[], post: { prefix: number[]; suffix: number[] }, cleanUp: boolean) {
     this.#bpe = bpe;

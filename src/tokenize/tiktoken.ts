@@ -33,7 +33,7 @@ export class TiktokenTokenizer implements Tokenizer {
   readonly eosTokenIds: readonly number[];
   readonly chatTemplate: ChatTemplate;
   readonly #bpe: ByteBpe;
-  readonly #decoder = new TextDecoder('utf-8');
+  readonly #decoder = new TextDecoder('utf-8', { ignoreBOM: true }); // a leading U+FEFF is text (a token), not a byte-order mark to drop
 
   constructor (encoding: string, chatTemplate: ChatTemplate) {
     const spec = TIKTOKEN_ENCODINGS[encoding];

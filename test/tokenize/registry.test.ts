@@ -20,3 +20,10 @@ test('one instance per name per process', async () => {
   assert.equal(b.chatTemplate.name, 'llama3');
   assert.throws(() => createTokenizerSync('character', { chatTemplate: 'nope' }), /unknown chat template/);
 });
+
+test('a leading U+FEFF is text: every tokenizer decodes it back (a TextDecoder drops it as a byte-order mark by default)', () => {
+  for (const spec of ['character', 'tiktoken:cl100k_base', 'hf:qwen3']) {
+    const t = createTokenizerSync(spec);
+    for (const s of ['\uFEFF', '\uFEFFhello', 'a\uFEFF']) assert.equal(t.decode(t.encode(s)), s, `${spec}: ${JSON.stringify(s)}`);
+  }
+});
