@@ -447,11 +447,6 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     rs.fail(known ? new GatewayError('EAR_ERR_METHOD', `method ${req.getMethod().toUpperCase()} is not allowed on ${shown}`) : new GatewayError('EAR_ERR_NOT_FOUND', `no route ${shown}`));
   });
 
-  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-    app.listen(config.host, config.port, (token) => (token ? resolve(token) : reject(new Error(`cannot listen on ${config.host}:${config.port}`))));
-  });
-  const port = uWS.us_socket_local_port(listenSocket);
-
   async function checkHealth (): Promise<void> {
     await Promise.all(backends.map(async (b) => {
       if (b.draining) return;
@@ -505,9 +500,15 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     reloads = r.catch(() => {});
     return r;
   }
+  // Health and the engines' figures (load, KV capacity) before the first request, not one interval later: a
+  // request let in while some backends were still unprobed would see only the others, and a session bound to
+  // one not yet probed (read back from a shared store after a restart) would be moved off it.
   await checkHealth();
-  // The engines' figures (load, KV capacity) from the start, not one interval later.
   if (config.metricsIntervalMs > 0) await scrapeAll();
+  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
+    app.listen(config.host, config.port, (token) => (token ? resolve(token) : reject(new Error(`cannot listen on ${config.host}:${config.port}`))));
+  });
+  const port = uWS.us_socket_local_port(listenSocket);
   const healthTimer = setInterval(() => { void checkHealth(); }, config.healthIntervalMs);
   // The scheduler's backstop: releases come with first tokens, ends and scrapes; this catches timeouts and starvation.
   const admissionTimer = setInterval(() => { state.tick(now()); }, ADMISSION_TICK_MS);
