@@ -33,6 +33,14 @@ interface Engine {
 /** What `ear sim` logs once it listens: its KV-event endpoints (bound to wildcard ports, so read back). */
 const KV_ENDPOINTS = /"kvEvents":"(tcp:\/\/[^"]+)","kvReplay":"(tcp:\/\/[^"]+)"/;
 
+/**
+ * The gateway forgets a session idle this long (default 30 min): soak sessions last a minute or two, so at the
+ * default every per-session structure (session table rows, the route threads' previous-turn caches) would keep
+ * filling for half an hour before it reached its steady state; at one minute it does within the warm-up, and
+ * the expiry path runs all through the soak.
+ */
+export const SESSION_IDLE_MS = 60_000;
+
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class SoakFleet {
@@ -111,7 +119,7 @@ export class SoakFleet {
 
   #writeConfig (): void {
     const backends = this.#engines.filter((e) => e.listed).map((e) => ({ id: e.id, url: e.proc.url, 'kv-events': e.kvEvents, replay: e.replay }));
-    writeFileSync(this.#config, YAML.stringify({ backends }));
+    writeFileSync(this.#config, YAML.stringify({ sessionIdleMs: SESSION_IDLE_MS, backends }));
   }
 
   /** Sends SIGHUP and waits for the gateway to log that it applied the file. */

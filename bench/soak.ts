@@ -16,6 +16,7 @@
 // gives the session arrival rate that offers `load` × engines seconds of service per second. Cross-session
 // prefix hits (shared system and project prompts) only lower the real load below that.
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { agentic, allSessions, SessionPrompt, type ClosedLoopWorkload, type Session } from '../src/eval/workloads/index.js';
@@ -32,7 +33,8 @@ const USAGE = `usage: npm run soak -- [--minutes M] [--engines N] [--load F] [--
   --minutes M      how long sessions are started (default 10); requests in flight then finish
   --engines N      ear sim processes (default 3)
   --load F         offered load as a share of the engines' capacity (default 0.7)
-  --event-every S  seconds between fleet events, alternately an engine restart and a SIGHUP reload (default 60)
+  --event-every S  seconds between fleet events, alternately an engine restart and a SIGHUP reload, the first
+                   at half of it (default 60)
   --warmup S       seconds left out of the memory slopes (default: a quarter of the run, 40 to 600)
   --out DIR        where summary.json goes (default results/soak-<time>)
   --gateway-cpu-prof DIR  run the gateway under node --cpu-prof (npm run flamegraph -- soak)`;
@@ -74,6 +76,8 @@ interface Row {
   tables: Record<string, number>;
   dropped: Record<string, number>;
   events: string[];
+  /** The machine's 1-minute load average (other work shares it). */
+  load1: number;
 }
 
 async function main (): Promise<number> {
@@ -146,26 +150,28 @@ async function main (): Promise<number> {
       .finally(() => { open--; done(now()); });
   });
 
-  // Fleet events: engine restarts (round robin) and plain reloads, one at a time.
+  // Fleet events: engine restarts (round robin) and plain reloads, alternately, at half an interval then every
+  // interval, one at a time (a restart that drains long delays the next event, which then runs at once).
   const events: Array<{ at: number; what: string; seconds: number; error?: string }> = [];
-  let eventIndex = 0;
-  let eventRunning: Promise<void> = Promise.resolve();
-  const eventTimer = setInterval(() => {
-    if (now() > duration - 5) return;
-    const k = eventIndex++;
-    const what = k % 2 === 0 ? `restart ${fleet.engineIds[(k / 2) % engines]}` : 'reload';
-    eventRunning = eventRunning.then(async () => {
+  const eventsDone = (async () => {
+    for (let k = 0; (k + 0.5) * eventEvery < duration - 5; k++) {
+      const due = (k + 0.5) * eventEvery;
+      if (now() < due) await new Promise((resolve) => setTimeout(resolve, (due - now()) * 1000));
+      if (now() > duration - 5) break;
+      const restart = k % 2 === 0;
+      const engine = Math.floor(k / 2) % engines;
+      const what = restart ? `restart ${fleet.engineIds[engine]}` : 'reload';
       const at = now();
       try {
-        if (k % 2 === 0) await fleet.restartEngine((k / 2) % engines);
+        if (restart) await fleet.restartEngine(engine);
         else await fleet.reload();
         events.push({ at, what, seconds: now() - at });
       } catch (err) {
         events.push({ at, what, seconds: now() - at, error: (err as Error).message });
       }
       minuteEvents.push(`${what} (${(now() - at).toFixed(1)} s)`);
-    });
-  }, eventEvery * 1000);
+    }
+  })();
 
   // Gateway samples: memory, in-flight per engine, tables.
   const rss: Array<[number, number]> = [];
@@ -190,9 +196,9 @@ async function main (): Promise<number> {
   const sampler = setInterval(() => { void sample(); }, SAMPLE_MS);
 
   const rows: Row[] = [];
-  const header = '| min | sent | ok | failed (by cause) | engines busy | RSS MB | of it, tables region MB | heap MB | tables (entries) | dropped by bounds | fleet events |';
+  const header = '| min | sent | ok | failed (by cause) | engines busy | RSS MB | of it, tables region MB | heap MB | tables (entries) | dropped by bounds | fleet events | load avg |';
   console.log(header);
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
   const printRow = (): void => {
     const m = last;
     const row: Row = {
@@ -201,21 +207,20 @@ async function main (): Promise<number> {
       rssMB: total(m, 'process_resident_memory_bytes') / 1e6, regionMB: region.rss / 1e6, heapMB: total(m, 'nodejs_heap_size_used_bytes') / 1e6,
       tables: byLabel(m, 'ear_table_entries', 'table'),
       dropped: { ...byLabel(m, 'ear_table_dropped_total', 'table'), kv_map: total(m, 'ear_kv_map_drops_total') },
-      events: minuteEvents
+      events: minuteEvents, load1: loadavg()[0]
     };
     rows.push(row);
     const fmt = (r: Record<string, number>): string => Object.entries(r).map(([k, v]) => `${k} ${v}`).join(', ') || '0';
-    console.log(`| ${row.minute} | ${row.sent} | ${row.ok} | ${fmt(row.failed)} | ${(row.busy * 100).toFixed(0)}% | ${row.rssMB.toFixed(1)} | ${row.regionMB.toFixed(1)} | ${row.heapMB.toFixed(1)} | ${fmt(row.tables)} | ${fmt(row.dropped)} | ${row.events.join('; ') || '—'} |`);
+    console.log(`| ${row.minute} | ${row.sent} | ${row.ok} | ${fmt(row.failed)} | ${(row.busy * 100).toFixed(0)}% | ${row.rssMB.toFixed(1)} | ${row.regionMB.toFixed(1)} | ${row.heapMB.toFixed(1)} | ${fmt(row.tables)} | ${fmt(row.dropped)} | ${row.events.join('; ') || '—'} | ${row.load1.toFixed(1)} |`);
     minuteSent = 0; minuteOk = 0; minuteFailed = {}; minuteEvents = []; busySamples = 0; busyHits = 0;
   };
   const minuteTimer = setInterval(printRow, 60_000);
 
   // The deadline, then the requests in flight (bounded: one still open after the client timeout is a failure).
   await new Promise((resolve) => setTimeout(resolve, duration * 1000));
-  clearInterval(eventTimer);
   const drainDeadline = now() + 330;
   while (open > 0 && now() < drainDeadline) await new Promise((resolve) => setTimeout(resolve, 200));
-  await eventRunning;
+  await eventsDone;
   await sample();
   clearInterval(sampler);
   clearInterval(minuteTimer);
