@@ -17,6 +17,12 @@ export function soakAgent (): Agent {
   return new Agent({ connections: 256, headersTimeout: 300_000, bodyTimeout: 300_000 });
 }
 
+// One connection per request (`connection: close`). With keep-alive, a client can send on a connection in the
+// instant the gateway closes it as idle (uWS: after 10 s): the request never reaches the gateway and fails with
+// "other side closed". On a machine whose load average reaches 25 (2 cores, shared), event loops lag by seconds
+// and that race failed 13 requests in one minute of an early run. It is the client's keep-alive race, not the
+// gateway losing a request; the soak measures the gateway, so it does not play it.
+
 /** The `code` of an OpenAI-style error body, or the body's start when it is not one. */
 function errorCode (body: string): string {
   try {
@@ -32,7 +38,7 @@ export async function send (agent: Agent, gateway: string, model: string, r: Soa
   const body = `{"model":"${model}","prompt":[${r.tokens.join(',')}],"max_tokens":${r.maxTokens},"ignore_eos":true${streamPart}}`;
   let res;
   try {
-    res = await request(`${gateway}/v1/completions`, { method: 'POST', dispatcher: agent, headers: { 'content-type': 'application/json', 'x-session-id': r.sessionId }, body });
+    res = await request(`${gateway}/v1/completions`, { method: 'POST', dispatcher: agent, headers: { 'content-type': 'application/json', 'x-session-id': r.sessionId }, body, reset: true });
   } catch (err) {
     return { ok: false, cause: `connection ${(err as { code?: string }).code ?? (err as Error).message}` };
   }

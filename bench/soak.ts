@@ -184,11 +184,14 @@ async function main (): Promise<number> {
   const sample = async (): Promise<void> => {
     try {
       const m = parseMetrics(await (await fetch(`${fleet.url}/metrics`)).text());
-      region = sharedRegionResident(fleet.gatewayPid) ?? { rss: 0, size: 0 };
+      const r = sharedRegionResident(fleet.gatewayPid);
       last = m;
       const t = now();
       rss.push([t, total(m, 'process_resident_memory_bytes')]);
-      rssOutsideRegion.push([t, total(m, 'process_resident_memory_bytes') - region.rss]);
+      if (r !== null) {
+        region = r;
+        rssOutsideRegion.push([t, total(m, 'process_resident_memory_bytes') - r.rss]);
+      }
       heap.push([t, total(m, 'nodejs_heap_size_used_bytes')]);
       for (const v of Object.values(byLabel(m, 'ear_backend_in_flight', 'backend'))) { busySamples++; if (v > 0) busyHits++; }
     } catch {}
@@ -212,6 +215,10 @@ async function main (): Promise<number> {
     rows.push(row);
     const fmt = (r: Record<string, number>): string => Object.entries(r).map(([k, v]) => `${k} ${v}`).join(', ') || '0';
     console.log(`| ${row.minute} | ${row.sent} | ${row.ok} | ${fmt(row.failed)} | ${(row.busy * 100).toFixed(0)}% | ${row.rssMB.toFixed(1)} | ${row.regionMB.toFixed(1)} | ${row.heapMB.toFixed(1)} | ${fmt(row.tables)} | ${fmt(row.dropped)} | ${row.events.join('; ') || '—'} | ${row.load1.toFixed(1)} |`);
+    // What the verdict would say now (a run stopped early still leaves its figures).
+    const sofar = (p: Array<[number, number]>): number => slope(p.filter(([t]) => t >= warmup)) * 600 / 1e6;
+    writeFileSync(join(out, 'progress.json'), JSON.stringify({ rows, failures, rssMBPer10Min: sofar(rssOutsideRegion), rssWithRegionMBPer10Min: sofar(rss),
+      heapMBPer10Min: slope(windowMinima(heap.filter(([t]) => t >= warmup), HEAP_WINDOW_S)) * 600 / 1e6, samples: { rss, rssOutsideRegion, heap } }) + '\n');
     minuteSent = 0; minuteOk = 0; minuteFailed = {}; minuteEvents = []; busySamples = 0; busyHits = 0;
   };
   const minuteTimer = setInterval(printRow, 60_000);
@@ -254,6 +261,7 @@ async function main (): Promise<number> {
       rssWithRegionMBPer10Min: rssTotalSlope * 600 / 1e6, regionResidentMB: region.rss / 1e6, regionMappedMB: region.size / 1e6
     },
     gateway: {
+      requestsAnswered: total(endMetrics, 'ear_requests_total'), clientAborts: total(endMetrics, 'ear_client_aborts_total'),
       upstreamErrors: byLabel(endMetrics, 'ear_upstream_errors_total', 'kind'), retries: total(endMetrics, 'ear_upstream_retries_total'),
       kvResyncs: total(endMetrics, 'ear_kv_resyncs_total'), kvGaps: total(endMetrics, 'ear_kv_gaps_total')
     },

@@ -23,6 +23,7 @@ interface Summary {
 
 test('a 2-minute soak loses no request and keeps RSS and heap flat after warm-up', { timeout: 480_000 }, async () => {
   const out = mkdtempSync(join(tmpdir(), 'ear-soak-'));
+  let passed = false;
   try {
     const child = spawn(process.execPath, [soak, '--minutes', '2', '--out', out], { stdio: ['ignore', 'pipe', 'pipe'] });
     let log = '';
@@ -44,7 +45,10 @@ test('a 2-minute soak loses no request and keeps RSS and heap flat after warm-up
     assert.ok(s.memory.heapMBPer10Min < s.memory.limitMBPer10Min, `heap slope ${s.memory.heapMBPer10Min} MB/10 min\n${log}`);
     // The exit code says the same.
     assert.deepEqual([s.pass, s.reasons, code], [true, [], 0], log);
+    passed = true;
   } finally {
-    rmSync(out, { recursive: true, force: true });
+    // A failed run's summary (every memory sample) stays for a look.
+    if (passed) rmSync(out, { recursive: true, force: true });
+    else console.error(`soak output kept in ${out}`);
   }
 });
