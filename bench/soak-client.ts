@@ -20,7 +20,7 @@ export function soakAgent (): Agent {
 // One connection per request (`connection: close`). With keep-alive, a client can send on a connection in the
 // instant the gateway closes it as idle (uWS: after 10 s): the request never reaches the gateway and fails with
 // "other side closed". On a machine whose load average reaches 25 (2 cores, shared), event loops lag by seconds
-// and that race failed 13 requests in one minute of an early run. It is the client's keep-alive race, not the
+// and 13 requests of one minute of an early run failed so, most likely by that race. It is the client's keep-alive race, not the
 // gateway losing a request; the soak measures the gateway, so it does not play it.
 
 /** The `code` of an OpenAI-style error body, or the body's start when it is not one. */

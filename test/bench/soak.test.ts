@@ -1,6 +1,8 @@
 // The soak as CI runs it: two minutes of agentic sessions through `ear serve` in front of three `ear sim`
 // processes, with an engine restarted and the gateway reloaded meanwhile. The soak's own verdict is asserted
-// (exit code and summary), and each criterion on its own so a failure names the one that broke.
+// (exit code and summary), and each criterion on its own so a failure names the one that broke. Two minutes
+// cannot resolve a slope of 1 MB per 10 minutes (the soak judges memory only with 10 minutes after warm-up):
+// here the memory figures must be reported, and the hour-long run in bench/RESULTS.md judges them.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -16,12 +18,12 @@ interface Summary {
   reasons: string[];
   requests: { sent: number; ok: number; lost: number };
   failures: Record<string, number>;
-  memory: { rssMBPer10Min: number; heapMBPer10Min: number; limitMBPer10Min: number };
+  memory: { judged: boolean; rssMBPer10Min: number; heapMBPer10Min: number; limitMBPer10Min: number; regionMappedMB: number };
   events: Array<{ what: string; error?: string }>;
   rows: Array<{ minute: number; tables: Record<string, number> }>;
 }
 
-test('a 2-minute soak loses no request and keeps RSS and heap flat after warm-up', { timeout: 480_000 }, async () => {
+test('a 2-minute soak with an engine restart and a reload loses no request', { timeout: 480_000 }, async () => {
   const out = mkdtempSync(join(tmpdir(), 'ear-soak-'));
   let passed = false;
   try {
@@ -41,8 +43,12 @@ test('a 2-minute soak loses no request and keeps RSS and heap flat after warm-up
     assert.deepEqual(s.failures, {}, log);
     assert.equal(s.requests.lost, 0, log);
     assert.equal(s.requests.ok, s.requests.sent, log);
-    assert.ok(s.memory.rssMBPer10Min < s.memory.limitMBPer10Min, `RSS slope ${s.memory.rssMBPer10Min} MB/10 min\n${log}`);
-    assert.ok(s.memory.heapMBPer10Min < s.memory.limitMBPer10Min, `heap slope ${s.memory.heapMBPer10Min} MB/10 min\n${log}`);
+    assert.ok(Number.isFinite(s.memory.rssMBPer10Min) && Number.isFinite(s.memory.heapMBPer10Min), log);
+    assert.ok(s.memory.regionMappedMB > 0, 'the tables\' region was found in /proc/PID/smaps');
+    if (s.memory.judged) {
+      assert.ok(s.memory.rssMBPer10Min < s.memory.limitMBPer10Min, `RSS slope ${s.memory.rssMBPer10Min} MB/10 min\n${log}`);
+      assert.ok(s.memory.heapMBPer10Min < s.memory.limitMBPer10Min, `heap slope ${s.memory.heapMBPer10Min} MB/10 min\n${log}`);
+    }
     // The exit code says the same.
     assert.deepEqual([s.pass, s.reasons, code], [true, [], 0], log);
     passed = true;
