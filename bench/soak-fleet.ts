@@ -61,14 +61,8 @@ export class SoakFleet {
     try {
       for (let i = 0; i < o.engines; i++) f.#engines.push(await f.#startEngine(i, 0));
       f.#writeConfig();
-      // The fixture spawns `ear` with this process's environment, synchronously, before its first await: node
-      // options for the gateway alone go through NODE_OPTIONS, set for that call only.
-      const saved = process.env.NODE_OPTIONS;
-      if (o.gatewayCpuProf !== undefined) process.env.NODE_OPTIONS = `${saved ?? ''} --cpu-prof --cpu-prof-dir=${o.gatewayCpuProf}`.trim();
-      const gateway = start(['serve', '--config', f.#config, '--host', '127.0.0.1', '--port', '0', '--admin-token', ADMIN], SERVE_LISTENING);
-      if (saved === undefined) delete process.env.NODE_OPTIONS;
-      else process.env.NODE_OPTIONS = saved;
-      f.#gateway = await gateway;
+      const prof = o.gatewayCpuProf === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', o.gatewayCpuProf];
+      f.#gateway = await start(['serve', '--config', f.#config, '--host', '127.0.0.1', '--port', '0', '--admin-token', ADMIN], SERVE_LISTENING, prof);
       for (const e of f.#engines) await f.#waitHealthy(e.id);
     } catch (err) {
       await f.close();
