@@ -49,6 +49,26 @@ function threadOf (profile, tid) {
   return 'worker';
 }
 
+/**
+ * V8 names WebAssembly frames `wasm-function[N]`; the kernels' names are in the build's text form
+ * (build/core.wat), one `(func $name` per function in index order (the module imports no function). The
+ * profile's frames are renamed `wasm:<file>/<function>` before rendering, so the kernels read as EAR code.
+ */
+function nameWasmFrames (profile) {
+  const wat = join(root, 'build', 'core.wat');
+  if (!existsSync(wat)) return;
+  const names = [];
+  for (const line of readFileSync(wat, 'utf8').split('\n')) {
+    const m = /^\s*\((?:import "[^"]*" "[^"]*" \()?func \$(\S+)/.exec(line);
+    if (m) names.push(m[1]);
+  }
+  for (const node of profile.nodes) {
+    const m = /^wasm-function\[(\d+)\]$/.exec(node.callFrame.functionName);
+    const name = m === null ? undefined : names[Number(m[1])];
+    if (name !== undefined) node.callFrame.functionName = `wasm:${name.replace(/^asm\//, '')}`;
+  }
+}
+
 /** The functions with the most samples of their own: a text companion to the flamegraph. */
 function topSelf (profile, n) {
   const self = new Map();
@@ -68,10 +88,10 @@ function topSelf (profile, n) {
  * file path to a script that hands it the profile: the page NAME.html works that path out from its own
  * location, so the output folder can be moved or copied as a whole.
  */
-function render (out, name, file) {
+function render (out, name, profile) {
   const viewer = join(out, 'speedscope');
   if (!existsSync(viewer)) cpSync(join(root, 'node_modules', 'speedscope', 'dist', 'release'), viewer, { recursive: true });
-  const data = readFileSync(file).toString('base64');
+  const data = Buffer.from(JSON.stringify(profile)).toString('base64');
   writeFileSync(join(out, `${name}.js`), `speedscope.loadFileFromBase64(${JSON.stringify(`${name}.cpuprofile`)}, ${JSON.stringify(data)})\n`);
   writeFileSync(join(out, `${name}.html`), `<!doctype html><meta charset="utf-8"><title>${name}: EAR flamegraph</title>
 <p>Opening the flamegraph of <b>${name}</b> in speedscope… (press "Left Heavy" for the flamegraph view).</p>
@@ -110,12 +130,13 @@ function main () {
   for (const f of files) {
     const [, pid, tid] = PROFILE_NAME.exec(f);
     const profile = JSON.parse(readFileSync(join(raw, f), 'utf8'));
+    nameWasmFrames(profile);
     let name = `${load}-${threadOf(profile, Number(tid))}${pids.size > 1 ? `-pid${pid}` : ''}`;
     const n = (seen.get(name) ?? 0) + 1;
     seen.set(name, n);
     // The route pool has several threads: route-pool-1, route-pool-2, …
     if (name.includes('route-pool') || name.includes('worker') || n > 1) name = `${name}-${n}`;
-    const html = render(out, name, join(raw, f));
+    const html = render(out, name, profile);
     const { total, top } = topSelf(profile, 15);
     const interval = (profile.endTime - profile.startTime) / Math.max(1, profile.samples?.length ?? 1);
     writeFileSync(join(out, `${name}.top.txt`), [`${name} (${f}): ${total} samples, ~${(interval / 1000).toFixed(2)} ms apart; self samples by function:`,
