@@ -32,7 +32,9 @@ const USAGE = `usage: node dist/bench/gateway.js [--duration S] [--connections 1
   --ear-cpu-prof DIR    run EAR under node --cpu-prof, profiles written to DIR when it exits
   --only-ear            measure EAR alone (no direct, no nginx): for profiling
   --scheduler-ab        also EAR with --scheduler off (target ear-off): the admission scheduler's cost per request
-  --loads LIST          loads of the throughput sweep: short,stream (default both)
+  --loads LIST          loads of the throughput sweep: short,stream (default both), or none
+  --latency-loads LIST  loads of the one-connection latency rounds: short,long,turn (default all three; long is the
+                        130 KB prompt): \`npm run flamegraph\` picks one to profile
   --no-write            print only; bench/RESULTS.md is written only by a full run without this flag`;
 
 export type Load = 'short' | 'stream' | 'long' | 'turn';
@@ -525,6 +527,7 @@ async function main (): Promise<number> {
       'only-ear': { type: 'boolean', default: false },
       'scheduler-ab': { type: 'boolean', default: false },
       loads: { type: 'string', default: 'short,stream' },
+      'latency-loads': { type: 'string', default: 'short,long,turn' },
       'no-write': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h' }
     }
@@ -543,8 +546,9 @@ async function main (): Promise<number> {
     return 2;
   }
   const onlyEar = values['only-ear'];
-  const loads = values.loads.split(',') as Array<'short' | 'stream'>;
-  if (loads.some((l) => l !== 'short' && l !== 'stream')) {
+  const loads = values.loads === 'none' ? [] : values.loads.split(',') as Array<'short' | 'stream'>;
+  const latencyLoads = values['latency-loads'].split(',') as Array<'short' | 'long' | 'turn'>;
+  if (loads.some((l) => l !== 'short' && l !== 'stream') || latencyLoads.some((l) => !['short', 'long', 'turn'].includes(l))) {
     console.error(USAGE);
     return 2;
   }
@@ -583,7 +587,7 @@ async function main (): Promise<number> {
 
   const latencyTargets = targets.filter((t) => t.name !== 'nginx-2w');
   const latency: Cell[] = [];
-  for (const load of ['short', 'long', 'turn'] as const) {
+  for (const load of latencyLoads) {
     const rounds = new Map<string, Cell[]>(latencyTargets.map((t) => [t.name, []]));
     for (let i = 0; i < latencyRounds; i++) for (const t of latencyTargets) rounds.get(t.name)!.push(await cannon(t, load, 1, latencySeconds));
     for (const t of latencyTargets) {
@@ -600,7 +604,7 @@ async function main (): Promise<number> {
     earCommand: ear.command, nginx: onlyEar ? '' : nginxVersion(nginxBin), command
   });
   console.log(`\n${text}\n`);
-  if (!onlyEar && loads.length === 2 && !values['no-write']) writeSection('bench-gateway', text);
+  if (!onlyEar && loads.length === 2 && latencyLoads.length === 3 && !values['no-write']) writeSection('bench-gateway', text);
   if (!met) console.error('gateway benchmark: a target is not met (see above)');
   return 0;
 }

@@ -2,6 +2,7 @@
 // engines in this process and puts the gateway in front of them (what `npm start` runs).
 import { parseArgs } from 'node:util';
 import pino from 'pino';
+import { collectDefaultMetrics } from 'prom-client';
 import { buildConfig, loadConfigFile, ConfigError, DEFAULTS, type GatewayConfig } from '../gateway/config.js';
 import { startEar } from '../gateway/ear.js';
 import { policyNames } from '../core/policies/index.js';
@@ -152,6 +153,9 @@ export async function main (argv: string[]): Promise<number> {
     throw err;
   }
   const ear = await startEar(config, { logger: log.child({ component: 'session-store' }), migrationLogger: log.child({ component: 'migration' }) });
+  // The process's own series (RSS, heap, GC, event-loop lag) on /metrics: registered once per process, here rather
+  // than per gateway (test suites start many gateways in one process, and each call adds GC and event-loop monitors).
+  collectDefaultMetrics({ register: ear.gateway.metrics.registry });
   // Signal handlers before the line that says we listen: until a handler is installed, SIGHUP and SIGTERM
   // take their default action and kill the process (a supervisor may signal as soon as it reads that line).
   process.on('SIGHUP', () => {
