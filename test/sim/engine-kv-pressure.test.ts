@@ -1,0 +1,23 @@
+// An engine whose queue head cannot fit must not strand requests that already hold their KV (a landed import):
+// the lab's ear run at numGpuBlocks=8192 hung on exactly this (a self-preempted request at the head of the
+// queue, a landed 92k-token import behind it holding 5762 of the 8192 blocks, nothing running). vLLM had the same
+// deadlock (vllm-project/vllm#45388, #57841): the scan stops at the head and never reaches the parked request.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { SimEngine } from '../../src/sim/engine.js';
+import { drain, range, req, tinyProfile } from './helpers.js';
+
+test('a landed import behind a head that cannot fit still runs, and the head runs once it has finished', () => {
+  // 20 blocks of 4 tokens. R (32-token prompt, 40 to generate) runs; L pulls a 10-block prefix meanwhile.
+  // R's decode eats the 2 free blocks, L lands with none left, R preempts itself and returns to the head of
+  // the queue needing 11 blocks while L (10 held) needs 1 more: 10 free, and nothing runs.
+  const e = new SimEngine({ profile: tinyProfile({ maxNumSeqs: 2 }), numGpuBlocks: 20 });
+  e.addRequest(req('R', range(1, 32), { maxTokens: 40, ignoreEos: true }));
+  e.addRequest(req('L', range(1000, 41), { maxTokens: 1, kvImport: { prefixTokenIds: range(1000, 40), sourceEngineId: 's' } }));
+  const d = drain(e);
+  assert.equal(d.finished.get('L')?.finished, 'length', 'the landed import finished');
+  assert.equal(d.finished.get('R')?.finished, 'length', 'the head finished after it');
+  assert.equal(d.tokens.get('R')!.length, 40);
+  assert.ok(e.stats().preemptions >= 1, 'the scenario did preempt R');
+  assert.equal(e.stats().waiting + e.stats().running, 0);
+});
