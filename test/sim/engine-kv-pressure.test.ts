@@ -21,3 +21,19 @@ test('a landed import behind a head that cannot fit still runs, and the head run
   assert.ok(e.stats().preemptions >= 1, 'the scenario did preempt R');
   assert.equal(e.stats().waiting + e.stats().running, 0);
 });
+
+test('when nothing runs and no waiting request fits, landed KV is dropped (newest first) and every request completes', () => {
+  // 24 blocks. R (12-token prompt) runs while L1 and L2 each pull a 10-block prefix: 1 block left. R preempts
+  // itself on its 17th token and needs 5 blocks at the head of the queue; L1 and L2 land needing 5 more each;
+  // 4 are free and nothing runs. Only giving up one landed prefix (it stays cached) lets the queue move.
+  const e = new SimEngine({ profile: tinyProfile({ maxNumSeqs: 4 }), numGpuBlocks: 24 });
+  e.addRequest(req('R', range(1, 12), { maxTokens: 20, ignoreEos: true }));
+  e.addRequest(req('L1', range(1000, 60), { maxTokens: 1, kvImport: { prefixTokenIds: range(1000, 40), sourceEngineId: 's' } }));
+  e.addRequest(req('L2', range(2000, 60), { maxTokens: 1, kvImport: { prefixTokenIds: range(2000, 40), sourceEngineId: 's' } }));
+  const d = drain(e);
+  for (const id of ['R', 'L1', 'L2']) assert.equal(d.finished.get(id)?.finished, 'length', `${id} finished`);
+  assert.equal(d.tokens.get('R')!.length, 20);
+  assert.ok(e.stats().preemptions >= 2, `R preempted itself and L2 gave up its KV (${e.stats().preemptions} preemptions)`);
+  // L2's pulled prefix entered the prefix cache when it landed: after the drop it is still counted as cached.
+  assert.ok(d.finished.get('L2')!.numCachedTokens >= 40);
+});
