@@ -370,7 +370,8 @@ export class SimEngine {
       }
     }
     const duration = sched.length === 0 ? 0 : stepTime(p.step, this.#prefNew, this.#prefPast, numPrefill, numDecode, decodeContext);
-    this.#stalled = sched.length === 0;
+    // A step that only preempted freed blocks and left the waiting queue for the next step: not a stall.
+    this.#stalled = sched.length === 0 && !preempted;
     const end = now + duration;
     if (this.#toSave.length > 0) {
       // Saved during the forward pass (LMCache's save_kv_layer): off the critical path, visible once computed.

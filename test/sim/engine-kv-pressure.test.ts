@@ -1,7 +1,8 @@
-// An engine whose queue head cannot fit must not strand requests that already hold their KV (a landed import):
-// the lab's ear run at numGpuBlocks=8192 hung on exactly this (a self-preempted request at the head of the
-// queue, a landed 92k-token import behind it holding 5762 of the 8192 blocks, nothing running). vLLM had the same
-// deadlock (vllm-project/vllm#45388, #57841): the scan stops at the head and never reaches the parked request.
+// An engine under KV pressure must keep moving. The lab's ear run at numGpuBlocks=8192 hung with, on one engine,
+// a self-preempted 48k-token request at the head of the queue, a landed 92k-token import behind it holding 5762 of
+// the 8192 blocks, and nothing running: the step that preempted was taken for a stall (so the engine never stepped
+// again), and FCFS stopped at the head, which could not fit while the import held its blocks. vLLM had the second
+// deadlock too (vllm-project/vllm#45388, #57841): its scan stopped at the head and never reached the parked request.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SimEngine } from '../../src/sim/engine.js';
@@ -20,6 +21,18 @@ test('a landed import behind a head that cannot fit still runs, and the head run
   assert.equal(d.tokens.get('R')!.length, 40);
   assert.ok(e.stats().preemptions >= 1, 'the scenario did preempt R');
   assert.equal(e.stats().waiting + e.stats().running, 0);
+});
+
+test('a step that only preempts leaves the engine ready to step again (the lab\'s hang: the import had landed before)', () => {
+  // As above, but L's pull lands before R preempts itself, so no transfer is left to wake the engine: the step
+  // that preempted R scheduled nothing, and the engine took that for a stall and never stepped again.
+  const e = new SimEngine({ profile: tinyProfile({ maxNumSeqs: 2, transfer: { bytesPerSecond: 1e6, setup: 0.13 } }), numGpuBlocks: 20 });
+  e.addRequest(req('R', range(1, 32), { maxTokens: 40, ignoreEos: true }));
+  e.addRequest(req('L', range(1000, 41), { maxTokens: 1, kvImport: { prefixTokenIds: range(1000, 40), sourceEngineId: 's' } }));
+  const d = drain(e);
+  assert.equal(d.finished.get('L')?.finished, 'length', 'the landed import finished');
+  assert.equal(d.finished.get('R')?.finished, 'length', 'the head finished after it');
+  assert.equal(e.stats().preemptions, 1);
 });
 
 test('when nothing runs and no waiting request fits, landed KV is dropped (newest first) and every request completes', () => {
