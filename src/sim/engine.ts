@@ -2,7 +2,9 @@
 // No I/O, no timers, no clock: a host calls step(now), waits `duration` (real or virtual), then delivers the
 // step's outputs and KV events. Behaviour follows vllm/v1/core/sched/scheduler.py:
 // - each step first schedules running requests (decode, or the next chunk of a chunked prefill), then the
-//   FCFS waiting queue, under max_num_batched_tokens tokens and max_num_seqs running requests;
+//   FCFS waiting queue, under max_num_batched_tokens tokens and max_num_seqs running requests; past a head that
+//   cannot get blocks only requests whose pulled/loaded KV has landed are scheduled, and when nothing runs and
+//   nothing fits, landed KV is given up (kept cached) so the queue cannot deadlock;
 // - when blocks run out, the most recently started running request is preempted (recompute): its blocks are
 //   freed (their cached hashes stay evictable) and it goes back to the front of the waiting queue;
 // - full blocks are hashed and cached as their tokens are scheduled, prompt and generated alike (→ BlockStored);
