@@ -50,6 +50,7 @@ export class DesHost {
   #wakeAt: number[] = [];
   #live: Array<Map<string, Live>> = [];
   #rng: { rng: number };
+  #stopped = false;
 
   constructor (opts: { seed?: number } = {}) {
     this.#rng = { rng: (opts.seed ?? 1) >>> 0 };
@@ -83,10 +84,14 @@ export class DesHost {
     this.#push(Math.max(at, this.now), Kind.Timer, -1, null, null, null, fn, null);
   }
 
-  /** Processes events up to and including time `until` (default: until nothing is left), then sets now. */
+  /** Ends run() after the event being processed (a driver giving up on a run that cannot progress). */
+  stop (): void { this.#stopped = true; }
+
+  /** Processes events up to and including time `until` (default: until nothing is left, or stop()), then sets now. */
   run (until = Infinity): void {
     const h = this.#heap;
-    while (h.length > 0 && h[0].t <= until) {
+    this.#stopped = false;
+    while (!this.#stopped && h.length > 0 && h[0].t <= until) {
       const e = this.#pop();
       this.now = e.t;
       this.events++;
@@ -108,7 +113,7 @@ export class DesHost {
         }
       }
     }
-    if (until !== Infinity && until > this.now) this.now = until;
+    if (!this.#stopped && until !== Infinity && until > this.now) this.now = until;
   }
 
   get pendingEvents (): number { return this.#heap.length; }

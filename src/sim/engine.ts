@@ -2,7 +2,9 @@
 // No I/O, no timers, no clock: a host calls step(now), waits `duration` (real or virtual), then delivers the
 // step's outputs and KV events. Behaviour follows vllm/v1/core/sched/scheduler.py:
 // - each step first schedules running requests (decode, or the next chunk of a chunked prefill), then the
-//   FCFS waiting queue, under max_num_batched_tokens tokens and max_num_seqs running requests;
+//   FCFS waiting queue, under max_num_batched_tokens tokens and max_num_seqs running requests; past a head that
+//   cannot get blocks only requests whose pulled/loaded KV has landed are scheduled, and when nothing runs and
+//   nothing fits, landed KV is given up (kept cached) so the queue cannot deadlock;
 // - when blocks run out, the most recently started running request is preempted (recompute): its blocks are
 //   freed (their cached hashes stay evictable) and it goes back to the front of the waiting queue;
 // - full blocks are hashed and cached as their tokens are scheduled, prompt and generated alike (→ BlockStored);
@@ -349,41 +351,12 @@ export class SimEngine {
       budget -= numNew;
     }
 
-    // 2. Waiting requests, FCFS (no skipping, except those waiting for a KV pull), unless this step preempted.
+    // 2. Waiting requests, FCFS, unless this step preempted. If nothing runs and nothing could start, the pool is
+    //    held by KV that landed for waiting requests which cannot fit their next chunk either: that KV is dropped
+    //    (it stays cached, evictable) one request at a time, newest first, so the queue moves again.
     if (!preempted) {
-      for (let w = 0; w < this.#waiting.length && budget > 0 && this.#running.length < p.maxNumSeqs;) {
-        const q = this.#waiting[w];
-        if (q.status === Status.WaitingForRemoteKvs) { w++; continue; }
-        let hits = 0;
-        const firstLook = q.numComputed === 0 && q.blocks.length === 0;
-        if (firstLook) hits = this.#lookup(q);
-        if (q.r.kvImport != null && !q.importStarted) {
-          const started = this.#startImport(q, hits, now);
-          if (started === null) break; // no blocks for the pull: FCFS waits
-          if (started) { w++; continue; }
-        } else if (firstLook && this.#store !== null) {
-          const started = this.#startLoad(q, hits, now);
-          if (started === null) break;
-          if (started) { w++; continue; }
-        }
-        const numNew = Math.min(q.numPrompt + q.out.length - q.numComputed - hits * this.blockSize, budget);
-        if (!this.#allocate(q, numNew, hits)) break;
-        if (firstLook && q.numCachedTokens < 0) {
-          this.#queries += q.numPrompt;
-          this.#hits += hits * this.blockSize;
-        }
-        this.#waiting.splice(w, 1);
-        q.status = Status.Running;
-        this.#running.push(q);
-        if (q.firstScheduled < 0) {
-          q.firstScheduled = now;
-          this.#promptTokens += q.numPrompt;
-        }
-        if (q.numCachedTokens < 0) q.numCachedTokens = q.numComputed;
-        sched.push(q);
-        schedNew.push(numNew);
-        budget -= numNew;
-      }
+      budget = this.#scheduleWaiting(now, budget);
+      while (sched.length === 0 && this.#running.length === 0 && this.#dropLandedKv()) budget = this.#scheduleWaiting(now, budget);
     }
 
     // 3. The step's duration, from what it computes.
@@ -399,7 +372,8 @@ export class SimEngine {
       }
     }
     const duration = sched.length === 0 ? 0 : stepTime(p.step, this.#prefNew, this.#prefPast, numPrefill, numDecode, decodeContext);
-    this.#stalled = sched.length === 0;
+    // A step that only preempted freed blocks and left the waiting queue for the next step: not a stall.
+    this.#stalled = sched.length === 0 && !preempted;
     const end = now + duration;
     if (this.#toSave.length > 0) {
       // Saved during the forward pass (LMCache's save_kv_layer): off the critical path, visible once computed.
@@ -430,6 +404,69 @@ export class SimEngine {
       outputs.push(out);
     }
     return { duration, outputs, kvEvents: this.pool.takeEvents() };
+  }
+
+  /**
+   * Schedules waiting requests in FCFS order. Those waiting for a KV pull are skipped; once a request cannot
+   * start (no blocks), the scan goes on only for requests whose KV has landed (they already hold their prefix and
+   * need one chunk more): stopping there would strand them behind a head that may need their blocks to fit, with
+   * nothing running to free any (vLLM's scheduler had this deadlock, vllm-project/vllm#45388, #57841).
+   */
+  #scheduleWaiting (now: number, budget: number): number {
+    const p = this.profile;
+    const sched = this.#sched;
+    const schedNew = this.#schedNew;
+    let blocked = false;
+    for (let w = 0; w < this.#waiting.length && budget > 0 && this.#running.length < p.maxNumSeqs;) {
+      const q = this.#waiting[w];
+      if (q.status === Status.WaitingForRemoteKvs || (blocked && q.blocks.length === 0)) { w++; continue; }
+      let hits = 0;
+      const firstLook = q.numComputed === 0 && q.blocks.length === 0;
+      if (firstLook) hits = this.#lookup(q);
+      if (q.r.kvImport != null && !q.importStarted) {
+        const started = this.#startImport(q, hits, now);
+        if (started === null) { blocked = true; w++; continue; } // no blocks for the pull: FCFS waits
+        if (started) { w++; continue; }
+      } else if (firstLook && this.#store !== null) {
+        const started = this.#startLoad(q, hits, now);
+        if (started === null) { blocked = true; w++; continue; }
+        if (started) { w++; continue; }
+      }
+      const numNew = Math.min(q.numPrompt + q.out.length - q.numComputed - hits * this.blockSize, budget);
+      if (!this.#allocate(q, numNew, hits)) { blocked = true; w++; continue; }
+      if (firstLook && q.numCachedTokens < 0) {
+        this.#queries += q.numPrompt;
+        this.#hits += hits * this.blockSize;
+      }
+      this.#waiting.splice(w, 1);
+      q.status = Status.Running;
+      this.#running.push(q);
+      if (q.firstScheduled < 0) {
+        q.firstScheduled = now;
+        this.#promptTokens += q.numPrompt;
+      }
+      if (q.numCachedTokens < 0) q.numCachedTokens = q.numComputed;
+      sched.push(q);
+      schedNew.push(numNew);
+      budget -= numNew;
+    }
+    return budget;
+  }
+
+  /** Frees the landed KV of the newest waiting request holding some (a recompute preemption); false if none does. */
+  #dropLandedKv (): boolean {
+    for (let w = this.#waiting.length - 1; w >= 0; w--) {
+      const q = this.#waiting[w];
+      if (q.status !== Status.Waiting || q.blocks.length === 0) continue;
+      this.#freeBlocks(q);
+      q.numComputed = 0;
+      q.storeBlocks = -1;
+      q.prefillTarget = q.numPrompt + q.out.length;
+      q.preemptions++;
+      this.#preemptions++;
+      return true;
+    }
+    return false;
   }
 
   /** Checks internal invariants (tests): the pool's, and that each block is referenced exactly refCount times. */

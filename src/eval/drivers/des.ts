@@ -60,6 +60,18 @@ export interface DesRunOptions {
   kvConnector?: TransferMode | null;
   /** Called every virtual second with the time (progress display). */
   onProgress?: (t: number) => void;
+  /** Virtual seconds with requests open and no event but the sampler after which the run is given up as stalled
+   *  (those requests fail as `stalled`); default 24 h. Nothing in a healthy run waits that long. */
+  stallLimit?: number;
+  /** Where the stall warning goes (default console.warn). */
+  onWarning?: (message: string) => void;
+}
+
+/** A run given up because nothing could progress: when, and the requests left open with where each was. */
+export interface DesStall {
+  at: number;
+  idleSeconds: number;
+  requests: Array<{ id: string; where: string }>;
 }
 
 export interface DesRunResult {
@@ -70,9 +82,14 @@ export interface DesRunResult {
   admission: AdmissionStats;
   wallSeconds: number;
   virtualSeconds: number;
+  /** Set when the run was given up as stalled (see stallLimit); null otherwise. */
+  stall: DesStall | null;
 }
 
 const SAMPLE_EVERY = 0.1;
+const STALL_LIMIT = 24 * 3600;
+/** Open requests named in the stall warning (all are counted). */
+const STALL_NAMED = 20;
 /** The model name the lab's requests carry and its engines serve. */
 const MODEL = 'des';
 
@@ -114,6 +131,8 @@ export function runDes (o: DesRunOptions): DesRunResult {
   const ideal = new ApcBound(w.blockSize);
   let open = 0;
   let issued = 0;
+  // Where each open request is, for the stall warning (bounded by the workload's requests).
+  const where = new Map<string, string>();
 
   runWorkload(w, des, (d, done) => {
     let sp = prompts.get(d.sessionId);
@@ -140,12 +159,14 @@ export function runDes (o: DesRunOptions): DesRunResult {
       user: d.rootSessionId
     };
     const nowMs = d.at * 1000;
+    where.set(id, `gateway queue since ${d.at.toFixed(1)} s`);
     metrics.requestSent({ id, sessionId: d.sessionId, rootSessionId: d.rootSessionId, at: d.at, promptTokens: tokens.length, blocks, idealTtft: isolatedTtft(profile, tokens.length, reusable) });
     open++;
     issued++;
     const seed = o.seed ^ issued;
     // The request itself, on its pod; `kvImport` when a connector's source leg left KV for it to pull.
     const run = (routed: Placement, t: number, kvImport: KvImport | null, arrived: ((ft: number) => void) | null): void => {
+      where.set(id, `engine ${routed.pod} since ${t.toFixed(1)} s${kvImport === null ? '' : ' (KV import)'}`);
       des.submit(routed.pod, {
         id, promptTokenIds: tokens, maxTokens: d.outputTokens, minTokens: 0, ignoreEos: true, stopTokenIds: [],
         loraName: null, cacheSalt: null, seed, arrivalTime: t, blockHashes: dg, kvImport
@@ -157,6 +178,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
         },
         onFinish: (ft, out) => {
           open--;
+          where.delete(id);
           const outTokens = out.metrics?.numGenerationTokens ?? d.outputTokens;
           lab.finished(routed, { promptTokens: tokens.length, completionTokens: outTokens }, ft * 1000);
           metrics.requestFinished(id, { at: ft, cachedTokens: out.numCachedTokens, outputTokens: outTokens });
@@ -164,6 +186,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
         },
         onError: (ft, err) => {
           open--;
+          where.delete(id);
           arrived?.(ft);
           lab.finished(routed, null, ft * 1000);
           metrics.requestFailed(id, ft, failureCause(err));
@@ -190,6 +213,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
         moved(choice.mode, true, t, choice.seconds, choice.mode === 'recompute' ? 0 : transfers.bytes(tokens.length));
         return run(routed, t, null, migrating ? ended : null);
       }
+      where.set(id, `NIXL export leg on engine ${from} for engine ${routed.pod} since ${t.toFixed(1)} s`);
       exportLeg(des, resolved, from, {
         id: `${id}#export`, promptTokenIds: tokens, minTokens: 0, ignoreEos: true, stopTokenIds: [],
         loraName: null, cacheSalt: null, seed, arrivalTime: t, blockHashes: dg
@@ -216,6 +240,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
       },
       dropped: (reason, now) => {
         open--;
+        where.delete(id);
         metrics.requestFailed(id, now / 1000, reason === 'timeout' ? 'queue_timeout' : reason);
         done(now / 1000);
       }
@@ -238,9 +263,30 @@ export function runDes (o: DesRunOptions): DesRunResult {
     }
     nextScrape = t + scrapeEvery;
   };
+  // A latent bug (a request no engine will ever step, a transfer that never ends) must show as a failure, not a
+  // hang: with requests open and no event but this sampler for stallLimit seconds, the run ends and they fail.
+  const stallLimit = o.stallLimit ?? STALL_LIMIT;
+  let stall: DesStall | null = null;
+  let lastEvents = 0;
+  let lastProgress = 0;
+  const stalled = (t: number): boolean => {
+    const others = des.events - lastEvents - 1;
+    lastEvents = des.events;
+    if (others > 0 || open === 0) lastProgress = t;
+    if (t - lastProgress < stallLimit) return false;
+    stall = { at: t, idleSeconds: t - lastProgress, requests: [...where].map(([id, at]) => ({ id, where: at })) };
+    for (const r of stall.requests) metrics.requestFailed(r.id, t, 'stalled');
+    const named = stall.requests.slice(0, STALL_NAMED).map((r) => `${r.id} (${r.where})`).join(', ');
+    const more = stall.requests.length > STALL_NAMED ? ` and ${stall.requests.length - STALL_NAMED} more` : '';
+    (o.onWarning ?? ((m: string) => console.warn(m)))(`des: run stalled at virtual ${t.toFixed(0)} s: nothing but the sampler for ${stall.idleSeconds.toFixed(0)} s ` +
+      `with ${stall.requests.length} request(s) open, counted as failed (stalled): ${named}${more}`);
+    des.stop();
+    return true;
+  };
   // One periodic timer (two would keep each other alive): a scrape when due, and every 100 ms of virtual time
   // per-engine pending prefill (hotspot index), the index writer's upkeep, progress.
   const sample = (t: number): void => {
+    if (stalled(t)) return;
     if (t >= nextScrape - 1e-9) scrape(t);
     metrics.pendingPrefill(t, des.engines.map((e) => e.stats().pendingPrefillTokens));
     lab.upkeep(t * 1000);
@@ -254,6 +300,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
   const idealRun = replay(w, (sessionId, turn) => isolated.get(requestId(sessionId, turn)) ?? 0);
   return {
     summary: metrics.summary({ idealMakespan: idealRun.makespan, idealSessionCompletion: idealRun.sessionCompletion }),
-    kvEvents: { mode: lab.kvEvents, feed: feed?.stats() ?? null }, admission: lab.host.admissionStats(des.now * 1000), wallSeconds: (performance.now() - wall0) / 1000, virtualSeconds: des.now
+    kvEvents: { mode: lab.kvEvents, feed: feed?.stats() ?? null }, admission: lab.host.admissionStats(des.now * 1000), wallSeconds: (performance.now() - wall0) / 1000, virtualSeconds: des.now,
+    stall
   };
 }
