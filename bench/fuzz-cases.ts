@@ -113,9 +113,13 @@ const method = fc.oneof(
 );
 /**
  * Whether a request line with these parts must be answered: a method uWS knows (it drops any other, and
- * lower-case ones, without an answer) and an origin-form target of visible ASCII (uWS drops `*` and absolute URLs).
+ * lower-case ones, without an answer), an origin-form target of visible ASCII (uWS drops `*` and absolute URLs),
+ * and a target of at most 4 KB: a longer head is parsed whole when it arrives in one read, but one split across
+ * reads overflows uWS's 4 KB buffer for a partial head and the connection is closed unanswered (seen in CI: an
+ * 88 KB path answered 404 alone and was closed with other cases beside it).
  */
-const cleanLine = (m: string, t: string): boolean => /^(GET|POST|PUT|DELETE|PATCH|HEAD|OPTIONS|TRACE|CONNECT)$/.test(m) && /^\/[\x21-\x7e]*$/.test(t);
+const cleanLine = (m: string, t: string): boolean =>
+  /^(GET|POST|PUT|DELETE|PATCH|HEAD|OPTIONS|TRACE|CONNECT)$/.test(m) && /^\/[\x21-\x7e]*$/.test(t) && t.length <= 4096;
 
 export const methodPathCase: fc.Arbitrary<FuzzCase> = fc.tuple(method, target, fc.boolean(), fc.oneof(fc.constant(''), validChat.map((b) => JSON.stringify(b)))).map(([m, t, admin, body]) =>
   base('method-path', admin ? 'admin-token' : 'no-token', cleanLine(m, t) ? 'client-error' : 'framing', {
