@@ -8,12 +8,14 @@ import { startEar } from '../gateway/ear.js';
 import { policyNames } from '../core/policies/index.js';
 import { startSim, type SimServer } from '../sim/server.js';
 import { parseKvEventsConfig } from '../sim/kv-events-config.js';
+import { discoverBackends, type DiscoveredBackends } from '../discovery/attach.js';
 
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=ENGINE_KEY]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
                  [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--client-body-timeout-ms N] [--session-store memory|redis://HOST[:PORT][/DB]] [--max-contexts N]
                  [--proactive-interval-ms N] [--proactive-body-cache-bytes N]
                  [--demo N [--demo-profile NAME] [--demo-time-scale X]]
+                 [--discovery k8s [--kubeconfig F] [--namespace NS] [--label-selector S | --inference-pool NAME]]
 
 An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --config FILE        YAML with any of the fields below (camelCase) and a \`backends\` list; SIGHUP reloads its backends
@@ -41,6 +43,10 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --proactive-body-cache-bytes N  ear-proactive: bytes of sessions' last request bodies kept for those moves
                        (default ${DEFAULTS.proactiveBodyCacheBytes}; least recently used dropped beyond, counted)
   --demo N             start N simulated engines here and route to them
+  --discovery k8s      backends are the Running, Ready pods a label selector picks (config \`discovery:\`),
+                       followed by a Kubernetes watch; --kubeconfig F (default in-cluster, else ~/.kube/config),
+                       --namespace NS (default the pod's own), --label-selector S (default app=vllm), or
+                       --inference-pool NAME (an InferencePool's selector and targetPorts)
 SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), exit.`;
 
 /** The demo engines' tokenizer (a real BPE, so their output reads as text), unless --tokenizer names another. */
@@ -79,6 +85,11 @@ export async function main (argv: string[]): Promise<number> {
         demo: { type: 'string' },
         'demo-profile': { type: 'string' },
         'demo-time-scale': { type: 'string' },
+        discovery: { type: 'string' },
+        kubeconfig: { type: 'string' },
+        namespace: { type: 'string' },
+        'label-selector': { type: 'string' },
+        'inference-pool': { type: 'string' },
         help: { type: 'boolean', short: 'h' }
       }
     }));
@@ -120,6 +131,10 @@ export async function main (argv: string[]): Promise<number> {
     kvConnector: values['kv-connector'],
     proactiveIntervalMs: values['proactive-interval-ms'],
     proactiveBodyCacheBytes: values['proactive-body-cache-bytes'],
+    discovery: {
+      kind: values.discovery, kubeconfig: values.kubeconfig, namespace: values.namespace,
+      labelSelector: values['label-selector'], inferencePool: values['inference-pool']
+    },
     // Demo engines publish KV events, so the demo runs in precise mode.
     backend: [...((values.backend as string[] | undefined) ?? []), ...sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`)]
   });
@@ -143,7 +158,7 @@ export async function main (argv: string[]): Promise<number> {
       }));
     }
     config = readConfig();
-    if (config.backends.length === 0) throw new ConfigError('backends', 'at least one --backend (or --demo N) is required');
+    if (config.backends.length === 0 && config.discovery === null) throw new ConfigError('backends', 'at least one --backend (or --demo N, or --discovery k8s) is required');
   } catch (err) {
     await Promise.all(sims.map((s) => s.close()));
     if (err instanceof ConfigError) {
@@ -152,13 +167,28 @@ export async function main (argv: string[]): Promise<number> {
     }
     throw err;
   }
+  let discovered: DiscoveredBackends | null = null;
+  if (config.discovery !== null) {
+    try {
+      discovered = await discoverBackends(config, log.child({ component: 'discovery' }));
+    } catch (err) {
+      console.error(`ear serve: discovery: ${(err as Error).message}`);
+      return 2;
+    }
+    config = discovered.config;
+  }
   const ear = await startEar(config, { logger: log.child({ component: 'session-store' }), migrationLogger: log.child({ component: 'migration' }) });
   // The process's own series (RSS, heap, GC, event-loop lag) on /metrics: registered once per process, here rather
   // than per gateway (test suites start many gateways in one process, and each call adds GC and event-loop monitors).
   collectDefaultMetrics({ register: ear.gateway.metrics.registry });
+  discovered?.attach(ear.gateway);
   // Signal handlers before the line that says we listen: until a handler is installed, SIGHUP and SIGTERM
   // take their default action and kill the process (a supervisor may signal as soon as it reads that line).
   process.on('SIGHUP', () => {
+    if (discovered !== null) {
+      log.info('SIGHUP: the backends come from discovery; other settings need a restart');
+      return;
+    }
     try {
       const next = readConfig();
       ear.gateway.reload(next).then(() => log.info({ backends: next.backends.map((b) => b.id) }, 'backends reloaded'), (err) => log.error({ err }, 'reload failed'));
@@ -178,6 +208,7 @@ export async function main (argv: string[]): Promise<number> {
   }
   await stopped;
   log.info('draining');
+  await discovered?.close();
   await ear.close();
   await Promise.all(sims.map((s) => s.close()));
   log.info('drained');

@@ -486,13 +486,29 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       state.retire(b);
       if (b.inFlight === 0) void leave(b).catch(() => {});
     }
+    const added: Backend[] = [];
+    let refused: unknown = null;
     for (const c of wanted.values()) {
-      const b = new Backend(state.admit(c.id), c, config);
+      let row: number;
+      try {
+        row = state.admit(c.id);
+      } catch (err) {
+        // Every pod row in use (old backends still draining): the others join now; the caller may try again.
+        refused ??= err;
+        continue;
+      }
+      const b = new Backend(row, c, config);
       backends.push(b);
-      state.backendChanged(b, now());
-      await probe(b, config.unhealthyAfter);
+      added.push(b);
       state.backendChanged(b, now());
     }
+    // Probed together: discovery adds pods by the hundred in a rolling update, and one probe after another
+    // (up to 2 s each for a pod that does not answer yet) would hold this reload and every one queued after it.
+    await Promise.all(added.map(async (b) => {
+      await probe(b, config.unhealthyAfter);
+      state.backendChanged(b, now());
+    }));
+    if (refused !== null) throw refused;
   }
   let reloads: Promise<void> = Promise.resolve();
   function reload (next: Readonly<GatewayConfig>): Promise<void> {
