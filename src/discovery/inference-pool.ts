@@ -1,7 +1,5 @@
 // An InferencePool (inference.networking.k8s.io/v1) as a pod source: its spec.selector.matchLabels pick the
 // pods and spec.targetPorts[0].number is the engines' port.
-import type { KubeObject } from './reflector.js';
-
 export const INFERENCE_POOL_GROUP_VERSION = 'inference.networking.k8s.io/v1';
 
 export interface PoolSource {
@@ -11,7 +9,7 @@ export interface PoolSource {
 }
 
 /** The pool's source, or why it cannot be one (the caller logs it and keeps waiting for a valid pool). */
-export function poolSource (pool: KubeObject): PoolSource | { error: string } {
+export function poolSource (pool: { spec?: unknown; [k: string]: unknown }): PoolSource | { error: string } {
   const spec = (pool.spec ?? {}) as { selector?: { matchLabels?: Record<string, unknown> }; targetPorts?: Array<{ number?: unknown }> };
   const labels = spec.selector?.matchLabels;
   if (labels === undefined || labels === null || typeof labels !== 'object' || Object.keys(labels).length === 0) {

@@ -7,7 +7,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { BackendConfig, DiscoveryConfig } from '../gateway/config.js';
 import { loadKubeConfig, resolveNamespace } from './kube-client.js';
 import { INFERENCE_POOL_GROUP_VERSION, poolSource, type PoolSource } from './inference-pool.js';
-import { podVerdict, type PodLike, type SkipReason } from './pod-backend.js';
+import { podVerdict, type SkipReason } from './pod-backend.js';
 import { newReflectorStats, Reflector, type KubeObject, type ReflectorLog, type ReflectorOptions, type ReflectorStats } from './reflector.js';
 
 export interface DiscoveryStats extends ReflectorStats {
@@ -63,11 +63,11 @@ export async function startPodDiscovery (cfg: Readonly<DiscoveryConfig>, onBacke
   const flush = (): void => {
     if (timer !== null) clearTimeout(timer);
     timer = null;
-    if (closed || source === null || pods === null) return;
+    if (closed || source === null || pods === null || !pods.listed) return;
     const skipped = emptySkipped();
     const ready: BackendConfig[] = [];
     for (const pod of pods.objects.values()) {
-      const v = podVerdict(pod as PodLike, { ...cfg, port: source.port });
+      const v = podVerdict(pod, { ...cfg, port: source.port });
       if (v.backend === null) skipped[v.skip]++;
       else ready.push(v.backend);
     }

@@ -43,7 +43,9 @@ function host (ip: string): string {
   return ip.includes(':') ? `[${ip}]` : ip;
 }
 
-export function podVerdict (pod: PodLike, o: PodBackendOptions): PodVerdict {
+/** `obj` is a Pod (a list item or a watch event's object), read as PodLike. */
+export function podVerdict (obj: object, o: PodBackendOptions): PodVerdict {
+  const pod = obj as PodLike;
   const name = pod.metadata?.name ?? '';
   if (!ID_RE.test(name)) return { backend: null, skip: 'bad-name' };
   if (pod.metadata?.deletionTimestamp !== undefined && pod.metadata.deletionTimestamp !== null) return { backend: null, skip: 'terminating' };

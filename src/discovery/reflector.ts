@@ -97,6 +97,11 @@ export class Reflector {
     return this.#objects;
   }
 
+  /** A list has succeeded: `objects` is the collection (else it is empty for want of an answer). */
+  get listed (): boolean {
+    return this.#listed;
+  }
+
   get resourceVersion (): string {
     return this.#rv;
   }
