@@ -201,7 +201,9 @@ export class Reflector {
 
   #watch (signal: AbortSignal, onEvent: () => void): Promise<WatchEnd> {
     const timeout = this.#o.watchTimeoutSeconds * (1 + Math.random());
-    const idleMs = (timeout + 30) * 1000;
+    // The server ends the watch at `timeout`; silence well past it means the connection is dead (a half-open
+    // socket after a node or API-server crash) or the answer never came.
+    const idleMs = (timeout + Math.min(30, this.#o.watchTimeoutSeconds)) * 1000;
     return new Promise<WatchEnd>((resolve) => {
       let settled = false;
       let controller: AbortController | null = null;

@@ -226,3 +226,26 @@ test('a failing API server is retried with backoff, not in a busy loop, and star
     await s.stub.close();
   }
 });
+
+test('a watch that goes silent (a half-open connection) is given up after its timeout and replaced', async () => {
+  const s = await setup();
+  let hung = 0;
+  // The first watch gets its headers and then nothing, and is never ended by the server: as a dead peer.
+  s.stub.route('GET', /^\/api\/v1\/namespaces\/llm\/pods$/, (req, res, m, q) => {
+    if (q.get('watch') === null || hung++ > 0) return false;
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.flushHeaders();
+  });
+  s.stub.apply(PODS, pod('p1', '10.0.0.1', { app: 'vllm' }, { namespace: 'llm' }));
+  const d = await startPodDiscovery(s.cfg, s.lists.push, quiet, { ...FAST, watchTimeoutSeconds: 1 });
+  try {
+    assert.deepEqual(s.lists.ids(), ['p1']);
+    s.stub.apply(PODS, pod('p2', '10.0.0.2', { app: 'vllm' }, { namespace: 'llm' }));
+    await s.lists.until((b) => b.length === 2, 'p2, once the silent watch was replaced', 8000);
+    assert.equal(d.stats.watchRestarts >= 1, true);
+    assert.equal(d.stats.relists, 0, 'resumed from its version: the history still had it');
+  } finally {
+    await d.close();
+    await s.stub.close();
+  }
+});
