@@ -163,16 +163,18 @@ export class Reflector {
     let cont = '';
     let rv = '';
     let overflow = 0;
-    do {
+    let restarts = 0;
+    for (;;) {
       const page = await getJson(this.#o.kc, this.#o.path, {
         labelSelector: this.#o.labelSelector, fieldSelector: this.#o.fieldSelector, limit: String(this.#o.pageSize), continue: cont || undefined
       }, this.#o.requestTimeoutMs, signal).catch((err: unknown) => {
-        // The continue token expired between pages: start over.
-        if (err instanceof KubeApiError && isExpired(err.status, err.reason) && cont !== '') return null;
+        // The continue token expired between pages (its snapshot left the history): start over, a few times.
+        if (err instanceof KubeApiError && isExpired(err.status, err.reason) && cont !== '' && restarts++ < 3) return null;
         throw err;
       }) as { items?: KubeObject[]; metadata?: { resourceVersion?: string; continue?: string } } | null;
       if (page === null) {
         items.clear();
+        overflow = 0;
         cont = '';
         continue;
       }
@@ -184,7 +186,8 @@ export class Reflector {
       }
       rv = page.metadata?.resourceVersion ?? '';
       cont = page.metadata?.continue ?? '';
-    } while (cont !== '');
+      if (cont === '') break;
+    }
     if (rv === '') throw new Error(`list of ${this.#o.path} carried no resourceVersion`);
     this.#o.stats.lists++;
     if (this.#listed) this.#o.stats.relists++;

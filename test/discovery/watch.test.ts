@@ -249,3 +249,29 @@ test('a watch that goes silent (a half-open connection) is given up after its ti
     await s.stub.close();
   }
 });
+
+test('lists come in pages (limit/continue); a continue token that expired starts the list over', async () => {
+  const { Reflector } = await import('../../src/discovery/reflector.js');
+  const { loadKubeConfig } = await import('../../src/discovery/kube-client.js');
+  const s = await setup();
+  for (let i = 0; i < 5; i++) s.stub.apply(PODS, pod(`p${i}`, `10.0.0.${i + 1}`, { app: 'vllm' }, { namespace: 'llm' }));
+  // The first second page is refused as the API server refuses a continue token older than its history.
+  let refused = 0;
+  s.stub.route('GET', /^\/api\/v1\/namespaces\/llm\/pods$/, (req, res, m, q) => {
+    if (q.get('continue') === null || refused++ > 0) return false;
+    res.writeHead(410, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(status(410, 'Expired', 'The provided continue parameter is too old to display a consistent list result.')));
+  });
+  const r = new Reflector({ kc: loadKubeConfig(s.cfg.kubeconfig), path: '/api/v1/namespaces/llm/pods', labelSelector: 'app=vllm', pageSize: 2, onChange () {}, log: quiet }).start();
+  try {
+    await r.synced;
+    assert.deepEqual([...r.objects.keys()].sort(), ['p0', 'p1', 'p2', 'p3', 'p4']);
+    const lists = s.stub.requests.filter((q) => q.query.watch === undefined);
+    assert.deepEqual(lists.map((q) => q.query.continue === undefined ? 'first' : 'next'), ['first', 'next', 'first', 'next', 'next']);
+    assert.equal(lists.every((q) => q.query.limit === '2'), true);
+    assert.equal(r.resourceVersion, s.stub.resourceVersion);
+  } finally {
+    await r.stop();
+    await s.stub.close();
+  }
+});
