@@ -233,7 +233,8 @@ export class Reflector {
       new Watch(this.#o.kc).watch(this.#o.path, query, (type: string, obj: KubeObject) => {
         if (settled) return;
         arm();
-        onEvent();
+        // An ERROR event is not progress: a server that answers every watch with one must meet the backoff.
+        if (type !== 'ERROR') onEvent();
         this.#event(type, obj, finish);
       }, (err: unknown) => finish(err === null || err === undefined ? { kind: 'closed' } : isAbort(err) ? { kind: 'closed' } : { kind: 'error', err }))
         .then((c) => {

@@ -275,3 +275,28 @@ test('lists come in pages (limit/continue); a continue token that expired starts
     await s.stub.close();
   }
 });
+
+test('a server that answers every watch with an ERROR event is retried with backoff, and a 410 one relists', async () => {
+  const s = await setup();
+  s.stub.apply(PODS, pod('p1', '10.0.0.1', { app: 'vllm' }, { namespace: 'llm' }));
+  let code = 500;
+  s.stub.route('GET', /^\/api\/v1\/namespaces\/llm\/pods$/, (req, res, m, q) => {
+    if (q.get('watch') === null) return false;
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(`${JSON.stringify({ type: 'ERROR', object: status(code, code === 410 ? 'Expired' : 'InternalError', 'no') })}\n`);
+  });
+  const d = await startPodDiscovery(s.cfg, s.lists.push, quiet, FAST);
+  try {
+    await sleep(1500);
+    const watches = s.stub.requests.filter((r) => r.query.watch !== undefined).length;
+    assert.equal(watches >= 3 && watches <= 12, true, `${watches} watches in 1.5 s`);
+    assert.equal(d.stats.relists, 0);
+    code = 410;
+    const end = Date.now() + 5000;
+    while (d.stats.relists === 0 && Date.now() < end) await sleep(20);
+    assert.equal(d.stats.relists > 0, true, 'a 410 ERROR event relists');
+  } finally {
+    await d.close();
+    await s.stub.close();
+  }
+});
