@@ -8,7 +8,7 @@ import { startEar } from '../gateway/ear.js';
 import { policyNames } from '../core/policies/index.js';
 import { startSim, type SimServer } from '../sim/server.js';
 import { parseKvEventsConfig } from '../sim/kv-events-config.js';
-import { discoverBackends, type DiscoveredBackends } from '../discovery/attach.js';
+import type { DiscoveredBackends } from '../discovery/attach.js';
 
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=ENGINE_KEY]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
@@ -170,6 +170,8 @@ export async function main (argv: string[]): Promise<number> {
   let discovered: DiscoveredBackends | null = null;
   if (config.discovery !== null) {
     try {
+      // Loaded only here: @kubernetes/client-node takes ~0.5 s to import, which a gateway without discovery need not pay.
+      const { discoverBackends } = await import('../discovery/attach.js');
       discovered = await discoverBackends(config, log.child({ component: 'discovery' }));
     } catch (err) {
       console.error(`ear serve: discovery: ${(err as Error).message}`);
