@@ -8,11 +8,14 @@ import { startEar } from '../gateway/ear.js';
 import { policyNames } from '../core/policies/index.js';
 import { startSim, type SimServer } from '../sim/server.js';
 import { parseKvEventsConfig } from '../sim/kv-events-config.js';
+import { startActivePassive, type ActivePassive } from '../ha/active-passive.js';
+import { registerHaMetrics } from '../ha/ha-metrics.js';
+import { KubeTargetError } from '../ha/kube-target.js';
 
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=ENGINE_KEY]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
                  [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--client-body-timeout-ms N] [--session-store memory|redis://HOST[:PORT][/DB]] [--max-contexts N]
-                 [--proactive-interval-ms N] [--proactive-body-cache-bytes N]
+                 [--proactive-interval-ms N] [--proactive-body-cache-bytes N] [--ha active-active|active-passive] [--lease-name N]
                  [--demo N [--demo-profile NAME] [--demo-time-scale X]]
 
 An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
@@ -40,6 +43,10 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
                        (default ${DEFAULTS.proactiveIntervalMs})
   --proactive-body-cache-bytes N  ear-proactive: bytes of sessions' last request bodies kept for those moves
                        (default ${DEFAULTS.proactiveBodyCacheBytes}; least recently used dropped beyond, counted)
+  --ha MODE            several replicas: active-active (default: every replica is ready) or active-passive (a
+                       Kubernetes Lease elects a leader; only it reports ready on /ready). YAML \`ha:\` sets the lease's
+                       timings, kubeconfig and namespace
+  --lease-name N       active-passive: the Lease's name (default ${DEFAULTS.ha.leaseName})
   --demo N             start N simulated engines here and route to them
 SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), exit.`;
 
@@ -76,6 +83,8 @@ export async function main (argv: string[]): Promise<number> {
         'kv-connector': { type: 'string' },
         'proactive-interval-ms': { type: 'string' },
         'proactive-body-cache-bytes': { type: 'string' },
+        ha: { type: 'string' },
+        'lease-name': { type: 'string' },
         demo: { type: 'string' },
         'demo-profile': { type: 'string' },
         'demo-time-scale': { type: 'string' },
@@ -123,7 +132,10 @@ export async function main (argv: string[]): Promise<number> {
     // Demo engines publish KV events, so the demo runs in precise mode.
     backend: [...((values.backend as string[] | undefined) ?? []), ...sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`)]
   });
-  const readConfig = (): Readonly<GatewayConfig> => buildConfig(values.config ? loadConfigFile(values.config as string) : {}, flags());
+  const readConfig = (): Readonly<GatewayConfig> => {
+    const file = values.config ? loadConfigFile(values.config as string) : {};
+    return buildConfig(file, { ...flags(), ha: haFlags(file.ha, values.ha as string | undefined, values['lease-name'] as string | undefined) });
+  };
   let config: Readonly<GatewayConfig>;
   try {
     config = readConfig();
@@ -152,7 +164,22 @@ export async function main (argv: string[]): Promise<number> {
     }
     throw err;
   }
-  const ear = await startEar(config, { logger: log.child({ component: 'session-store' }), migrationLogger: log.child({ component: 'migration' }) });
+  // Active-passive: contend for the lease while the gateway starts; /ready says not ready until this replica leads.
+  let ha: ActivePassive | null = null;
+  let ear: Awaited<ReturnType<typeof startEar>>;
+  try {
+    if (config.ha.mode === 'active-passive') ha = await startActivePassive(config, log.child({ component: 'ha' }));
+    ear = await startEar(config, { logger: log.child({ component: 'session-store' }), migrationLogger: log.child({ component: 'migration' }), readiness: ha?.readiness });
+  } catch (err) {
+    await ha?.close();
+    await Promise.all(sims.map((s) => s.close()));
+    if (err instanceof KubeTargetError) {
+      console.error(`ear serve: ha: ${err.message}`);
+      return 2;
+    }
+    throw err;
+  }
+  if (ha !== null) registerHaMetrics(ear.gateway.metrics.registry, ha.elector);
   // The process's own series (RSS, heap, GC, event-loop lag) on /metrics: registered once per process, here rather
   // than per gateway (test suites start many gateways in one process, and each call adds GC and event-loop monitors).
   collectDefaultMetrics({ register: ear.gateway.metrics.registry });
@@ -171,17 +198,28 @@ export async function main (argv: string[]): Promise<number> {
     process.once('SIGTERM', resolve);
   });
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${ear.gateway.port}`;
-  log.info({ url, policy: config.policy, scheduler: config.scheduler, sessionStore: config.sessionStore, backends: config.backends.map((b) => b.id) }, `ear serve listening on ${url}`);
+  log.info({ url, policy: config.policy, scheduler: config.scheduler, sessionStore: config.sessionStore, ha: config.ha.mode, backends: config.backends.map((b) => b.id) }, `ear serve listening on ${url}`);
   if (demo > 0) {
     console.log(`\nTry:\n  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' -H 'x-session-id: demo-1' \\\n` +
       `    -d '{"model":"ear-demo","messages":[{"role":"user","content":"Hello!"}],"max_tokens":32}'\n`);
   }
   await stopped;
   log.info('draining');
-  await ear.close();
+  // The lease is released first thing (a follower takes over within a retry period) while requests drain here.
+  await Promise.all([ha?.close(), ear.close()]);
   await Promise.all(sims.map((s) => s.close()));
   log.info('drained');
   // Clients' keep-alive connections would keep the process alive (this uWS has no call that closes them all), and
   // one that keeps sending on its connection (each request answered 503) would keep it alive for ever: leave now.
   process.exit(0);
+}
+
+/**
+ * The `ha` setting from the file's `ha:` section with --ha and --lease-name over it (flags override a field, not
+ * the whole section); undefined when neither the file nor a flag says anything.
+ */
+function haFlags (fromFile: unknown, mode: string | undefined, leaseName: string | undefined): unknown {
+  if (mode === undefined && leaseName === undefined) return undefined;
+  const base = typeof fromFile === 'string' ? { mode: fromFile } : typeof fromFile === 'object' && fromFile !== null && !Array.isArray(fromFile) ? fromFile : {};
+  return { ...base, ...(mode === undefined ? {} : { mode }), ...(leaseName === undefined ? {} : { leaseName }) };
 }

@@ -11,6 +11,7 @@ import { MAX_CONTEXT_TTL_SECONDS } from '../store/session-store.js';
 import { REMOTE_TOKENIZER_DEFAULTS, remoteTokenizerUrl, type RemoteTokenizerOptions } from '../tokenize/remote.js';
 import { parseSessionStoreSpec } from '../store/session-store.js';
 import type { BucketLimit } from './rate-limit.js';
+import { checkHa, HA_DEFAULTS, type HaConfig } from '../ha/ha-config.js';
 
 export interface BackendConfig {
   id: string;
@@ -148,6 +149,8 @@ export interface GatewayConfig {
    * proactive transfer replays); beyond it the least recently used go, counted.
    */
   proactiveBodyCacheBytes: number;
+  /** Several replicas: active-active (default), or active-passive with a Kubernetes Lease (src/ha/ha-config.ts). */
+  ha: HaConfig;
 }
 
 export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze({
@@ -197,7 +200,8 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   sessionStoreTimeoutMs: 50,
   userWindow: USER_USAGE_DEFAULTS,
   maxContexts: 100_000,
-  contextTtlSeconds: 3600
+  contextTtlSeconds: 3600,
+  ha: HA_DEFAULTS
 });
 
 export class ConfigError extends Error {
@@ -449,7 +453,8 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
   contextTtlSeconds: (p, v) => checkInt(p, v, 1, MAX_CONTEXT_TTL_SECONDS),
   proactiveIntervalMs: (p, v) => checkInt(p, v, 10, 3_600_000),
   // One MiB at least: a bound smaller than an agent's request body would keep nothing.
-  proactiveBodyCacheBytes: (p, v) => checkInt(p, v, 1 << 20, 2 ** 40)
+  proactiveBodyCacheBytes: (p, v) => checkInt(p, v, 1 << 20, 2 ** 40),
+  ha: (p, v) => checkHa(p, v, (path, rule) => { throw new ConfigError(path, rule); })
 };
 
 function checkNumber (path: string, v: unknown, min: number, max: number): number {

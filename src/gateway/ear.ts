@@ -8,7 +8,7 @@ import type { Backend } from './backends.js';
 import type { GatewayConfig } from './config.js';
 import { registerKvEventMetrics, registerSessionStoreMetrics } from './metrics.js';
 import { createRoutePool, type RoutePool } from './route-pool.js';
-import { startGateway, type Gateway } from './server.js';
+import { startGateway, type Gateway, type GatewayDeps } from './server.js';
 import { TableRouting } from './table-routing.js';
 import { featureSource } from './inline-features.js';
 import { registerRoutePoolMetrics } from './route-pool-metrics.js';
@@ -60,6 +60,8 @@ export interface EarOptions {
   storeWaitMs?: number;
   /** Where the migration thread's errors and failed transfers are logged (ear-proactive). */
   migrationLogger?: ProactiveLogger;
+  /** A condition /ready reports besides the gateway's own (active-passive: followers are not ready). */
+  readiness?: GatewayDeps['readiness'];
 }
 
 export async function startEar (config: Readonly<GatewayConfig>, opts: EarOptions = {}): Promise<Ear> {
@@ -129,7 +131,8 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       sessions,
       // Contexts are recorded in the shared store too, so every replica can GET and DELETE them.
       sessionStore: store ?? undefined,
-      onSessionCompleted: (id, model, path, body) => proactive?.completed(id, model, path, body)
+      onSessionCompleted: (id, model, path, body) => proactive?.completed(id, model, path, body),
+      readiness: opts.readiness
     });
     // ear-proactive's idle-session moves run on their own thread; the request path only hands it bodies.
     if (config.policy === 'ear-proactive') {

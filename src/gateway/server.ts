@@ -47,6 +47,18 @@ export interface GatewayDeps {
   clock?: () => number;
   /** A request of a session completed: its model, the engine path and the body forwarded (no kv_transfer_params of the client's or a connector's). */
   onSessionCompleted?: (sessionId: string, model: string, path: string, body: Buffer) => void;
+  /**
+   * A condition besides the gateway's own (not draining, a healthy backend) that /ready reports: an active-passive
+   * follower is not ready (src/ha/). Read on every probe; its fields other than `ready` go into the answer's body.
+   */
+  readiness?: () => ReadinessCondition;
+}
+
+export interface ReadinessCondition {
+  ready: boolean;
+  /** Why not, for people reading the probe's body. */
+  reason?: string;
+  [detail: string]: unknown;
 }
 
 export interface Gateway {
@@ -399,8 +411,12 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   });
   app.get('/health', (res) => { res.cork(() => res.writeStatus('200 OK').end()); });
   app.get('/ready', (res) => {
-    const ready = !draining && backends.some((b) => b.health === 'healthy');
-    res.cork(() => res.writeStatus(ready ? '200 OK' : '503 Service Unavailable').writeHeader('content-type', 'application/json').end(JSON.stringify({ ready })));
+    const own = draining ? 'the gateway is shutting down' : backends.some((b) => b.health === 'healthy') ? null : 'no healthy backend';
+    const extra = deps.readiness?.() ?? null;
+    const ready = own === null && (extra === null || extra.ready);
+    const reason = own ?? (extra !== null && !extra.ready ? extra.reason : undefined);
+    const body = JSON.stringify(extra === null ? { ready, reason } : { ...extra, ready, reason });
+    res.cork(() => res.writeStatus(ready ? '200 OK' : '503 Service Unavailable').writeHeader('content-type', 'application/json').end(body));
   });
   app.get('/metrics', (res) => {
     const rs = new ResponseState(res);
