@@ -93,11 +93,15 @@ export async function kubeLeaseClient (target: KubeTarget, leaseName: string): P
   const k8s = await import('@kubernetes/client-node');
   const api: CoordinationV1Api = target.kubeConfig.makeApiClient(k8s.CoordinationV1Api);
   const namespace = target.namespace;
-  // Each call's signal goes in through a middleware: the generated API takes no signal of its own.
-  const withSignal = (signal: AbortSignal) => ({
-    middleware: [{ pre: async (ctx: { setSignal (s: AbortSignal): void }) => { ctx.setSignal(signal); return ctx; }, post: async <T>(r: T) => r }],
-    middlewareMergeStrategy: 'append' as const
-  });
+  // Each call's signal goes in through a middleware (the generated API takes no signal of its own). The object-
+  // parameter API runs the observable flavour of middleware: pre and post return client-node's Observable.
+  const withSignal = (signal: AbortSignal): never => ({
+    middleware: [{
+      pre: (ctx: { setSignal (s: AbortSignal): void }) => { ctx.setSignal(signal); return new k8s.Observable(Promise.resolve(ctx)); },
+      post: <T>(r: T) => new k8s.Observable(Promise.resolve(r))
+    }],
+    middlewareMergeStrategy: 'append'
+  }) as never;
   // The API server parses MicroTime with exactly six fractional digits; V1MicroTime prints them (a Date, three).
   const spec = (r: LeaseRecord): V1Lease['spec'] => ({
     holderIdentity: r.holderIdentity,
@@ -118,7 +122,7 @@ export async function kubeLeaseClient (target: KubeTarget, leaseName: string): P
     name: `${namespace}/${leaseName}`,
     async get (signal) {
       try {
-        return observed(await api.readNamespacedLease({ name: leaseName, namespace }, withSignal(signal) as never));
+        return observed(await api.readNamespacedLease({ name: leaseName, namespace }, withSignal(signal)));
       } catch (err) {
         if (statusOf(err) === 404) return null;
         throw apiError('read', err);
@@ -126,7 +130,7 @@ export async function kubeLeaseClient (target: KubeTarget, leaseName: string): P
     },
     create (record, signal) {
       const body: V1Lease = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: leaseName, namespace }, spec: spec(record) };
-      return write('create', () => api.createNamespacedLease({ namespace, body }, withSignal(signal) as never));
+      return write('create', () => api.createNamespacedLease({ namespace, body }, withSignal(signal)));
     },
     replace (record, previous, signal) {
       const body: V1Lease = {
@@ -135,7 +139,7 @@ export async function kubeLeaseClient (target: KubeTarget, leaseName: string): P
         metadata: { ...previous.metadata, name: leaseName, namespace, resourceVersion: previous.resourceVersion },
         spec: spec(record)
       };
-      return write('replace', () => api.replaceNamespacedLease({ name: leaseName, namespace, body }, withSignal(signal) as never));
+      return write('replace', () => api.replaceNamespacedLease({ name: leaseName, namespace, body }, withSignal(signal)));
     }
   };
 }
