@@ -5,6 +5,7 @@
 // lease was written.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -127,6 +128,20 @@ test('active-passive: one ready replica; SIGTERM hands over at once, SIGKILL aft
     await Promise.all(procs.map((x) => stop(x, 'SIGKILL')));
     await engine.close();
     await stub.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('active-passive with no API server to find refuses to start, saying what to set', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ear-ha-'));
+  try {
+    // No kubeconfig, not in a pod, no KUBECONFIG, and a home without ~/.kube/config.
+    const env = { ...process.env, HOME: dir, KUBECONFIG: '', KUBERNETES_SERVICE_HOST: '' };
+    const ear = new URL('../../src/cli/ear.js', import.meta.url).pathname;
+    const r = spawnSync(process.execPath, [ear, 'serve', '--backend', 'http://127.0.0.1:9,id=x', '--ha', 'active-passive'], { env, encoding: 'utf8', timeout: 60_000 });
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /ear serve: ha: no Kubernetes API server: give ha\.kubeconfig \(or discovery\.kubeconfig\), run in a pod, or set KUBECONFIG/);
+  } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 });
