@@ -2,7 +2,7 @@
 // active-active (default): every replica is ready and serves. active-passive: the replicas elect a leader with a
 // Kubernetes Lease (leader-elector.ts) and only the leader reports ready on /ready, so a Service sends traffic to
 // it alone. Timings follow client-go's leaderelection (15 s lease, 10 s renew deadline, 2 s retry period), and
-// when only the lease duration is given the other two keep those ratios.
+// fields not given keep those ratios to the ones given.
 
 export const HA_MODES = ['active-active', 'active-passive'] as const;
 export type HaMode = typeof HA_MODES[number];
@@ -70,7 +70,10 @@ export function checkHa (path: string, v: unknown, fail: (path: string, rule: st
   const leaseDurationSeconds = r.leaseDurationSeconds === undefined ? HA_DEFAULTS.leaseDurationSeconds : seconds('leaseDurationSeconds', r.leaseDurationSeconds, 1, 3600, true);
   const scale = leaseDurationSeconds / HA_DEFAULTS.leaseDurationSeconds;
   const renewDeadlineSeconds = r.renewDeadlineSeconds === undefined ? HA_DEFAULTS.renewDeadlineSeconds * scale : seconds('renewDeadlineSeconds', r.renewDeadlineSeconds, 0.1, 3600, false);
-  const retryPeriodSeconds = r.retryPeriodSeconds === undefined ? HA_DEFAULTS.retryPeriodSeconds * scale : seconds('retryPeriodSeconds', r.retryPeriodSeconds, 0.05, 3600, false);
+  // An unset retry period follows the renew deadline when that is given (client-go's 2 s to 10 s), else the lease.
+  const retryPeriodSeconds = r.retryPeriodSeconds !== undefined
+    ? seconds('retryPeriodSeconds', r.retryPeriodSeconds, 0.05, 3600, false)
+    : renewDeadlineSeconds * HA_DEFAULTS.retryPeriodSeconds / HA_DEFAULTS.renewDeadlineSeconds;
   // The safety argument (leader-elector.ts): a leader steps down before any follower may take over.
   if (renewDeadlineSeconds >= leaseDurationSeconds) fail(`${path}.renewDeadlineSeconds`, `must be less than leaseDurationSeconds (${leaseDurationSeconds}), got ${renewDeadlineSeconds}`);
   if (renewDeadlineSeconds <= RETRY_JITTER * retryPeriodSeconds) fail(`${path}.retryPeriodSeconds`, `must be less than renewDeadlineSeconds / ${RETRY_JITTER} (${+(renewDeadlineSeconds / RETRY_JITTER).toFixed(3)}), got ${retryPeriodSeconds}`);

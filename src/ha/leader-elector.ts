@@ -255,7 +255,8 @@ export class LeaderElector {
     this.#leader = false;
     this.#validUntil = 0;
     this.stats.lost++;
-    this.#o.log.warn({ lease: this.#o.client.name, identity: this.#o.identity, why }, 'no longer the leader');
+    const closing = this.#closed;
+    this.#o.log[closing ? 'info' : 'warn']({ lease: this.#o.client.name, identity: this.#o.identity, why }, 'no longer the leader');
     this.#o.onChange?.(false);
   }
 

@@ -19,6 +19,9 @@ test('a lease duration alone scales the renew deadline and retry period in clien
   assert.equal(c.ha.mode, 'active-passive');
   assert.equal(c.ha.renewDeadlineSeconds, 2);
   assert.ok(Math.abs(c.ha.retryPeriodSeconds - 0.4) < 1e-9);
+  // A renew deadline given: the retry period follows it, not the lease.
+  const r = buildConfig({ ...backend, ha: { leaseDurationSeconds: 60, renewDeadlineSeconds: 5 } }).ha;
+  assert.deepEqual([r.leaseDurationSeconds, r.renewDeadlineSeconds, r.retryPeriodSeconds], [60, 5, 1]);
   // A bare mode string is the section's mode.
   assert.equal(buildConfig({ ...backend, ha: 'active-passive' }).ha.mode, 'active-passive');
 });
