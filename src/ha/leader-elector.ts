@@ -233,6 +233,11 @@ export class LeaderElector {
   #won (lease: ObservedLease, sentAt: number): Attempt {
     this.#observe(lease);
     if (this.#closed) return 'leader';
+    // An answer that came after the deadline it was sent under claims nothing (the next try renews it).
+    if (this.#o.now() >= sentAt + this.#renewDeadlineMs) {
+      this.#lose('the renewal was answered after the renew deadline');
+      return this.#ok('follower');
+    }
     this.#validUntil = sentAt + this.#renewDeadlineMs;
     if (this.#stepDown !== null) clearTimeout(this.#stepDown);
     this.#stepDown = setTimeout(() => {

@@ -216,6 +216,34 @@ for (const outage of ['paused', '503'] as const) {
   });
 }
 
+test('an API server slower than the renew deadline: the leader steps down, late writes make no second leader, one leads once it is fast again', async () => {
+  await withStub(async (stub, elector) => {
+    const a = await elector('pod-a');
+    a.start();
+    await until('pod-a to lead', () => a.isLeader);
+    const b = await elector('pod-b');
+    b.start();
+    await until('pod-b to see pod-a hold it', () => b.state.holder === 'pod-a');
+    stub.api.delayMs = 2000;
+    let both = false;
+    const t0 = performance.now();
+    await until('pod-a to step down', () => { both ||= a.isLeader && b.isLeader; return !a.isLeader; }, 10_000);
+    while (performance.now() - t0 < 5000) {
+      both ||= a.isLeader && b.isLeader;
+      assert.equal(b.isLeader, false, 'no answer within the deadline: nobody may claim the lease');
+      await sleep(20);
+    }
+    stub.api.delayMs = 0;
+    await until('a leader again', () => a.isLeader || b.isLeader);
+    for (let i = 0; i < 50; i++) {
+      both ||= a.isLeader && b.isLeader;
+      await sleep(20);
+    }
+    assert.equal(both, false);
+    assert.equal(Number(a.isLeader) + Number(b.isLeader), 1);
+  });
+});
+
 test('never two leaders: three replicas with a 2 s lease through API outages and restarts', async () => {
   await withStub(async (stub, elector) => {
     const ids = ['pod-a', 'pod-b', 'pod-c'];
