@@ -122,6 +122,7 @@ test('active-passive: one ready replica; SIGTERM hands over at once, SIGKILL aft
     assert.equal(down!.body.ha!.role, 'follower');
     assert.equal(await metric(lastUrl, 'ear_ha_leader', ''), 0);
     assert.ok(await metric(lastUrl, 'ear_ha_lease_errors_total', '{kind="api"}') >= 1);
+    assert.equal(await metric(lastUrl, 'ear_ha_lease_transitions_total', '{to="follower"}'), 1);
     stub.api.resume();
     await readyUntil('it to lead again once the API answers', [lastUrl], (x) => x[0]?.status === 200);
   } finally {
