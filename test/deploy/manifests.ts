@@ -70,7 +70,8 @@ const BUILT_IN: Record<string, { module: string; prefix: string }> = {
   v1: { module: 'kubernetes-models/v1', prefix: 'V1' },
   'apps/v1': { module: 'kubernetes-models/apps/v1', prefix: 'V1' },
   'rbac.authorization.k8s.io/v1': { module: 'kubernetes-models/rbac.authorization.k8s.io/v1', prefix: 'V1' },
-  'coordination.k8s.io/v1': { module: 'kubernetes-models/coordination.k8s.io/v1', prefix: 'V1' }
+  'coordination.k8s.io/v1': { module: 'kubernetes-models/coordination.k8s.io/v1', prefix: 'V1' },
+  'policy/v1': { module: 'kubernetes-models/policy/v1', prefix: 'V1' }
 };
 
 interface AttributeType { baseName: string; type: string }
