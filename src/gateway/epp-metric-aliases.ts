@@ -14,6 +14,8 @@ import type { FastCounter, FastHistogram } from './fast-metrics.js';
 export interface AliasBackend {
   id: string;
   ready: boolean;
+  /** Requests EAR has in flight on it. */
+  inFlight: number;
   load: { running: number; waiting: number; kvUsage: number } | null;
 }
 
@@ -27,6 +29,10 @@ export interface EppAliasSource {
   requests: FastCounter;
   /** ear_routing_decision_seconds{policy}. */
   decisionSeconds: FastHistogram;
+  /** ear_time_to_first_token_seconds, ear_e2e_request_latency_seconds, ear_time_per_output_token_seconds {backend}. */
+  ttftSeconds: FastHistogram;
+  e2eSeconds: FastHistogram;
+  tpotSeconds: FastHistogram;
 }
 
 interface PoolStats { ready: number; n: number; kv: [number, number]; queue: [number, number]; running: [number, number] }
@@ -167,30 +173,67 @@ export function registerEppMetricAliases (registry: Registry, src: EppAliasSourc
     }
   });
 
+  new Gauge({
+    name: 'llm_d_epp_request_running', help: 'Requests EAR has in flight on the engines.', labelNames: ['model_name', 'target_model_name', 'fairness_id', 'priority'], registers: [registry],
+    collect () {
+      let n = 0;
+      for (const b of src.backends()) n += b.inFlight;
+      this.reset();
+      this.set(modelLabels, n);
+    }
+  });
+
+  const merged = (name: string, help: string, source: FastHistogram, labels: Record<string, string> = {}): void => {
+    registry.registerMetric(new MergedHistogram(name, help, source, labels) as never);
+  };
   for (const name of ['llm_d_epp_scheduler_e2e_duration_seconds', 'inference_extension_scheduler_e2e_duration_seconds']) {
-    registry.registerMetric(new MergedHistogram(name, 'Time to pick an endpoint for one request (EAR\'s routing decision: prefix match and policy), all policies.', src.decisionSeconds) as never);
+    merged(name, 'Time to pick an endpoint for one request (EAR\'s routing decision: prefix match and policy), all policies.', src.decisionSeconds);
   }
+  merged('llm_d_epp_request_duration_seconds', 'End-to-end request latency (received to response ended), all backends.', src.e2eSeconds, modelLabels);
+  merged('llm_d_epp_request_ttft_seconds', 'Time to first token (received to first content token sent), all backends.', src.ttftSeconds, { ...modelLabels, streaming: '' });
+  merged('llm_d_epp_request_streaming_tpot_seconds', 'Time per output token, (E2E - TTFT) / (output tokens - 1), all backends.', src.tpotSeconds, modelLabels);
 }
 
-/** A histogram that exports the sum of another one's series over all their labels (same buckets). */
+/**
+ * A histogram that exports the sum of another one's series over all their labels (same buckets), with `labels`
+ * on every line. Monotonic like MonotonicSum: a source series that is deleted (a departed backend's) keeps what
+ * it counted, so the sum never looks like a counter reset.
+ */
 class MergedHistogram {
   readonly type = 'histogram';
   readonly aggregator = 'sum';
-  readonly labelNames: readonly string[] = [];
+  readonly labelNames: readonly string[];
+  readonly #buckets = new Map<string, MonotonicSum>();
+  readonly #sum = new MonotonicSum();
+  readonly #count = new MonotonicSum();
 
-  constructor (readonly name: string, readonly help: string, readonly source: FastHistogram) {}
+  constructor (readonly name: string, readonly help: string, readonly source: FastHistogram, readonly labels: Record<string, string>) {
+    this.labelNames = Object.keys(labels);
+  }
 
   async get (): Promise<{ name: string; help: string; type: string; aggregator: string; values: Array<{ labels: Record<string, string | number>; value: number; metricName: string }> }> {
-    const buckets = new Map<string | number, number>();
-    let sum = 0;
-    let count = 0;
+    const byLe = new Map<string, Array<[string, number]>>();
+    const sums: Array<[string, number]> = [];
+    const counts: Array<[string, number]> = [];
     for (const v of (await this.source.get()).values) {
-      if (v.metricName?.endsWith('_bucket')) buckets.set(v.labels.le, (buckets.get(v.labels.le) ?? 0) + v.value);
-      else if (v.metricName?.endsWith('_sum')) sum += v.value;
-      else if (v.metricName?.endsWith('_count')) count += v.value;
+      const { le, ...own } = v.labels;
+      const key = JSON.stringify(own);
+      if (v.metricName?.endsWith('_bucket')) {
+        let list = byLe.get(String(le));
+        if (list === undefined) byLe.set(String(le), list = []);
+        list.push([key, v.value]);
+      } else if (v.metricName?.endsWith('_sum')) sums.push([key, v.value]);
+      else if (v.metricName?.endsWith('_count')) counts.push([key, v.value]);
     }
-    const values: Array<{ labels: Record<string, string | number>; value: number; metricName: string }> = [...buckets].map(([le, value]) => ({ labels: { le }, value, metricName: `${this.name}_bucket` }));
-    values.push({ labels: {}, value: sum, metricName: `${this.name}_sum` }, { labels: {}, value: count, metricName: `${this.name}_count` });
+    // Bounds in the source's order (ascending, +Inf last); a bound the source stopped listing keeps its total.
+    for (const le of byLe.keys()) if (!this.#buckets.has(le)) this.#buckets.set(le, new MonotonicSum());
+    for (const [le, acc] of this.#buckets) acc.add(byLe.get(le) ?? []);
+    this.#sum.add(sums);
+    this.#count.add(counts);
+    const values: Array<{ labels: Record<string, string | number>; value: number; metricName: string }> = [];
+    for (const [le, acc] of this.#buckets) values.push({ labels: { ...this.labels, le }, value: acc.total, metricName: `${this.name}_bucket` });
+    values.push({ labels: { ...this.labels }, value: this.#sum.total, metricName: `${this.name}_sum` });
+    values.push({ labels: { ...this.labels }, value: this.#count.total, metricName: `${this.name}_count` });
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
   }
 

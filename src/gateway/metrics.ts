@@ -80,8 +80,8 @@ export class GatewayMetrics {
   }
 
   /** llm-d / Inference Extension names for the same figures (src/gateway/epp-metric-aliases.ts). */
-  registerEppAliases (src: Omit<EppAliasSource, 'requests' | 'decisionSeconds'>): void {
-    registerEppMetricAliases(this.registry, { ...src, requests: this.requests, decisionSeconds: this.decisionSeconds });
+  registerEppAliases (src: Pick<EppAliasSource, 'pool' | 'backends' | 'queueDepthByLevel'>): void {
+    registerEppMetricAliases(this.registry, { ...src, requests: this.requests, decisionSeconds: this.decisionSeconds, ttftSeconds: this.ttftSeconds, e2eSeconds: this.e2eSeconds, tpotSeconds: this.tpotSeconds });
   }
 
   async text (): Promise<string> {

@@ -13,10 +13,10 @@ function value (text: string, series: string): number | undefined {
 test('pool gauges average the ready engines\' figures; per-endpoint series follow the live backends', async () => {
   const m = new GatewayMetrics();
   let backends: AliasBackend[] = [
-    { id: 'vllm-0', ready: true, load: { running: 4, waiting: 2, kvUsage: 0.5 } },
-    { id: 'vllm-1', ready: true, load: { running: 2, waiting: 0, kvUsage: 0.25 } },
-    { id: 'vllm-2', ready: false, load: { running: 9, waiting: 9, kvUsage: 0.9 } },
-    { id: 'vllm-3', ready: true, load: null }
+    { id: 'vllm-0', ready: true, inFlight: 5, load: { running: 4, waiting: 2, kvUsage: 0.5 } },
+    { id: 'vllm-1', ready: true, inFlight: 1, load: { running: 2, waiting: 0, kvUsage: 0.25 } },
+    { id: 'vllm-2', ready: false, inFlight: 0, load: { running: 9, waiting: 9, kvUsage: 0.9 } },
+    { id: 'vllm-3', ready: true, inFlight: 2, load: null }
   ];
   m.registerEppAliases({ pool: () => 'llama', backends: () => backends, queueDepthByLevel: () => [3, 0, 1] });
   let t = await m.text();
@@ -30,6 +30,7 @@ test('pool gauges average the ready engines\' figures; per-endpoint series follo
   assert.equal(value(t, 'inference_pool_per_pod_queue_size{name="llama",model_server_pod="vllm-2"}'), 9);
   assert.equal(value(t, 'llm_d_epp_flow_control_queue_size{fairness_id="",priority="0",inference_pool="llama",model_name="",target_model_name=""}'), 3);
   assert.equal(value(t, 'llm_d_epp_flow_control_queue_size{fairness_id="",priority="2",inference_pool="llama",model_name="",target_model_name=""}'), 1);
+  assert.equal(value(t, 'llm_d_epp_request_running{model_name="",target_model_name="",fairness_id="",priority=""}'), 8);
   backends = backends.slice(0, 1);
   await new Promise((resolve) => setTimeout(resolve, 60));
   t = await m.text();
@@ -72,4 +73,25 @@ test('scheduler e2e histogram merges the routing decision time of every policy',
     assert.equal(value(t, `${name}_bucket{le="+Inf"}`), 3);
     assert.ok(Math.abs(value(t, `${name}_sum`)! - 3.04e-3) < 1e-12);
   }
+});
+
+test('request latency histograms merge every backend\'s and keep their counts when a backend\'s series go', async () => {
+  const m = new GatewayMetrics();
+  m.registerEppAliases({ pool: () => '', backends: () => [], queueDepthByLevel: () => [] });
+  m.backend('a').e2e.observe(0.3);
+  m.backend('a').e2e.observe(3);
+  m.backend('b').e2e.observe(0.3);
+  m.backend('b').ttft.observe(0.02);
+  const L = 'model_name="",target_model_name="",fairness_id="",priority=""';
+  let t = await m.text();
+  assert.equal(value(t, `llm_d_epp_request_duration_seconds_count{${L}}`), 3);
+  assert.equal(value(t, `llm_d_epp_request_duration_seconds_bucket{${L},le="0.5"}`), 2);
+  assert.equal(value(t, `llm_d_epp_request_ttft_seconds_bucket{${L},streaming="",le="0.025"}`), 1);
+  await m.removeBackend('a');
+  m.backend('b').e2e.observe(1);
+  t = await m.text();
+  assert.equal(value(t, `llm_d_epp_request_duration_seconds_count{${L}}`), 4, 'a departed backend\'s observations stay counted');
+  assert.equal(value(t, `llm_d_epp_request_duration_seconds_bucket{${L},le="0.5"}`), 2);
+  assert.equal(value(t, `llm_d_epp_request_duration_seconds_bucket{${L},le="+Inf"}`), 4);
+  assert.ok(Math.abs(value(t, `llm_d_epp_request_duration_seconds_sum{${L}}`)! - 4.6) < 1e-9);
 });
