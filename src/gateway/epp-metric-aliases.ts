@@ -74,7 +74,8 @@ class MonotonicSum {
     for (const [key, value] of entries) {
       seen.add(key);
       const prev = this.#last.get(key);
-      // A series recreated after a deletion starts from 0 again.
+      // A series recreated after a deletion starts from 0 again (seen here as a drop; one deleted and recreated
+      // between two scrapes and already past its old value is undercounted by that old value).
       this.total += prev === undefined || value < prev ? value : value - prev;
       this.#last.set(key, value);
     }
