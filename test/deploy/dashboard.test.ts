@@ -13,7 +13,7 @@ import { Registry } from 'prom-client';
 import { simFleet, kvEventsFlags, turn, text, type SimFleet } from '../fixtures/processes.js';
 import { registerSessionStoreMetrics, type SessionStoreSource } from '../../src/gateway/metrics.js';
 import { ROOT } from './manifests.js';
-import { dashboardExprs, exportedNames, exprProblems, parseExpr } from './promql-names.js';
+import { dashboardExprs, exportedLabels, exportedNames, exprProblems, parseExpr } from './promql-names.js';
 
 const DASHBOARD = join(ROOT, 'deploy', 'grafana', 'ear-dashboard.json');
 const ALERTS = join(ROOT, 'deploy', 'prometheus', 'ear-alerts.yaml');
@@ -22,6 +22,8 @@ let fleet: SimFleet | undefined;
 let dir = '';
 const known = new Set<string>();
 const earNames = new Set<string>();
+/** Label names per series name, from the scrapes' sample lines. */
+const labels = new Map<string, Set<string>>();
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'ear-dash-'));
@@ -32,11 +34,13 @@ before(async () => {
   await turn(fleet.url, 'dash-1', [{ role: 'user', content: text('dashboard', 400) }]);
   const gateway = await (await fetch(`${fleet.url}/metrics`)).text();
   for (const n of exportedNames(gateway)) earNames.add(n);
+  exportedLabels(gateway, labels);
   // The shared session store's series exist only with a redis:// store: their names from the registering code.
   const registry = new Registry();
   registerSessionStoreMetrics(registry, {} as SessionStoreSource);
   for (const m of registry.getMetricsAsArray()) earNames.add((m as unknown as { name: string }).name);
   const engine = await (await fetch(`${fleet.sims[0].url}/metrics`)).text();
+  exportedLabels(engine, labels);
   const vendored = readFileSync(join(ROOT, 'test', 'deploy', 'vllm-metric-names.txt'), 'utf8').split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
   for (const n of [...earNames, ...exportedNames(engine), ...vendored]) known.add(n);
 });
@@ -74,8 +78,12 @@ test('every query of the Grafana dashboard parses and names a metric EAR or vLLM
   walk(dash.panels);
   const exprs = dashboardExprs(dash);
   assert.ok(exprs.length >= 40, `${exprs.length} expressions`);
-  const problems = exprs.flatMap(({ where, expr }) => exprProblems(where, expr, known));
+  const problems = exprs.flatMap(({ where, expr }) => exprProblems(where, expr, known, labels));
   assert.deepEqual(problems, []);
+  // Most selectors had their label matchers checked (the rest name families with no sample in this scrape).
+  const selectors = exprs.flatMap(({ expr }) => parseExpr(expr).selectors);
+  const checked = selectors.filter((s) => labels.has(s.name)).length;
+  assert.ok(checked / selectors.length > 0.6, `${checked} of ${selectors.length} selectors label-checked`);
   const names = new Set(exprs.flatMap(({ expr }) => parseExpr(expr).names));
   assert.ok([...names].some((n) => n.startsWith('vllm:')), 'vLLM panels');
   assert.ok([...names].some((n) => n.startsWith('llm_d_epp_')), 'llm-d names');
@@ -91,6 +99,8 @@ test('a dashboard with a bogus metric or broken PromQL fails the check', () => {
   assert.match(dashboardExprs(dash).flatMap(({ where, expr }) => exprProblems(where, expr, known)).join('\n'), /ear_requets_total is exported by neither EAR nor vLLM/);
   target.expr = 'sum(rate(ear_requests_total[5m]) by';
   assert.match(dashboardExprs(dash).flatMap(({ where, expr }) => exprProblems(where, expr, known)).join('\n'), /syntax error/);
+  target.expr = 'sum(rate(ear_requests_total{stauts="200"}[5m]))';
+  assert.match(dashboardExprs(dash).flatMap(({ where, expr }) => exprProblems(where, expr, known, labels)).join('\n'), /ear_requests_total has no label stauts/);
   dash.templating.list.push({ name: 'x', type: 'query', query: 'label_values(vllm:not_a_metric, pod)' });
   assert.match(dashboardExprs(dash).flatMap(({ where, expr }) => exprProblems(where, expr, known)).join('\n'), /variable x: vllm:not_a_metric/);
   assert.match(exprProblems('q', '{__name__="ear_requests_total"}', known).join('\n'), /__name__ matcher/);
@@ -116,7 +126,7 @@ function ruleFileProblems (doc: any): string[] {
       if (!['critical', 'warning', 'info'].includes(r.labels?.severity)) problems.push(`${id}: labels.severity must be critical, warning or info`);
       if (typeof r.annotations?.summary !== 'string' || typeof r.annotations?.description !== 'string') problems.push(`${id}: annotations.summary and description are required`);
       if (typeof r.expr !== 'string') problems.push(`${id}: expr is required`);
-      else problems.push(...exprProblems(id, r.expr, known));
+      else problems.push(...exprProblems(id, r.expr, known, labels));
     }
   }
   return problems;

@@ -7,23 +7,30 @@ export function interpolate (expr: string): string {
   return expr.replace(/\$__(rate_interval|interval|range)\b|\$\{__(rate_interval|interval|range)\}/g, '5m');
 }
 
-export interface ParsedExpr { names: string[]; errors: string[] }
+export interface Selector { name: string; labels: string[] }
+export interface ParsedExpr { names: string[]; selectors: Selector[]; errors: string[] }
 
 /** The metric names an expression selects, and its syntax errors (with where). */
 export function parseExpr (expr: string): ParsedExpr {
   const q = interpolate(expr);
   const names: string[] = [];
+  const selectors: Selector[] = [];
   const errors: string[] = [];
   parser.parse(q).iterate({
     enter: (n) => {
       if (n.type.isError) errors.push(`syntax error at ${n.from} in ${JSON.stringify(q)}`);
       if (n.name === 'Identifier' && n.node.parent?.name === 'VectorSelector') names.push(q.slice(n.from, n.to));
+      if (n.name === 'VectorSelector') {
+        const id = n.node.getChild('Identifier');
+        const matchers = n.node.getChild('LabelMatchers')?.getChildren('UnquotedLabelMatcher') ?? [];
+        if (id !== null) selectors.push({ name: q.slice(id.from, id.to), labels: matchers.flatMap((m) => { const l = m.getChild('LabelName'); return l === null ? [] : [q.slice(l.from, l.to)]; }) });
+      }
       // {__name__="x"} selects by name where this check cannot follow: refused.
       if (n.name === 'LabelName' && q.slice(n.from, n.to) === '__name__') errors.push(`__name__ matcher in ${JSON.stringify(q)}: name the metric`);
     }
   });
   if (names.length === 0 && errors.length === 0) errors.push(`no metric in ${JSON.stringify(q)}`);
-  return { names, errors };
+  return { names, selectors, errors };
 }
 
 /**
@@ -46,10 +53,37 @@ export function exportedNames (text: string): Set<string> {
   return out;
 }
 
-/** Problems with one expression: syntax, and names none of `known` exports. */
-export function exprProblems (where: string, expr: string, known: ReadonlySet<string>): string[] {
-  const { names, errors } = parseExpr(expr);
-  return [...errors.map((e) => `${where}: ${e}`), ...names.filter((n) => !known.has(n)).map((n) => `${where}: ${n} is exported by neither EAR nor vLLM`)];
+/**
+ * Label names each series name carries on a /metrics page (from its sample lines; a family with no sample
+ * yet is absent: its labels cannot be checked).
+ */
+export function exportedLabels (text: string, into = new Map<string, Set<string>>()): Map<string, Set<string>> {
+  for (const line of text.split('\n')) {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} /.exec(line);
+    if (m === null) continue;
+    let set = into.get(m[1]);
+    if (set === undefined) into.set(m[1], set = new Set());
+    for (const l of m[2].matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="/g)) set.add(l[1]);
+  }
+  return into;
+}
+
+/** Labels Prometheus adds when it scrapes a pod (kubernetes_sd / ServiceMonitor target labels). */
+export const TARGET_LABELS = new Set(['namespace', 'pod', 'job', 'instance', 'service', 'container', 'endpoint']);
+
+/**
+ * Problems with one expression: syntax, names none of `known` exports, and (where `labels` knows the metric)
+ * label matchers on labels the metric does not have.
+ */
+export function exprProblems (where: string, expr: string, known: ReadonlySet<string>, labels?: ReadonlyMap<string, ReadonlySet<string>>): string[] {
+  const { names, selectors, errors } = parseExpr(expr);
+  const out = [...errors.map((e) => `${where}: ${e}`), ...names.filter((n) => !known.has(n)).map((n) => `${where}: ${n} is exported by neither EAR nor vLLM`)];
+  for (const s of selectors) {
+    const has = labels?.get(s.name);
+    if (has === undefined) continue;
+    for (const l of s.labels) if (!has.has(l) && !TARGET_LABELS.has(l)) out.push(`${where}: ${s.name} has no label ${l} (it has ${[...has].join(', ')})`);
+  }
+  return out;
 }
 
 /** Every PromQL expression of a Grafana dashboard: panel targets (rows' nested panels too) and query variables. */
