@@ -2,7 +2,7 @@
 // Gateway API Inference Extension's older names it still writes (`inference_pool_*`,
 // `inference_extension_scheduler_e2e_duration_seconds`), so dashboards and autoscalers built for llm-d read EAR.
 // Only where the meaning is the same: pool figures from the engines' own /metrics as EAR polls them, the
-// admission queue, the routing decision time, requests answered. Derived when scraped from what EAR already
+// admission queue, the routing decision time, requests answered and their latencies. Derived when scraped from what EAR already
 // keeps (no work on the request path). Labels are bounded: the pool name, one series per live backend (a
 // backend that leaves is gone at the next scrape), admission levels, HTTP statuses; never a session, user or
 // request id. llm-d's per-request model / fairness labels are exported empty (EAR does not key its counts by
