@@ -3,7 +3,8 @@
 import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { collectDefaultMetrics } from 'prom-client';
-import { buildConfig, loadConfigFile, ConfigError, DEFAULTS, type GatewayConfig } from '../gateway/config.js';
+import { ConfigError, DEFAULTS, type GatewayConfig } from '../gateway/config.js';
+import { GATEWAY_OPTIONS, readGatewayConfig } from './serve-options.js';
 import { startEar } from '../gateway/ear.js';
 import { policyNames } from '../core/policies/index.js';
 import { startSim, type SimServer } from '../sim/server.js';
@@ -53,33 +54,10 @@ export async function main (argv: string[]): Promise<number> {
       args: argv,
       strict: true,
       options: {
-        config: { type: 'string' },
-        backend: { type: 'string', multiple: true },
-        host: { type: 'string' },
-        port: { type: 'string' },
-        policy: { type: 'string' },
-        tokenizer: { type: 'string' },
-        'block-size': { type: 'string' },
-        'route-threads': { type: 'string' },
-        'assumed-ttl-ms': { type: 'string' },
-        'admin-token': { type: 'string' },
-        'api-key': { type: 'string', multiple: true },
-        'max-body-bytes': { type: 'string' },
-        'client-body-timeout-ms': { type: 'string' },
-        scheduler: { type: 'string' },
-        'max-queued': { type: 'string' },
-        'queue-timeout-ms': { type: 'string' },
-        'prefill-budget-tokens': { type: 'string' },
-        'session-store': { type: 'string' },
-        'max-contexts': { type: 'string' },
-        'kv-connectors': { type: 'string' },
-        'kv-connector': { type: 'string' },
-        'proactive-interval-ms': { type: 'string' },
-        'proactive-body-cache-bytes': { type: 'string' },
+        ...GATEWAY_OPTIONS,
         demo: { type: 'string' },
         'demo-profile': { type: 'string' },
-        'demo-time-scale': { type: 'string' },
-        help: { type: 'boolean', short: 'h' }
+        'demo-time-scale': { type: 'string' }
       }
     }));
   } catch (err) {
@@ -97,33 +75,10 @@ export async function main (argv: string[]): Promise<number> {
     return 2;
   }
   const sims: SimServer[] = [];
-  const flags = (): Record<string, unknown> => ({
-    host: values.host,
-    port: values.port,
-    policy: values.policy,
-    // Precise mode needs the gateway's tokens to be the engines' own: demo engines and gateway share one tokenizer.
-    tokenizer: values.tokenizer ?? (demo > 0 ? DEMO_TOKENIZER : undefined),
-    blockSize: values['block-size'],
-    routeThreads: values['route-threads'],
-    assumedTtlMs: values['assumed-ttl-ms'],
-    adminToken: values['admin-token'],
-    apiKeys: values['api-key'],
-    maxBodyBytes: values['max-body-bytes'],
-    clientBodyTimeoutMs: values['client-body-timeout-ms'],
-    scheduler: values.scheduler,
-    maxQueued: values['max-queued'],
-    queueTimeoutMs: values['queue-timeout-ms'],
-    prefillBudgetTokens: values['prefill-budget-tokens'],
-    sessionStore: values['session-store'],
-    maxContexts: values['max-contexts'],
-    kvConnectors: values['kv-connectors'],
-    kvConnector: values['kv-connector'],
-    proactiveIntervalMs: values['proactive-interval-ms'],
-    proactiveBodyCacheBytes: values['proactive-body-cache-bytes'],
-    // Demo engines publish KV events, so the demo runs in precise mode.
-    backend: [...((values.backend as string[] | undefined) ?? []), ...sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`)]
-  });
-  const readConfig = (): Readonly<GatewayConfig> => buildConfig(values.config ? loadConfigFile(values.config as string) : {}, flags());
+  // Demo engines publish KV events, so the demo runs in precise mode; demo engines and gateway share one tokenizer
+  // (precise mode needs the gateway's tokens to be the engines' own).
+  const readConfig = (): Readonly<GatewayConfig> => readGatewayConfig(values,
+    sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`), demo > 0 ? DEMO_TOKENIZER : undefined);
   let config: Readonly<GatewayConfig>;
   try {
     config = readConfig();

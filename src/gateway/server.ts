@@ -63,6 +63,12 @@ export interface Gateway {
    * purged and reused. Reloads apply one after another. Other settings need a restart.
    */
   reload (config: Readonly<GatewayConfig>): Promise<void>;
+  /**
+   * A request sent to `b` by another path than this server's (the endpoint picker, whose proxy sends it) holds
+   * it until `exit`: a backend that a reload removed closes, and its row is freed, once the last one lets go.
+   */
+  enter (b: Backend): void;
+  exit (b: Backend): void;
   /** Stops accepting, lets in-flight requests finish (up to drainTimeoutMs), then closes everything. */
   close (): Promise<void>;
 }
@@ -526,6 +532,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     contexts,
     checkHealth,
     reload,
+    enter (b) { b.inFlight++; },
+    exit (b) { if (--b.inFlight === 0 && b.draining) void leave(b); },
     close () {
       closing ??= (async () => {
         draining = true;
