@@ -27,15 +27,18 @@ export interface HeaderMap { headers?: HeaderValue[] }
 export interface HttpHeaders { headers?: HeaderMap | null; end_of_stream?: boolean }
 export interface HttpBody { body?: Buffer | Uint8Array; end_of_stream?: boolean }
 
-/** google.protobuf.Value as decoded (the set kind is named in `kind`). */
+/**
+ * google.protobuf.Value as decoded (the set kind named in `kind`). protobuf.js ships the well-known types with
+ * camelCase field names, which keepCase leaves as they are.
+ */
 export interface PbValue {
   kind?: string;
-  nullValue?: unknown; null_value?: unknown;
-  numberValue?: number; number_value?: number;
-  stringValue?: string; string_value?: string;
-  boolValue?: boolean; bool_value?: boolean;
-  structValue?: PbStruct; struct_value?: PbStruct;
-  listValue?: { values?: PbValue[] }; list_value?: { values?: PbValue[] };
+  nullValue?: unknown;
+  numberValue?: number;
+  stringValue?: string;
+  boolValue?: boolean;
+  structValue?: PbStruct;
+  listValue?: { values?: PbValue[] };
 }
 export interface PbStruct { fields?: Record<string, PbValue> }
 
@@ -130,11 +133,11 @@ export function setHeader (key: string, value: string): HeaderValueOption {
 export function fromValue (v: PbValue | undefined): unknown {
   if (v === undefined || v === null) return null;
   switch (v.kind) {
-    case 'string_value': case 'stringValue': return v.string_value ?? v.stringValue;
-    case 'number_value': case 'numberValue': return v.number_value ?? v.numberValue;
-    case 'bool_value': case 'boolValue': return v.bool_value ?? v.boolValue;
-    case 'struct_value': case 'structValue': return fromStruct(v.struct_value ?? v.structValue);
-    case 'list_value': case 'listValue': return ((v.list_value ?? v.listValue)?.values ?? []).map(fromValue);
+    case 'stringValue': return v.stringValue;
+    case 'numberValue': return v.numberValue;
+    case 'boolValue': return v.boolValue;
+    case 'structValue': return fromStruct(v.structValue);
+    case 'listValue': return (v.listValue?.values ?? []).map(fromValue);
     default: return null;
   }
 }
@@ -148,13 +151,13 @@ export function fromStruct (s: PbStruct | undefined | null): Record<string, unkn
 /** A struct of string fields (the only kind the protocol's metadata needs). */
 export function stringStruct (fields: Record<string, string>): PbStruct {
   const out: Record<string, PbValue> = {};
-  for (const [k, v] of Object.entries(fields)) out[k] = { string_value: v };
+  for (const [k, v] of Object.entries(fields)) out[k] = { stringValue: v };
   return { fields: out };
 }
 
 /** dynamic_metadata { ns: { key: value } }. */
 export function namespacedMetadata (ns: string, fields: Record<string, string>): PbStruct {
-  return { fields: { [ns]: { struct_value: stringStruct(fields) } } };
+  return { fields: { [ns]: { structValue: stringStruct(fields) } } };
 }
 
 /** What the proxy put under `ns` in the request's metadata_context, as plain JS; null when absent. */

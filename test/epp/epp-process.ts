@@ -1,0 +1,60 @@
+// `ear epp` and `ear sim` processes for the endpoint picker's tests, and the picker's /metrics read back.
+import { start, stop, SIM_LISTENING, type Proc } from '../fixtures/processes.js';
+import { EnvoySide } from './envoy-side.js';
+
+export const EPP_LISTENING = /ear epp listening: .* http on (http:\/\/127\.0\.0\.1:\d+)/;
+
+export interface Epp {
+  proc: Proc;
+  /** HTTP (/metrics, /health, /ready, /admin). */
+  http: string;
+  grpc: string;
+  health: string;
+  envoy: EnvoySide;
+  close (): Promise<void>;
+}
+
+/** `ear sim` engines serving model `m` (fast: time scale 0.05 unless `extra` says otherwise). */
+export async function sims (n: number, extra: string[] = []): Promise<Proc[]> {
+  return await Promise.all(Array.from({ length: n }, (_, i) => start(['sim', '--host', '127.0.0.1', '--port', '0', '--served-model-name', 'm',
+    '--enable-prompt-tokens-details', '--seed', String(i), '--time-scale', '0.05', ...extra], SIM_LISTENING)));
+}
+
+/** `ear epp` on free ports in front of `backends` (`--backend` specs), with the admin token `admin`. */
+export async function epp (backends: string[], args: string[] = []): Promise<Epp> {
+  const proc = await start(['epp', '--host', '127.0.0.1', '--port', '0', '--grpc-port', '0', '--grpc-health-port', '0', '--admin-token', 'admin',
+    ...backends.flatMap((b) => ['--backend', b]), ...args], EPP_LISTENING);
+  const m = /ext_proc on (127\.0\.0\.1:\d+), health on (127\.0\.0\.1:\d+)/.exec(proc.out());
+  if (m === null) throw new Error(`no ports in: ${proc.out()}`);
+  const envoy = new EnvoySide(m[1]);
+  return {
+    proc, http: proc.url, grpc: m[1], health: m[2], envoy,
+    async close () {
+      envoy.close();
+      await stop(proc);
+    }
+  };
+}
+
+/** A series' value on /metrics (`labels` as printed, `{kind="fallback"}`, or '' for none); 0 when absent. */
+export async function metric (http: string, name: string, labels = ''): Promise<number> {
+  const t = await (await fetch(`${http}/metrics`)).text();
+  const line = t.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+/** Polls `read` until `ok` holds (or fails with the last value after `ms`). */
+export async function until<T> (read: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await read();
+    if (ok(v) || Date.now() > end) return v;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export function chat (content: string, extra: Record<string, unknown> = {}): Buffer {
+  return Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content }], max_tokens: 8, ...extra }));
+}
+
+export const hostPort = (url: string): string => new URL(url).host;
