@@ -89,7 +89,10 @@ export class EndpointPicker {
     const f0 = this.#d.now();
     const f = await this.#d.features(endpoint, input.body, sessionId);
     this.#d.gateway.metrics.featureSeconds.observe((this.#d.now() - f0) / 1000);
-    if (!this.#d.gateway.backends.some((b) => b.models.has(f.model))) {
+    // Unknown to every backend that has listed its models: the client's mistake. With no list at all (nothing
+    // probed up yet) it is the fleet's state, answered below as no endpoint (503).
+    const backends = this.#d.gateway.backends;
+    if (!backends.some((b) => b.models.has(f.model)) && backends.some((b) => b.models.size > 0)) {
       throw new GatewayError('EAR_ERR_MODEL_NOT_FOUND', `The model \`${f.model}\` does not exist.`);
     }
     const req: RoutingInput = {

@@ -72,6 +72,8 @@ export interface ExchangeOptions {
   abortAfterChunks?: number;
   /** Report no served endpoint in the response (as a proxy that does not implement it). */
   reportServed?: boolean;
+  /** Cancels the gRPC call when this settles, whatever the phase (the exchange then rejects). */
+  cancelWhen?: Promise<unknown>;
 }
 
 function headerMap (h: Record<string, string>): { headers: Array<{ key: string; raw_value: Buffer }> } {
@@ -115,6 +117,7 @@ export class EnvoySide {
     call.on('data', (m: ProcessingResponse) => { x.messages.push(m); inbox.push(m); });
     call.on('end', () => inbox.push(null));
     call.on('error', (err) => { inbox.error = err; inbox.push(null); });
+    void o.cancelWhen?.then(() => call.cancel());
     const reqHeaders = { ':method': 'POST', ':path': path, ':authority': 'gateway.example', 'content-type': 'application/json', ...(o.headers ?? {}) };
     const first: ProcessingRequest = { request_headers: { headers: headerMap(reqHeaders), end_of_stream: o.body === null } } as ProcessingRequest;
     if (o.noProtocolConfig !== true) first.protocol_config = { request_body_mode: mode, response_body_mode: mode };

@@ -58,3 +58,24 @@ export function chat (content: string, extra: Record<string, unknown> = {}): Buf
 }
 
 export const hostPort = (url: string): string => new URL(url).host;
+
+/** The sum of a metric's series (every label set). */
+export async function metricSum (http: string, name: string): Promise<number> {
+  const t = await (await fetch(`${http}/metrics`)).text();
+  let sum = 0;
+  for (const l of t.split('\n')) if (l.startsWith(`${name}{`) || l.startsWith(`${name} `)) sum += Number(l.slice(l.lastIndexOf(' ') + 1));
+  return sum;
+}
+
+/** grpc.health.v1 Check: the status name, or the gRPC error code. */
+export async function health (address: string, service: string): Promise<string> {
+  const { healthService } = await import('../../src/epp/protocol.js');
+  const grpc = await import('@grpc/grpc-js');
+  const Ctor = healthService();
+  const client = new Ctor(address, grpc.credentials.createInsecure()) as unknown as { Check (r: unknown, cb: (err: { code: number } | null, res: { status: string }) => void): void; close (): void };
+  try {
+    return await new Promise((resolve) => client.Check({ service }, (err, res) => resolve(err ? `code ${err.code}` : res.status)));
+  } finally {
+    client.close();
+  }
+}
