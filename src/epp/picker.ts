@@ -14,6 +14,7 @@ import type { Gateway } from '../gateway/server.js';
 import type { Placement, RoutingInput, RoutingState } from '../gateway/routing-state.js';
 import { sessionOf } from '../gateway/session-id.js';
 import type { Usage } from '../gateway/stream-observer.js';
+import type { SharedSessions, SharedTurn } from '../gateway/shared-sessions.js';
 import { endpointOf, type EndpointFilter } from './endpoints.js';
 
 const ENDPOINTS: Record<string, Endpoint> = { '/v1/chat/completions': 'chat', '/v1/completions': 'completions' };
@@ -26,6 +27,8 @@ export interface PickerDeps {
   now: () => number;
   /** Endpoints named after the primary, for the proxy to try in order when it fails. */
   fallbacks: number;
+  /** Session state shared with other replicas (--session-store redis://…); null with `memory`. */
+  sessions?: SharedSessions | null;
 }
 
 export interface PickInput {
@@ -99,18 +102,33 @@ export class EndpointPicker {
       model: f.model, sessionId, parentSessionId, promptTokens: f.promptTokens, blockKeys: f.blockKeys, maxTokens: f.maxTokens,
       user: f.user, ...(exclude.size > 0 ? { exclude } : {})
     };
+    // The shared record first, so admission ranks the session by the service every replica saw (as the gateway).
+    const shared = this.#d.sessions?.turn(req) ?? null;
+    if (shared !== null) await shared.load();
     if (signal.aborted) return null;
-    const placement = await this.#admit(req, signal);
-    if (placement === null) return null;
+    const admitted = await this.#admit(req, signal);
+    if (admitted === null) return null;
+    let placement = admitted;
+    // Another replica bound the session first: follow it (the admitted placement is undone, not sent).
+    if (shared !== null) {
+      const { routing, now } = this.#d;
+      placement = await shared.placed(admitted, 0, () => {
+        const p = routing.route(req, exclude, now(), 0);
+        routing.finished(admitted, req, null, false, now());
+        routing.started(p, req, now());
+        return p;
+      });
+    }
     if (signal.aborted) {
       this.#d.routing.finished(placement, req, null, false, this.#d.now());
+      shared?.completed(this.#d.now());
       return null;
     }
     // A migration's KV is not moved here (the proxy sends the request): the target recomputes the prompt, and
     // the session's move is done, so later turns do not wait on it.
     if (placement.migrating === true) this.#d.routing.migrationEnded?.(placement, true, this.#d.now());
     const forward = f.forward ? Buffer.from(f.forward.buffer, f.forward.byteOffset, f.forward.byteLength) : null;
-    return new PickedRequest(this.#d, req, placement, [endpointOf(placement.backend), ...this.#fallbacks(placement.backend, f.model, exclude)], forward);
+    return new PickedRequest(this.#d, req, placement, [endpointOf(placement.backend), ...this.#fallbacks(placement.backend, f.model, exclude)], forward, shared);
   }
 
   #admit (req: RoutingInput, signal: AbortSignalLike): Promise<Placement | null> {
@@ -210,7 +228,8 @@ class PickedRequest implements Picked {
   #firstAt = 0;
   readonly #t0: number;
 
-  constructor (readonly d: PickerDeps, readonly input: RoutingInput, placement: Placement, readonly endpoints: readonly string[], readonly forward: Buffer | null) {
+  constructor (readonly d: PickerDeps, readonly input: RoutingInput, placement: Placement, readonly endpoints: readonly string[], readonly forward: Buffer | null,
+    readonly shared: SharedTurn | null) {
     this.#placement = placement;
     this.#t0 = d.now();
     d.gateway.enter(placement.backend);
@@ -250,6 +269,8 @@ class PickedRequest implements Picked {
     this.d.gateway.metrics.retries.inc();
     this.d.gateway.metrics.backend(next.backend.id).decisions(this.d.config.policy, next.reason).inc();
     this.#placement = next;
+    // The session now lives where it was served: the shared binding follows (a host change, not a migration).
+    this.shared?.reverted(next.backend.id);
     return at > 0 ? 'fallback' : 'unlisted';
   }
 
@@ -266,6 +287,7 @@ class PickedRequest implements Picked {
     const t = this.d.now();
     const b = this.#placement.backend;
     this.d.routing.finished(this.#placement, this.input, usage, ok, t);
+    this.shared?.completed(t);
     this.d.gateway.exit(b);
     if (!ok) return;
     const series = this.d.gateway.metrics.backend(b.id);

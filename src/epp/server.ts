@@ -36,6 +36,8 @@ export interface EppServer {
   close (timeoutMs: number): Promise<void>;
 }
 
+const MAX_STREAMS_PER_CONNECTION = 4096;
+
 function bind (server: grpc.Server, host: string, port: number): Promise<number> {
   const addr = host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`;
   return new Promise((resolve, reject) => server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, p) => err ? reject(err) : resolve(p)));
@@ -47,12 +49,13 @@ export async function startEpp (ear: Ear, opts: EppOptions): Promise<EppServer> 
   let draining = false;
   const streams = new Set<ExtProcStream>();
   const metrics = new EppMetrics(ear.gateway.metrics.registry, () => streams.size);
-  const picker = new EndpointPicker({ config: gwConfig, gateway: ear.gateway, routing: ear.routing, features: ear.features, now, fallbacks: opts.fallbacks ?? 2 });
+  const picker = new EndpointPicker({ config: gwConfig, gateway: ear.gateway, routing: ear.routing, features: ear.features, now, fallbacks: opts.fallbacks ?? 2, sessions: ear.sessions });
   const ready = (): boolean => !draining && ear.gateway.backends.some((b) => b.health === 'healthy' && !b.draining);
 
   // A request body arrives in one message in BUFFERED mode: the limit is the gateway's body limit and some room.
   const limit = gwConfig.maxBodyBytes + (1 << 16);
-  const grpcServer = new grpc.Server({ 'grpc.max_receive_message_length': limit });
+  // Streams per proxy connection are bounded (each may hold a body of up to maxBodyBytes until it is picked).
+  const grpcServer = new grpc.Server({ 'grpc.max_receive_message_length': limit, 'grpc.max_concurrent_streams': MAX_STREAMS_PER_CONNECTION });
   grpcServer.addService(externalProcessor().service, {
     Process (call: ProcessCall) {
       const s = new ExtProcStream(call, { config: gwConfig, picker, metrics, defaultMode: opts.defaultMode ?? 'FULL_DUPLEX_STREAMED', draining: () => draining, log: opts.log });
