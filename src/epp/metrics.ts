@@ -8,6 +8,7 @@ export type EppOutcome =
   | 'routed' // endpoints named; the request went to the proxy's upstream
   | 'passthrough' // not an inference request (no body, another path): an endpoint named without admission
   | 'shed' // admission's queue was full: 429
+  | 'rate_limited' // the client's token bucket was empty (rateLimits): 429
   | 'no_endpoint' // nothing serves the model among the allowed endpoints: 503
   | 'queue_timeout' // waited for admission past queueTimeoutMs: 504
   | 'rejected' // the request itself was wrong (400, 404, 413)
@@ -25,7 +26,7 @@ export class EppMetrics {
   readonly streams: Gauge;
 
   constructor (registry: Registry, active: () => number) {
-    this.requests = new Counter({ name: 'ear_epp_requests_total', help: 'ext_proc requests by outcome (routed, passthrough, shed, no_endpoint, queue_timeout, rejected, draining, aborted, error).', labelNames: ['outcome'], registers: [registry] });
+    this.requests = new Counter({ name: 'ear_epp_requests_total', help: 'ext_proc requests by outcome (routed, passthrough, shed, rate_limited, no_endpoint, queue_timeout, rejected, draining, aborted, error).', labelNames: ['outcome'], registers: [registry] });
     this.served = new Counter({ name: 'ear_epp_served_total', help: 'Responses by which named endpoint served them (primary, fallback, unlisted, unreported), from x-gateway-destination-endpoint-served.', labelNames: ['kind'], registers: [registry] });
     this.aborts = new Counter({ name: 'ear_epp_stream_aborts_total', help: 'ext_proc streams that ended before their response did (proxy or client went away), by phase (queued, request, response).', labelNames: ['phase'], registers: [registry] });
     this.streams = new Gauge({ name: 'ear_epp_streams_active', help: 'ext_proc streams open now.', registers: [registry], collect () { this.set(active()); } });

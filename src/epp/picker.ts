@@ -3,14 +3,15 @@
 // the bookkeeping that follows (first token, end, the session's service). Only the transport differs: the proxy
 // sends the request, so the answer is a list of endpoints, primary first, and the proxy reports which served.
 import { NoCandidateError } from '../core/policy.js';
-import { DEFAULT_CLASS } from '../core/admission.js';
 import { QueueFullError } from '../core/routing-host.js';
 import type { Backend } from '../gateway/backends.js';
 import type { GatewayConfig } from '../gateway/config.js';
 import { GatewayError } from '../gateway/errors.js';
 import type { FeatureSource } from '../gateway/inline-features.js';
 import type { Endpoint } from '../gateway/request-body.js';
-import type { Gateway } from '../gateway/server.js';
+import { priorityClassOf, type Gateway } from '../gateway/server.js';
+import type { GatedRoute } from '../gateway/client-gate.js';
+import { bearerToken } from '../gateway/credentials.js';
 import type { Placement, RoutingInput, RoutingState } from '../gateway/routing-state.js';
 import { sessionOf } from '../gateway/session-id.js';
 import type { Usage } from '../gateway/stream-observer.js';
@@ -19,9 +20,12 @@ import { endpointOf, type EndpointFilter } from './endpoints.js';
 
 const ENDPOINTS: Record<string, Endpoint> = { '/v1/chat/completions': 'chat', '/v1/completions': 'completions' };
 
+/** The address Envoy saw the client connect from (its own header, not one a client writes); '' when absent. */
+const CLIENT_ADDRESS = 'x-envoy-external-address';
+
 export interface PickerDeps {
   config: Readonly<GatewayConfig>;
-  gateway: Pick<Gateway, 'backends' | 'metrics' | 'enter' | 'exit'>;
+  gateway: Pick<Gateway, 'backends' | 'metrics' | 'enter' | 'exit' | 'gate'>;
   routing: RoutingState;
   features: FeatureSource;
   now: () => number;
@@ -85,9 +89,18 @@ export class EndpointPicker {
    */
   async pick (input: PickInput, signal: AbortSignalLike): Promise<Picked | null> {
     const qmark = input.path.indexOf('?');
-    const endpoint = ENDPOINTS[qmark < 0 ? input.path : input.path.slice(0, qmark)];
+    const path = qmark < 0 ? input.path : input.path.slice(0, qmark);
+    const endpoint = ENDPOINTS[path];
+    // API keys and rate limits as `ear serve` applies them to the same routes (the proxy may check keys too).
+    let keyUser: string | null = null;
+    if (endpoint !== undefined || path === '/v1/models') {
+      const client = this.#d.gateway.gate.admit(path as GatedRoute, input.headers.get('authorization') ?? '', () => input.headers.get(CLIENT_ADDRESS) ?? '');
+      if (client instanceof GatewayError) throw client;
+      keyUser = client.user;
+    }
     const exclude = this.#excluded(input.allowed);
     if (endpoint === undefined || input.body === null || input.body.length === 0) return this.#passthrough(exclude);
+    const priorityClass = priorityClassOf(input.headers.get('x-ear-priority') ?? '', bearerToken(input.headers.get('authorization') ?? ''), this.#d.config.apiKeyPriority);
     const { sessionId, parentSessionId } = sessionOf((h) => input.headers.get(h) ?? '');
     const f0 = this.#d.now();
     const f = await this.#d.features(endpoint, input.body, sessionId);
@@ -100,13 +113,13 @@ export class EndpointPicker {
     }
     const req: RoutingInput = {
       model: f.model, sessionId, parentSessionId, promptTokens: f.promptTokens, blockKeys: f.blockKeys, maxTokens: f.maxTokens,
-      user: f.user, ...(exclude.size > 0 ? { exclude } : {})
+      user: f.user ?? keyUser, ...(exclude.size > 0 ? { exclude } : {})
     };
     // The shared record first, so admission ranks the session by the service every replica saw (as the gateway).
     const shared = this.#d.sessions?.turn(req) ?? null;
     if (shared !== null) await shared.load();
     if (signal.aborted) return null;
-    const admitted = await this.#admit(req, signal);
+    const admitted = await this.#admit(req, signal, priorityClass);
     if (admitted === null) return null;
     let placement = admitted;
     // Another replica bound the session first: follow it (the admitted placement is undone, not sent).
@@ -131,7 +144,7 @@ export class EndpointPicker {
     return new PickedRequest(this.#d, req, placement, [endpointOf(placement.backend), ...this.#fallbacks(placement.backend, f.model, exclude)], forward, shared);
   }
 
-  #admit (req: RoutingInput, signal: AbortSignalLike): Promise<Placement | null> {
+  #admit (req: RoutingInput, signal: AbortSignalLike, priorityClass: number): Promise<Placement | null> {
     const routing = this.#d.routing;
     return new Promise((resolve, reject) => {
       const d0 = this.#d.now();
@@ -149,7 +162,7 @@ export class EndpointPicker {
             else if (reason === 'shutdown') reject(new GatewayError('EAR_ERR_DRAINING', 'the endpoint picker shut down while the request waited for admission'));
             else reject(noEndpoint(req.model));
           }
-        }, d0, DEFAULT_CLASS);
+        }, d0, priorityClass);
       } catch (err) {
         if (err instanceof QueueFullError) reject(new GatewayError('EAR_ERR_QUEUE_FULL', 'too many requests are waiting for admission; retry later', { retryAfterSeconds: err.retryAfterSeconds }));
         else if (err instanceof NoCandidateError) reject(noEndpoint(req.model));

@@ -257,6 +257,7 @@ function outcomeOf (err: unknown): EppOutcome {
   if (!(err instanceof GatewayError)) return 'error';
   switch (err.code) {
     case 'EAR_ERR_QUEUE_FULL': return 'shed';
+    case 'EAR_ERR_RATE_LIMITED': return 'rate_limited';
     case 'EAR_ERR_NO_BACKEND': return 'no_endpoint';
     case 'EAR_ERR_QUEUE_TIMEOUT': return 'queue_timeout';
     case 'EAR_ERR_DRAINING': return 'draining';

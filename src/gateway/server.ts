@@ -55,6 +55,8 @@ export interface Gateway {
   readonly metrics: GatewayMetrics;
   /** Explicit contexts (POST /v1/context). */
   readonly contexts: ContextRegistry;
+  /** API keys and rate limits of the client routes (the endpoint picker checks its requests with it too). */
+  readonly gate: ClientGate;
   /** Runs one round of health probes now (also runs on a timer). */
   checkHealth (): Promise<void>;
   /**
@@ -96,7 +98,7 @@ function hasOther (state: RoutingState, model: string, exclude: Set<number>, fai
 }
 
 /** The priority class a request asks for: x-ear-priority (a class name or its rank), else its API key's, else normal. */
-function priorityClassOf (header: string, apiKey: string | null, byKey: Readonly<Record<string, string>>): number {
+export function priorityClassOf (header: string, apiKey: string | null, byKey: Readonly<Record<string, string>>): number {
   const v = header.trim().toLowerCase();
   if (v !== '') {
     const byName = (PRIORITY_CLASSES as readonly string[]).indexOf(v);
@@ -530,6 +532,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     backends,
     metrics,
     contexts,
+    gate,
     checkHealth,
     reload,
     enter (b) { b.inFlight++; },

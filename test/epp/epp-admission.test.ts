@@ -103,6 +103,21 @@ test('no backend: readiness is NOT_SERVING and a request is answered 503', async
   }
 });
 
+test('API keys as ear serve checks them (401 without one), and x-ear-priority is read (400 when invalid)', async () => {
+  const keyed = await epp([`${engines[0].url},id=sim-0`], ['--api-key', 'client-key']);
+  try {
+    const none = await keyed.envoy.exchange({ body: chat('no key') });
+    assert.equal(none.immediate?.status, 401);
+    const wrong = await keyed.envoy.exchange({ body: chat('bad priority'), headers: { authorization: 'Bearer client-key', 'x-ear-priority': 'urgent!' } });
+    assert.equal(wrong.immediate?.status, 400);
+    const ok = await keyed.envoy.exchange({ body: chat('with key'), headers: { authorization: 'Bearer client-key', 'x-ear-priority': 'high' } });
+    assert.equal(ok.status, 200);
+    assert.equal(await metric(keyed.http, 'ear_epp_requests_total', '{outcome="rejected"}'), 2);
+  } finally {
+    await keyed.close();
+  }
+});
+
 test('a body over maxBodyBytes is answered 413', async () => {
   const small = await epp([`${engines[0].url},id=sim-0`], ['--max-body-bytes', '2000']);
   try {
