@@ -99,7 +99,11 @@ export class ExtProcStream {
     switch (m.request) {
       case 'request_headers': return await this.#requestHeaders(m, m.request_headers ?? {});
       case 'request_body': return await this.#requestBody(m.request_body ?? {});
-      case 'request_trailers': return this.#send({ request_trailers: {} });
+      case 'request_trailers':
+        // A request with trailers ends its body with them: the body's last message had no end_of_stream.
+        if (this.#phase === 'request') await this.#pick(Buffer.concat(this.#body, this.#bodyBytes), false);
+        if ((this.#phase as Phase) !== 'done') this.#send({ request_trailers: {} });
+        return;
       case 'response_headers': return this.#responseHeaders(m, m.response_headers ?? {});
       case 'response_body': return this.#responseBody(m.response_body ?? {});
       case 'response_trailers':
@@ -138,7 +142,8 @@ export class ExtProcStream {
     if (this.#requestMode !== 'FULL_DUPLEX_STREAMED') this.#send({ request_body: { response: {} } });
   }
 
-  async #pick (body: Buffer | null): Promise<void> {
+  /** Picks and answers; `bodyEnds`: the re-sent body ends the request (false when trailers follow). */
+  async #pick (body: Buffer | null, bodyEnds = true): Promise<void> {
     this.#body.length = 0;
     if (this.#o.draining()) return this.#immediate(new GatewayError('EAR_ERR_DRAINING', 'the endpoint picker is shutting down'), 'draining');
     this.#phase = 'queued';
@@ -166,7 +171,7 @@ export class ExtProcStream {
     const out = picked.forward ?? body;
     if (this.#requestMode === 'FULL_DUPLEX_STREAMED') {
       this.#send({ request_headers: { response: common }, dynamic_metadata: dynamic });
-      this.#streamBody(out, true, 'request_body');
+      this.#streamBody(out, bodyEnds, 'request_body');
       return;
     }
     if (picked.forward !== null) common.body_mutation = { body: picked.forward };

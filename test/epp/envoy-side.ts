@@ -72,6 +72,8 @@ export interface ExchangeOptions {
   abortAfterChunks?: number;
   /** Report no served endpoint in the response (as a proxy that does not implement it). */
   reportServed?: boolean;
+  /** Full duplex: the request ends with trailers (its last body message has no end_of_stream). */
+  requestTrailers?: boolean;
   /** Cancels the gRPC call when this settles, whatever the phase (the exchange then rejects). */
   cancelWhen?: Promise<unknown>;
 }
@@ -158,9 +160,10 @@ export class EnvoySide {
       const size = o.chunkBytes ?? 16_384;
       for (let at = 0; at < o.body.length || at === 0; at += size) {
         const end = Math.min(o.body.length, at + size);
-        call.write({ request_body: { body: o.body.subarray(at, end), end_of_stream: end === o.body.length } } as ProcessingRequest);
+        call.write({ request_body: { body: o.body.subarray(at, end), end_of_stream: end === o.body.length && o.requestTrailers !== true } } as ProcessingRequest);
         if (end === o.body.length) break;
       }
+      if (o.requestTrailers === true) call.write({ request_trailers: { trailers: { headers: [] } } } as ProcessingRequest);
       const h = await inbox.next();
       if (answered(h)) return this.#end(call, inbox, x);
       assert.ok(h!.request_headers, 'FULL_DUPLEX_STREAMED: the headers response comes first');
@@ -169,12 +172,16 @@ export class EnvoySide {
       const parts: Buffer[] = [];
       for (;;) {
         const m = await inbox.next();
+        if (m?.request_trailers !== undefined && o.requestTrailers === true) break; // after the whole body
         const sr = (m?.request_body?.response?.body_mutation as { streamed_response?: { body?: Buffer; end_of_stream?: boolean } } | undefined)?.streamed_response;
         assert.ok(sr, 'FULL_DUPLEX_STREAMED: the body comes back as streamed mutations');
         const piece = Buffer.from(sr.body ?? []);
         x.bodyChunkSizes.push(piece.length);
         parts.push(piece);
-        if (sr.end_of_stream === true) break;
+        if (sr.end_of_stream === true) {
+          assert.notEqual(o.requestTrailers, true, 'with trailers to come the body does not end the stream');
+          break;
+        }
       }
       x.forwardedBody = Buffer.concat(parts);
     }

@@ -5,7 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { stop, type Proc } from '../fixtures/processes.js';
-import { chat, epp, health, metric, metricSum, sims, until, type Epp } from './epp-process.js';
+import { chat, epp, health, metric, metricSum, sims, until, watchFirst, type Epp } from './epp-process.js';
 
 let engines: Proc[] = [];
 let e: Epp;
@@ -82,6 +82,7 @@ test('gRPC health: liveness, readiness and the ext_proc service; an unknown serv
   assert.equal(await health(e.health, 'readiness'), 'SERVING');
   assert.equal(await health(e.health, 'envoy.service.ext_proc.v3.ExternalProcessor'), 'SERVING');
   assert.equal(await health(e.health, 'nope'), 'code 5');
+  assert.deepEqual(await watchFirst(e.health, 'readiness'), 'SERVING');
   assert.equal((await fetch(`${e.http}/ready`)).status, 200);
 });
 

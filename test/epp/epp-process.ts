@@ -1,4 +1,5 @@
 // `ear epp` and `ear sim` processes for the endpoint picker's tests, and the picker's /metrics read back.
+import { once } from 'node:events';
 import { start, stop, SIM_LISTENING, type Proc } from '../fixtures/processes.js';
 import { EnvoySide } from './envoy-side.js';
 
@@ -75,6 +76,23 @@ export async function health (address: string, service: string): Promise<string>
   const client = new Ctor(address, grpc.credentials.createInsecure()) as unknown as { Check (r: unknown, cb: (err: { code: number } | null, res: { status: string }) => void): void; close (): void };
   try {
     return await new Promise((resolve) => client.Check({ service }, (err, res) => resolve(err ? `code ${err.code}` : res.status)));
+  } finally {
+    client.close();
+  }
+}
+
+/** grpc.health.v1 Watch: the first status streamed. */
+export async function watchFirst (address: string, service: string): Promise<string> {
+  const { healthService } = await import('../../src/epp/protocol.js');
+  const grpc = await import('@grpc/grpc-js');
+  const Ctor = healthService();
+  const client = new Ctor(address, grpc.credentials.createInsecure()) as unknown as { Watch (r: unknown): NodeJS.EventEmitter & { cancel (): void }; close (): void };
+  try {
+    const call = client.Watch({ service });
+    const [first] = await once(call, 'data') as [{ status: string }];
+    call.on('error', () => {});
+    call.cancel();
+    return first.status;
   } finally {
     client.close();
   }

@@ -40,6 +40,14 @@ test('FULL_DUPLEX_STREAMED: a 150 KB body comes back in chunks of at most 62,000
   assert.equal(x.responseHeaders['x-ear-backend'], `sim-${endpointsOf().indexOf(eps[0])}`);
   assert.equal(await metric(e.http, 'ear_epp_requests_total', '{outcome="routed"}'), 1);
   assert.equal(await metric(e.http, 'ear_epp_served_total', '{kind="primary"}'), 1);
+  // The response was watched in passing: its first token and its end were recorded for the backend that served.
+  const id = `sim-${endpointsOf().indexOf(eps[0])}`;
+  assert.equal(await metric(e.http, 'ear_time_to_first_token_seconds_count', `{backend="${id}"}`), 1);
+  assert.equal(await metric(e.http, 'ear_e2e_request_latency_seconds_count', `{backend="${id}"}`), 1);
+  const s = await (await fetch(`${e.http}/admin/sessions/big-duplex`, { headers: { authorization: 'Bearer admin' } })).json() as { host: string; inFlight: number; attainedServiceMs: number };
+  assert.equal(s.host, id);
+  assert.equal(s.inFlight, 0);
+  assert.ok(s.attainedServiceMs > 0, 'the call\'s service was added to its session');
 });
 
 test('BUFFERED: the headers are answered at once, the single body message with the endpoint', async () => {
@@ -59,6 +67,14 @@ test('BUFFERED is assumed when the proxy sends no protocol_config and --ext-proc
   const x = await e.envoy.exchange({ body: chat('no protocol config'), noProtocolConfig: true });
   assert.equal(x.status, 200);
   assert.ok(x.forwardedBody!.equals(chat('no protocol config')));
+});
+
+test('FULL_DUPLEX_STREAMED with request trailers: the body ends with them, then the trailers are answered', async () => {
+  const body = chat(text('trailers', 70_000));
+  const x = await e.envoy.exchange({ body, requestTrailers: true });
+  assert.equal(x.status, 200);
+  assert.ok(x.forwardedBody!.equals(body));
+  assert.ok(x.messages.some((m) => m.request_trailers !== undefined));
 });
 
 test('session affinity: a session\'s second turn goes where its first went', async () => {
