@@ -12,7 +12,7 @@ export type EppOutcome =
   | 'no_endpoint' // nothing serves the model among the allowed endpoints: 503
   | 'queue_timeout' // waited for admission past queueTimeoutMs: 504
   | 'rejected' // the request itself was wrong (400, 404, 413)
-  | 'draining' // arrived while the picker shut down: 503
+  | 'draining' // waited for admission until the picker shut down: 503
   | 'aborted' // the proxy ended the stream before an answer
   | 'error'; // anything else (500)
 

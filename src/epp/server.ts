@@ -30,7 +30,7 @@ export interface EppServer {
   readonly metrics: EppMetrics;
   /** ext_proc streams open now. */
   active (): number;
-  /** Readiness (and the ext_proc service) turn NOT_SERVING; new streams are answered 503. */
+  /** Readiness (and the ext_proc service) turn NOT_SERVING; open streams go on (close refuses new ones). */
   drain (): void;
   /** Waits for open streams up to `timeoutMs`, then cuts them; closes both gRPC servers. Does not close `ear`. */
   close (timeoutMs: number): Promise<void>;
@@ -58,7 +58,7 @@ export async function startEpp (ear: Ear, opts: EppOptions): Promise<EppServer> 
   const grpcServer = new grpc.Server({ 'grpc.max_receive_message_length': limit, 'grpc.max_concurrent_streams': MAX_STREAMS_PER_CONNECTION });
   grpcServer.addService(externalProcessor().service, {
     Process (call: ProcessCall) {
-      const s = new ExtProcStream(call, { config: gwConfig, picker, metrics, defaultMode: opts.defaultMode ?? 'FULL_DUPLEX_STREAMED', draining: () => draining, log: opts.log });
+      const s = new ExtProcStream(call, { config: gwConfig, picker, metrics, defaultMode: opts.defaultMode ?? 'FULL_DUPLEX_STREAMED', log: opts.log });
       streams.add(s);
       const gone = (): void => { streams.delete(s); };
       call.on('finish', gone);

@@ -26,7 +26,6 @@ export interface StreamOptions {
   metrics: EppMetrics;
   /** The body mode assumed when the proxy does not say (its protocol_config is from Envoy 1.33 on). */
   defaultMode: BodySendMode;
-  draining: () => boolean;
   log?: { warn (o: object, msg: string): void };
 }
 
@@ -61,10 +60,12 @@ export class ExtProcStream {
     call.on('data', (m: ProcessingRequest) => {
       this.#chain = this.#chain.then(() => this.#handle(m)).catch((err) => this.#fail(err));
     });
-    // The proxy half-closed: no more messages. Whatever is still open ends here.
+    // The proxy half-closed: no more messages. With the response body mode NONE that is how a response ends;
+    // in any other mode, before the body's end, the exchange was abandoned (a client abort, a reset).
     call.on('end', () => {
       this.#chain = this.#chain.then(() => {
-        this.#close();
+        if (this.#phase === 'response' && this.#status > 0 && this.#responseMode === 'NONE') this.#complete();
+        else this.#close();
         if (!this.#call.cancelled) this.#call.end();
       });
     });
@@ -145,7 +146,6 @@ export class ExtProcStream {
   /** Picks and answers; `bodyEnds`: the re-sent body ends the request (false when trailers follow). */
   async #pick (body: Buffer | null, bodyEnds = true): Promise<void> {
     this.#body.length = 0;
-    if (this.#o.draining()) return this.#immediate(new GatewayError('EAR_ERR_DRAINING', 'the endpoint picker is shutting down'), 'draining');
     this.#phase = 'queued';
     let picked: Picked | null;
     try {

@@ -72,6 +72,8 @@ export interface ExchangeOptions {
   abortAfterChunks?: number;
   /** Report no served endpoint in the response (as a proxy that does not implement it). */
   reportServed?: boolean;
+  /** The response body mode (default: the request's): NONE sends the picker no response body at all. */
+  responseMode?: Mode | 'NONE';
   /** Full duplex: the request ends with trailers (its last body message has no end_of_stream). */
   requestTrailers?: boolean;
   /** Cancels the gRPC call when this settles, whatever the phase (the exchange then rejects). */
@@ -122,7 +124,7 @@ export class EnvoySide {
     void o.cancelWhen?.then(() => call.cancel());
     const reqHeaders = { ':method': 'POST', ':path': path, ':authority': 'gateway.example', 'content-type': 'application/json', ...(o.headers ?? {}) };
     const first: ProcessingRequest = { request_headers: { headers: headerMap(reqHeaders), end_of_stream: o.body === null } } as ProcessingRequest;
-    if (o.noProtocolConfig !== true) first.protocol_config = { request_body_mode: mode, response_body_mode: mode };
+    if (o.noProtocolConfig !== true) first.protocol_config = { request_body_mode: mode, response_body_mode: o.responseMode ?? mode };
     if (o.subset !== undefined) first.metadata_context = { filter_metadata: { 'envoy.lb.subset_hint': struct({ 'x-gateway-destination-endpoint-subset': o.subset }) } };
     call.write(first);
 
@@ -209,6 +211,10 @@ export class EnvoySide {
     const hr = await inbox.next();
     assert.ok(hr?.response_headers, 'the response headers are answered');
     x.responseHeaders = setHeaders(hr, 'response_headers');
+    if (o.responseMode === 'NONE') {
+      x.responseBody = await res.body.text();
+      return this.#end(call, inbox, x);
+    }
 
     // Response body: each chunk as it comes; in full duplex the picker sends it back.
     const out: Buffer[] = [];

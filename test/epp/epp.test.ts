@@ -4,7 +4,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { stop, text, type Proc } from '../fixtures/processes.js';
-import { chat, epp, hostPort, metric, sims, type Epp } from './epp-process.js';
+import { chat, epp, hostPort, metric, metricSum, sims, type Epp } from './epp-process.js';
 
 let engines: Proc[] = [];
 let e: Epp;
@@ -75,6 +75,14 @@ test('FULL_DUPLEX_STREAMED with request trailers: the body ends with them, then 
   assert.equal(x.status, 200);
   assert.ok(x.forwardedBody!.equals(body));
   assert.ok(x.messages.some((m) => m.request_trailers !== undefined));
+});
+
+test('response body mode NONE: the stream\'s end ends the response (no abort counted, nothing held)', async () => {
+  const x = await e.envoy.exchange({ body: chat('no response body', { stream: true }), responseMode: 'NONE' });
+  assert.equal(x.status, 200);
+  assert.match(x.responseBody, /\[DONE\]/);
+  assert.equal(await metricSum(e.http, 'ear_epp_stream_aborts_total'), 0);
+  assert.equal(await metricSum(e.http, 'ear_backend_in_flight'), 0);
 });
 
 test('session affinity: a session\'s second turn goes where its first went', async () => {
