@@ -73,11 +73,6 @@ export class ExtProcStream {
     call.on('error', () => this.#close());
   }
 
-  /** Settles when every message received so far is handled (tests, drain). */
-  get settled (): Promise<void> {
-    return this.#chain;
-  }
-
   #send (r: ProcessingResponse): void {
     if (this.#observe || this.#call.cancelled || this.#call.writableEnded) return;
     // Backpressure: stop reading the proxy until what was written drains.
