@@ -522,6 +522,11 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const admissionTimer = setInterval(() => { state.tick(now()); }, ADMISSION_TICK_MS);
   admissionTimer.unref();
   registerAdmissionMetrics(metrics.registry, () => state.admissionStats(now()));
+  metrics.registerEppAliases({
+    pool: () => (config as { discovery?: { inferencePool?: string } }).discovery?.inferencePool ?? '',
+    backends: () => backends.map((b) => ({ id: b.id, ready: b.health === 'healthy' && !b.draining, inFlight: b.inFlight, load: b.engineLoad })),
+    queueDepthByLevel: () => state.admissionStats(now()).depthByLevel
+  });
   const metricsTimer = config.metricsIntervalMs > 0 ? setInterval(() => { void scrapeAll(); }, config.metricsIntervalMs) : null;
   healthTimer.unref();
   metricsTimer?.unref();
