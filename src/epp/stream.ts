@@ -164,6 +164,8 @@ export class ExtProcStream {
       return;
     }
     const out = picked.forward ?? body;
+    // Envoy forwards a streamed (re-sent) or replaced body with the length the header says: say it (as GIE does).
+    if (this.#requestMode === 'FULL_DUPLEX_STREAMED' || picked.forward !== null) common.header_mutation!.set_headers!.push(setHeader('content-length', String(out.length)));
     if (this.#requestMode === 'FULL_DUPLEX_STREAMED') {
       this.#send({ request_headers: { response: common }, dynamic_metadata: dynamic });
       this.#streamBody(out, bodyEnds, 'request_body');

@@ -43,6 +43,8 @@ export interface Exchange {
   /** x-gateway-destination-endpoint as the header mutation set it, and as the envoy.lb metadata said. */
   endpointHeader: string | null;
   endpointMetadata: string | null;
+  /** Every header the picker's request-phase answer set. */
+  requestHeaderMutation: Record<string, string>;
   /** The request body Envoy would send upstream after the picker's answer. */
   forwardedBody: Buffer | null;
   /** Sizes of the streamed request-body chunks the picker sent back. */
@@ -117,7 +119,7 @@ export class EnvoySide {
     const path = o.path ?? '/v1/chat/completions';
     const call = this.#client.Process();
     const inbox = new Inbox();
-    const x: Exchange = { messages: [], immediate: null, endpointHeader: null, endpointMetadata: null, forwardedBody: null, bodyChunkSizes: [], served: null, status: 0, responseBody: '', responseHeaders: {} };
+    const x: Exchange = { messages: [], requestHeaderMutation: {}, immediate: null, endpointHeader: null, endpointMetadata: null, forwardedBody: null, bodyChunkSizes: [], served: null, status: 0, responseBody: '', responseHeaders: {} };
     call.on('data', (m: ProcessingResponse) => { x.messages.push(m); inbox.push(m); });
     call.on('end', () => inbox.push(null));
     call.on('error', (err) => { inbox.error = err; inbox.push(null); });
@@ -143,7 +145,8 @@ export class EnvoySide {
     if (o.body === null) {
       const m = await inbox.next();
       if (answered(m)) return this.#end(call, inbox, x);
-      x.endpointHeader = setHeaders(m!, 'request_headers')['x-gateway-destination-endpoint'] ?? null;
+      x.requestHeaderMutation = setHeaders(m!, 'request_headers');
+      x.endpointHeader = x.requestHeaderMutation['x-gateway-destination-endpoint'] ?? null;
       x.endpointMetadata = metadataEndpoint(m!);
     } else if (mode === 'BUFFERED') {
       const h = await inbox.next();
@@ -153,7 +156,8 @@ export class EnvoySide {
       const b = await inbox.next();
       if (answered(b)) return this.#end(call, inbox, x);
       assert.ok(b!.request_body, 'BUFFERED: the body is answered with a body response');
-      x.endpointHeader = setHeaders(b!, 'request_body')['x-gateway-destination-endpoint'] ?? null;
+      x.requestHeaderMutation = setHeaders(b!, 'request_body');
+      x.endpointHeader = x.requestHeaderMutation['x-gateway-destination-endpoint'] ?? null;
       x.endpointMetadata = metadataEndpoint(b!);
       const replaced = (b!.request_body!.response?.body_mutation as { body?: Buffer } | undefined)?.body;
       x.forwardedBody = replaced !== undefined && replaced.length > 0 ? Buffer.from(replaced) : o.body;
@@ -169,7 +173,8 @@ export class EnvoySide {
       const h = await inbox.next();
       if (answered(h)) return this.#end(call, inbox, x);
       assert.ok(h!.request_headers, 'FULL_DUPLEX_STREAMED: the headers response comes first');
-      x.endpointHeader = setHeaders(h!, 'request_headers')['x-gateway-destination-endpoint'] ?? null;
+      x.requestHeaderMutation = setHeaders(h!, 'request_headers');
+      x.endpointHeader = x.requestHeaderMutation['x-gateway-destination-endpoint'] ?? null;
       x.endpointMetadata = metadataEndpoint(h!);
       const parts: Buffer[] = [];
       for (;;) {

@@ -34,6 +34,7 @@ test('FULL_DUPLEX_STREAMED: a 150 KB body comes back in chunks of at most 62,000
   assert.ok(x.bodyChunkSizes.length >= 3, `chunks: ${x.bodyChunkSizes.join(',')}`);
   assert.ok(x.bodyChunkSizes.every((n) => n <= 62_000), `chunks: ${x.bodyChunkSizes.join(',')}`);
   assert.ok(x.forwardedBody!.equals(body), 'the re-sent body is the client\'s, byte for byte');
+  assert.equal(x.requestHeaderMutation['content-length'], String(body.length), 'the re-sent body\'s length is set');
   assert.equal(x.status, 200, x.responseBody.slice(0, 300));
   assert.equal(x.served, eps[0]);
   assert.match(x.responseBody, /data: \[DONE\]/);
@@ -60,6 +61,14 @@ test('BUFFERED: the headers are answered at once, the single body message with t
   assert.equal(x.status, 200);
   const doc = JSON.parse(x.responseBody) as { usage: { prompt_tokens: number } };
   assert.ok(doc.usage.prompt_tokens > 150_000, 'the engine got the whole prompt');
+});
+
+test('a client\'s kv_transfer_params are stripped as the gateway strips them (BUFFERED: a body mutation and its length)', async () => {
+  const body = chat('transfer', { kv_transfer_params: { do_remote_prefill: true, remote_host: '10.9.9.9' } });
+  const x = await e.envoy.exchange({ mode: 'BUFFERED', body });
+  assert.equal(x.status, 200);
+  assert.ok(!x.forwardedBody!.toString().includes('kv_transfer_params'), x.forwardedBody!.toString());
+  assert.equal(x.requestHeaderMutation['content-length'], String(x.forwardedBody!.length));
 });
 
 test('BUFFERED is assumed when the proxy sends no protocol_config and --ext-proc-mode says so; full duplex otherwise', async () => {
