@@ -119,10 +119,12 @@ test('API keys as ear serve checks them (401 without one), and x-ear-priority is
   }
 });
 
-test('a body over maxBodyBytes is answered 413', async () => {
-  const small = await epp([`${engines[0].url},id=sim-0`], ['--max-body-bytes', '2000']);
+test('--ext-proc-mode buffered: a proxy that sends no protocol_config is answered message by message; a body over maxBodyBytes is 413', async () => {
+  const small = await epp([`${engines[0].url},id=sim-0`], ['--max-body-bytes', '2000', '--ext-proc-mode', 'buffered']);
   try {
-    const x = await small.envoy.exchange({ body: chat('x'.repeat(5000)), chunkBytes: 512 });
+    const ok = await small.envoy.exchange({ mode: 'BUFFERED', noProtocolConfig: true, body: chat('buffered by default') });
+    assert.equal(ok.status, 200);
+    const x = await small.envoy.exchange({ mode: 'BUFFERED', body: chat('x'.repeat(5000)) });
     assert.equal(x.immediate?.status, 413);
   } finally {
     await small.close();

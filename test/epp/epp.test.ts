@@ -71,7 +71,7 @@ test('a client\'s kv_transfer_params are stripped as the gateway strips them (BU
   assert.equal(x.requestHeaderMutation['content-length'], String(x.forwardedBody!.length));
 });
 
-test('BUFFERED is assumed when the proxy sends no protocol_config and --ext-proc-mode says so; full duplex otherwise', async () => {
+test('full duplex is assumed when the proxy sends no protocol_config (by default; epp-admission tests --ext-proc-mode buffered)', async () => {
   // The default (full duplex) with no protocol_config: nothing comes back until the body ended.
   const x = await e.envoy.exchange({ body: chat('no protocol config'), noProtocolConfig: true });
   assert.equal(x.status, 200);
