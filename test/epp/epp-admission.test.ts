@@ -46,7 +46,8 @@ test('shed: with the engine full and the queue full, the next request is answere
 });
 
 test('a client abort mid-stream (the gRPC call cancelled) releases the admission slot', async () => {
-  const x = await e.envoy.exchange({ body: long('aborted'), abortAfterChunks: 2 });
+  // Long enough that two chunks cannot be the whole stream, even on a loaded machine.
+  const x = await e.envoy.exchange({ body: chat('aborted', { stream: true, max_tokens: 400 }), abortAfterChunks: 2 });
   assert.ok(x.responseBody.includes('data:'), 'it was streaming when cancelled');
   assert.equal(await until(() => metric(e.http, 'ear_epp_stream_aborts_total', '{phase="response"}'), (n) => n === 1), 1);
   assert.equal(await until(() => metric(e.http, 'ear_backend_in_flight', '{backend="sim-0"}'), (n) => n === 0), 0);
