@@ -83,8 +83,9 @@ export class EndpointPicker {
   }
 
   /**
-   * The endpoints for a request. Throws GatewayError: 400/404/413 for the request's own faults, 429 when
-   * admission sheds it, 503 when no allowed endpoint serves it, 504 after waiting queueTimeoutMs. Resolves null
+   * The endpoints for a request. Throws GatewayError: 400/401/404 for the request's own faults, 429 when
+   * admission sheds it or its rate limit refuses it, 503 when no allowed endpoint serves it, 504 after waiting
+   * queueTimeoutMs. Resolves null
    * when the stream ended while the request waited for admission (nothing is held then).
    */
   async pick (input: PickInput, signal: AbortSignalLike): Promise<Picked | null> {
