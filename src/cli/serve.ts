@@ -3,7 +3,8 @@
 import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { collectDefaultMetrics } from 'prom-client';
-import { buildConfig, loadConfigFile, ConfigError, DEFAULTS, type GatewayConfig } from '../gateway/config.js';
+import { ConfigError, DEFAULTS, type GatewayConfig } from '../gateway/config.js';
+import { GATEWAY_OPTIONS, readGatewayConfig } from './serve-options.js';
 import { startEar } from '../gateway/ear.js';
 import { policyNames } from '../core/policies/index.js';
 import { startSim, type SimServer } from '../sim/server.js';
@@ -60,35 +61,10 @@ export async function main (argv: string[]): Promise<number> {
       args: argv,
       strict: true,
       options: {
-        config: { type: 'string' },
-        backend: { type: 'string', multiple: true },
-        host: { type: 'string' },
-        port: { type: 'string' },
-        policy: { type: 'string' },
-        tokenizer: { type: 'string' },
-        'block-size': { type: 'string' },
-        'route-threads': { type: 'string' },
-        'assumed-ttl-ms': { type: 'string' },
-        'admin-token': { type: 'string' },
-        'api-key': { type: 'string', multiple: true },
-        'max-body-bytes': { type: 'string' },
-        'client-body-timeout-ms': { type: 'string' },
-        scheduler: { type: 'string' },
-        'max-queued': { type: 'string' },
-        'queue-timeout-ms': { type: 'string' },
-        'prefill-budget-tokens': { type: 'string' },
-        'session-store': { type: 'string' },
-        'max-contexts': { type: 'string' },
-        'kv-connectors': { type: 'string' },
-        'kv-connector': { type: 'string' },
-        'proactive-interval-ms': { type: 'string' },
-        'proactive-body-cache-bytes': { type: 'string' },
-        ha: { type: 'string' },
-        'lease-name': { type: 'string' },
+        ...GATEWAY_OPTIONS,
         demo: { type: 'string' },
         'demo-profile': { type: 'string' },
-        'demo-time-scale': { type: 'string' },
-        help: { type: 'boolean', short: 'h' }
+        'demo-time-scale': { type: 'string' }
       }
     }));
   } catch (err) {
@@ -106,36 +82,10 @@ export async function main (argv: string[]): Promise<number> {
     return 2;
   }
   const sims: SimServer[] = [];
-  const flags = (): Record<string, unknown> => ({
-    host: values.host,
-    port: values.port,
-    policy: values.policy,
-    // Precise mode needs the gateway's tokens to be the engines' own: demo engines and gateway share one tokenizer.
-    tokenizer: values.tokenizer ?? (demo > 0 ? DEMO_TOKENIZER : undefined),
-    blockSize: values['block-size'],
-    routeThreads: values['route-threads'],
-    assumedTtlMs: values['assumed-ttl-ms'],
-    adminToken: values['admin-token'],
-    apiKeys: values['api-key'],
-    maxBodyBytes: values['max-body-bytes'],
-    clientBodyTimeoutMs: values['client-body-timeout-ms'],
-    scheduler: values.scheduler,
-    maxQueued: values['max-queued'],
-    queueTimeoutMs: values['queue-timeout-ms'],
-    prefillBudgetTokens: values['prefill-budget-tokens'],
-    sessionStore: values['session-store'],
-    maxContexts: values['max-contexts'],
-    kvConnectors: values['kv-connectors'],
-    kvConnector: values['kv-connector'],
-    proactiveIntervalMs: values['proactive-interval-ms'],
-    proactiveBodyCacheBytes: values['proactive-body-cache-bytes'],
-    // Demo engines publish KV events, so the demo runs in precise mode.
-    backend: [...((values.backend as string[] | undefined) ?? []), ...sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`)]
-  });
-  const readConfig = (): Readonly<GatewayConfig> => {
-    const file = values.config ? loadConfigFile(values.config as string) : {};
-    return buildConfig(file, { ...flags(), ha: haFlags(file.ha, values.ha as string | undefined, values['lease-name'] as string | undefined) });
-  };
+  // Demo engines publish KV events, so the demo runs in precise mode; demo engines and gateway share one tokenizer
+  // (precise mode needs the gateway's tokens to be the engines' own).
+  const readConfig = (): Readonly<GatewayConfig> => readGatewayConfig(values,
+    sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`), demo > 0 ? DEMO_TOKENIZER : undefined);
   let config: Readonly<GatewayConfig>;
   try {
     config = readConfig();
@@ -212,14 +162,4 @@ export async function main (argv: string[]): Promise<number> {
   // Clients' keep-alive connections would keep the process alive (this uWS has no call that closes them all), and
   // one that keeps sending on its connection (each request answered 503) would keep it alive for ever: leave now.
   process.exit(0);
-}
-
-/**
- * The `ha` setting from the file's `ha:` section with --ha and --lease-name over it (flags override a field, not
- * the whole section); undefined when neither the file nor a flag says anything.
- */
-function haFlags (fromFile: unknown, mode: string | undefined, leaseName: string | undefined): unknown {
-  if (mode === undefined && leaseName === undefined) return undefined;
-  const base = typeof fromFile === 'string' ? { mode: fromFile } : typeof fromFile === 'object' && fromFile !== null && !Array.isArray(fromFile) ? fromFile : {};
-  return { ...base, ...(mode === undefined ? {} : { mode }), ...(leaseName === undefined ? {} : { leaseName }) };
 }

@@ -10,7 +10,7 @@ import { registerKvEventMetrics, registerSessionStoreMetrics } from './metrics.j
 import { createRoutePool, type RoutePool } from './route-pool.js';
 import { startGateway, type Gateway, type GatewayDeps } from './server.js';
 import { TableRouting } from './table-routing.js';
-import { featureSource } from './inline-features.js';
+import { featureSource, type FeatureSource } from './inline-features.js';
 import { registerRoutePoolMetrics } from './route-pool-metrics.js';
 import { SharedSessions } from './shared-sessions.js';
 import { createSessionStore } from '../store/create.js';
@@ -20,6 +20,8 @@ import { startProactiveMigration, type ProactiveLogger, type ProactiveMigration 
 export interface Ear {
   gateway: Gateway;
   routing: TableRouting;
+  /** A request's routing features (parse, render, tokenize, block keys), as the gateway computes them. */
+  features: FeatureSource;
   kvEvents: KvEventsThread;
   /** The shared session state (`sessionStore: redis://…`); null with `memory`. */
   sessions: SharedSessions | null;
@@ -107,6 +109,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       synced = synced.then(() => k.setBackends(specs, ttl)).catch(() => {});
     };
     let routing!: TableRouting;
+    const features = featureSource(region, config, p);
     const sessions = store === null ? null : new SharedSessions({ store, routing: () => routing, sessionTtlMs: config.sessionIdleMs, now });
     const gateway = await startGateway({
       config,
@@ -126,7 +129,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
         });
         return routing;
       },
-      features: featureSource(region, config, p),
+      features,
       now,
       sessions,
       // Contexts are recorded in the shared store too, so every replica can GET and DELETE them.
@@ -147,6 +150,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
     return {
       gateway,
       routing,
+      features,
       kvEvents: k,
       sessions,
       proactive,

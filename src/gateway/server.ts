@@ -67,6 +67,8 @@ export interface Gateway {
   readonly metrics: GatewayMetrics;
   /** Explicit contexts (POST /v1/context). */
   readonly contexts: ContextRegistry;
+  /** API keys and rate limits of the client routes (the endpoint picker checks its requests with it too). */
+  readonly gate: ClientGate;
   /** Runs one round of health probes now (also runs on a timer). */
   checkHealth (): Promise<void>;
   /**
@@ -75,6 +77,12 @@ export interface Gateway {
    * purged and reused. Reloads apply one after another. Other settings need a restart.
    */
   reload (config: Readonly<GatewayConfig>): Promise<void>;
+  /**
+   * A request sent to `b` by another path than this server's (the endpoint picker, whose proxy sends it) holds
+   * it until `exit`: a backend that a reload removed closes, and its row is freed, once the last one lets go.
+   */
+  enter (b: Backend): void;
+  exit (b: Backend): void;
   /** Stops accepting, lets in-flight requests finish (up to drainTimeoutMs), then closes everything. */
   close (): Promise<void>;
 }
@@ -102,7 +110,7 @@ function hasOther (state: RoutingState, model: string, exclude: Set<number>, fai
 }
 
 /** The priority class a request asks for: x-ear-priority (a class name or its rank), else its API key's, else normal. */
-function priorityClassOf (header: string, apiKey: string | null, byKey: Readonly<Record<string, string>>): number {
+export function priorityClassOf (header: string, apiKey: string | null, byKey: Readonly<Record<string, string>>): number {
   const v = header.trim().toLowerCase();
   if (v !== '') {
     const byName = (PRIORITY_CLASSES as readonly string[]).indexOf(v);
@@ -545,8 +553,11 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     backends,
     metrics,
     contexts,
+    gate,
     checkHealth,
     reload,
+    enter (b) { b.inFlight++; },
+    exit (b) { if (--b.inFlight === 0 && b.draining) void leave(b); },
     close () {
       closing ??= (async () => {
         draining = true;
