@@ -12,6 +12,7 @@ import { REMOTE_TOKENIZER_DEFAULTS, remoteTokenizerUrl, type RemoteTokenizerOpti
 import { parseSessionStoreSpec } from '../store/session-store.js';
 import type { BucketLimit } from './rate-limit.js';
 import { DEFAULT_REGION_CONFIG } from '../core/region.js';
+import { checkHa, HA_DEFAULTS, type HaConfig } from '../ha/ha-config.js';
 
 export interface BackendConfig {
   id: string;
@@ -38,7 +39,7 @@ export interface DiscoveryConfig {
   kubeconfig: string;
   /** '' = the pod's own (POD_NAMESPACE, else the service account's namespace file, else the kubeconfig context's, else "default"). */
   namespace: string;
-  /** Pods watched (Kubernetes label selector syntax); ignored with inferencePool, whose selector is used. */
+  /** Pods watched (Kubernetes label selector syntax); not used with inferencePool, whose selector picks the pods. */
   labelSelector: string;
   /** An inference.networking.k8s.io/v1 InferencePool whose spec.selector.matchLabels and spec.targetPorts[0] are used; '' = none. */
   inferencePool: string;
@@ -191,6 +192,8 @@ export interface GatewayConfig {
    * proactive transfer replays); beyond it the least recently used go, counted.
    */
   proactiveBodyCacheBytes: number;
+  /** Several replicas: active-active (default), or active-passive with a Kubernetes Lease (src/ha/ha-config.ts). */
+  ha: HaConfig;
 }
 
 export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze({
@@ -241,7 +244,8 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   sessionStoreTimeoutMs: 50,
   userWindow: USER_USAGE_DEFAULTS,
   maxContexts: 100_000,
-  contextTtlSeconds: 3600
+  contextTtlSeconds: 3600,
+  ha: HA_DEFAULTS
 });
 
 export class ConfigError extends Error {
@@ -438,10 +442,9 @@ function checkDiscovery (p: string, v: unknown): DiscoveryConfig | null {
   if (out.namespace !== '' && !DNS_LABEL.test(out.namespace)) throw new ConfigError(`${p}.namespace`, `"${out.namespace}" is not a namespace name (DNS-1123 label)`);
   out.inferencePool = str('inferencePool');
   if (out.inferencePool !== '' && !DNS_SUBDOMAIN.test(out.inferencePool)) throw new ConfigError(`${p}.inferencePool`, `"${out.inferencePool}" is not an object name (DNS-1123 subdomain)`);
-  if (r.labelSelector !== undefined) {
-    if (out.inferencePool !== '') throw new ConfigError(`${p}.labelSelector`, 'set either labelSelector or inferencePool (the pool\'s selector picks the pods)');
-    out.labelSelector = checkLabelSelector(`${p}.labelSelector`, r.labelSelector);
-  }
+  // With an inferencePool its selector picks the pods and labelSelector is not used (the Helm chart writes both:
+  // the pool's matchLabels as a selector); it must still be one.
+  if (r.labelSelector !== undefined) out.labelSelector = checkLabelSelector(`${p}.labelSelector`, r.labelSelector);
   for (const k of ['roleLabel', 'modelLabel', 'kvEventsLabel'] as const) if (r[k] !== undefined) out[k] = checkLabelKey(`${p}.${k}`, r[k]);
   for (const k of ['port', 'kvEventsPort', 'kvReplayPort'] as const) if (r[k] !== undefined) out[k] = checkInt(`${p}.${k}`, r[k], 1, 65535);
   if (out.kvEventsPort === out.kvReplayPort) throw new ConfigError(`${p}.kvReplayPort`, `must differ from kvEventsPort (${out.kvEventsPort})`);
@@ -571,7 +574,8 @@ const FIELDS: Record<string, (path: string, v: unknown) => unknown> = {
   contextTtlSeconds: (p, v) => checkInt(p, v, 1, MAX_CONTEXT_TTL_SECONDS),
   proactiveIntervalMs: (p, v) => checkInt(p, v, 10, 3_600_000),
   // One MiB at least: a bound smaller than an agent's request body would keep nothing.
-  proactiveBodyCacheBytes: (p, v) => checkInt(p, v, 1 << 20, 2 ** 40)
+  proactiveBodyCacheBytes: (p, v) => checkInt(p, v, 1 << 20, 2 ** 40),
+  ha: (p, v) => checkHa(p, v, (path, rule) => { throw new ConfigError(path, rule); })
 };
 
 function checkNumber (path: string, v: unknown, min: number, max: number): number {

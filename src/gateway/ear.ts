@@ -8,9 +8,9 @@ import type { Backend } from './backends.js';
 import type { GatewayConfig } from './config.js';
 import { registerKvEventMetrics, registerSessionStoreMetrics } from './metrics.js';
 import { createRoutePool, type RoutePool } from './route-pool.js';
-import { startGateway, type Gateway } from './server.js';
+import { startGateway, type Gateway, type GatewayDeps } from './server.js';
 import { TableRouting } from './table-routing.js';
-import { featureSource } from './inline-features.js';
+import { featureSource, type FeatureSource } from './inline-features.js';
 import { registerRoutePoolMetrics } from './route-pool-metrics.js';
 import { SharedSessions } from './shared-sessions.js';
 import { createSessionStore } from '../store/create.js';
@@ -20,6 +20,8 @@ import { startProactiveMigration, type ProactiveLogger, type ProactiveMigration 
 export interface Ear {
   gateway: Gateway;
   routing: TableRouting;
+  /** A request's routing features (parse, render, tokenize, block keys), as the gateway computes them. */
+  features: FeatureSource;
   kvEvents: KvEventsThread;
   /** The shared session state (`sessionStore: redis://…`); null with `memory`. */
   sessions: SharedSessions | null;
@@ -60,6 +62,8 @@ export interface EarOptions {
   storeWaitMs?: number;
   /** Where the migration thread's errors and failed transfers are logged (ear-proactive). */
   migrationLogger?: ProactiveLogger;
+  /** A condition /ready reports besides the gateway's own (active-passive: followers are not ready). */
+  readiness?: GatewayDeps['readiness'];
 }
 
 export async function startEar (config: Readonly<GatewayConfig>, opts: EarOptions = {}): Promise<Ear> {
@@ -105,6 +109,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       synced = synced.then(() => k.setBackends(specs, ttl)).catch(() => {});
     };
     let routing!: TableRouting;
+    const features = featureSource(region, config, p);
     const sessions = store === null ? null : new SharedSessions({ store, routing: () => routing, sessionTtlMs: config.sessionIdleMs, now });
     const gateway = await startGateway({
       config,
@@ -124,12 +129,13 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
         });
         return routing;
       },
-      features: featureSource(region, config, p),
+      features,
       now,
       sessions,
       // Contexts are recorded in the shared store too, so every replica can GET and DELETE them.
       sessionStore: store ?? undefined,
-      onSessionCompleted: (id, model, path, body) => proactive?.completed(id, model, path, body)
+      onSessionCompleted: (id, model, path, body) => proactive?.completed(id, model, path, body),
+      readiness: opts.readiness
     });
     // ear-proactive's idle-session moves run on their own thread; the request path only hands it bodies.
     if (config.policy === 'ear-proactive') {
@@ -144,6 +150,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
     return {
       gateway,
       routing,
+      features,
       kvEvents: k,
       sessions,
       proactive,

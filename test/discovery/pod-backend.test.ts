@@ -69,6 +69,8 @@ test('discovery config: defaults, flags over the file, and errors that name the 
   const c = buildConfig({ discovery: { kind: 'k8s', namespace: 'llm', port: 8001 } }, { discovery: { kind: 'k8s', labelSelector: 'app in (vllm, sglang),tier!=canary' } });
   assert.deepEqual(c.discovery, { ...DISCOVERY_DEFAULTS, namespace: 'llm', port: 8001, labelSelector: 'app in (vllm, sglang),tier!=canary' });
   assert.equal(buildConfig({}).discovery, null);
+  // With a pool, its selector picks the pods; a labelSelector beside it (as the Helm chart writes) is not an error.
+  assert.equal(buildConfig({ discovery: { kind: 'k8s', inferencePool: 'pool', labelSelector: 'app=x' } }).discovery?.inferencePool, 'pool');
   // Flags with nothing set leave the static list alone.
   assert.equal(buildConfig({}, { discovery: { kind: undefined, namespace: undefined } }).discovery, null);
   const bad: Array<[Record<string, unknown>, RegExp]> = [
@@ -76,7 +78,7 @@ test('discovery config: defaults, flags over the file, and errors that name the 
     [{ kind: 'k8s', namespace: 'Bad_NS' }, /discovery\.namespace: "Bad_NS" is not a namespace name/],
     [{ kind: 'k8s', labelSelector: 'app=' + 'x'.repeat(70) }, /discovery\.labelSelector/],
     [{ kind: 'k8s', labelSelector: 'app in vllm' }, /is not a label selector requirement/],
-    [{ kind: 'k8s', inferencePool: 'pool', labelSelector: 'app=x' }, /set either labelSelector or inferencePool/],
+    [{ kind: 'k8s', inferencePool: 'pool', labelSelector: 'app in x' }, /discovery\.labelSelector/],
     [{ kind: 'k8s', roleLabel: 'bad key/with space' }, /discovery\.roleLabel: .* is not a Kubernetes label key/],
     [{ kind: 'k8s', port: 0 }, /discovery\.port: must be an integer in \[1, 65535\]/],
     [{ kind: 'k8s', kvEventsPort: 7000, kvReplayPort: 7000 }, /discovery\.kvReplayPort: must differ/],
