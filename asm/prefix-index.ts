@@ -39,9 +39,10 @@
 //     that time is ttl old, scanning `budget` slots per call from a cursor kept in the header.
 //   - a key left with no pod in any kind is deleted (remove, clearPod, expiry).
 //   - load <= 0.75 (size <= capacity), so a probe always meets an empty slot; probes are bounded by slots.
-//   - clearPod sweeps the whole table (a pod leaving, AllBlocksCleared): O(slots), on the writer thread. A pod
-//     row whose backend left is purged with IX_MASK_ALL (IndexFeeder.purgePod) once its lease has moved
-//     (asm/pod-table.ts), so no record op of the old lease lands after the purge (asm/ring-apply.ts).
+//   - clearPod sweeps the whole table (a pod leaving, AllBlocksCleared): O(slots), on the writer thread. Pod
+//     rows whose backends left are purged with IX_MASK_ALL once their leases have moved (asm/pod-table.ts), so
+//     no record op of an old lease lands after the purge (asm/ring-apply.ts); rows released together are
+//     purged by ixClearPods in one sweep for all of them (IndexFeeder.purgePods).
 //   Counters are per key: size == inserts - removes - evictions - expirations.
 
 export const IX_MAX_PODS: u32 = 256;
@@ -375,6 +376,63 @@ export function ixClearPod (base: usize, pod: u32, kindMask: u32): i32 {
       // A deletion shifts later entries into slot i: look at it again. Entries only ever move into slots at
       // or after the hole (or, across the wrap, into slots already swept), so none is skipped.
       if (r == 2) continue;
+    }
+    i++;
+  }
+  return changed;
+}
+
+/**
+ * Writer. ixClearPod for a set of pods in ONE sweep: clears every pod whose bit is set in the IX_PRESENCE_BYTES
+ * bitset at `podsPtr` (4 u64 words, pod p at bit p) from every key in the kinds of `kindMask`, and deletes the
+ * keys left empty. Rows released together cost one scan of the slots, not one each. Returns how many keys it
+ * changed (a key counts once however many of the pods it loses).
+ */
+export function ixClearPods (base: usize, podsPtr: usize, kindMask: u32): i32 {
+  const m0 = load<u64>(podsPtr);
+  const m1 = load<u64>(podsPtr, 8);
+  const m2 = load<u64>(podsPtr, 16);
+  const m3 = load<u64>(podsPtr, 24);
+  kindMask &= IX_MASK_ALL;
+  if ((m0 | m1 | m2 | m3) == 0 || kindMask == 0) return 0;
+  const slots = load<u32>(base + IX_H_SLOTS);
+  let changed: i32 = 0;
+  let i: u32 = 0;
+  while (i < slots) {
+    const e = slotAt(base, i);
+    if (load<u64>(e) != 0) {
+      let hit: u64 = 0;
+      for (let k: u32 = 0; k < IX_KINDS; k++) {
+        if ((kindMask & (1 << k)) == 0) continue;
+        const p = e + IX_E_BITS + k * IX_KIND_BYTES;
+        hit |= (load<u64>(p) & m0) | (load<u64>(p, 8) & m1) | (load<u64>(p, 16) & m2) | (load<u64>(p, 24) & m3);
+      }
+      if (hit != 0) {
+        const s = beginWrite(e);
+        for (let k: u32 = 0; k < IX_KINDS; k++) {
+          if ((kindMask & (1 << k)) == 0) continue;
+          const p = e + IX_E_BITS + k * IX_KIND_BYTES;
+          // Only the words that change: most of an entry's words are 0, and a store dirties the line.
+          let v = load<u64>(p);
+          if ((v & m0) != 0) atomic.store<u64>(p, v & ~m0);
+          v = load<u64>(p, 8);
+          if ((v & m1) != 0) atomic.store<u64>(p + 8, v & ~m1);
+          v = load<u64>(p, 16);
+          if ((v & m2) != 0) atomic.store<u64>(p + 16, v & ~m2);
+          v = load<u64>(p, 24);
+          if ((v & m3) != 0) atomic.store<u64>(p + 24, v & ~m3);
+        }
+        endWrite(e, s);
+        changed++;
+        if (!anyPresence(e)) {
+          deleteAt(base, i);
+          bump64(base + IX_H_REMOVES);
+          // Slot i now holds what shifted back into it (or nothing): look at it again. As in ixClearPod, an
+          // entry not yet swept only ever moves into a slot at or after the hole; one moved across the wrap
+          // was swept already and is looked at again with no bit left to clear, so it is not counted twice.
+          continue;
+        }
+      }
     }
     i++;
   }

@@ -140,6 +140,7 @@ export class PrefixIndexWriter extends PrefixIndex {
   readonly #remove: Fn<[number, bigint, number, number]>;
   readonly #removeMany: Fn<[number, number, number, number, number]>;
   readonly #clearPod: Fn<[number, number, number]>;
+  readonly #clearPods: Fn<[number, number, number]>;
   readonly #expire: Fn<[number, number, number, number]>;
   readonly #probeStats: Fn<[number, number], void>;
   readonly #applyRing: Fn<[number, number, number, number, number, number, number, number]>;
@@ -158,6 +159,7 @@ export class PrefixIndexWriter extends PrefixIndex {
     this.#remove = region.fn('ixRemove');
     this.#removeMany = region.fn('ixRemoveMany');
     this.#clearPod = region.fn('ixClearPod');
+    this.#clearPods = region.fn('ixClearPods');
     this.#expire = region.fn('ixExpireAssumed');
     this.#probeStats = region.fn('ixProbeStats');
     this.#applyRing = region.fn('ixApplyRing');
@@ -198,6 +200,25 @@ export class PrefixIndexWriter extends PrefixIndex {
   /** Clears `pod` from every key (pod gone, AllBlocksCleared): a full sweep. Returns keys changed. */
   clearPod (pod: number, kindMask: number): number {
     return check(this.#clearPod(this.base, this.#pod(pod), kindMask), pod);
+  }
+
+  /**
+   * clearPod for several pods in one sweep of the table (rows released together). Duplicates count once; an
+   * empty list sweeps nothing. Returns keys changed (once each, however many of the pods a key loses).
+   */
+  clearPods (pods: Iterable<number>, kindMask: number): number {
+    // The pod bitset goes in this writer's presence words (its own area; lookup() reuses them afterwards).
+    const words = (this.area + this.region.const('IX_COUNTS_BYTES')) >>> 2;
+    const u32 = this.region.u32;
+    u32.fill(0, words, words + 8);
+    let any = false;
+    for (const pod of pods) {
+      this.#pod(pod);
+      u32[words + (pod >>> 5)] |= 1 << (pod & 31);
+      any = true;
+    }
+    if (!any) return 0;
+    return this.#clearPods(this.base, words << 2, kindMask);
   }
 
   /**

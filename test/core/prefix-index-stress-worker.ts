@@ -33,6 +33,8 @@ if (role === 'writer') {
     }
     ix.expireAssumed(now, 20, 512);
     if (rand(50) === 0) ix.clearPod(128 + rand(128), ix.mask.all);
+    // Rows released together: one sweep for several churn pods (its deletions move stable keys past readers too).
+    if (rand(50) === 0) ix.clearPods([128 + rand(128), 128 + rand(128), 128 + rand(128), 128 + rand(128)], ix.mask.all);
   }
   Atomics.store(region.i32, stop, 1);
   const report = { ops, stats: ix.stats(), probe: ix.probeStats() };

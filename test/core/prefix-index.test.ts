@@ -31,6 +31,7 @@ type Op =
   | { op: 'insert'; k: number; pod: number; kind: number; dt: number }
   | { op: 'remove'; k: number; pod: number; mask: number }
   | { op: 'clearPod'; pod: number; mask: number }
+  | { op: 'clearPods'; pods: number[]; mask: number }
   | { op: 'expire'; ttl: number; dt: number }
   | { op: 'longest'; ks: number[]; mask: number }
   | { op: 'insertMany'; ks: number[]; pod: number; kind: number; dt: number }
@@ -40,6 +41,8 @@ const opArb = (nKeys: number): fc.Arbitrary<Op> => fc.oneof(
   { weight: 6, arbitrary: fc.record({ op: fc.constant('insert' as const), k: fc.nat(nKeys - 1), pod: podArb, kind: fc.integer({ min: 0, max: 2 }), dt: fc.nat(400) }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('remove' as const), k: fc.nat(nKeys - 1), pod: podArb, mask: fc.integer({ min: 0, max: 7 }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('clearPod' as const), pod: podArb, mask: fc.integer({ min: 0, max: 7 }) }) },
+  // Several rows at once (duplicates allowed, as a set); the same pod pool as inserts, so keys lose several pods.
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('clearPods' as const), pods: fc.array(podArb, { maxLength: 12 }), mask: fc.integer({ min: 0, max: 7 }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('expire' as const), ttl: fc.nat(3000), dt: fc.nat(2000) }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('longest' as const), ks: fc.array(fc.nat(nKeys - 1), { maxLength: 20 }), mask: fc.integer({ min: 0, max: 7 }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('insertMany' as const), ks: fc.array(fc.nat(nKeys - 1), { maxLength: 20 }), pod: podArb, kind: fc.integer({ min: 0, max: 2 }), dt: fc.nat(400) }) },
@@ -74,6 +77,9 @@ test('random op sequences below capacity: WASM index equals the reference (retur
         }
         case 'clearPod':
           assert.equal(ix.clearPod(o.pod, o.mask), ref.clearPod(o.pod, o.mask), 'clearPod');
+          break;
+        case 'clearPods':
+          assert.equal(ix.clearPods(o.pods, o.mask), ref.clearPods([...new Set(o.pods)], o.mask), 'clearPods');
           break;
         case 'expire':
           now += o.dt;
@@ -190,6 +196,41 @@ test('long insert/remove churn leaves the table as if built from the live keys a
   assert.ok(churned.meanProbe < 4, `mean probe ${churned.meanProbe}`);
 });
 
+test('clearPods of many rows in one sweep of a full table leaves what one clearPod per row leaves', () => {
+  // Load 0.75 with every key held by several pods in several kinds, clusters wrapping the table's end: the
+  // sweep deletes most keys and shifts the survivors back, across the wrap too.
+  const cap = 3000;
+  const batched = freshIndex(region, cap);
+  const ref = new PrefixIndexRef(cap);
+  let x = 987654321n;
+  const next = (): bigint => { x = (x * 6364136223846793005n + 1442695040888963407n) % (1n << 64n); return x; };
+  const keys = Array.from({ length: cap }, next);
+  const holders = (i: number): number[] => [i % 200, (i * 7 + 3) % 256, (i * 13 + 5) % 256].filter((p, j, a) => a.indexOf(p) === j);
+  const fill = (ix: PrefixIndexWriter | PrefixIndexRef): void => {
+    keys.forEach((k, i) => holders(i).forEach((p, j) => ix.insert(k, p, j % 3, i)));
+  };
+  fill(batched);
+  fill(ref);
+  const gone = Array.from({ length: 180 }, (_, i) => (i * 37) % 256);
+  const changed = batched.clearPods(gone, batched.mask.all);
+  assert.equal(changed, ref.clearPods([...new Set(gone)], 7));
+  for (const k of keys) assert.deepEqual(batched.lookup(k), ref.lookup(k, 7), `lookup ${k}`);
+  const a = batched.stats();
+  assert.deepEqual([a.size, a.removes], [ref.size, ref.removes]);
+  assert.ok(a.removes > cap / 4, `${a.removes} keys deleted`);
+  const p = batched.probeStats();
+  assert.equal(p.junk, 0);
+  assert.equal(p.occupied, a.size);
+  const after = keys.map((k) => batched.lookup(k));
+  // The same rows one at a time, on the same table filled again.
+  const single = freshIndex(region, cap);
+  fill(single);
+  for (const pod of new Set(gone)) single.clearPod(pod, single.mask.all);
+  assert.deepEqual(keys.map((k) => single.lookup(k)), after);
+  assert.equal(single.stats().removes, a.removes);
+  assert.equal(single.probeStats().sumProbe, p.sumProbe, 'same keys, same displacement');
+});
+
 test('bad arguments are refused; key 0 is the same key as 1; one writer per index', () => {
   const ix = freshIndex(region, 100);
   assert.throws(() => ix.insert(5n, 256, 0, 0), /pod must be/);
@@ -197,6 +238,9 @@ test('bad arguments are refused; key 0 is the same key as 1; one writer per inde
   assert.throws(() => ix.insert(5n, 1.5, 0, 0), /pod must be/);
   assert.throws(() => ix.insert(5n, 1, 3, 0), /kind out of range/);
   assert.throws(() => ix.expireAssumed(0, 2 ** 31, 10), /TTL/);
+  assert.throws(() => ix.clearPods([3, 256], ix.mask.all), /pod must be/);
+  assert.throws(() => ix.clearPods([-1], ix.mask.all), /pod must be/);
+  assert.equal(ix.clearPods([], ix.mask.all), 0);
   assert.equal(ix.insert(0n, 7, 0, 0), true);
   assert.deepEqual(ix.lookup(1n), [7]);
   assert.equal(ix.lookup(2n), null);

@@ -91,6 +91,22 @@ export class PrefixIndexRef {
     return changed;
   }
 
+  /** clearPod for every pod of `pods` at once: keys changed, each counted once. */
+  clearPods (pods: readonly number[], kindMask: number): number {
+    if (pods.some((p) => p < 0 || p >= REF_MAX_PODS)) return -1;
+    let changed = 0;
+    for (const [key, e] of [...this.#map]) {
+      let hit = false;
+      for (const pod of pods) {
+        const r = this.#clear(key, e, pod, kindMask);
+        if (r > 0) hit = true;
+        if (r === 2) break; // the key is gone
+      }
+      if (hit) changed++;
+    }
+    return changed;
+  }
+
   /** Full sweep: entries whose assumed-at is `ttl` ms old (wrapping u32 ms) lose every pod's ASSUMED bit. */
   expireAssumed (now: number, ttl: number): number {
     let expired = 0;
