@@ -1,8 +1,8 @@
 // The kv-events thread: the prefix index's only writer (ARCHITECTURE.md principle 1). It applies the record ops
 // that the gateway pushes on the ring, ages assumed entries out, and follows every backend whose engine
 // publishes KV events (one KvEventSubscriber each), applying their batches with an EventApplier.
-// Messages from the parent carry an id that the reply repeats: 'backends' (the list to follow), 'purge' (a
-// released row: stop following it and purge its entries), 'forget' (drop a departed backend's counters),
+// Messages from the parent carry an id that the reply repeats: 'backends' (the list to follow), 'purge' (released
+// rows: stop following them and purge their entries, all in one sweep), 'forget' (drop a departed backend's counters),
 // 'stats', 'stop'.
 import { parentPort, workerData } from 'node:worker_threads';
 import { Region, type SharedRegion } from '../src/core/region.js';
@@ -145,6 +145,7 @@ async function unfollow (f: Followed): Promise<void> {
 
 async function setBackends (list: readonly KvBackendSpec[]): Promise<void> {
   const wanted = new Map(list.map((s) => [s.index, s]));
+  const gone: Followed[] = [];
   for (const [index, f] of followed) {
     const w = wanted.get(index);
     if (w !== undefined && sameStream(w, f.spec)) {
@@ -153,37 +154,61 @@ async function setBackends (list: readonly KvBackendSpec[]): Promise<void> {
       continue;
     }
     followed.delete(index);
-    await unfollow(f);
+    gone.push(f);
   }
+  // Together, not one after another: a rollout changes streams by the dozen, and the purges queued behind this
+  // message wait for it. Every old stream is closed before a new one takes its row.
+  await Promise.all(gone.map(unfollow));
+  const added: Followed[] = [];
   for (const spec of wanted.values()) {
     if (followed.has(spec.index) || stopped) continue;
     const f = follow(spec);
     followed.set(spec.index, f);
+    added.push(f);
+  }
+  await Promise.all(added.map(async (f) => {
     try {
       await f.sub.start();
     } catch {
       // An endpoint ZMQ refuses outright (config validation lets few through): counted, retried on the next list.
-      followed.delete(spec.index);
+      followed.delete(f.spec.index);
       await f.sub.close();
       const s = snapshot(f, false);
       s.socketErrors++;
       retire(s);
     }
-  }
+  }));
 }
 
 /**
- * A released row (PodTable.release has already moved its lease): stops following its stream if it still is,
- * then purges every entry of the pod in every kind (IndexFeeder.purgePod drains the ring first). Returns the
- * keys the purge changed.
+ * Released rows (PodTable.release has already moved their leases): stops following the streams of those it still
+ * follows (closed together, not one after another), then purges every entry of the rows in every kind in one
+ * sweep (IndexFeeder.purgePods drains the ring first). Returns the keys the purge changed.
  */
-async function purgePod (index: number): Promise<number> {
-  const f = followed.get(index);
-  if (f !== undefined) {
-    followed.delete(index);
-    await unfollow(f);
+async function purgePods (rows: readonly number[]): Promise<number> {
+  const gone: Followed[] = [];
+  for (const row of rows) {
+    const f = followed.get(row);
+    if (f === undefined) continue;
+    followed.delete(row);
+    gone.push(f);
   }
-  return feeder.purgePod(index);
+  await Promise.all(gone.map(unfollow));
+  return feeder.purgePods(rows);
+}
+
+/** Why `rows` is not a list of distinct pod rows, or null. Checked before anything is purged. */
+function badRows (rows: unknown): string | null {
+  if (!Array.isArray(rows) || rows.length === 0 || rows.length > writer.maxPods) {
+    return `pod rows must be a list of 1 to ${writer.maxPods} rows`;
+  }
+  const seen = new Set<number>();
+  for (const r of rows) {
+    if (!(Number.isInteger(r) && r >= 0 && r < writer.maxPods)) return `pod row must be an integer in [0, ${writer.maxPods}), got ${r}`;
+    if (seen.has(r)) return `pod row ${r} is listed twice`;
+    seen.add(r);
+  }
+  return null;
 }
 
 function quantile (q: number): number | null {
@@ -206,20 +231,17 @@ function stats (): KvThreadStats {
 
 // Messages are handled one at a time, in order: a stats request sees every earlier backends change applied.
 let queue: Promise<void> = Promise.resolve();
-parentPort?.on('message', (msg: { type: string; id: number; backends?: KvBackendSpec[]; assumedTtlMs?: number; index?: number; backendId?: string }) => {
+parentPort?.on('message', (msg: { type: string; id: number; backends?: KvBackendSpec[]; assumedTtlMs?: number; rows?: unknown; backendId?: string }) => {
   queue = queue.then(async () => {
     if (msg.type === 'backends') {
       if (typeof msg.assumedTtlMs === 'number') feeder.setAssumedTtl(msg.assumedTtlMs);
       await setBackends(msg.backends ?? []);
       parentPort?.postMessage({ id: msg.id, value: undefined });
     } else if (msg.type === 'purge') {
-      const index = msg.index!;
-      // A bad row is the caller's error, not this thread's: it is answered, not thrown here.
-      if (!(Number.isInteger(index) && index >= 0 && index < writer.maxPods)) {
-        parentPort?.postMessage({ id: msg.id, error: `pod row must be an integer in [0, ${writer.maxPods}), got ${index}` });
-      } else {
-        parentPort?.postMessage({ id: msg.id, value: await purgePod(index) });
-      }
+      // A bad row is the caller's error, not this thread's: it is answered, not thrown here, and nothing is purged.
+      const bad = badRows(msg.rows);
+      if (bad !== null) parentPort?.postMessage({ id: msg.id, error: bad });
+      else parentPort?.postMessage({ id: msg.id, value: await purgePods(msg.rows as number[]) });
     } else if (msg.type === 'forget') {
       // Only a backend no longer followed: a live one's counters are its stream's.
       const live = [...followed.values()].some((f) => f.spec.id === msg.backendId);

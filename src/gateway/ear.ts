@@ -10,6 +10,7 @@ import { registerKvEventMetrics, registerSessionStoreMetrics } from './metrics.j
 import { createRoutePool, type RoutePool } from './route-pool.js';
 import { startGateway, type Gateway, type GatewayDeps } from './server.js';
 import { TableRouting } from './table-routing.js';
+import { KvThreadChain } from './kv-thread-chain.js';
 import { featureSource, type FeatureSource } from './inline-features.js';
 import { registerRoutePoolMetrics } from './route-pool-metrics.js';
 import { SharedSessions } from './shared-sessions.js';
@@ -95,10 +96,11 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       onQueueWait: (seconds) => observeQueueWait(seconds)
     });
     const p = pool;
-    // Tell the thread only what changed; calls stay in order on one chain.
+    // Tell the thread only what changed; calls stay in order on one chain, purges of released rows batched.
+    const podRows = region.u32[(region.base('TABLE_PODS') + region.const('PODS_H_CAPACITY')) >>> 2];
+    const chain = new KvThreadChain(k, podRows);
     let list: readonly Backend[] = [];
     let sent = '';
-    let synced: Promise<void> = Promise.resolve();
     const sync = (): void => {
       proactive?.backends(list);
       const specs = kvBackendSpecs(list);
@@ -106,7 +108,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       const key = JSON.stringify([specs, ttl]);
       if (key === sent) return;
       sent = key;
-      synced = synced.then(() => k.setBackends(specs, ttl)).catch(() => {});
+      chain.setBackends(specs, ttl);
     };
     let routing!: TableRouting;
     const features = featureSource(region, config, p);
@@ -120,12 +122,8 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
           scheduler: config.scheduler,
           admission: { levels: config.schedulerLevels, quantumMs: config.schedulerQuantumMs, beta: config.schedulerBeta, maxQueued: config.maxQueued, queueTimeoutMs: config.queueTimeoutMs },
           capacity: { prefillBudgetTokens: config.prefillBudgetTokens, kvHighWatermark: config.kvHighWatermark, learnLimit: config.learnConcurrencyLimit },
-          // After the list change that stops its stream, on the same chain.
-          purgeRow: (row) => {
-            const purged = synced.then(() => k.purgePod(row));
-            synced = purged.then(() => {}, () => {});
-            return purged;
-          }
+          // On the same chain as the list changes, with the other rows released meanwhile: one sweep for all.
+          purgeRow: (row) => chain.purge(row)
         });
         return routing;
       },
@@ -154,14 +152,14 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       kvEvents: k,
       sessions,
       proactive,
-      kvSynced: () => synced,
+      kvSynced: () => chain.idle(),
       async close () {
         // First, so no move is applied to tables the gateway is tearing down.
         await proactive?.close();
         await gateway.close();
         await sessions?.close();
         await p.close();
-        await synced;
+        await chain.idle();
         await k.stop();
       }
     };

@@ -202,6 +202,7 @@ export function registerKvEventMetrics (registry: Registry, read: () => Promise<
   const totals: Array<[keyof KvThreadStats, string, string]> = [
     ['purged', 'ear_kv_backends_purged_total', 'Backends whose KV-event entries were purged (removed, drained or down).'],
     ['purgedPods', 'ear_kv_pod_rows_purged_total', 'Released pod rows whose every index entry was purged.'],
+    ['purgeSweeps', 'ear_kv_purge_sweeps_total', 'Sweeps of the prefix index that purged released pod rows (rows released together share one).'],
     ['stale', 'ear_kv_stale_ops_total', 'Record ops dropped because their pod row was released after they were decided (old lease).'],
     ['retiredDropped', 'ear_kv_retired_backends_dropped_total', 'Departed backends whose counters were dropped at the bound (oldest first).']
   ];

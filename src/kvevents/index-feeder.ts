@@ -22,10 +22,12 @@ export interface FeederStats {
   forgotten: number;
   /** Rows purged (every entry of the pod, in every kind) after their backend left. */
   purgedPods: number;
+  /** Sweeps of the index those purges took (rows released together share one). */
+  purgeSweeps: number;
 }
 
 export class IndexFeeder {
-  readonly stats: FeederStats = { applied: 0, stale: 0, expired: 0, forgotten: 0, purgedPods: 0 };
+  readonly stats: FeederStats = { applied: 0, stale: 0, expired: 0, forgotten: 0, purgedPods: 0, purgeSweeps: 0 };
   readonly #w: PrefixIndexWriter;
   readonly #ring: RingConsumer;
   readonly #opts: FeederOptions;
@@ -63,9 +65,18 @@ export class IndexFeeder {
    * Returns how many keys it changed. The index's writer thread only.
    */
   purgePod (pod: number): number {
+    return this.purgePods([pod]);
+  }
+
+  /**
+   * purgePod for several released rows in ONE sweep of the index (rows released while a purge was pending):
+   * the sweep costs the same for one row or 256. Same preconditions, for each row. Returns keys changed.
+   */
+  purgePods (pods: readonly number[]): number {
     this.pump(Infinity);
-    const changed = this.#w.clearPod(pod, this.#w.mask.all);
-    this.stats.purgedPods++;
+    const changed = this.#w.clearPods(pods, this.#w.mask.all);
+    this.stats.purgedPods += new Set(pods).size;
+    if (pods.length > 0) this.stats.purgeSweeps++;
     return changed;
   }
 

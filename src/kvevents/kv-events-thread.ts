@@ -70,6 +70,11 @@ export interface KvEventsThread {
    * backend out of later setBackends lists. Resolves, with the keys the purge changed, once the purge is done.
    */
   purgePod (index: number): Promise<number>;
+  /**
+   * purgePod for several released rows (distinct, 1 to 256) in one sweep of the index: what a batch of rows
+   * released together costs. Rejects with a RangeError, purging none, if any row is out of range or repeated.
+   */
+  purgePods (rows: readonly number[]): Promise<number>;
   /** Drops the counters kept for a backend id that left for good (its ear_kv_* series go); false if none or still followed. */
   forget (backendId: string): Promise<boolean>;
   stats (): Promise<KvThreadStats>;
@@ -112,7 +117,8 @@ export function startKvEventsThread (shared: SharedRegion, opts: KvThreadOptions
   let stopping: Promise<KvThreadStats> | null = null;
   return {
     setBackends: (backends, assumedTtlMs) => ask<void>({ type: 'backends', backends, assumedTtlMs }),
-    purgePod: (index) => ask<number>({ type: 'purge', index }),
+    purgePod: (index) => ask<number>({ type: 'purge', rows: [index] }),
+    purgePods: (rows) => ask<number>({ type: 'purge', rows: [...rows] }),
     forget: (backendId) => ask<boolean>({ type: 'forget', backendId }),
     stats: () => ask<KvThreadStats>({ type: 'stats' }),
     stop () {

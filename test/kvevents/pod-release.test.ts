@@ -55,6 +55,43 @@ test('purgePod unfollows the backend and purges its confirmed and assumed entrie
   }
 });
 
+test('purgePods purges several released rows in one sweep, unfollowing those still followed; bad lists purge nothing', async () => {
+  const rig = startRig();
+  const s = await eventSim(2);
+  try {
+    const pods = new PodTable(rig.region);
+    const ring = new RingProducer(rig.region);
+    const { assumed } = ring.layout.opcodes;
+    for (const row of [0, 2, 3, 5]) pods.set(row, { state: 'ready', role: 'both', blockSize: BLOCK, kvBlocks: 0, model: 0 });
+    await rig.thread.setBackends([s.spec]);
+    const p = prompt(6 * BLOCK, 7);
+    await complete(s.sim, p);
+    await until('row 2\'s confirmed blocks', () => rig.match(p, 2).pod === 6);
+    // Keys shared by rows: a key goes only when its last row does.
+    ring.pushKeys(assumed, 0, [201n, 202n], Date.now());
+    ring.pushKeys(assumed, 3, [202n, 203n], Date.now());
+    ring.pushKeys(assumed, 5, [203n, 204n], Date.now());
+    await until('the assumed blocks', () => rig.index.lookup(204n) !== null && rig.index.lookup(201n) !== null);
+    // Bad lists are refused whole, before anything is purged.
+    await assert.rejects(rig.thread.purgePods([0, 256]), /pod row must be/);
+    await assert.rejects(rig.thread.purgePods([0, 0]), /listed twice/);
+    await assert.rejects(rig.thread.purgePods([]), /1 to/);
+    assert.deepEqual(rig.index.lookup(201n), [0]);
+    for (const row of [0, 2, 3]) pods.release(row);
+    // Rows 0, 2 (followed: its stream is closed by the purge) and 3 in one message; row 5 stays.
+    const changed = await rig.thread.purgePods([0, 2, 3]);
+    assert.equal(changed, 3, 'keys 201, 202 (two rows, counted once) and 203 changed in the sweep');
+    assert.equal(rig.match(p, 2).deepest, 0, 'row 2\'s confirmed entries gone');
+    assert.deepEqual([201n, 202n, 203n, 204n].map((k) => rig.index.lookup(k)), [null, null, [5], [5]]);
+    const st = await rig.thread.stats();
+    assert.deepEqual([st.purgedPods, st.purgeSweeps, st.purged], [3, 1, 1]);
+    assert.equal(st.backends.find((b) => b.id === s.spec.id)?.active, false, 'no longer followed');
+  } finally {
+    await rig.close();
+    await s.sim.close();
+  }
+});
+
 test('the counters of departed backends are bounded: the most recent are kept, the rest counted; forget drops one', async () => {
   const shared = createRegion({ prefixIndexKeys: 1 << 10, sessions: 16, heapJobs: 16, recordRingOps: 64, pods: 8, scratchSlots: 4, scratchBytes: 1 << 16 });
   const thread = startKvEventsThread(shared, { assumedTtlMs: 1000, maxRetiredBackends: 2, subscriber: { reconnectMinMs: 50, reconnectMaxMs: 200 } });
