@@ -6,7 +6,7 @@ import { createPolicy } from '../core/policies/index.js';
 import { startKvEventsThread, type KvBackendSpec, type KvEventsThread } from '../kvevents/kv-events-thread.js';
 import type { Backend } from './backends.js';
 import type { GatewayConfig } from './config.js';
-import { registerKvEventMetrics, registerSessionStoreMetrics } from './metrics.js';
+import { registerKvEventMetrics, registerPodRowMetrics, registerSessionStoreMetrics } from './metrics.js';
 import { createRoutePool, type RoutePool } from './route-pool.js';
 import { startGateway, type Gateway, type GatewayDeps } from './server.js';
 import { TableRouting } from './table-routing.js';
@@ -90,6 +90,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
     const k = kv = startKvEventsThread(shared, { assumedTtlMs: initialTtl, blockSize: config.blockSize, maxMappedBlocks: config.kvMaxMappedBlocks });
     // The gateway (and its metrics) starts after the pool; no task runs before it does.
     let observeQueueWait = (_seconds: number): void => {};
+    let observeRowFree = (_seconds: number): void => {};
     pool = createRoutePool(shared, {
       threads: config.routeThreads, tokenizer: config.tokenizer, blockSize: config.blockSize,
       sessionsPerThread: config.sessionsPerRouteThread, sessionIdleMs: config.sessionIdleMs, remote: config.remoteTokenizer,
@@ -123,7 +124,8 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
           admission: { levels: config.schedulerLevels, quantumMs: config.schedulerQuantumMs, beta: config.schedulerBeta, maxQueued: config.maxQueued, queueTimeoutMs: config.queueTimeoutMs },
           capacity: { prefillBudgetTokens: config.prefillBudgetTokens, kvHighWatermark: config.kvHighWatermark, learnLimit: config.learnConcurrencyLimit },
           // On the same chain as the list changes, with the other rows released meanwhile: one sweep for all.
-          purgeRow: (row) => chain.purge(row)
+          purgeRow: (row) => chain.purge(row),
+          onRowFreed: (_row, seconds) => observeRowFree(seconds)
         });
         return routing;
       },
@@ -142,6 +144,10 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
     registerKvEventMetrics(gateway.metrics.registry, () => k.stats());
     registerRoutePoolMetrics(gateway.metrics.registry, () => p.stats());
     if (sessions !== null) registerSessionStoreMetrics(gateway.metrics.registry, sessions);
+    observeRowFree = registerPodRowMetrics(gateway.metrics.registry, {
+      rows: () => ({ capacity: routing.host.rows.capacity, used: routing.host.rows.used, releasing: routing.host.rows.releasing }),
+      purgesWaiting: () => chain.pending
+    });
     const queueWait = gateway.metrics.queueWaitSeconds;
     observeQueueWait = (seconds) => queueWait.observe(seconds);
     sync();

@@ -1,5 +1,5 @@
 // The gateway's own Prometheus metrics (GET /metrics). Latency histograms are in seconds, as Prometheus wants.
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { FastCounter, FastHistogram, type CounterSeries, type HistogramSeries } from './fast-metrics.js';
 import type { KvBackendStats, KvThreadStats } from '../kvevents/kv-events-thread.js';
 import type { SessionStoreStats } from '../store/session-store.js';
@@ -207,6 +207,41 @@ export function registerKvEventMetrics (registry: Registry, read: () => Promise<
     ['retiredDropped', 'ear_kv_retired_backends_dropped_total', 'Departed backends whose counters were dropped at the bound (oldest first).']
   ];
   for (const [field, name, help] of totals) registerTotal(registry, name, help, async () => { const s = await fetch(); return s === null ? null : Number(s[field]); });
+}
+
+/** What registerPodRowMetrics reads at each scrape. */
+export interface PodRowSource {
+  /** Rows leased or releasing, and of them releasing (drained or draining, not yet free). */
+  rows (): { capacity: number; used: number; releasing: number };
+  /** Released rows waiting for their purge on the kv-events chain (queued or in the sweep). */
+  purgesWaiting (): number;
+}
+
+/**
+ * The pod rows: how many are taken, how many wait for their purge, and how long a released row took to be free
+ * again (release → purge confirmed). Returns the function that records one such time (seconds).
+ */
+export function registerPodRowMetrics (registry: Registry, src: PodRowSource): (seconds: number) => void {
+  const rows = new Gauge({
+    name: 'ear_pod_rows', help: 'Pod rows by state: leased (a backend on it), releasing (its backend left, purge not yet confirmed), free.',
+    labelNames: ['state'], registers: [registry],
+    collect () {
+      const r = src.rows();
+      this.set({ state: 'leased' }, r.used - r.releasing);
+      this.set({ state: 'releasing' }, r.releasing);
+      this.set({ state: 'free' }, r.capacity - r.used);
+    }
+  });
+  void rows;
+  new Gauge({
+    name: 'ear_pod_row_purges_waiting', help: 'Released pod rows waiting for the kv-events thread to purge them (batched: one sweep for all).',
+    registers: [registry], collect () { this.set(src.purgesWaiting()); }
+  });
+  const free = new Histogram({
+    name: 'ear_pod_row_free_seconds', help: 'Time from a backend\'s release (its lease moved) to its pod row free again (index purge confirmed).',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers: [registry]
+  });
+  return (seconds) => free.observe(seconds);
 }
 
 /**

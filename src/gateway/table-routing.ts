@@ -32,6 +32,8 @@ export interface TableRoutingOptions {
    * (a forgetPod op), which the writer applies in order with the ops before it.
    */
   purgeRow?: (row: number) => Promise<unknown>;
+  /** Called once a released row is free again, with the seconds since its release began (a metric). */
+  onRowFreed?: (row: number, seconds: number) => void;
   /** The admission scheduler and its knobs (default off). */
   scheduler?: RoutingHostOptions['scheduler'];
   admission?: RoutingHostOptions['admission'];
@@ -48,10 +50,12 @@ export class TableRouting implements RoutingState {
   readonly #byRow: Array<Backend | undefined> = [];
   readonly #onChanged: ((b: Backend) => void) | null;
   readonly #purgeRow: ((row: number) => Promise<unknown>) | null;
+  readonly #onRowFreed: ((row: number, seconds: number) => void) | null;
 
   constructor (region: Region, policy: Policy, opts: TableRoutingOptions) {
     this.#onChanged = opts.onBackendChanged ?? null;
     this.#purgeRow = opts.purgeRow ?? null;
+    this.#onRowFreed = opts.onRowFreed ?? null;
     this.host = new RoutingHost(region, {
       policy, blockSize: opts.blockSize, sessionTtlMs: opts.sessionTtlMs, sessionExpiryBudget: opts.sessionExpiryBudget, random: opts.random,
       scheduler: opts.scheduler, admission: opts.admission, capacity: opts.capacity, users: opts.users
@@ -69,12 +73,14 @@ export class TableRouting implements RoutingState {
   }
 
   async release (b: Backend): Promise<void> {
+    const t0 = performance.now();
     this.host.releasePod(b.index);
     this.#byRow[b.index] = undefined;
     this.#onChanged?.(b);
     if (this.#purgeRow !== null) await this.#purgeRow(b.index);
     else this.host.ring.push(this.host.ring.layout.opcodes.forgetPod, b.index, 0n, 0n, 0n, this.host.pods.lease(b.index));
     this.host.podPurged(b.index);
+    this.#onRowFreed?.(b.index, (performance.now() - t0) / 1000);
   }
 
   route (input: RoutingInput, exclude: ReadonlySet<number>, now: number, attempt = 0): Placement {
