@@ -93,7 +93,9 @@ export async function main (argv: string[]): Promise<number> {
     return 1;
   }
   collectDefaultMetrics({ register: ear.gateway.metrics.registry });
-  discovered?.attach(ear.gateway);
+  const applier = discovered?.attach(ear.gateway);
+  // A reload refused because every pod row was taken is tried again as soon as a row comes free.
+  if (applier !== undefined) ear.onRowFreed(() => applier.retryNow());
   process.on('SIGHUP', () => {
     if (discovered !== null) {
       log.info('SIGHUP: the backends come from discovery; other settings need a restart');

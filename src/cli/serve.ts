@@ -147,7 +147,9 @@ export async function main (argv: string[]): Promise<number> {
   // The process's own series (RSS, heap, GC, event-loop lag) on /metrics: registered once per process, here rather
   // than per gateway (test suites start many gateways in one process, and each call adds GC and event-loop monitors).
   collectDefaultMetrics({ register: ear.gateway.metrics.registry });
-  discovered?.attach(ear.gateway);
+  const applier = discovered?.attach(ear.gateway);
+  // A reload refused because every pod row was taken is tried again as soon as a row comes free.
+  if (applier !== undefined) ear.onRowFreed(() => applier.retryNow());
   // Signal handlers before the line that says we listen: until a handler is installed, SIGHUP and SIGTERM
   // take their default action and kill the process (a supervisor may signal as soon as it reads that line).
   process.on('SIGHUP', () => {

@@ -30,6 +30,8 @@ export interface Ear {
   proactive: ProactiveMigration | null;
   /** Resolves once the kv-events thread follows the backends as they are now (tests, reload). */
   kvSynced (): Promise<void>;
+  /** Calls `listener` whenever a released pod row is free again (discovery retries a reload refused for rows). */
+  onRowFreed (listener: () => void): void;
   close (): Promise<void>;
 }
 
@@ -91,6 +93,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
     // The gateway (and its metrics) starts after the pool; no task runs before it does.
     let observeQueueWait = (_seconds: number): void => {};
     let observeRowFree = (_seconds: number): void => {};
+    const rowFreed: Array<() => void> = [];
     pool = createRoutePool(shared, {
       threads: config.routeThreads, tokenizer: config.tokenizer, blockSize: config.blockSize,
       sessionsPerThread: config.sessionsPerRouteThread, sessionIdleMs: config.sessionIdleMs, remote: config.remoteTokenizer,
@@ -125,7 +128,10 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
           capacity: { prefillBudgetTokens: config.prefillBudgetTokens, kvHighWatermark: config.kvHighWatermark, learnLimit: config.learnConcurrencyLimit },
           // On the same chain as the list changes, with the other rows released meanwhile: one sweep for all.
           purgeRow: (row) => chain.purge(row),
-          onRowFreed: (_row, seconds) => observeRowFree(seconds)
+          onRowFreed: (_row, seconds) => {
+            observeRowFree(seconds);
+            for (const l of rowFreed) l();
+          }
         });
         return routing;
       },
@@ -159,6 +165,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       sessions,
       proactive,
       kvSynced: () => chain.idle(),
+      onRowFreed: (listener) => { rowFreed.push(listener); },
       async close () {
         // First, so no move is applied to tables the gateway is tearing down.
         await proactive?.close();
