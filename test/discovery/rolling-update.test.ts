@@ -133,10 +133,11 @@ test(`a rolling update of ${REPLICAS * ROLLS} pods under traffic fails no reques
   const text = await (await fetch(`${gw.url}/metrics`)).text();
   const freed = await metric(gw.url, 'ear_pod_row_free_seconds_count', '');
   const sweeps = await metric(gw.url, 'ear_kv_purge_sweeps_total', '');
-  assert.equal(freed >= REPLICAS * ROLLS, true, `${freed} rows freed`);
-  assert.equal(await metric(gw.url, 'ear_kv_pod_rows_purged_total', ''), freed);
   const buckets = [...text.matchAll(/^ear_pod_row_free_seconds_bucket\{le="([^"]+)"\} (\d+)$/gm)].map((m) => [m[1], Number(m[2])] as const);
   const within = (q: number): string => buckets.find(([, n]) => n >= q * freed)?.[0] ?? '?';
   const mean = await metric(gw.url, 'ear_pod_row_free_seconds_sum', '') / freed;
   console.log(`# release → free row: mean ${(mean * 1000).toFixed(0)} ms, median ≤ ${within(0.5)} s, p99 ≤ ${within(0.99)} s; ${freed} rows in ${sweeps} sweeps`);
+  // Every old pod's row is free again by the time the gateway has settled on the last revision.
+  assert.equal(freed >= REPLICAS * ROLLS, true, `${freed} rows freed`);
+  assert.equal(await metric(gw.url, 'ear_kv_pod_rows_purged_total', ''), freed);
 });
