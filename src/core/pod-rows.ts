@@ -17,7 +17,9 @@
 //      load.resetRow(row)                        its counters back to zero (nothing of it in flight any more)
 //      await kvThread.purgePod(row)              gateway: the kv-events thread stops following its KV events
 //        or feeder.purgePod(row)                 in-process (after dropping its EventApplier): every index entry
-//                                                of the row in every kind is purged, after the ring is drained
+//                                                of the row in every kind is purged, after the ring is drained;
+//                                                rows released together share one sweep (purgePods: the
+//                                                gateway's KvThreadChain batches them)
 //   4. rows.release(row)                         the purge is confirmed: the row is free for the next acquire
 // release() checks that the lease moved since acquire (step 3 was not skipped).
 //
