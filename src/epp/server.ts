@@ -50,7 +50,8 @@ export async function startEpp (ear: Ear, opts: EppOptions): Promise<EppServer> 
   const streams = new Set<ExtProcStream>();
   const metrics = new EppMetrics(ear.gateway.metrics.registry, () => streams.size);
   const picker = new EndpointPicker({ config: gwConfig, gateway: ear.gateway, routing: ear.routing, features: ear.features, now, fallbacks: opts.fallbacks ?? 2, sessions: ear.sessions });
-  const ready = (): boolean => !draining && ear.gateway.backends.some((b) => b.health === 'healthy' && !b.draining);
+  // The gateway's own readiness (a healthy backend; active-passive: this replica leads), and not draining.
+  const ready = (): boolean => !draining && ear.gateway.readiness().ready;
 
   // A request body arrives in one message in BUFFERED mode: the limit is the gateway's body limit and some room.
   const limit = gwConfig.maxBodyBytes + (1 << 16);

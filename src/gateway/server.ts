@@ -77,6 +77,8 @@ export interface Gateway {
    * purged and reused. Reloads apply one after another. Other settings need a restart.
    */
   reload (config: Readonly<GatewayConfig>): Promise<void>;
+  /** What /ready answers: not draining, a healthy backend, and `readiness` of the deps (active-passive). */
+  readiness (): ReadinessCondition;
   /**
    * A request sent to `b` by another path than this server's (the endpoint picker, whose proxy sends it) holds
    * it until `exit`: a backend that a reload removed closes, and its row is freed, once the last one lets go.
@@ -419,12 +421,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   });
   app.get('/health', (res) => { res.cork(() => res.writeStatus('200 OK').end()); });
   app.get('/ready', (res) => {
-    const own = draining ? 'the gateway is shutting down' : backends.some((b) => b.health === 'healthy') ? null : 'no healthy backend';
-    const extra = deps.readiness?.() ?? null;
-    const ready = own === null && (extra === null || extra.ready);
-    const reason = own ?? (extra !== null && !extra.ready ? extra.reason : undefined);
-    const body = JSON.stringify(extra === null ? { ready, reason } : { ...extra, ready, reason });
-    res.cork(() => res.writeStatus(ready ? '200 OK' : '503 Service Unavailable').writeHeader('content-type', 'application/json').end(body));
+    const r = readiness();
+    res.cork(() => res.writeStatus(r.ready ? '200 OK' : '503 Service Unavailable').writeHeader('content-type', 'application/json').end(JSON.stringify(r)));
   });
   app.get('/metrics', (res) => {
     const rs = new ResponseState(res);
@@ -471,6 +469,14 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     rs.fail(known ? new GatewayError('EAR_ERR_METHOD', `method ${req.getMethod().toUpperCase()} is not allowed on ${shown}`) : new GatewayError('EAR_ERR_NOT_FOUND', `no route ${shown}`));
   });
 
+  /** Ready: not draining, a healthy backend, and what the caller adds (active-passive: leading). */
+  function readiness (): ReadinessCondition {
+    const own = draining ? 'the gateway is shutting down' : backends.some((b) => b.health === 'healthy' && !b.draining) ? null : 'no healthy backend';
+    const extra = deps.readiness?.() ?? null;
+    const ready = own === null && (extra === null || extra.ready);
+    const reason = own ?? (extra !== null && !extra.ready ? extra.reason : undefined);
+    return extra === null ? { ready, reason } : { ...extra, ready, reason };
+  }
   async function checkHealth (): Promise<void> {
     await Promise.all(backends.map(async (b) => {
       if (b.draining) return;
@@ -571,6 +577,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     contexts,
     gate,
     checkHealth,
+    readiness,
     reload,
     enter (b) { b.inFlight++; },
     exit (b) { if (--b.inFlight === 0 && b.draining) void leave(b); },
