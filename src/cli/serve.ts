@@ -8,6 +8,10 @@ import { startEar } from '../gateway/ear.js';
 import { policyNames } from '../core/policies/index.js';
 import { startSim, type SimServer } from '../sim/server.js';
 import { parseKvEventsConfig } from '../sim/kv-events-config.js';
+import { startTracing, type Tracing } from '../telemetry/tracing.js';
+
+/** Longest wait for the last spans' export at shutdown: a collector that is down must not hold the exit. */
+const TRACE_FLUSH_TIMEOUT_MS = 5000;
 
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=ENGINE_KEY]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
@@ -41,7 +45,9 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --proactive-body-cache-bytes N  ear-proactive: bytes of sessions' last request bodies kept for those moves
                        (default ${DEFAULTS.proactiveBodyCacheBytes}; least recently used dropped beyond, counted)
   --demo N             start N simulated engines here and route to them
-SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), exit.`;
+SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), flush traces, exit.
+Tracing (OpenTelemetry, off by default) is configured by the OTEL_* environment variables: on when
+OTEL_TRACES_EXPORTER names an exporter or OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT is set (README "Tracing").`;
 
 /** The demo engines' tokenizer (a real BPE, so their output reads as text), unless --tokenizer names another. */
 const DEMO_TOKENIZER = 'hf:qwen3';
@@ -152,7 +158,14 @@ export async function main (argv: string[]): Promise<number> {
     }
     throw err;
   }
-  const ear = await startEar(config, { logger: log.child({ component: 'session-store' }), migrationLogger: log.child({ component: 'migration' }) });
+  let tracing: Tracing | null;
+  try {
+    tracing = await startTracing(process.env, log.child({ component: 'tracing' }));
+  } catch (err) {
+    await Promise.all(sims.map((s) => s.close()));
+    throw err;
+  }
+  const ear = await startEar(config, { logger: log.child({ component: 'session-store' }), migrationLogger: log.child({ component: 'migration' }), tracing });
   // The process's own series (RSS, heap, GC, event-loop lag) on /metrics: registered once per process, here rather
   // than per gateway (test suites start many gateways in one process, and each call adds GC and event-loop monitors).
   collectDefaultMetrics({ register: ear.gateway.metrics.registry });
@@ -180,8 +193,23 @@ export async function main (argv: string[]): Promise<number> {
   log.info('draining');
   await ear.close();
   await Promise.all(sims.map((s) => s.close()));
+  // The spans of the requests that just drained, exported before the exit (bounded: a collector may be down).
+  if (tracing !== null) await flushTraces(tracing, log);
   log.info('drained');
   // Clients' keep-alive connections would keep the process alive (this uWS has no call that closes them all), and
   // one that keeps sending on its connection (each request answered 503) would keep it alive for ever: leave now.
   process.exit(0);
+}
+
+async function flushTraces (tracing: Tracing, log: pino.Logger): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), TRACE_FLUSH_TIMEOUT_MS); });
+  try {
+    const r = await Promise.race([tracing.shutdown().then(() => 'flushed' as const), timeout]);
+    if (r === 'timeout') log.warn({ timeoutMs: TRACE_FLUSH_TIMEOUT_MS }, 'traces not flushed in time; dropped');
+  } catch (err) {
+    log.warn({ err: (err as Error).message }, 'flushing traces failed');
+  } finally {
+    clearTimeout(timer);
+  }
 }
