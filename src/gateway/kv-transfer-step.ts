@@ -15,6 +15,7 @@ import { KvTransfers } from '../migration/transfer.js';
 import { registerTotal } from './metrics.js';
 import { kvTransferMetrics } from './kv-transfer-metrics.js';
 import type { TransferFacts } from '../telemetry/tracing.js';
+import type { TraceHeaders } from '../telemetry/traceparent.js';
 
 export interface TransferStepResult {
   placement: Placement;
@@ -26,8 +27,9 @@ export interface TransferStepResult {
   transfer?: TransferFacts;
 }
 
-export function peerOf (b: Backend): TransferPeer {
-  return { id: b.id, host: new URL(b.config.url).hostname, post: (path, body, rid, signal) => post(b.pool, path, body, rid, signal) };
+/** `trace`: the trace context the source's legs carry (the transfer's span), if any. */
+export function peerOf (b: Backend, trace?: TraceHeaders): TransferPeer {
+  return { id: b.id, host: new URL(b.config.url).hostname, post: (path, body, rid, signal) => post(b.pool, path, body, rid, signal, trace) };
 }
 
 export class KvTransferStep {
@@ -54,8 +56,11 @@ export class KvTransferStep {
     registerTotal(registry, 'ear_migration_turns_to_source_total', 'Turns sent to a migration\'s source because they came while their session moved.', () => migrations()?.turnsToSource ?? null);
   }
 
-  /** The request's KV per its placement: the source leg if there is one, and what the backend is to be sent. */
-  async run (placement: Placement, input: RoutingInput, path: string, body: Buffer, rid: string, signal: LegSignal): Promise<TransferStepResult> {
+  /**
+   * The request's KV per its placement: the source leg if there is one, and what the backend is to be sent.
+   * `trace`: the trace context the source leg carries (the transfer's span), if traced.
+   */
+  async run (placement: Placement, input: RoutingInput, path: string, body: Buffer, rid: string, signal: LegSignal, trace?: TraceHeaders): Promise<TransferStepResult> {
     const src = placement.transferFrom ?? null;
     if (src === null || src === placement.backend) return { placement, body, arrived: null };
     const kind = placement.migrating === true ? 'migration' : 'pd';
@@ -64,7 +69,7 @@ export class KvTransferStep {
     let t;
     try {
       t = await this.#transfers.transfer({
-        path, body, src: peerOf(src), requestId: rid, contextTokens: input.promptTokens, sourceBacklog: this.#state.pendingPrefill?.(src) ?? 0, signal
+        path, body, src: peerOf(src, trace), requestId: rid, contextTokens: input.promptTokens, sourceBacklog: this.#state.pendingPrefill?.(src) ?? 0, signal
       });
     } finally {
       this.#leave(src);

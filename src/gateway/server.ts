@@ -337,7 +337,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const transferSpan = span !== null && src !== null && src !== placement.backend
         ? span.transfer(placement.migrating === true ? 'migration' : 'pd', src.id, placement.backend.id)
         : null;
-      const step = await kvTransfers.run(placement, input, route, forward, rid, rs);
+      const step = await kvTransfers.run(placement, input, route, forward, rid, rs, transferSpan?.headers);
       if (transferSpan !== null) transferSpan.end(step.transfer ?? { mode: 'none', ok: false, bytes: 0, tokens: 0 }, step.placement.backend.id);
       if (shared !== null && step.placement.backend.id !== placement.backend.id) shared.reverted(step.placement.backend.id);
       placement = step.placement;

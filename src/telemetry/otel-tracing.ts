@@ -105,6 +105,13 @@ class OtelRequest implements RequestTrace {
     this.#ctx = trace.setSpan(parent, this.#span);
   }
 
+  /** The W3C headers that make `span` (a child of this request's) an engine's parent. */
+  #inject (span: Span): TraceHeaders {
+    const carrier: Record<string, string> = {};
+    propagator.inject(trace.setSpan(this.#ctx, span), carrier, defaultTextMapSetter);
+    return Object.entries(carrier);
+  }
+
   #child (name: string, kind: SpanKind, startTime?: number): Span {
     return this.#tracer.startSpan(name, { kind, startTime }, this.#ctx);
   }
@@ -153,6 +160,7 @@ class OtelRequest implements RequestTrace {
     span.setAttribute('ear.migration.source', source);
     span.setAttribute('ear.migration.target', target);
     return {
+      headers: this.#inject(span),
       end (t: TransferFacts, servedBy: string) {
         transferFacts(span, t);
         span.setAttribute('ear.migration.served_by', servedBy);
@@ -171,9 +179,7 @@ class OtelRequest implements RequestTrace {
       span.setAttribute('ear.backend', backend);
       span.setAttribute('ear.attempt', attempt);
     }
-    const carrier: Record<string, string> = {};
-    propagator.inject(trace.setSpan(this.#ctx, span), carrier, defaultTextMapSetter);
-    const headers: TraceHeaders = Object.entries(carrier);
+    const headers = this.#inject(span);
     const server = this.#span;
     return {
       headers,

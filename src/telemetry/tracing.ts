@@ -76,6 +76,8 @@ export interface TransferFacts {
 }
 
 export interface TransferTrace {
+  /** traceparent (and tracestate) for the source leg's requests: this span's context. */
+  readonly headers: TraceHeaders;
   /** `servedBy`: the backend the request went to after the transfer (the source again, if it failed). */
   end (t: TransferFacts, servedBy: string): void;
 }
