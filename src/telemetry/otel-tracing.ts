@@ -7,7 +7,7 @@
 // OTEL_PROPAGATORS says: those are the only trace headers upstream-headers.ts lets through.
 import { createHash } from 'node:crypto';
 import { NodeSDK, resources } from '@opentelemetry/sdk-node';
-import { defaultTextMapGetter, defaultTextMapSetter, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { defaultTextMapGetter, defaultTextMapSetter, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type ContextManager, type Span, type Tracer } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import type {
   AdmissionOutcome, AdmissionTrace, RequestStart, RequestTrace, RoutingFacts, Tracing, TransferFacts, TransferTrace, UpstreamTrace, UsageFacts
@@ -15,6 +15,18 @@ import type {
 import type { TraceHeaders } from './traceparent.js';
 
 const propagator = new W3CTraceContextPropagator();
+
+/**
+ * The global context manager: none that follows async calls. EAR passes contexts by hand, and the SDK's default
+ * (AsyncLocalStorage) would tax every async hop of the process for nothing.
+ */
+const BY_HAND: ContextManager = {
+  active: () => ROOT_CONTEXT,
+  with: (_ctx, fn, thisArg, ...args) => fn.apply(thisArg, args),
+  bind: (_ctx, target) => target,
+  enable () { return this; },
+  disable () { return this; }
+};
 
 /** The service name when neither OTEL_SERVICE_NAME nor OTEL_RESOURCE_ATTRIBUTES gives one. */
 const DEFAULT_SERVICE_NAME = 'ear';
@@ -58,12 +70,14 @@ export function startOtelTracing (env: NodeJS.ProcessEnv = process.env): Tracing
   }));
   const sdk = new NodeSDK({
     serviceName: serviceNameDefault(env), resource: base, resourceDetectors: detectors(env),
+    contextManager: BY_HAND,
     instrumentations: [], metricReaders: [], logRecordProcessors: []
   });
   sdk.start();
   const tracer = trace.getTracer('ear');
+  const servers = new ServerAddresses();
   return {
-    request: (r) => new OtelRequest(tracer, r),
+    request: (r) => new OtelRequest(tracer, r, servers),
     proactiveTransfer (t) {
       const span = tracer.startSpan('ear.kv_transfer', {
         kind: SpanKind.INTERNAL,
@@ -86,14 +100,33 @@ function transferFacts (span: Span, t: TransferFacts): void {
   if (!t.ok) fail(span, 'transfer_failed', t.failure ?? 'the transfer failed');
 }
 
+/** server.address and server.port of each backend URL, parsed once (bounded: backends come from config). */
+class ServerAddresses {
+  static readonly MAX = 4096;
+  readonly #byUrl = new Map<string, { address: string; port: number }>();
+
+  of (url: string): { address: string; port: number } {
+    let a = this.#byUrl.get(url);
+    if (a === undefined) {
+      const u = new URL(url);
+      a = { address: u.hostname, port: Number(u.port || (u.protocol === 'https:' ? 443 : 80)) };
+      if (this.#byUrl.size >= ServerAddresses.MAX) this.#byUrl.clear();
+      this.#byUrl.set(url, a);
+    }
+    return a;
+  }
+}
+
 class OtelRequest implements RequestTrace {
   readonly #tracer: Tracer;
+  readonly #servers: ServerAddresses;
   readonly #span: Span;
   readonly #ctx: Context;
   readonly recording: boolean;
 
-  constructor (tracer: Tracer, r: RequestStart) {
+  constructor (tracer: Tracer, r: RequestStart, servers: ServerAddresses) {
     this.#tracer = tracer;
+    this.#servers = servers;
     const parent = r.traceparent === '' ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, { traceparent: r.traceparent, tracestate: r.tracestate }, defaultTextMapGetter);
     this.#span = tracer.startSpan(`POST ${r.path}`, {
       kind: SpanKind.SERVER,
@@ -170,23 +203,19 @@ class OtelRequest implements RequestTrace {
   }
 
   upstream (backend: string, url: string, attempt: number): UpstreamTrace {
-    const span = this.#child('POST', SpanKind.CLIENT);
-    if (span.isRecording()) {
-      const u = new URL(url);
-      span.setAttribute('http.request.method', 'POST');
-      span.setAttribute('server.address', u.hostname);
-      span.setAttribute('server.port', Number(u.port || (u.protocol === 'https:' ? 443 : 80)));
-      span.setAttribute('ear.backend', backend);
-      span.setAttribute('ear.attempt', attempt);
-    }
+    const server = this.#servers.of(url);
+    const span = this.#tracer.startSpan('POST', {
+      kind: SpanKind.CLIENT,
+      attributes: { 'http.request.method': 'POST', 'server.address': server.address, 'server.port': server.port, 'ear.backend': backend, 'ear.attempt': attempt }
+    }, this.#ctx);
     const headers = this.#inject(span);
-    const server = this.#span;
+    const serverSpan = this.#span;
     return {
       headers,
       firstToken (ttftMs: number) {
         span.addEvent('gen_ai.first_token', { 'ear.ttft_ms': ttftMs });
         span.setAttribute('ear.ttft_ms', ttftMs);
-        server.setAttribute('ear.ttft_ms', ttftMs);
+        serverSpan.setAttribute('ear.ttft_ms', ttftMs);
       },
       end (kind: string, status: number | null, usage: UsageFacts | null, error: unknown) {
         if (status !== null && status > 0) span.setAttribute('http.response.status_code', status);
