@@ -206,6 +206,47 @@ describe('tracing on: an engine failure and the flush on SIGTERM', () => {
   });
 });
 
+describe('tracing on: a request that waits for admission', () => {
+  let receiver: OtlpReceiver;
+  let engine: FakeEngine;
+  let gw: Proc;
+  before(async () => {
+    receiver = await otlpReceiver();
+    engine = await fakeEngine('m', 'hang-stream');
+    // One request at a time on the one backend: a second waits in the scheduler.
+    gw = await start(['serve', '--host', '127.0.0.1', '--port', '0', '--backend', `${engine.url},id=e0,max-concurrent=1`], SERVE_LISTENING, [], otelEnv(receiver));
+  });
+  after(async () => {
+    await stop(gw);
+    await engine.close();
+    await receiver.close();
+  });
+
+  test('the admission span covers the wait, with the scheduler level it was released from', async () => {
+    const holder = new AbortController();
+    const first = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST', signal: holder.signal, headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hold the engine' }] })
+    });
+    assert.equal(first.status, 200);
+    const reader = first.body!.getReader();
+    await reader.read();
+    engine.mode = 'ok';
+    const traceId = hex(16, 'queued');
+    const waiting = chat(gw.url, { traceparent: `00-${traceId}-${hex(8, 'q')}-01` });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    holder.abort();
+    await reader.cancel().catch(() => {});
+    assert.equal((await waiting).status, 200);
+    const { children } = await requestTree(receiver, traceId);
+    const admission = one(children, (s) => s.name === 'ear.admission', 'admission span');
+    assert.equal(admission.attributes['ear.admission.outcome'], 'released');
+    assert.ok(Number(admission.attributes['ear.admission.wait_ms']) >= 200, `it waited: ${admission.attributes['ear.admission.wait_ms']} ms`);
+    assert.equal(typeof admission.attributes['ear.scheduler.level'], 'number');
+    assert.ok(admission.endNs - admission.startNs >= 200_000_000n, 'the span lasts the wait');
+  });
+});
+
 describe('tracing off (no OTEL_* set)', () => {
   let engine: FakeEngine;
   let gw: Proc | undefined;
