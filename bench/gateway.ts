@@ -34,7 +34,8 @@ const USAGE = `usage: node dist/bench/gateway.js [--duration S] [--connections 1
   --only-ear            measure EAR alone (no direct, no nginx): for profiling
   --scheduler-ab        also EAR with --scheduler off (target ear-off): the admission scheduler's cost per request
   --tracing-ab          also EAR with OpenTelemetry tracing on (target ear-traced: every request sampled, OTLP
-                        http/protobuf batches to bench/otlp-sink.ts, its own process); \`ear\` runs with no OTEL_* set
+                        http/protobuf batches to bench/otlp-sink.ts, its own process; ear-traced-10: one request in
+                        10 sampled, traceidratio); \`ear\` runs with no OTEL_* set
   --baseline-ear FILE   also another build's ear.js (target ear-base, e.g. main's dist/src/cli/ear.js) as \`ear\` runs
   --loads LIST          loads of the throughput sweep: short,stream (default both), or none
   --latency-loads LIST  loads of the one-connection latency rounds: short,long,turn (default all three; long is the
@@ -578,12 +579,13 @@ async function main (): Promise<number> {
   // --tracing-ab: EAR with tracing on, exporting every request's spans to a sink of its own (the cost when on);
   // --baseline-ear: another build (the cost of tracing's hooks when off, against a build without them).
   const sink = values['tracing-ab'] ? await startSink() : null;
-  const earTraced = sink === null ? [] : [{
-    name: 'ear-traced',
-    ...await startEar(upstream.url, values['route-threads'], undefined, [], {
-      env: { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_SERVICE_NAME: 'ear-bench', OTEL_TRACES_SAMPLER: 'always_on' }
-    })
-  }];
+  const traced = async (name: string, sampler: NodeJS.ProcessEnv): Promise<Target> => ({
+    name, ...await startEar(upstream.url, values['route-threads'], undefined, [], { env: { OTEL_EXPORTER_OTLP_ENDPOINT: sink!.url, OTEL_SERVICE_NAME: 'ear-bench', ...sampler } })
+  });
+  const earTraced = sink === null ? [] : [
+    await traced('ear-traced', { OTEL_TRACES_SAMPLER: 'always_on' }),
+    await traced('ear-traced-10', { OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1' })
+  ];
   const earBase = values['baseline-ear'] ? [{ name: 'ear-base', ...await startEar(upstream.url, values['route-threads'], undefined, [], { earJs: values['baseline-ear'] }) }] : [];
   const targets: Target[] = onlyEar
     ? [{ name: 'ear', ...ear }, ...earOff, ...earBase, ...earTraced]
@@ -608,7 +610,7 @@ async function main (): Promise<number> {
       for (const t of targets) {
         const x = await cannon(t, load, c, duration);
         cells.push(x);
-        console.error(`${load.padEnd(6)} c=${String(c).padStart(3)} ${t.name.padEnd(9)} ${num(x.rps).padStart(7)} req/s  p50 ${ms(percentile(x.latencies, 50))} ms  p99 ${ms(percentile(x.latencies, 99))} ms  cpu ${x.cpuUs.toFixed(1)} µs/req`);
+        console.error(`${load.padEnd(6)} c=${String(c).padStart(3)} ${t.name.padEnd(13)} ${num(x.rps).padStart(7)} req/s  p50 ${ms(percentile(x.latencies, 50))} ms  p99 ${ms(percentile(x.latencies, 99))} ms  cpu ${x.cpuUs.toFixed(1)} µs/req`);
       }
     }
   }
@@ -621,7 +623,7 @@ async function main (): Promise<number> {
     for (const t of latencyTargets) {
       const x = merge(rounds.get(t.name)!);
       latency.push(x);
-      console.error(`${load.padEnd(6)} c=  1 ${t.name.padEnd(9)} p50 ${ms(percentile(x.latencies, 50))} ms  p99 ${ms(percentile(x.latencies, 99))} ms  cpu ${x.cpuUs.toFixed(1)} µs/req  (${x.requests} requests)`);
+      console.error(`${load.padEnd(6)} c=  1 ${t.name.padEnd(13)} p50 ${ms(percentile(x.latencies, 50))} ms  p99 ${ms(percentile(x.latencies, 99))} ms  cpu ${x.cpuUs.toFixed(1)} µs/req  (${x.requests} requests)`);
     }
   }
 

@@ -117,6 +117,8 @@ class ServerAddresses {
   }
 }
 
+const NO_ADMISSION: AdmissionTrace = { end () {} };
+
 class OtelRequest implements RequestTrace {
   readonly #tracer: Tracer;
   readonly #servers: ServerAddresses;
@@ -136,6 +138,16 @@ class OtelRequest implements RequestTrace {
     }, parent);
     this.recording = this.#span.isRecording();
     this.#ctx = trace.setSpan(parent, this.#span);
+  }
+
+  /**
+   * A request the sampler dropped has no child spans (they would record nothing): the engine is given the
+   * server span's context, unsampled, so the trace id still goes along.
+   */
+  #unsampledHeaders: TraceHeaders | null = null;
+
+  #unsampled (): TraceHeaders {
+    return (this.#unsampledHeaders ??= this.#inject(this.#span));
   }
 
   /** The W3C headers that make `span` (a child of this request's) an engine's parent. */
@@ -159,6 +171,7 @@ class OtelRequest implements RequestTrace {
   }
 
   admission (priorityClass: number): AdmissionTrace {
+    if (!this.recording) return NO_ADMISSION;
     const span = this.#child('ear.admission', SpanKind.INTERNAL);
     span.setAttribute('ear.priority_class', priorityClass);
     return {
@@ -174,6 +187,7 @@ class OtelRequest implements RequestTrace {
   }
 
   routed (r: RoutingFacts): void {
+    if (!this.recording) return;
     const span = this.#child('ear.route', SpanKind.INTERNAL, r.decidedAt);
     if (span.isRecording()) {
       span.setAttribute('ear.policy', r.policy);
@@ -188,6 +202,7 @@ class OtelRequest implements RequestTrace {
   }
 
   transfer (kind: 'migration' | 'pd', source: string, target: string): TransferTrace {
+    if (!this.recording) return { headers: this.#unsampled(), end () {} };
     const span = this.#child('ear.kv_transfer', SpanKind.INTERNAL);
     span.setAttribute('ear.migration.kind', kind);
     span.setAttribute('ear.migration.source', source);
@@ -203,6 +218,7 @@ class OtelRequest implements RequestTrace {
   }
 
   upstream (backend: string, url: string, attempt: number): UpstreamTrace {
+    if (!this.recording) return { headers: this.#unsampled(), firstToken () {}, end () {} };
     const server = this.#servers.of(url);
     const span = this.#tracer.startSpan('POST', {
       kind: SpanKind.CLIENT,
