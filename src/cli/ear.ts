@@ -8,6 +8,7 @@ interface Command {
 }
 
 const commands: Record<string, Command> = {
+  epp: { summary: 'run as a Gateway API Inference Extension endpoint picker (Envoy ext_proc on gRPC)', load: () => import('./epp.js') },
   eval: { summary: 'compare routing policies on a workload (discrete-event or end-to-end) and write a report', load: () => import('./eval.js') },
   serve: { summary: 'run the gateway in front of engines (or --demo N simulated ones)', load: () => import('./serve.js') },
   sim: { summary: 'run a simulated engine that speaks vLLM (OpenAI API, /metrics, KV events, kv_transfer_params)', load: () => import('./sim.js') }

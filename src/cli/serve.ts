@@ -3,11 +3,16 @@
 import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { collectDefaultMetrics } from 'prom-client';
-import { buildConfig, loadConfigFile, ConfigError, DEFAULTS, type GatewayConfig } from '../gateway/config.js';
+import { ConfigError, DEFAULTS, type GatewayConfig } from '../gateway/config.js';
+import { GATEWAY_OPTIONS, readGatewayConfig } from './serve-options.js';
 import { startEar } from '../gateway/ear.js';
 import { policyNames } from '../core/policies/index.js';
 import { startSim, type SimServer } from '../sim/server.js';
 import { parseKvEventsConfig } from '../sim/kv-events-config.js';
+import { startActivePassive, type ActivePassive } from '../ha/active-passive.js';
+import { registerHaMetrics } from '../ha/ha-metrics.js';
+import { KubeTargetError } from '../ha/kube-target.js';
+import { startDiscovery } from '../discovery/start.js';
 import { startTracing, type Tracing } from '../telemetry/tracing.js';
 
 /** Longest wait for the last spans' export at shutdown: a collector that is down must not hold the exit. */
@@ -16,8 +21,9 @@ const TRACE_FLUSH_TIMEOUT_MS = 5000;
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=ENGINE_KEY]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
                  [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--client-body-timeout-ms N] [--session-store memory|redis://HOST[:PORT][/DB]] [--max-contexts N]
-                 [--proactive-interval-ms N] [--proactive-body-cache-bytes N]
+                 [--proactive-interval-ms N] [--proactive-body-cache-bytes N] [--ha active-active|active-passive] [--lease-name N]
                  [--demo N [--demo-profile NAME] [--demo-time-scale X]]
+                 [--discovery k8s [--kubeconfig F] [--namespace NS] [--label-selector S | --inference-pool NAME]]
 
 An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --config FILE        YAML with any of the fields below (camelCase) and a \`backends\` list; SIGHUP reloads its backends
@@ -44,7 +50,15 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
                        (default ${DEFAULTS.proactiveIntervalMs})
   --proactive-body-cache-bytes N  ear-proactive: bytes of sessions' last request bodies kept for those moves
                        (default ${DEFAULTS.proactiveBodyCacheBytes}; least recently used dropped beyond, counted)
+  --ha MODE            several replicas: active-active (default: every replica is ready) or active-passive (a
+                       Kubernetes Lease elects a leader; only it reports ready on /ready). YAML \`ha:\` sets the lease's
+                       timings, kubeconfig and namespace
+  --lease-name N       active-passive: the Lease's name (default ${DEFAULTS.ha.leaseName})
   --demo N             start N simulated engines here and route to them
+  --discovery k8s      backends are the Running, Ready pods a label selector picks (config \`discovery:\`),
+                       followed by a Kubernetes watch; --kubeconfig F (default in-cluster, else ~/.kube/config),
+                       --namespace NS (default the pod's own), --label-selector S (default app=vllm), or
+                       --inference-pool NAME (an InferencePool's selector and targetPorts)
 SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), flush traces, exit.
 Tracing (OpenTelemetry, off by default) is configured by the OTEL_* environment variables: on when
 OTEL_TRACES_EXPORTER names an exporter or OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT is set (README "Tracing").`;
@@ -59,33 +73,10 @@ export async function main (argv: string[]): Promise<number> {
       args: argv,
       strict: true,
       options: {
-        config: { type: 'string' },
-        backend: { type: 'string', multiple: true },
-        host: { type: 'string' },
-        port: { type: 'string' },
-        policy: { type: 'string' },
-        tokenizer: { type: 'string' },
-        'block-size': { type: 'string' },
-        'route-threads': { type: 'string' },
-        'assumed-ttl-ms': { type: 'string' },
-        'admin-token': { type: 'string' },
-        'api-key': { type: 'string', multiple: true },
-        'max-body-bytes': { type: 'string' },
-        'client-body-timeout-ms': { type: 'string' },
-        scheduler: { type: 'string' },
-        'max-queued': { type: 'string' },
-        'queue-timeout-ms': { type: 'string' },
-        'prefill-budget-tokens': { type: 'string' },
-        'session-store': { type: 'string' },
-        'max-contexts': { type: 'string' },
-        'kv-connectors': { type: 'string' },
-        'kv-connector': { type: 'string' },
-        'proactive-interval-ms': { type: 'string' },
-        'proactive-body-cache-bytes': { type: 'string' },
+        ...GATEWAY_OPTIONS,
         demo: { type: 'string' },
         'demo-profile': { type: 'string' },
-        'demo-time-scale': { type: 'string' },
-        help: { type: 'boolean', short: 'h' }
+        'demo-time-scale': { type: 'string' }
       }
     }));
   } catch (err) {
@@ -103,33 +94,10 @@ export async function main (argv: string[]): Promise<number> {
     return 2;
   }
   const sims: SimServer[] = [];
-  const flags = (): Record<string, unknown> => ({
-    host: values.host,
-    port: values.port,
-    policy: values.policy,
-    // Precise mode needs the gateway's tokens to be the engines' own: demo engines and gateway share one tokenizer.
-    tokenizer: values.tokenizer ?? (demo > 0 ? DEMO_TOKENIZER : undefined),
-    blockSize: values['block-size'],
-    routeThreads: values['route-threads'],
-    assumedTtlMs: values['assumed-ttl-ms'],
-    adminToken: values['admin-token'],
-    apiKeys: values['api-key'],
-    maxBodyBytes: values['max-body-bytes'],
-    clientBodyTimeoutMs: values['client-body-timeout-ms'],
-    scheduler: values.scheduler,
-    maxQueued: values['max-queued'],
-    queueTimeoutMs: values['queue-timeout-ms'],
-    prefillBudgetTokens: values['prefill-budget-tokens'],
-    sessionStore: values['session-store'],
-    maxContexts: values['max-contexts'],
-    kvConnectors: values['kv-connectors'],
-    kvConnector: values['kv-connector'],
-    proactiveIntervalMs: values['proactive-interval-ms'],
-    proactiveBodyCacheBytes: values['proactive-body-cache-bytes'],
-    // Demo engines publish KV events, so the demo runs in precise mode.
-    backend: [...((values.backend as string[] | undefined) ?? []), ...sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`)]
-  });
-  const readConfig = (): Readonly<GatewayConfig> => buildConfig(values.config ? loadConfigFile(values.config as string) : {}, flags());
+  // Demo engines publish KV events, so the demo runs in precise mode; demo engines and gateway share one tokenizer
+  // (precise mode needs the gateway's tokens to be the engines' own).
+  const readConfig = (): Readonly<GatewayConfig> => readGatewayConfig(values,
+    sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`), demo > 0 ? DEMO_TOKENIZER : undefined);
   let config: Readonly<GatewayConfig>;
   try {
     config = readConfig();
@@ -149,7 +117,7 @@ export async function main (argv: string[]): Promise<number> {
       }));
     }
     config = readConfig();
-    if (config.backends.length === 0) throw new ConfigError('backends', 'at least one --backend (or --demo N) is required');
+    if (config.backends.length === 0 && config.discovery === null) throw new ConfigError('backends', 'at least one --backend (or --demo N, or --discovery k8s) is required');
   } catch (err) {
     await Promise.all(sims.map((s) => s.close()));
     if (err instanceof ConfigError) {
@@ -158,20 +126,44 @@ export async function main (argv: string[]): Promise<number> {
     }
     throw err;
   }
-  let tracing: Tracing | null;
+  // Discovery before the gateway, so that it starts with the pods already there (src/discovery/start.ts).
+  const discovered = await startDiscovery(config, log);
+  if (discovered === 'failed') {
+    await Promise.all(sims.map((s) => s.close()));
+    return 2;
+  }
+  if (discovered !== null) config = discovered.config;
+  // Active-passive: contend for the lease while the gateway starts; /ready says not ready until this replica leads.
+  let ha: ActivePassive | null = null;
+  let ear: Awaited<ReturnType<typeof startEar>>;
+  let tracing: Tracing | null = null;
   try {
     tracing = await startTracing(process.env, log.child({ component: 'tracing' }));
+    if (config.ha.mode === 'active-passive') ha = await startActivePassive(config, log.child({ component: 'ha' }));
+    ear = await startEar(config, { logger: log.child({ component: 'session-store' }), migrationLogger: log.child({ component: 'migration' }), readiness: ha?.readiness, tracing });
   } catch (err) {
+    await tracing?.shutdown().catch(() => {});
+    await ha?.close();
+    await discovered?.close();
     await Promise.all(sims.map((s) => s.close()));
+    if (err instanceof KubeTargetError) {
+      console.error(`ear serve: ha: ${err.message}`);
+      return 2;
+    }
     throw err;
   }
-  const ear = await startEar(config, { logger: log.child({ component: 'session-store' }), migrationLogger: log.child({ component: 'migration' }), tracing });
+  if (ha !== null) registerHaMetrics(ear.gateway.metrics.registry, ha.elector);
   // The process's own series (RSS, heap, GC, event-loop lag) on /metrics: registered once per process, here rather
   // than per gateway (test suites start many gateways in one process, and each call adds GC and event-loop monitors).
   collectDefaultMetrics({ register: ear.gateway.metrics.registry });
+  discovered?.attach(ear.gateway);
   // Signal handlers before the line that says we listen: until a handler is installed, SIGHUP and SIGTERM
   // take their default action and kill the process (a supervisor may signal as soon as it reads that line).
   process.on('SIGHUP', () => {
+    if (discovered !== null) {
+      log.info('SIGHUP: the backends come from discovery; other settings need a restart');
+      return;
+    }
     try {
       const next = readConfig();
       ear.gateway.reload(next).then(() => log.info({ backends: next.backends.map((b) => b.id) }, 'backends reloaded'), (err) => log.error({ err }, 'reload failed'));
@@ -184,14 +176,16 @@ export async function main (argv: string[]): Promise<number> {
     process.once('SIGTERM', resolve);
   });
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${ear.gateway.port}`;
-  log.info({ url, policy: config.policy, scheduler: config.scheduler, sessionStore: config.sessionStore, backends: config.backends.map((b) => b.id) }, `ear serve listening on ${url}`);
+  log.info({ url, policy: config.policy, scheduler: config.scheduler, sessionStore: config.sessionStore, ha: config.ha.mode, backends: config.backends.map((b) => b.id) }, `ear serve listening on ${url}`);
   if (demo > 0) {
     console.log(`\nTry:\n  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' -H 'x-session-id: demo-1' \\\n` +
       `    -d '{"model":"ear-demo","messages":[{"role":"user","content":"Hello!"}],"max_tokens":32}'\n`);
   }
   await stopped;
   log.info('draining');
-  await ear.close();
+  // The lease is released first thing (a follower takes over within a retry period) while requests drain here;
+  // discovery stops handing the draining gateway new backends.
+  await Promise.all([ha?.close(), discovered?.close(), ear.close()]);
   await Promise.all(sims.map((s) => s.close()));
   // The spans of the requests that just drained, exported before the exit (bounded: a collector may be down).
   if (tracing !== null) await flushTraces(tracing, log);

@@ -64,7 +64,11 @@ export interface HostRequest {
   /** Output tokens the client asked for at most (max_tokens), if it did. */
   maxTokens: number | null;
   /** Whom the tokens count against (fairness policies): the OpenAI `user`, else an API key's digest; null if unknown. */
-  user: string | null;
+  user: string | null;  /**
+   * Pods this request may not go to, ever (an endpoint picker's subset hint: the proxy may only reach the others);
+   * admission honours it too. Absent: none.
+   */
+  exclude?: ReadonlySet<number>;
 }
 
 /** A request placed on a pod; handed back to dispatched / firstToken / finished. */
@@ -667,7 +671,7 @@ export class RoutingHost {
     const q = this.#queue;
     const { req } = qr;
     if (this.scheduler === 'off' || q.size === 0) {
-      const p = this.route(req, NO_EXCLUSIONS, now) as HostPlacement; // NoCandidateError when no pod serves the model
+      const p = this.route(req, req.exclude ?? NO_EXCLUSIONS, now) as HostPlacement; // NoCandidateError when no pod serves the model
       if (this.scheduler === 'off' || this.#room(p.pod, p.expectedPrefill)) {
         this.dispatched(p, now);
         if (this.#vtc !== null) this.#vtcDispatched(p, req, qr.vtcUser);
@@ -679,7 +683,7 @@ export class RoutingHost {
       q.park(job, p.pod, p);
       return new QueuedJob(job);
     }
-    if (!this.hasCandidate(req.model, NO_EXCLUSIONS)) throw new NoCandidateError();
+    if (!this.hasCandidate(req.model, req.exclude ?? NO_EXCLUSIONS)) throw new NoCandidateError();
     const job = this.#push(qr, priorityClass, now);
     this.#release(now);
     return new QueuedJob(job);
@@ -741,8 +745,8 @@ export class RoutingHost {
     return this.capacity.hasRoom(pod, this.load.inFlight(pod), this.load.pendingPrefill(pod), prefill);
   }
 
-  #anyRoom (model: string): boolean {
-    for (const p of this.#pods) if (this.#serves(p, model, NO_EXCLUSIONS) && this.#room(p.view.index, 0)) return true;
+  #anyRoom (model: string, exclude: ReadonlySet<number>): boolean {
+    for (const p of this.#pods) if (this.#serves(p, model, exclude) && this.#room(p.view.index, 0)) return true;
     return false;
   }
 
@@ -773,11 +777,12 @@ export class RoutingHost {
       }
       const top = q.peek();
       if (top !== null && (parked === null || before(top, parked))) {
-        if (!this.#anyRoom(top.payload.req.model)) break;
+        const exclude = top.payload.req.exclude ?? NO_EXCLUSIONS;
+        if (!this.#anyRoom(top.payload.req.model, exclude)) break;
         q.pop();
         let p: HostPlacement;
         try {
-          p = this.route(top.payload.req, NO_EXCLUSIONS, now) as HostPlacement;
+          p = this.route(top.payload.req, exclude, now) as HostPlacement;
         } catch (err) {
           if (!(err instanceof NoCandidateError)) throw err;
           q.remove(top);

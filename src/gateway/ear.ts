@@ -8,9 +8,9 @@ import type { Backend } from './backends.js';
 import type { GatewayConfig } from './config.js';
 import { registerKvEventMetrics, registerSessionStoreMetrics } from './metrics.js';
 import { createRoutePool, type RoutePool } from './route-pool.js';
-import { startGateway, type Gateway } from './server.js';
+import { startGateway, type Gateway, type GatewayDeps } from './server.js';
 import { TableRouting } from './table-routing.js';
-import { featureSource } from './inline-features.js';
+import { featureSource, type FeatureSource } from './inline-features.js';
 import { registerRoutePoolMetrics } from './route-pool-metrics.js';
 import { SharedSessions } from './shared-sessions.js';
 import { createSessionStore } from '../store/create.js';
@@ -21,6 +21,8 @@ import type { Tracing } from '../telemetry/tracing.js';
 export interface Ear {
   gateway: Gateway;
   routing: TableRouting;
+  /** A request's routing features (parse, render, tokenize, block keys), as the gateway computes them. */
+  features: FeatureSource;
   kvEvents: KvEventsThread;
   /** The shared session state (`sessionStore: redis://…`); null with `memory`. */
   sessions: SharedSessions | null;
@@ -63,6 +65,8 @@ export interface EarOptions {
   migrationLogger?: ProactiveLogger;
   /** Spans for requests and migrations (src/telemetry/startTracing); null or absent: off. */
   tracing?: Tracing | null;
+  /** A condition /ready reports besides the gateway's own (active-passive: followers are not ready). */
+  readiness?: GatewayDeps['readiness'];
 }
 
 export async function startEar (config: Readonly<GatewayConfig>, opts: EarOptions = {}): Promise<Ear> {
@@ -108,6 +112,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       synced = synced.then(() => k.setBackends(specs, ttl)).catch(() => {});
     };
     let routing!: TableRouting;
+    const features = featureSource(region, config, p);
     const sessions = store === null ? null : new SharedSessions({ store, routing: () => routing, sessionTtlMs: config.sessionIdleMs, now });
     const gateway = await startGateway({
       config,
@@ -127,13 +132,14 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
         });
         return routing;
       },
-      features: featureSource(region, config, p),
+      features,
       now,
       sessions,
       // Contexts are recorded in the shared store too, so every replica can GET and DELETE them.
       sessionStore: store ?? undefined,
       onSessionCompleted: (id, model, path, body) => proactive?.completed(id, model, path, body),
-      tracing: opts.tracing ?? null
+      tracing: opts.tracing ?? null,
+      readiness: opts.readiness
     });
     // ear-proactive's idle-session moves run on their own thread; the request path only hands it bodies.
     if (config.policy === 'ear-proactive') {
@@ -148,6 +154,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
     return {
       gateway,
       routing,
+      features,
       kvEvents: k,
       sessions,
       proactive,

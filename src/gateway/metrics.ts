@@ -4,6 +4,7 @@ import { FastCounter, FastHistogram, type CounterSeries, type HistogramSeries } 
 import type { KvBackendStats, KvThreadStats } from '../kvevents/kv-events-thread.js';
 import type { SessionStoreStats } from '../store/session-store.js';
 import { CLIENT_IO } from './uws-io.js';
+import { registerEppMetricAliases, type EppAliasSource } from './epp-metric-aliases.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160, 320, 640];
 const FAST_BUCKETS = [1e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1];
@@ -76,6 +77,11 @@ export class GatewayMetrics {
       }
     }
     return n;
+  }
+
+  /** llm-d / Inference Extension names for the same figures (src/gateway/epp-metric-aliases.ts). */
+  registerEppAliases (src: Pick<EppAliasSource, 'pool' | 'backends' | 'queueDepthByLevel'>): void {
+    registerEppMetricAliases(this.registry, { ...src, requests: this.requests, decisionSeconds: this.decisionSeconds, ttftSeconds: this.ttftSeconds, e2eSeconds: this.e2eSeconds, tpotSeconds: this.tpotSeconds });
   }
 
   async text (): Promise<string> {

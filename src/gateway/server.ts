@@ -51,6 +51,18 @@ export interface GatewayDeps {
   onSessionCompleted?: (sessionId: string, model: string, path: string, body: Buffer) => void;
   /** Spans for OpenAI requests (src/telemetry/); null or absent: tracing is off and costs a null check. */
   tracing?: Tracing | null;
+  /**
+   * A condition besides the gateway's own (not draining, a healthy backend) that /ready reports: an active-passive
+   * follower is not ready (src/ha/). Read on every probe; its fields other than `ready` go into the answer's body.
+   */
+  readiness?: () => ReadinessCondition;
+}
+
+export interface ReadinessCondition {
+  ready: boolean;
+  /** Why not, for people reading the probe's body. */
+  reason?: string;
+  [detail: string]: unknown;
 }
 
 export interface Gateway {
@@ -59,6 +71,8 @@ export interface Gateway {
   readonly metrics: GatewayMetrics;
   /** Explicit contexts (POST /v1/context). */
   readonly contexts: ContextRegistry;
+  /** API keys and rate limits of the client routes (the endpoint picker checks its requests with it too). */
+  readonly gate: ClientGate;
   /** Runs one round of health probes now (also runs on a timer). */
   checkHealth (): Promise<void>;
   /**
@@ -67,6 +81,12 @@ export interface Gateway {
    * purged and reused. Reloads apply one after another. Other settings need a restart.
    */
   reload (config: Readonly<GatewayConfig>): Promise<void>;
+  /**
+   * A request sent to `b` by another path than this server's (the endpoint picker, whose proxy sends it) holds
+   * it until `exit`: a backend that a reload removed closes, and its row is freed, once the last one lets go.
+   */
+  enter (b: Backend): void;
+  exit (b: Backend): void;
   /** Stops accepting, lets in-flight requests finish (up to drainTimeoutMs), then closes everything. */
   close (): Promise<void>;
 }
@@ -104,7 +124,7 @@ function hasOther (state: RoutingState, model: string, exclude: Set<number>, fai
 }
 
 /** The priority class a request asks for: x-ear-priority (a class name or its rank), else its API key's, else normal. */
-function priorityClassOf (header: string, apiKey: string | null, byKey: Readonly<Record<string, string>>): number {
+export function priorityClassOf (header: string, apiKey: string | null, byKey: Readonly<Record<string, string>>): number {
   const v = header.trim().toLowerCase();
   if (v !== '') {
     const byName = (PRIORITY_CLASSES as readonly string[]).indexOf(v);
@@ -454,8 +474,12 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   });
   app.get('/health', (res) => { res.cork(() => res.writeStatus('200 OK').end()); });
   app.get('/ready', (res) => {
-    const ready = !draining && backends.some((b) => b.health === 'healthy');
-    res.cork(() => res.writeStatus(ready ? '200 OK' : '503 Service Unavailable').writeHeader('content-type', 'application/json').end(JSON.stringify({ ready })));
+    const own = draining ? 'the gateway is shutting down' : backends.some((b) => b.health === 'healthy') ? null : 'no healthy backend';
+    const extra = deps.readiness?.() ?? null;
+    const ready = own === null && (extra === null || extra.ready);
+    const reason = own ?? (extra !== null && !extra.ready ? extra.reason : undefined);
+    const body = JSON.stringify(extra === null ? { ready, reason } : { ...extra, ready, reason });
+    res.cork(() => res.writeStatus(ready ? '200 OK' : '503 Service Unavailable').writeHeader('content-type', 'application/json').end(body));
   });
   app.get('/metrics', (res) => {
     const rs = new ResponseState(res);
@@ -541,13 +565,29 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       state.retire(b);
       if (b.inFlight === 0) void leave(b).catch(() => {});
     }
+    const added: Backend[] = [];
+    let refused: unknown = null;
     for (const c of wanted.values()) {
-      const b = new Backend(state.admit(c.id), c, config);
+      let row: number;
+      try {
+        row = state.admit(c.id);
+      } catch (err) {
+        // Every pod row in use (old backends still draining): the others join now; the caller may try again.
+        refused ??= err;
+        continue;
+      }
+      const b = new Backend(row, c, config);
       backends.push(b);
-      state.backendChanged(b, now());
-      await probe(b, config.unhealthyAfter);
+      added.push(b);
       state.backendChanged(b, now());
     }
+    // Probed together: discovery adds pods by the hundred in a rolling update, and one probe after another
+    // (up to 2 s each for a pod that does not answer yet) would hold this reload and every one queued after it.
+    await Promise.all(added.map(async (b) => {
+      await probe(b, config.unhealthyAfter);
+      state.backendChanged(b, now());
+    }));
+    if (refused !== null) throw refused;
   }
   let reloads: Promise<void> = Promise.resolve();
   function reload (next: Readonly<GatewayConfig>): Promise<void> {
@@ -569,6 +609,11 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const admissionTimer = setInterval(() => { state.tick(now()); }, ADMISSION_TICK_MS);
   admissionTimer.unref();
   registerAdmissionMetrics(metrics.registry, () => state.admissionStats(now()));
+  metrics.registerEppAliases({
+    pool: () => (config as { discovery?: { inferencePool?: string } }).discovery?.inferencePool ?? '',
+    backends: () => backends.map((b) => ({ id: b.id, ready: b.health === 'healthy' && !b.draining, inFlight: b.inFlight, load: b.engineLoad })),
+    queueDepthByLevel: () => state.admissionStats(now()).depthByLevel
+  });
   const metricsTimer = config.metricsIntervalMs > 0 ? setInterval(() => { void scrapeAll(); }, config.metricsIntervalMs) : null;
   healthTimer.unref();
   metricsTimer?.unref();
@@ -579,8 +624,11 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     backends,
     metrics,
     contexts,
+    gate,
     checkHealth,
     reload,
+    enter (b) { b.inFlight++; },
+    exit (b) { if (--b.inFlight === 0 && b.draining) void leave(b); },
     close () {
       closing ??= (async () => {
         draining = true;

@@ -238,3 +238,24 @@ test('a pod that goes down sends its parked jobs back to be routed elsewhere', (
   const moved = w.placement as Placement | null;
   assert.ok(moved !== null && moved.pod !== first.pod, 'routed to the pod that is up');
 });
+
+test('a request\'s exclusions (an endpoint picker\'s subset hint) hold at once and through the queue', () => {
+  const { host } = setup('atlas', 2, 'least-request');
+  host.setMaxConcurrent(0, 1);
+  host.setMaxConcurrent(1, 1);
+  const onlyP1 = { ...req('a'), exclude: new Set([0]) };
+  const first = host.submit(onlyP1, new Recorder('a', []), 0) as Placement;
+  assert.equal(first.pod, 1, 'placed on the one pod allowed, though p0 is idle too');
+  // p1 is full: another request allowed only there waits, while p0 (idle) takes a request with no exclusions.
+  const log: string[] = [];
+  const waiter = new Recorder('b', log);
+  const q = host.submit({ ...req('b'), exclude: new Set([0]) }, waiter, 1);
+  assert.ok('queued' in q, 'it waits for p1 rather than going to p0');
+  const c = new Recorder('c', log);
+  host.submit(req('c'), c, 2);
+  assert.equal(c.placement?.pod, 0, 'a request without exclusions goes to the idle pod past the waiting one');
+  host.finished(first, null, 3);
+  assert.equal(waiter.placement?.pod, 1, 'released onto p1 when it has room');
+  // Every allowed pod excluded: no candidate at all.
+  assert.throws(() => host.submit({ ...req('d'), exclude: new Set([0, 1]) }, new Recorder('d', []), 4), /no/i);
+});
