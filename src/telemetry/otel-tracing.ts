@@ -49,6 +49,15 @@ function errorType (error: unknown): string {
   return (error as Error).name ?? '_OTHER';
 }
 
+/**
+ * A gateway time (epoch ms read off the monotonic clock, timeOrigin + performance.now()) as the SDK wants it: a
+ * performance.now() value, which it maps to wall time with the same Date.now() anchor as the spans it stamps
+ * itself. An epoch value would be taken as is, and the monotonic clock drifts from the wall clock over days.
+ */
+function perfTime (t: number): number {
+  return t > performance.timeOrigin ? t - performance.timeOrigin : t;
+}
+
 function fail (span: Span, type: string, message: string): void {
   span.setAttribute('error.type', type);
   span.setStatus({ code: SpanStatusCode.ERROR, message });
@@ -82,11 +91,11 @@ export function startOtelTracing (env: NodeJS.ProcessEnv = process.env): Tracing
       const span = tracer.startSpan('ear.kv_transfer', {
         kind: SpanKind.INTERNAL,
         // The thread reports a move once it ended; its source leg is what it timed.
-        startTime: t.endTime - t.seconds * 1000,
+        startTime: perfTime(t.endTime - t.seconds * 1000),
         attributes: { 'ear.migration.kind': 'proactive', 'ear.migration.source': t.source, 'ear.migration.target': t.target }
       }, ROOT_CONTEXT);
       transferFacts(span, t);
-      span.end(t.endTime);
+      span.end(perfTime(t.endTime));
     },
     shutdown: () => sdk.shutdown()
   };
@@ -132,7 +141,7 @@ class OtelRequest implements RequestTrace {
     const parent = r.traceparent === '' ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, { traceparent: r.traceparent, tracestate: r.tracestate }, defaultTextMapGetter);
     this.#span = tracer.startSpan(`POST ${r.path}`, {
       kind: SpanKind.SERVER,
-      startTime: r.startTime,
+      startTime: perfTime(r.startTime),
       attributes: { 'http.request.method': 'POST', 'url.path': r.path, 'http.route': r.path, 'url.scheme': 'http', 'ear.request_id': r.requestId,
         'gen_ai.operation.name': r.path.endsWith('/chat/completions') ? 'chat' : 'text_completion' }
     }, parent);
@@ -188,7 +197,7 @@ class OtelRequest implements RequestTrace {
 
   routed (r: RoutingFacts): void {
     if (!this.recording) return;
-    const span = this.#child('ear.route', SpanKind.INTERNAL, r.decidedAt);
+    const span = this.#child('ear.route', SpanKind.INTERNAL, perfTime(r.decidedAt));
     if (span.isRecording()) {
       span.setAttribute('ear.policy', r.policy);
       span.setAttribute('ear.pod', r.pod);
