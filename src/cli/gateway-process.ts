@@ -9,6 +9,10 @@ import { startDiscovery } from '../discovery/start.js';
 import { startActivePassive, type ActivePassive } from '../ha/active-passive.js';
 import { registerHaMetrics } from '../ha/ha-metrics.js';
 import { KubeTargetError } from '../ha/kube-target.js';
+import { startTracing, type Tracing } from '../telemetry/tracing.js';
+
+/** Longest wait for the last spans' export at shutdown: a collector that is down must not hold the exit. */
+const TRACE_FLUSH_TIMEOUT_MS = 5000;
 
 export interface GatewayProcess {
   ear: Ear;
@@ -16,7 +20,7 @@ export interface GatewayProcess {
   config: Readonly<GatewayConfig>;
   /** Releases the lease (a follower takes over at once) and stops discovery; the gateway goes on serving. */
   stepDown (): Promise<void>;
-  /** stepDown, and the gateway drains and closes meanwhile. */
+  /** stepDown, and the gateway drains and closes meanwhile; then the last spans are flushed. */
   close (): Promise<void>;
 }
 
@@ -32,11 +36,15 @@ export async function startGatewayProcess (config: Readonly<GatewayConfig>, log:
   if (discovered !== null) config = discovered.config;
   let ha: ActivePassive | null = null;
   let ear: Ear;
+  let tracing: Tracing | null = null;
   try {
+    // OTEL_* (off unless configured: then not even loaded).
+    tracing = await startTracing(process.env, log.child({ component: 'tracing' }));
     // Contend for the lease while the gateway starts: /ready says not ready until this replica leads.
     if (config.ha.mode === 'active-passive') ha = await startActivePassive(config, log.child({ component: 'ha' }));
-    ear = await startEar(config, { logger: log.child({ component: 'session-store' }), migrationLogger: log.child({ component: 'migration' }), readiness: ha?.readiness });
+    ear = await startEar(config, { logger: log.child({ component: 'session-store' }), migrationLogger: log.child({ component: 'migration' }), readiness: ha?.readiness, tracing });
   } catch (err) {
+    await tracing?.shutdown().catch(() => {});
     await ha?.close();
     await discovered?.close();
     if (err instanceof KubeTargetError) {
@@ -71,6 +79,21 @@ export async function startGatewayProcess (config: Readonly<GatewayConfig>, log:
     stepDown,
     async close () {
       await Promise.all([stepDown(), ear.close()]);
+      // The spans of the requests that just drained, exported before the exit (bounded: a collector may be down).
+      if (tracing !== null) await flushTraces(tracing, log);
     }
   };
+}
+
+async function flushTraces (tracing: Tracing, log: pino.Logger): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), TRACE_FLUSH_TIMEOUT_MS); });
+  try {
+    const r = await Promise.race([tracing.shutdown().then(() => 'flushed' as const), timeout]);
+    if (r === 'timeout') log.warn({ timeoutMs: TRACE_FLUSH_TIMEOUT_MS }, 'traces not flushed in time; dropped');
+  } catch (err) {
+    log.warn({ err: (err as Error).message }, 'flushing traces failed');
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -50,7 +50,9 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
                        followed by a Kubernetes watch; --kubeconfig F (default in-cluster, else ~/.kube/config),
                        --namespace NS (default the pod's own), --label-selector S (default app=vllm), or
                        --inference-pool NAME (an InferencePool's selector and targetPorts)
-SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), exit.`;
+SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), flush traces, exit.
+Tracing (OpenTelemetry, off by default) is configured by the OTEL_* environment variables: on when
+OTEL_TRACES_EXPORTER names an exporter or OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT is set (README "Tracing").`;
 
 /** The demo engines' tokenizer (a real BPE, so their output reads as text), unless --tokenizer names another. */
 const DEMO_TOKENIZER = 'hf:qwen3';
