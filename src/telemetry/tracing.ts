@@ -20,6 +20,11 @@ export interface RequestStart {
   /** When the request arrived. */
   startTime: number;
   requestId: string;
+  /**
+   * How the request reached EAR: 'http' (ear serve, the default) or 'ext_proc' (ear epp: Envoy asks which
+   * endpoint, then sends the request itself); the server span is named `ext_proc POST <path>` for the latter.
+   */
+  via?: 'http' | 'ext_proc';
 }
 
 export interface Tracing {
@@ -39,8 +44,27 @@ export interface RequestTrace {
   routed (r: RoutingFacts): void;
   transfer (kind: 'migration' | 'pd', source: string, target: string): TransferTrace;
   upstream (backend: string, url: string, attempt: number): UpstreamTrace;
+  /** ear epp: the response another proxy sends, watched in passing (facts on the server span). */
+  proxied (): ProxiedTrace;
   /** The client's answer: its status (0 if none was sent), whether the client went away, the error answered with. */
   end (status: number, aborted: boolean, error: unknown): void;
+}
+
+/**
+ * A request EAR routes but does not send (ear epp): no CLIENT span (the proxy makes the call), so the engine's
+ * parent is the server span, which lasts until the response's end (the route span ends at the decision, and
+ * names the primary even when the proxy falls back).
+ */
+export interface ProxiedTrace {
+  /** traceparent (and tracestate) for the engine: the server span's context. */
+  readonly headers: TraceHeaders;
+  /** The endpoint the proxy reports as having served (null: not reported) and how it relates to those named. */
+  served (endpoint: string | null, relation: 'primary' | 'fallback' | 'unlisted' | 'unreported'): void;
+  /** The first content token passed; `ttftMs` from the request's arrival. */
+  firstToken (ttftMs: number): void;
+  usage (u: UsageFacts): void;
+  /** The stream ended before the response did (client gone, proxy reset or cancel): the span ends in error. */
+  abandoned (phase: 'queued' | 'response'): void;
 }
 
 export type AdmissionOutcome = 'released' | 'queue_full' | 'timeout' | 'shutdown' | 'no_candidate' | 'cancelled' | 'error';
@@ -64,6 +88,10 @@ export interface RoutingFacts {
   matchedBlocks: number | null;
   /** The pod the session moves from, for a migration. */
   migrateFrom: string | null;
+  /** ear epp: the endpoints named after the primary for the proxy to fall back on. */
+  fallbacks?: number;
+  /** ear epp: whether the proxy's endpoint subset (subset hint or conformance header) restricted the candidates. */
+  subsetHint?: boolean;
 }
 
 export interface TransferFacts {
