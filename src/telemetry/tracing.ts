@@ -6,7 +6,9 @@
 // it `ear.admission` (queued time, scheduler level), `ear.route` (policy, pod, matched prefix blocks,
 // candidates; one per attempt), `ear.kv_transfer` (a migration's or a P/D prefill's KV move) and one CLIENT span
 // per upstream attempt, whose context is the traceparent the engine gets. ear-proactive's idle moves are root
-// spans `ear.kv_transfer` of their own. Times are the gateway clock's (epoch ms) or performance.now() ms: the
+// spans `ear.kv_transfer` of their own. `ear epp` makes the same server, admission and route spans per picked
+// request; the proxy sends the request, so instead of a CLIENT span the response is watched on the server span
+// (ProxiedTrace), whose context the engine gets. Times are the gateway clock's (epoch ms) or performance.now() ms: the
 // SDK takes both.
 import type { TraceHeaders } from './traceparent.js';
 import { tracingDecision, type Env } from './otel-env.js';

@@ -122,6 +122,18 @@ describe('tracing on: ear epp spans each picked request and names its server spa
     }
   });
 
+  test('a client trace that is not sampled records nothing; the engine is told so (flags 00) in the same trace', async () => {
+    const traceId = hex(16, 'epp-unsampled');
+    const before = receiver.spans.length;
+    const x = await e.envoy.exchange({ body: chat('unsampled'), headers: { traceparent: `00-${traceId}-${hex(8, 'p')}-00`, 'x-request-id': 'rid-unsampled' } });
+    assert.equal(x.status, 200);
+    assert.match(x.requestHeaderMutation.traceparent ?? '', new RegExp(`^00-${traceId}-[0-9a-f]{16}-00$`));
+    // A sampled request after it: once its spans are in, the unsampled one's would have been too.
+    await e.envoy.exchange({ body: chat('sampled after'), headers: { 'x-request-id': 'rid-after-unsampled' } });
+    await serverSpan(receiver, 'rid-after-unsampled', ['ear.route']);
+    assert.ok(!receiver.spans.slice(before).some((sp) => sp.traceId === traceId), 'no span of the unsampled trace');
+  });
+
   test('no allowed endpoint: 503, the admission and server spans in error', async () => {
     const x = await e.envoy.exchange({ body: chat('nowhere'), subset: ['127.0.0.1:9'], headers: { 'x-request-id': 'rid-503' } });
     assert.equal(x.immediate?.status, 503);
