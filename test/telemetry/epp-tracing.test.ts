@@ -207,6 +207,29 @@ describe('tracing on: a request shed by admission', () => {
     assert.ok(Number(w.attributes['ear.admission.wait_ms']) > 0, 'it waited');
     assert.equal(typeof w.attributes['ear.scheduler.level'], 'number');
   });
+
+  test('a stream cancelled while queued: the admission span says cancelled, the server span ends in error', async () => {
+    let cancel!: () => void;
+    const cancelled = new Promise<void>((resolve) => { cancel = resolve; });
+    let waiting: Promise<unknown> | null = null;
+    const a = await e.envoy.exchange({
+      body: streamed('holder 2', 60),
+      beforeUpstream: async () => {
+        waiting = e.envoy.exchange({ body: chat('gives up'), cancelWhen: cancelled, headers: { 'x-request-id': 'rid-gave-up' } }).catch((err: Error) => err);
+        await until(() => metricSum(e.http, 'ear_admission_queue_depth'), (n) => n === 1);
+        cancel();
+        await until(() => metricSum(e.http, 'ear_admission_queue_depth'), (n) => n === 0);
+      }
+    });
+    assert.equal(a.status, 200);
+    assert.ok(await waiting! instanceof Error, 'the cancelled exchange ended');
+    const { server, children } = await serverSpan(receiver, 'rid-gave-up', ['ear.admission']);
+    assert.equal(server.status.code, STATUS.ERROR);
+    assert.equal(server.attributes['ear.ext_proc.abandoned_phase'], 'queued');
+    assert.equal(server.attributes['http.response.status_code'], undefined, 'nothing was answered');
+    assert.equal(one(children, (s) => s.name === 'ear.admission', 'admission span').attributes['ear.admission.outcome'], 'cancelled');
+    assert.ok(!children.some((s) => s.name === 'ear.route'), 'nothing routed');
+  });
 });
 
 describe('tracing off: the picker sets no trace header and loads no OpenTelemetry SDK', () => {
