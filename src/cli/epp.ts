@@ -82,7 +82,7 @@ export async function main (argv: string[]): Promise<number> {
   config = started.config;
   let epp;
   try {
-    epp = await startEpp(ear, { config, host: config.host, grpcPort, healthPort, defaultMode: mode, fallbacks, log: log.child({ component: 'epp' }) });
+    epp = await startEpp(ear, { config, host: config.host, grpcPort, healthPort, defaultMode: mode, fallbacks, log: log.child({ component: 'epp' }), tracing: started.tracing });
   } catch (err) {
     await started.close();
     console.error(`ear epp: ${(err as Error).message}`);

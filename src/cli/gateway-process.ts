@@ -20,6 +20,8 @@ export interface GatewayProcess {
   config: Readonly<GatewayConfig>;
   /** Releases the lease (a follower takes over at once) and stops discovery; the gateway goes on serving. */
   stepDown (): Promise<void>;
+  /** Spans (OTEL_*), as the gateway was given them: null when tracing is off. */
+  tracing: Tracing | null;
   /** stepDown, and the gateway drains and closes meanwhile; then the last spans are flushed. */
   close (): Promise<void>;
 }
@@ -76,6 +78,7 @@ export async function startGatewayProcess (config: Readonly<GatewayConfig>, log:
   return {
     ear,
     config,
+    tracing,
     stepDown,
     async close () {
       await Promise.all([stepDown(), ear.close()]);

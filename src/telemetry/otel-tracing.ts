@@ -10,7 +10,7 @@ import { NodeSDK, resources } from '@opentelemetry/sdk-node';
 import { defaultTextMapGetter, defaultTextMapSetter, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type ContextManager, type Span, type Tracer } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import type {
-  AdmissionOutcome, AdmissionTrace, RequestStart, RequestTrace, RoutingFacts, Tracing, TransferFacts, TransferTrace, UpstreamTrace, UsageFacts
+  AdmissionOutcome, AdmissionTrace, ProxiedTrace, RequestStart, RequestTrace, RoutingFacts, Tracing, TransferFacts, TransferTrace, UpstreamTrace, UsageFacts
 } from './tracing.js';
 import type { TraceHeaders } from './traceparent.js';
 
@@ -139,7 +139,8 @@ class OtelRequest implements RequestTrace {
     this.#tracer = tracer;
     this.#servers = servers;
     const parent = r.traceparent === '' ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, { traceparent: r.traceparent, tracestate: r.tracestate }, defaultTextMapGetter);
-    this.#span = tracer.startSpan(`POST ${r.path}`, {
+    const name = r.via === 'ext_proc' ? `ext_proc POST ${r.path}` : `POST ${r.path}`;
+    this.#span = tracer.startSpan(name, {
       kind: SpanKind.SERVER,
       startTime: perfTime(r.startTime),
       attributes: { 'http.request.method': 'POST', 'url.path': r.path, 'http.route': r.path, 'url.scheme': 'http', 'ear.request_id': r.requestId,
@@ -206,6 +207,8 @@ class OtelRequest implements RequestTrace {
       span.setAttribute('ear.route.candidates', r.candidates);
       if (r.matchedBlocks !== null) span.setAttribute('ear.route.matched_blocks', r.matchedBlocks);
       if (r.migrateFrom !== null) span.setAttribute('ear.migration.source', r.migrateFrom);
+      if (r.fallbacks !== undefined) span.setAttribute('ear.route.fallbacks', r.fallbacks);
+      if (r.subsetHint !== undefined) span.setAttribute('ear.route.subset_hint', r.subsetHint);
     }
     span.end();
   }
@@ -256,6 +259,31 @@ class OtelRequest implements RequestTrace {
         else if (kind === 'aborted') span.setAttribute('ear.client_aborted', true);
         else if (status !== null && status >= 500) fail(span, String(status), `engine answered ${status}`);
         span.end();
+      }
+    };
+  }
+
+  proxied (): ProxiedTrace {
+    if (!this.recording) return { headers: this.#unsampled(), served () {}, firstToken () {}, usage () {}, abandoned () {} };
+    const s = this.#span;
+    return {
+      headers: this.#inject(s),
+      served (endpoint, relation) {
+        s.setAttribute('ear.served.relation', relation);
+        if (endpoint !== null) s.setAttribute('ear.served.endpoint', endpoint);
+      },
+      firstToken (ttftMs) {
+        s.addEvent('gen_ai.first_token', { 'ear.ttft_ms': ttftMs });
+        s.setAttribute('ear.ttft_ms', ttftMs);
+      },
+      usage (u) {
+        s.setAttribute('gen_ai.usage.input_tokens', u.promptTokens);
+        s.setAttribute('gen_ai.usage.output_tokens', u.completionTokens);
+        if (u.cachedTokens !== null) s.setAttribute('ear.usage.cached_tokens', u.cachedTokens);
+      },
+      abandoned (phase) {
+        s.setAttribute('ear.ext_proc.abandoned_phase', phase);
+        fail(s, 'stream_aborted', phase === 'queued' ? 'the ext_proc stream ended while the request waited for admission' : 'the ext_proc stream ended before the response did');
       }
     };
   }

@@ -6,7 +6,9 @@
 // it `ear.admission` (queued time, scheduler level), `ear.route` (policy, pod, matched prefix blocks,
 // candidates; one per attempt), `ear.kv_transfer` (a migration's or a P/D prefill's KV move) and one CLIENT span
 // per upstream attempt, whose context is the traceparent the engine gets. ear-proactive's idle moves are root
-// spans `ear.kv_transfer` of their own. Times are the gateway clock's (epoch ms) or performance.now() ms: the
+// spans `ear.kv_transfer` of their own. `ear epp` makes the same server, admission and route spans per picked
+// request; the proxy sends the request, so instead of a CLIENT span the response is watched on the server span
+// (ProxiedTrace), whose context the engine gets. Times are the gateway clock's (epoch ms) or performance.now() ms: the
 // SDK takes both.
 import type { TraceHeaders } from './traceparent.js';
 import { tracingDecision, type Env } from './otel-env.js';
@@ -20,6 +22,11 @@ export interface RequestStart {
   /** When the request arrived. */
   startTime: number;
   requestId: string;
+  /**
+   * How the request reached EAR: 'http' (ear serve, the default) or 'ext_proc' (ear epp: Envoy asks which
+   * endpoint, then sends the request itself); the server span is named `ext_proc POST <path>` for the latter.
+   */
+  via?: 'http' | 'ext_proc';
 }
 
 export interface Tracing {
@@ -39,8 +46,27 @@ export interface RequestTrace {
   routed (r: RoutingFacts): void;
   transfer (kind: 'migration' | 'pd', source: string, target: string): TransferTrace;
   upstream (backend: string, url: string, attempt: number): UpstreamTrace;
+  /** ear epp: the response another proxy sends, watched in passing (facts on the server span). */
+  proxied (): ProxiedTrace;
   /** The client's answer: its status (0 if none was sent), whether the client went away, the error answered with. */
   end (status: number, aborted: boolean, error: unknown): void;
+}
+
+/**
+ * A request EAR routes but does not send (ear epp): no CLIENT span (the proxy makes the call), so the engine's
+ * parent is the server span, which lasts until the response's end (the route span ends at the decision, and
+ * names the primary even when the proxy falls back).
+ */
+export interface ProxiedTrace {
+  /** traceparent (and tracestate) for the engine: the server span's context. */
+  readonly headers: TraceHeaders;
+  /** The endpoint the proxy reports as having served (null: not reported) and how it relates to those named. */
+  served (endpoint: string | null, relation: 'primary' | 'fallback' | 'unlisted' | 'unreported'): void;
+  /** The first content token passed; `ttftMs` from the request's arrival. */
+  firstToken (ttftMs: number): void;
+  usage (u: UsageFacts): void;
+  /** The stream ended before the response did (client gone, proxy reset or cancel): the span ends in error. */
+  abandoned (phase: 'queued' | 'response'): void;
 }
 
 export type AdmissionOutcome = 'released' | 'queue_full' | 'timeout' | 'shutdown' | 'no_candidate' | 'cancelled' | 'error';
@@ -64,6 +90,10 @@ export interface RoutingFacts {
   matchedBlocks: number | null;
   /** The pod the session moves from, for a migration. */
   migrateFrom: string | null;
+  /** ear epp: the endpoints named after the primary for the proxy to fall back on. */
+  fallbacks?: number;
+  /** ear epp: whether the proxy's endpoint subset (subset hint or conformance header) restricted the candidates. */
+  subsetHint?: boolean;
 }
 
 export interface TransferFacts {
