@@ -19,11 +19,12 @@ import { writeSection } from './results-file.js';
 import { BENCH_MODEL, CANNED_COMPLETION, CANNED_STREAM } from './upstream.js';
 
 const UPSTREAM_JS = fileURLToPath(new URL('./upstream.js', import.meta.url));
+const OTLP_SINK_JS = fileURLToPath(new URL('./otlp-sink.js', import.meta.url));
 const EAR_JS = fileURLToPath(new URL('../src/cli/ear.js', import.meta.url));
 const PATH = '/v1/chat/completions';
 
 const USAGE = `usage: node dist/bench/gateway.js [--duration S] [--connections 1,16,64] [--latency-seconds S] [--latency-rounds N]
-                                   [--route-threads N] [--ear-cpu-prof DIR] [--only-ear] [--scheduler-ab] [--loads L] [--no-write]
+                                   [--route-threads N] [--ear-cpu-prof DIR] [--only-ear] [--scheduler-ab] [--tracing-ab] [--baseline-ear FILE] [--loads L] [--no-write]
   --duration S          seconds per throughput cell (default 5)
   --connections LIST    connection counts of the throughput sweep (default 1,16,64)
   --latency-seconds S   seconds per added-latency sample at 1 connection (default 2), taken --latency-rounds times (default 3)
@@ -32,6 +33,10 @@ const USAGE = `usage: node dist/bench/gateway.js [--duration S] [--connections 1
   --ear-cpu-prof DIR    run EAR under node --cpu-prof, profiles written to DIR when it exits
   --only-ear            measure EAR alone (no direct, no nginx): for profiling
   --scheduler-ab        also EAR with --scheduler off (target ear-off): the admission scheduler's cost per request
+  --tracing-ab          also EAR with OpenTelemetry tracing on (target ear-traced: every request sampled, OTLP
+                        http/protobuf batches to bench/otlp-sink.ts, its own process; ear-traced-10: one request in
+                        10 sampled, traceidratio); \`ear\` runs with no OTEL_* set
+  --baseline-ear FILE   also another build's ear.js (target ear-base, e.g. main's dist/src/cli/ear.js) as \`ear\` runs
   --loads LIST          loads of the throughput sweep: short,stream (default both), or none
   --latency-loads LIST  loads of the one-connection latency rounds: short,long,turn (default all three; long is the
                         130 KB prompt): \`npm run flamegraph\` picks one to profile
@@ -172,11 +177,21 @@ export async function startUpstream (): Promise<{ url: string; pid: number }> {
   return { url: `http://127.0.0.1:${m[1]}`, pid: c.proc.pid! };
 }
 
-export async function startEar (upstream: string, routeThreads: string | undefined, cpuProfDir: string | undefined, extra: string[] = []): Promise<{ url: string; pid: number; command: string }> {
+/** OTEL_* of the benchmark's own environment: cleared for every EAR but the traced one, so `ear` runs untraced. */
+const NO_OTEL: NodeJS.ProcessEnv = Object.fromEntries(Object.keys(process.env).filter((k) => k.startsWith('OTEL_')).map((k) => [k, undefined]));
+
+async function startSink (): Promise<{ url: string; pid: number }> {
+  const c = startChild('otlp-sink', process.execPath, [OTLP_SINK_JS]);
+  const m = await waitForOutput(c, /\{"port":(\d+)\}/, 10_000);
+  return { url: `http://127.0.0.1:${m[1]}`, pid: c.proc.pid! };
+}
+
+export async function startEar (upstream: string, routeThreads: string | undefined, cpuProfDir: string | undefined, extra: string[] = [],
+  o: { env?: NodeJS.ProcessEnv; earJs?: string } = {}): Promise<{ url: string; pid: number; command: string }> {
   const args = ['serve', '--host', '127.0.0.1', '--port', '0', '--backend', `${upstream},id=up`, ...extra];
   if (routeThreads) args.push('--route-threads', routeThreads);
   const node = cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir] : [];
-  const c = startChild('ear', process.execPath, [...node, EAR_JS, ...args], { ...process.env, EAR_LOG_LEVEL: 'info' });
+  const c = startChild('ear', process.execPath, [...node, o.earJs ?? EAR_JS, ...args], { ...process.env, ...NO_OTEL, EAR_LOG_LEVEL: 'info', ...o.env });
   const m = await waitForOutput(c, /"url":"(http:\/\/[^"]+)"/, 20_000);
   const url = m[1];
   await waitForStatus(`${url}/ready`, c, 10_000);
@@ -526,6 +541,8 @@ async function main (): Promise<number> {
       'ear-cpu-prof': { type: 'string' },
       'only-ear': { type: 'boolean', default: false },
       'scheduler-ab': { type: 'boolean', default: false },
+      'tracing-ab': { type: 'boolean', default: false },
+      'baseline-ear': { type: 'string' },
       loads: { type: 'string', default: 'short,stream' },
       'latency-loads': { type: 'string', default: 'short,long,turn' },
       'no-write': { type: 'boolean', default: false },
@@ -559,12 +576,25 @@ async function main (): Promise<number> {
   // --scheduler-ab: a second EAR with the admission scheduler off, beside the default (atlas, which passes
   // through when no backend signals capacity): what admission costs a request, in the same run.
   const earOff = values['scheduler-ab'] ? [{ name: 'ear-off', ...await startEar(upstream.url, values['route-threads'], undefined, ['--scheduler', 'off']) }] : [];
+  // --tracing-ab: EAR with tracing on, exporting every request's spans to a sink of its own (the cost when on);
+  // --baseline-ear: another build (the cost of tracing's hooks when off, against a build without them).
+  const sink = values['tracing-ab'] ? await startSink() : null;
+  const traced = async (name: string, sampler: NodeJS.ProcessEnv): Promise<Target> => ({
+    name, ...await startEar(upstream.url, values['route-threads'], undefined, [], { env: { OTEL_EXPORTER_OTLP_ENDPOINT: sink!.url, OTEL_SERVICE_NAME: 'ear-bench', ...sampler } })
+  });
+  const earTraced = sink === null ? [] : [
+    await traced('ear-traced', { OTEL_TRACES_SAMPLER: 'always_on' }),
+    await traced('ear-traced-10', { OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1' })
+  ];
+  const earBase = values['baseline-ear'] ? [{ name: 'ear-base', ...await startEar(upstream.url, values['route-threads'], undefined, [], { earJs: values['baseline-ear'] }) }] : [];
   const targets: Target[] = onlyEar
-    ? [{ name: 'ear', ...ear }, ...earOff]
+    ? [{ name: 'ear', ...ear }, ...earOff, ...earBase, ...earTraced]
     : [
         { name: 'direct', ...upstream },
         { name: 'ear', ...ear },
         ...earOff,
+        ...earBase,
+        ...earTraced,
         { name: 'nginx-1w', ...await startNginx(nginxBin, upstream.url, 1) },
         { name: 'nginx-2w', ...await startNginx(nginxBin, upstream.url, 2) }
       ];
@@ -580,7 +610,7 @@ async function main (): Promise<number> {
       for (const t of targets) {
         const x = await cannon(t, load, c, duration);
         cells.push(x);
-        console.error(`${load.padEnd(6)} c=${String(c).padStart(3)} ${t.name.padEnd(9)} ${num(x.rps).padStart(7)} req/s  p50 ${ms(percentile(x.latencies, 50))} ms  p99 ${ms(percentile(x.latencies, 99))} ms  cpu ${x.cpuUs.toFixed(1)} µs/req`);
+        console.error(`${load.padEnd(6)} c=${String(c).padStart(3)} ${t.name.padEnd(13)} ${num(x.rps).padStart(7)} req/s  p50 ${ms(percentile(x.latencies, 50))} ms  p99 ${ms(percentile(x.latencies, 99))} ms  cpu ${x.cpuUs.toFixed(1)} µs/req`);
       }
     }
   }
@@ -593,7 +623,7 @@ async function main (): Promise<number> {
     for (const t of latencyTargets) {
       const x = merge(rounds.get(t.name)!);
       latency.push(x);
-      console.error(`${load.padEnd(6)} c=  1 ${t.name.padEnd(9)} p50 ${ms(percentile(x.latencies, 50))} ms  p99 ${ms(percentile(x.latencies, 99))} ms  cpu ${x.cpuUs.toFixed(1)} µs/req  (${x.requests} requests)`);
+      console.error(`${load.padEnd(6)} c=  1 ${t.name.padEnd(13)} p50 ${ms(percentile(x.latencies, 50))} ms  p99 ${ms(percentile(x.latencies, 99))} ms  cpu ${x.cpuUs.toFixed(1)} µs/req  (${x.requests} requests)`);
     }
   }
 

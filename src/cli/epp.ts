@@ -3,13 +3,11 @@
 // /ready (and, as `ear serve` does, the OpenAI routes, for a client that reaches it directly).
 import { parseArgs } from 'node:util';
 import pino from 'pino';
-import { collectDefaultMetrics } from 'prom-client';
 import { ConfigError, type GatewayConfig } from '../gateway/config.js';
-import { startEar } from '../gateway/ear.js';
 import { startEpp } from '../epp/server.js';
 import type { BodySendMode } from '../epp/protocol.js';
 import { GATEWAY_OPTIONS, readGatewayConfig } from './serve-options.js';
-import { startDiscovery } from '../discovery/start.js';
+import { startGatewayProcess } from './gateway-process.js';
 
 const MODES: Record<string, BodySendMode> = { 'full-duplex': 'FULL_DUPLEX_STREAMED', buffered: 'BUFFERED' };
 
@@ -78,36 +76,18 @@ export async function main (argv: string[]): Promise<number> {
     }
     throw err;
   }
-  // Discovery before the gateway, so that it starts with the pods already there (src/discovery/start.ts).
-  const discovered = await startDiscovery(config, log, 'ear epp');
-  if (discovered === 'failed') return 2;
-  if (discovered !== null) config = discovered.config;
-  const ear = await startEar(config, { logger: log.child({ component: 'session-store' }), migrationLogger: log.child({ component: 'migration' }) });
+  const started = await startGatewayProcess(config, log, 'ear epp', () => readGatewayConfig(values, [], undefined, { port: 9090 }));
+  if (typeof started === 'number') return started;
+  const { ear } = started;
+  config = started.config;
   let epp;
   try {
-    epp = await startEpp(ear, { config, host: config.host, grpcPort, healthPort, defaultMode: mode, fallbacks, log: log.child({ component: 'epp' }) });
+    epp = await startEpp(ear, { config, host: config.host, grpcPort, healthPort, defaultMode: mode, fallbacks, log: log.child({ component: 'epp' }), tracing: started.tracing });
   } catch (err) {
-    await discovered?.close();
-    await ear.close();
+    await started.close();
     console.error(`ear epp: ${(err as Error).message}`);
     return 1;
   }
-  collectDefaultMetrics({ register: ear.gateway.metrics.registry });
-  const applier = discovered?.attach(ear.gateway);
-  // A reload refused because every pod row was taken is tried again as soon as a row comes free.
-  if (applier !== undefined) ear.onRowFreed(() => applier.retryNow());
-  process.on('SIGHUP', () => {
-    if (discovered !== null) {
-      log.info('SIGHUP: the backends come from discovery; other settings need a restart');
-      return;
-    }
-    try {
-      const next = readGatewayConfig(values, [], undefined, { port: 9090 });
-      ear.gateway.reload(next).then(() => log.info({ backends: next.backends.map((b) => b.id) }, 'backends reloaded'), (err) => log.error({ err }, 'reload failed'));
-    } catch (err) {
-      log.error({ err: (err as Error).message }, 'reload refused: the configuration is invalid; keeping the current one');
-    }
-  });
   const stopped = new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
@@ -118,8 +98,9 @@ export async function main (argv: string[]): Promise<number> {
   await stopped;
   log.info('draining');
   epp.drain();
-  await Promise.all([discovered?.close(), epp.close(config.drainTimeoutMs)]);
-  await ear.close();
+  // The lease goes first thing (a follower takes over while open streams finish here).
+  await Promise.all([started.stepDown(), epp.close(config.drainTimeoutMs)]);
+  await started.close();
   log.info('drained');
   process.exit(0);
 }

@@ -2,17 +2,12 @@
 // engines in this process and puts the gateway in front of them (what `npm start` runs).
 import { parseArgs } from 'node:util';
 import pino from 'pino';
-import { collectDefaultMetrics } from 'prom-client';
 import { ConfigError, DEFAULTS, type GatewayConfig } from '../gateway/config.js';
 import { GATEWAY_OPTIONS, readGatewayConfig } from './serve-options.js';
-import { startEar } from '../gateway/ear.js';
+import { startGatewayProcess } from './gateway-process.js';
 import { policyNames } from '../core/policies/index.js';
 import { startSim, type SimServer } from '../sim/server.js';
 import { parseKvEventsConfig } from '../sim/kv-events-config.js';
-import { startActivePassive, type ActivePassive } from '../ha/active-passive.js';
-import { registerHaMetrics } from '../ha/ha-metrics.js';
-import { KubeTargetError } from '../ha/kube-target.js';
-import { startDiscovery } from '../discovery/start.js';
 
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=ENGINE_KEY]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
@@ -55,7 +50,9 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
                        followed by a Kubernetes watch; --kubeconfig F (default in-cluster, else ~/.kube/config),
                        --namespace NS (default the pod's own), --label-selector S (default app=vllm), or
                        --inference-pool NAME (an InferencePool's selector and targetPorts)
-SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), exit.`;
+SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), flush traces, exit.
+Tracing (OpenTelemetry, off by default) is configured by the OTEL_* environment variables: on when
+OTEL_TRACES_EXPORTER names an exporter or OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT is set (README "Tracing").`;
 
 /** The demo engines' tokenizer (a real BPE, so their output reads as text), unless --tokenizer names another. */
 const DEMO_TOKENIZER = 'hf:qwen3';
@@ -120,50 +117,13 @@ export async function main (argv: string[]): Promise<number> {
     }
     throw err;
   }
-  // Discovery before the gateway, so that it starts with the pods already there (src/discovery/start.ts).
-  const discovered = await startDiscovery(config, log);
-  if (discovered === 'failed') {
+  const started = await startGatewayProcess(config, log, 'ear serve', readConfig);
+  if (typeof started === 'number') {
     await Promise.all(sims.map((s) => s.close()));
-    return 2;
+    return started;
   }
-  if (discovered !== null) config = discovered.config;
-  // Active-passive: contend for the lease while the gateway starts; /ready says not ready until this replica leads.
-  let ha: ActivePassive | null = null;
-  let ear: Awaited<ReturnType<typeof startEar>>;
-  try {
-    if (config.ha.mode === 'active-passive') ha = await startActivePassive(config, log.child({ component: 'ha' }));
-    ear = await startEar(config, { logger: log.child({ component: 'session-store' }), migrationLogger: log.child({ component: 'migration' }), readiness: ha?.readiness });
-  } catch (err) {
-    await ha?.close();
-    await discovered?.close();
-    await Promise.all(sims.map((s) => s.close()));
-    if (err instanceof KubeTargetError) {
-      console.error(`ear serve: ha: ${err.message}`);
-      return 2;
-    }
-    throw err;
-  }
-  if (ha !== null) registerHaMetrics(ear.gateway.metrics.registry, ha.elector);
-  // The process's own series (RSS, heap, GC, event-loop lag) on /metrics: registered once per process, here rather
-  // than per gateway (test suites start many gateways in one process, and each call adds GC and event-loop monitors).
-  collectDefaultMetrics({ register: ear.gateway.metrics.registry });
-  const applier = discovered?.attach(ear.gateway);
-  // A reload refused because every pod row was taken is tried again as soon as a row comes free.
-  if (applier !== undefined) ear.onRowFreed(() => applier.retryNow());
-  // Signal handlers before the line that says we listen: until a handler is installed, SIGHUP and SIGTERM
-  // take their default action and kill the process (a supervisor may signal as soon as it reads that line).
-  process.on('SIGHUP', () => {
-    if (discovered !== null) {
-      log.info('SIGHUP: the backends come from discovery; other settings need a restart');
-      return;
-    }
-    try {
-      const next = readConfig();
-      ear.gateway.reload(next).then(() => log.info({ backends: next.backends.map((b) => b.id) }, 'backends reloaded'), (err) => log.error({ err }, 'reload failed'));
-    } catch (err) {
-      log.error({ err: (err as Error).message }, 'reload refused: the configuration is invalid; keeping the current one');
-    }
-  });
+  const { ear } = started;
+  config = started.config;
   const stopped = new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
@@ -178,7 +138,7 @@ export async function main (argv: string[]): Promise<number> {
   log.info('draining');
   // The lease is released first thing (a follower takes over within a retry period) while requests drain here;
   // discovery stops handing the draining gateway new backends.
-  await Promise.all([ha?.close(), discovered?.close(), ear.close()]);
+  await started.close();
   await Promise.all(sims.map((s) => s.close()));
   log.info('drained');
   // Clients' keep-alive connections would keep the process alive (this uWS has no call that closes them all), and

@@ -2,7 +2,7 @@
 // watch (reflector.ts) keeps the pods, this decides which serve. A pod serves when Running, Ready (condition
 // Ready=True), not being deleted (no deletionTimestamp: it is draining) and given an IP.
 import type { PodRole } from '../core/policy.js';
-import type { BackendConfig } from '../gateway/config.js';
+import type { BackendConfig, DiscoveryConfig } from '../gateway/config.js';
 
 /** The fields of a v1 Pod this module reads (list items and watch objects alike). */
 export interface PodLike {
@@ -18,15 +18,8 @@ export interface PodLike {
   } | null;
 }
 
-export interface PodBackendOptions {
-  /** Engine HTTP port (from config, or the InferencePool's targetPorts[0]). */
-  port: number;
-  roleLabel: string;
-  modelLabel: string;
-  kvEventsLabel: string;
-  kvEventsPort: number;
-  kvReplayPort: number;
-}
+/** What the mapping reads of the discovery config; `port` is the config's, or the InferencePool's targetPorts[0]. */
+export type PodBackendOptions = Pick<DiscoveryConfig, 'port' | 'roleLabel' | 'modelLabel' | 'kvEventsLabel' | 'kvEventsPort' | 'kvReplayPort'>;
 
 export type SkipReason = 'not-running' | 'not-ready' | 'no-ip' | 'terminating' | 'bad-name' | 'bad-role';
 

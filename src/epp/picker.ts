@@ -16,6 +16,8 @@ import type { Placement, RoutingInput, RoutingState } from '../gateway/routing-s
 import { sessionOf } from '../gateway/session-id.js';
 import type { Usage } from '../gateway/stream-observer.js';
 import type { SharedSessions, SharedTurn } from '../gateway/shared-sessions.js';
+import type { AdmissionTrace, ProxiedTrace, RequestTrace, Tracing } from '../telemetry/tracing.js';
+import { clientTraceHeaders, type TraceHeaders } from '../telemetry/traceparent.js';
 import { endpointOf, type EndpointFilter } from './endpoints.js';
 
 const ENDPOINTS: Record<string, Endpoint> = { '/v1/chat/completions': 'chat', '/v1/completions': 'completions' };
@@ -33,6 +35,8 @@ export interface PickerDeps {
   fallbacks: number;
   /** Session state shared with other replicas (--session-store redis://…); null with `memory`. */
   sessions?: SharedSessions | null;
+  /** Spans for picked requests (src/telemetry/); null or absent: off, and a pick pays one null check. */
+  tracing?: Tracing | null;
 }
 
 export interface PickInput {
@@ -44,6 +48,8 @@ export interface PickInput {
   body: Buffer | null;
   /** The endpoints the proxy allows (subset hint or conformance test header); null: every backend. */
   allowed: EndpointFilter | null;
+  /** When the request's headers arrived (the server span's start); absent: now. */
+  receivedAt?: number;
 }
 
 /** Told by the picker when an admission wait may be abandoned (the proxy's stream ended). */
@@ -58,11 +64,16 @@ export interface Picked {
   readonly forward: Buffer | null;
   /** The backend charged with the request now (after a fallback, the one that served). */
   readonly backend: Backend;
+  /** traceparent (and tracestate) to set on the request for the engine: EAR's server span; null with tracing off. */
+  readonly traceHeaders: TraceHeaders | null;
   /** The proxy says which endpoint served; returns how it relates to the ones named. */
   served (endpoint: string | null): 'primary' | 'fallback' | 'unlisted' | 'unreported';
   firstToken (): void;
-  /** The response ended (ok: a complete 2xx), or the stream did: idempotent. */
-  finish (usage: Usage | null, ok: boolean): void;
+  /**
+   * The response ended (ok: a complete 2xx; `status` the engine's, 0 if none came), or the stream did
+   * (`abandoned`: the phase it ended in): idempotent.
+   */
+  finish (usage: Usage | null, ok: boolean, status?: number, abandoned?: 'queued' | 'response' | null): void;
 }
 
 export class EndpointPicker {
@@ -75,6 +86,15 @@ export class EndpointPicker {
   }
 
   /** Backends the request may not go to: those whose endpoint the proxy's list leaves out. */
+  /** A completion request's server span, continuing the trace of the headers Envoy got (checked as serve does). */
+  #trace (path: string, input: PickInput, tracing: Tracing): RequestTrace {
+    const h = clientTraceHeaders(input.headers.get('traceparent') ?? '', input.headers.get('tracestate') ?? '');
+    return tracing.request({
+      path, via: 'ext_proc', traceparent: h[0]?.[1] ?? '', tracestate: h[1]?.[1] ?? '', startTime: input.receivedAt ?? this.#d.now(),
+      requestId: input.headers.get('x-request-id') ?? ''
+    });
+  }
+
   #excluded (allowed: EndpointFilter | null): Set<number> {
     const out = new Set<number>();
     if (allowed === null) return out;
@@ -102,10 +122,28 @@ export class EndpointPicker {
     const exclude = this.#excluded(input.allowed);
     if (endpoint === undefined || input.body === null || input.body.length === 0) return this.#passthrough(exclude);
     const priorityClass = priorityClassOf(input.headers.get('x-ear-priority') ?? '', bearerToken(input.headers.get('authorization') ?? ''), this.#d.config.apiKeyPriority);
+    const tracing = this.#d.tracing ?? null;
+    if (tracing === null) return await this.#pickRouted(input, endpoint, input.body, exclude, priorityClass, keyUser, signal, null);
+    const span = this.#trace(path, input, tracing);
+    try {
+      const picked = await this.#pickRouted(input, endpoint, input.body, exclude, priorityClass, keyUser, signal, span);
+      if (picked === null) span.end(0, true, null);
+      return picked;
+    } catch (err) {
+      span.end(err instanceof GatewayError ? err.status : 500, false, err);
+      throw err;
+    }
+  }
+
+  /** An inference call: admitted and placed. `span` (tracing on) is ended by the caller unless a Picked is returned. */
+  async #pickRouted (input: PickInput, endpoint: Endpoint, body: Buffer, exclude: Set<number>, priorityClass: number, keyUser: string | null,
+    signal: AbortSignalLike, span: RequestTrace | null): Promise<Picked | null> {
+    const watch = span === null ? null : span.proxied();
     const { sessionId, parentSessionId } = sessionOf((h) => input.headers.get(h) ?? '');
     const f0 = this.#d.now();
-    const f = await this.#d.features(endpoint, input.body, sessionId);
+    const f = await this.#d.features(endpoint, body, sessionId);
     this.#d.gateway.metrics.featureSeconds.observe((this.#d.now() - f0) / 1000);
+    span?.features(f.model, sessionId, f.promptTokens, f.blockKeys.length);
     // Unknown to every backend that has listed its models: the client's mistake. With no list at all (nothing
     // probed up yet) it is the fleet's state, answered below as no endpoint (503).
     const backends = this.#d.gateway.backends;
@@ -119,9 +157,15 @@ export class EndpointPicker {
     // The shared record first, so admission ranks the session by the service every replica saw (as the gateway).
     const shared = this.#d.sessions?.turn(req) ?? null;
     if (shared !== null) await shared.load();
-    if (signal.aborted) return null;
-    const admitted = await this.#admit(req, signal, priorityClass);
-    if (admitted === null) return null;
+    if (signal.aborted) {
+      watch?.abandoned('queued');
+      return null;
+    }
+    const admitted = await this.#admit(req, signal, priorityClass, span === null ? null : span.admission(priorityClass));
+    if (admitted === null) {
+      watch?.abandoned('queued');
+      return null;
+    }
     let placement = admitted;
     // Another replica bound the session first: follow it (the admitted placement is undone, not sent).
     if (shared !== null) {
@@ -136,16 +180,30 @@ export class EndpointPicker {
     if (signal.aborted) {
       this.#d.routing.finished(placement, req, null, false, this.#d.now());
       shared?.completed(this.#d.now());
+      watch?.abandoned('queued');
       return null;
     }
     // A migration's KV is not moved here (the proxy sends the request): the target recomputes the prompt, and
     // the session's move is done, so later turns do not wait on it.
     if (placement.migrating === true) this.#d.routing.migrationEnded?.(placement, true, this.#d.now());
     const forward = f.forward ? Buffer.from(f.forward.buffer, f.forward.byteOffset, f.forward.byteLength) : null;
-    return new PickedRequest(this.#d, req, placement, [endpointOf(placement.backend), ...this.#fallbacks(placement.backend, f.model, exclude)], forward, shared);
+    const endpoints = [endpointOf(placement.backend), ...this.#fallbacks(placement.backend, f.model, exclude)];
+    if (span !== null && span.recording) this.#traceRoute(span, placement, f.model, exclude, endpoints.length - 1, input.allowed !== null);
+    const traced = span === null ? null : { span, watch: watch!, receivedAt: input.receivedAt ?? f0 };
+    return new PickedRequest(this.#d, req, placement, endpoints, forward, shared, traced);
   }
 
-  #admit (req: RoutingInput, signal: AbortSignalLike, priorityClass: number): Promise<Placement | null> {
+  /** The route span's facts (as serve's), with the fallbacks named and whether the proxy's subset applied. */
+  #traceRoute (span: RequestTrace, p: Placement, model: string, exclude: ReadonlySet<number>, fallbacks: number, subsetHint: boolean): void {
+    let candidates = 0;
+    for (const b of this.#d.gateway.backends) if (b.models.has(model) && b.health === 'healthy' && !b.draining && !exclude.has(b.index)) candidates++;
+    span.routed({
+      policy: this.#d.config.policy, pod: p.backend.id, reason: p.reason, attempt: 0, decidedAt: p.decidedAt, candidates, matchedBlocks: p.matchedBlocks ?? null,
+      migrateFrom: p.migrating === true && p.transferFrom ? p.transferFrom.id : null, fallbacks, subsetHint
+    });
+  }
+
+  #admit (req: RoutingInput, signal: AbortSignalLike, priorityClass: number, traced: AdmissionTrace | null): Promise<Placement | null> {
     const routing = this.#d.routing;
     return new Promise((resolve, reject) => {
       const d0 = this.#d.now();
@@ -155,25 +213,35 @@ export class EndpointPicker {
           released: (p, info) => {
             signal.onAbort = null;
             this.#d.gateway.metrics.admissionWait.labels(String(info.level)).observe(info.waitMs / 1000);
+            traced?.end('released', info.waitMs, info.level, info.promoted);
             resolve(p);
           },
           dropped: (reason, t) => {
             signal.onAbort = null;
+            traced?.end(reason === 'no_backend' ? 'no_candidate' : reason, t - d0, null, false);
             if (reason === 'timeout') reject(new GatewayError('EAR_ERR_QUEUE_TIMEOUT', `the request waited ${Math.round((t - d0) / 1000)} s for admission and timed out; the backends are at capacity`));
             else if (reason === 'shutdown') reject(new GatewayError('EAR_ERR_DRAINING', 'the endpoint picker shut down while the request waited for admission'));
             else reject(noEndpoint(req.model));
           }
         }, d0, priorityClass);
       } catch (err) {
+        traced?.end(err instanceof QueueFullError ? 'queue_full' : err instanceof NoCandidateError ? 'no_candidate' : 'error', this.#d.now() - d0, null, false);
         if (err instanceof QueueFullError) reject(new GatewayError('EAR_ERR_QUEUE_FULL', 'too many requests are waiting for admission; retry later', { retryAfterSeconds: err.retryAfterSeconds }));
         else if (err instanceof NoCandidateError) reject(noEndpoint(req.model));
         else reject(err);
         return;
       }
       this.#decisionSeconds.observe((this.#d.now() - d0) / 1000);
-      if (!('queued' in r)) return resolve(r);
+      if (!('queued' in r)) {
+        traced?.end('released', 0, null, false);
+        return resolve(r);
+      }
       const queued = r;
-      signal.onAbort = () => { if (routing.cancel(queued)) resolve(null); };
+      signal.onAbort = () => {
+        if (!routing.cancel(queued)) return;
+        traced?.end('cancelled', this.#d.now() - d0, null, false);
+        resolve(null);
+      };
     });
   }
 
@@ -214,6 +282,8 @@ class PassthroughRequest implements Picked {
   readonly kind = 'passthrough';
   readonly endpoints: readonly string[];
   readonly forward = null;
+  /** Not an inference call: no span, and the client's own trace headers go through as Envoy has them. */
+  readonly traceHeaders = null;
   #done = false;
 
   constructor (readonly d: PickerDeps, readonly backend: Backend) {
@@ -235,15 +305,25 @@ class PassthroughRequest implements Picked {
   }
 }
 
+/** A picked request's spans (tracing on): the server span and its response watch. */
+interface PickTrace {
+  span: RequestTrace;
+  watch: ProxiedTrace;
+  /** When the request's headers arrived: TTFT is counted from there, as serve counts it from the request's arrival. */
+  receivedAt: number;
+}
+
 class PickedRequest implements Picked {
   readonly kind = 'routed';
   #placement: Placement;
   #done = false;
   #firstAt = 0;
   readonly #t0: number;
+  readonly traceHeaders: TraceHeaders | null;
 
   constructor (readonly d: PickerDeps, readonly input: RoutingInput, placement: Placement, readonly endpoints: readonly string[], readonly forward: Buffer | null,
-    readonly shared: SharedTurn | null) {
+    readonly shared: SharedTurn | null, readonly trace: PickTrace | null) {
+    this.traceHeaders = trace === null ? null : trace.watch.headers;
     this.#placement = placement;
     this.#t0 = d.now();
     d.gateway.enter(placement.backend);
@@ -259,6 +339,12 @@ class PickedRequest implements Picked {
    * ends unserved (as a failed attempt does in the gateway) and a retry placement on the server is started.
    */
   served (endpoint: string | null): 'primary' | 'fallback' | 'unlisted' | 'unreported' {
+    const relation = this.#served(endpoint);
+    this.trace?.watch.served(endpoint, relation);
+    return relation;
+  }
+
+  #served (endpoint: string | null): 'primary' | 'fallback' | 'unlisted' | 'unreported' {
     if (endpoint === null) return 'unreported';
     const at = this.endpoints.indexOf(endpoint);
     if (at === 0) return 'primary';
@@ -293,9 +379,10 @@ class PickedRequest implements Picked {
     this.#firstAt = this.d.now();
     this.d.routing.firstToken(this.#placement, this.#firstAt);
     this.d.gateway.metrics.backend(this.backend.id).ttft.observe((this.#firstAt - this.#t0) / 1000);
+    this.trace?.watch.firstToken(this.#firstAt - this.trace.receivedAt);
   }
 
-  finish (usage: Usage | null, ok: boolean): void {
+  finish (usage: Usage | null, ok: boolean, status = 0, abandoned: 'queued' | 'response' | null = null): void {
     if (this.#done) return;
     this.#done = true;
     const t = this.d.now();
@@ -303,6 +390,11 @@ class PickedRequest implements Picked {
     this.d.routing.finished(this.#placement, this.input, usage, ok, t);
     this.shared?.completed(t);
     this.d.gateway.exit(b);
+    if (this.trace !== null) {
+      if (usage !== null) this.trace.watch.usage(usage);
+      if (abandoned !== null) this.trace.watch.abandoned(abandoned);
+      this.trace.span.end(status, abandoned !== null, null);
+    }
     if (!ok) return;
     const series = this.d.gateway.metrics.backend(b.id);
     series.e2e.observe((t - this.#t0) / 1000);

@@ -5,6 +5,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { GatewayConfig } from '../gateway/config.js';
 import type { Ear } from '../gateway/ear.js';
+import type { Tracing } from '../telemetry/tracing.js';
 import { addHealthService } from './health.js';
 import { EppMetrics } from './metrics.js';
 import { EndpointPicker } from './picker.js';
@@ -22,6 +23,8 @@ export interface EppOptions {
   /** Endpoints named after the primary (default 2). */
   fallbacks?: number;
   log?: { info (o: object, msg: string): void; warn (o: object, msg: string): void };
+  /** Spans for picked requests (the process's, startTracing); null or absent: off. */
+  tracing?: Tracing | null;
 }
 
 export interface EppServer {
@@ -49,8 +52,10 @@ export async function startEpp (ear: Ear, opts: EppOptions): Promise<EppServer> 
   let draining = false;
   const streams = new Set<ExtProcStream>();
   const metrics = new EppMetrics(ear.gateway.metrics.registry, () => streams.size);
-  const picker = new EndpointPicker({ config: gwConfig, gateway: ear.gateway, routing: ear.routing, features: ear.features, now, fallbacks: opts.fallbacks ?? 2, sessions: ear.sessions });
-  const ready = (): boolean => !draining && ear.gateway.backends.some((b) => b.health === 'healthy' && !b.draining);
+  const picker = new EndpointPicker({ config: gwConfig, gateway: ear.gateway, routing: ear.routing, features: ear.features, now, fallbacks: opts.fallbacks ?? 2, sessions: ear.sessions,
+    tracing: opts.tracing ?? null });
+  // The gateway's own readiness (a healthy backend; active-passive: this replica leads), and not draining.
+  const ready = (): boolean => !draining && ear.gateway.readiness().ready;
 
   // A request body arrives in one message in BUFFERED mode: the limit is the gateway's body limit and some room.
   const limit = gwConfig.maxBodyBytes + (1 << 16);

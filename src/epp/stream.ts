@@ -39,6 +39,8 @@ export class ExtProcStream {
   #observe = false;
   #phase: Phase = 'request';
   #headers = new Map<string, string>();
+  /** When the request's headers arrived (a traced request's server span starts there). */
+  #receivedAt = 0;
   #path = '';
   #allowed: EndpointFilter | null = null;
   #conformance = false;
@@ -110,6 +112,7 @@ export class ExtProcStream {
   }
 
   async #requestHeaders (m: ProcessingRequest, h: HttpHeaders): Promise<void> {
+    this.#receivedAt = performance.timeOrigin + performance.now();
     this.#headers = headerRecord(h);
     this.#path = this.#headers.get(':path') ?? '';
     // The conformance suite's header names the endpoints to pick among, ahead of the subset hint (as GIE's test
@@ -144,20 +147,25 @@ export class ExtProcStream {
     this.#phase = 'queued';
     let picked: Picked | null;
     try {
-      picked = await this.#o.picker.pick({ path: this.#path, headers: this.#headers, body, allowed: this.#allowed }, this.#signal);
+      picked = await this.#o.picker.pick({ path: this.#path, headers: this.#headers, body, allowed: this.#allowed, receivedAt: this.#receivedAt }, this.#signal);
     } catch (err) {
       return this.#immediate(err, outcomeOf(err));
     }
     if (picked === null) return; // the stream ended while it waited: counted as aborted there
     if (this.#signal.aborted) {
-      picked.finish(null, false);
+      picked.finish(null, false, 0, 'queued');
       return;
     }
     this.#picked = picked;
     this.#phase = 'response';
     this.#o.metrics.requests.inc({ outcome: picked.kind });
     const value = picked.endpoints.join(',');
-    const common: CommonResponse = { header_mutation: { set_headers: [setHeader(DESTINATION_ENDPOINT, value)] }, clear_route_cache: true };
+    const set = [setHeader(DESTINATION_ENDPOINT, value)];
+    // Tracing on: the engine's parent is EAR's span (as serve's upstream span is). Off: nothing set, Envoy sends
+    // the client's own trace headers.
+    const trace = picked.traceHeaders;
+    if (trace !== null) for (const [k, v] of trace) set.push(setHeader(k, v));
+    const common: CommonResponse = { header_mutation: { set_headers: set }, clear_route_cache: true };
     const dynamic = namespacedMetadata(DESTINATION_NAMESPACE, { [DESTINATION_ENDPOINT]: value });
     if (body === null) {
       this.#send({ request_headers: { response: common }, dynamic_metadata: dynamic });
@@ -221,7 +229,7 @@ export class ExtProcStream {
     const obs = this.#observer;
     obs?.end();
     if (obs !== null && obs.firstTokenSeen) p.firstToken();
-    p.finish(obs?.usage ?? null, this.#status >= 200 && this.#status < 300 && obs?.streamError == null);
+    p.finish(obs?.usage ?? null, this.#status >= 200 && this.#status < 300 && obs?.streamError == null, this.#status);
   }
 
   /** The stream ended (half-close, cancel, error): what is open is released, never held. */
@@ -235,7 +243,7 @@ export class ExtProcStream {
     if (phase === 'response' || phase === 'queued') this.#o.metrics.aborts.inc({ phase });
     else if (this.#bodyBytes > 0 || this.#headers.size > 0) this.#o.metrics.aborts.inc({ phase: 'request' });
     if (phase === 'queued' || (phase === 'request' && this.#headers.size > 0)) this.#o.metrics.requests.inc({ outcome: 'aborted' });
-    this.#picked?.finish(null, false);
+    this.#picked?.finish(null, false, this.#status, 'response');
   }
 
   /** Answers the client directly (OpenAI-style error body) and ends the exchange. */

@@ -2,6 +2,7 @@
 // prefill of an explicit context and the source leg of a KV transfer. Never throws: a failure is status null.
 import type { UpstreamCall, UpstreamHandler, UpstreamPool } from './upstream-client.js';
 import { requestHeaders } from './upstream-headers.js';
+import type { TraceHeaders } from '../telemetry/traceparent.js';
 
 /** The engine's answer to a one-token request is small JSON; more than this is not one. */
 const MAX_ANSWER_BYTES = 1 << 20;
@@ -13,9 +14,10 @@ export interface Answer {
   body: Buffer;
 }
 
-export function post (pool: UpstreamPool, path: string, body: Buffer, rid: string, signal: { aborted: boolean; onAbort: (() => void) | null }): Promise<Answer> {
+/** `trace`: the trace context the engine joins (a KV transfer's span), if any. */
+export function post (pool: UpstreamPool, path: string, body: Buffer, rid: string, signal: { aborted: boolean; onAbort: (() => void) | null }, trace?: TraceHeaders): Promise<Answer> {
   return new Promise((resolve) => {
-    pool.dispatch({ path, method: 'POST', body, headers: requestHeaders(rid) }, new BufferedAnswer(resolve, signal));
+    pool.dispatch({ path, method: 'POST', body, headers: requestHeaders(rid, trace) }, new BufferedAnswer(resolve, signal));
   });
 }
 

@@ -17,6 +17,7 @@ import { SharedSessions } from './shared-sessions.js';
 import { createSessionStore } from '../store/create.js';
 import { parseSessionStoreSpec, type SessionStore, type StoreLogger } from '../store/session-store.js';
 import { startProactiveMigration, type ProactiveLogger, type ProactiveMigration } from './proactive-migration.js';
+import type { Tracing } from '../telemetry/tracing.js';
 
 export interface Ear {
   gateway: Gateway;
@@ -65,6 +66,8 @@ export interface EarOptions {
   storeWaitMs?: number;
   /** Where the migration thread's errors and failed transfers are logged (ear-proactive). */
   migrationLogger?: ProactiveLogger;
+  /** Spans for requests and migrations (src/telemetry/startTracing); null or absent: off. */
+  tracing?: Tracing | null;
   /** A condition /ready reports besides the gateway's own (active-passive: followers are not ready). */
   readiness?: GatewayDeps['readiness'];
 }
@@ -141,11 +144,12 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       // Contexts are recorded in the shared store too, so every replica can GET and DELETE them.
       sessionStore: store ?? undefined,
       onSessionCompleted: (id, model, path, body) => proactive?.completed(id, model, path, body),
+      tracing: opts.tracing ?? null,
       readiness: opts.readiness
     });
     // ear-proactive's idle-session moves run on their own thread; the request path only hands it bodies.
     if (config.policy === 'ear-proactive') {
-      proactive = startProactiveMigration({ config, shared, routing: () => routing, sessions, registry: gateway.metrics.registry, now, log: opts.migrationLogger });
+      proactive = startProactiveMigration({ config, shared, routing: () => routing, sessions, registry: gateway.metrics.registry, now, log: opts.migrationLogger, tracing: opts.tracing ?? null });
     }
     registerKvEventMetrics(gateway.metrics.registry, () => k.stats());
     registerRoutePoolMetrics(gateway.metrics.registry, () => p.stats());

@@ -14,6 +14,8 @@ import type { LegSignal, TransferPeer } from '../migration/connector.js';
 import { KvTransfers } from '../migration/transfer.js';
 import { registerTotal } from './metrics.js';
 import { kvTransferMetrics } from './kv-transfer-metrics.js';
+import type { TransferFacts } from '../telemetry/tracing.js';
+import type { TraceHeaders } from '../telemetry/traceparent.js';
 
 export interface TransferStepResult {
   placement: Placement;
@@ -21,10 +23,13 @@ export interface TransferStepResult {
   body: Buffer;
   /** Call when the target's first token came or the request ended: ends the migration (once). Null: none. */
   arrived: ((now: number) => void) | null;
+  /** What the transfer did (for its trace span); absent when the placement named no source. */
+  transfer?: TransferFacts;
 }
 
-export function peerOf (b: Backend): TransferPeer {
-  return { id: b.id, host: new URL(b.config.url).hostname, post: (path, body, rid, signal) => post(b.pool, path, body, rid, signal) };
+/** `trace`: the trace context the source's legs carry (the transfer's span), if any. */
+export function peerOf (b: Backend, trace?: TraceHeaders): TransferPeer {
+  return { id: b.id, host: new URL(b.config.url).hostname, post: (path, body, rid, signal) => post(b.pool, path, body, rid, signal, trace) };
 }
 
 export class KvTransferStep {
@@ -51,30 +56,35 @@ export class KvTransferStep {
     registerTotal(registry, 'ear_migration_turns_to_source_total', 'Turns sent to a migration\'s source because they came while their session moved.', () => migrations()?.turnsToSource ?? null);
   }
 
-  /** The request's KV per its placement: the source leg if there is one, and what the backend is to be sent. */
-  async run (placement: Placement, input: RoutingInput, path: string, body: Buffer, rid: string, signal: LegSignal): Promise<TransferStepResult> {
+  /**
+   * The request's KV per its placement: the source leg if there is one, and what the backend is to be sent.
+   * `trace`: the trace context the source leg carries (the transfer's span), if traced.
+   */
+  async run (placement: Placement, input: RoutingInput, path: string, body: Buffer, rid: string, signal: LegSignal, trace?: TraceHeaders): Promise<TransferStepResult> {
     const src = placement.transferFrom ?? null;
     if (src === null || src === placement.backend) return { placement, body, arrived: null };
     const kind = placement.migrating === true ? 'migration' : 'pd';
-    if (src.gone || src.draining || src.health !== 'healthy') return this.#failed(kind, 'none', placement, input, body);
+    if (src.gone || src.draining || src.health !== 'healthy') return this.#failed(kind, { mode: 'none', ok: false, bytes: 0, tokens: 0, failure: `the source ${src.id} is not serving` }, placement, input, body);
     src.inFlight++;
     let t;
     try {
       t = await this.#transfers.transfer({
-        path, body, src: peerOf(src), requestId: rid, contextTokens: input.promptTokens, sourceBacklog: this.#state.pendingPrefill?.(src) ?? 0, signal
+        path, body, src: peerOf(src, trace), requestId: rid, contextTokens: input.promptTokens, sourceBacklog: this.#state.pendingPrefill?.(src) ?? 0, signal
       });
     } finally {
       this.#leave(src);
     }
     this.#seconds.observe({ mode: t.mode }, t.seconds);
-    if (!t.ok) return this.#failed(kind, t.mode, placement, input, body);
+    const transfer: TransferFacts = { mode: t.mode, ok: t.ok, bytes: t.ok ? t.bytes : 0, tokens: t.tokens, failure: t.failure };
+    if (!t.ok) return this.#failed(kind, transfer, placement, input, body);
     this.#total.inc({ kind, mode: t.mode, outcome: 'ok' });
     this.#bytes.inc({ mode: t.mode }, t.bytes);
-    if (kind !== 'migration') return { placement, body: t.body, arrived: null };
+    if (kind !== 'migration') return { placement, body: t.body, arrived: null, transfer };
     let done = false;
     return {
       placement,
       body: t.body,
+      transfer,
       arrived: (now) => {
         if (done) return;
         done = true;
@@ -83,13 +93,13 @@ export class KvTransferStep {
     };
   }
 
-  #failed (kind: 'migration' | 'pd', mode: string, placement: Placement, input: RoutingInput, body: Buffer): TransferStepResult {
-    this.#total.inc({ kind, mode, outcome: 'failed' });
-    if (kind !== 'migration') return { placement, body, arrived: null };
+  #failed (kind: 'migration' | 'pd', transfer: TransferFacts, placement: Placement, input: RoutingInput, body: Buffer): TransferStepResult {
+    this.#total.inc({ kind, mode: transfer.mode, outcome: 'failed' });
+    if (kind !== 'migration') return { placement, body, arrived: null, transfer };
     const now = this.#now();
     const back = this.#state.migrationEnded?.(placement, false, now) ?? null;
-    if (back === null) return { placement, body, arrived: null };
+    if (back === null) return { placement, body, arrived: null, transfer };
     this.#state.started(back, input, now);
-    return { placement: back, body, arrived: null };
+    return { placement: back, body, arrived: null, transfer };
   }
 }

@@ -13,6 +13,7 @@ import { registerProactiveMetrics } from './proactive-metrics.js';
 import { applyIdleMove } from './proactive-rebind.js';
 import type { SharedSessions } from './shared-sessions.js';
 import type { TableRouting } from './table-routing.js';
+import type { Tracing } from '../telemetry/tracing.js';
 
 export interface ProactiveLogger {
   warn (obj: object, msg: string): void;
@@ -29,6 +30,8 @@ export interface ProactiveMigrationOptions {
   /** The clock the session table is stamped with (ms since the epoch). */
   now: () => number;
   log?: ProactiveLogger;
+  /** A span per transfer (tracing on); null: off. */
+  tracing?: Tracing | null;
 }
 
 /** Moves the main thread applied (moved) or refused (dropped), and its own errors. */
@@ -60,6 +63,8 @@ export function startProactiveMigration (o: ProactiveMigrationOptions): Proactiv
   const out: ProactiveOutcomes = { moved: 0, dropped: 0, errors: 0 };
   const transfers = kvTransferMetrics(o.registry);
   let pending: Promise<void> = Promise.resolve();
+  /** Backend ids by pod row, as last told to the thread (for spans). */
+  const ids = new Map<number, string>();
   const error = (message: string): void => {
     out.errors++;
     o.log?.warn({ err: message }, 'proactive migration error');
@@ -87,6 +92,10 @@ export function startProactiveMigration (o: ProactiveMigrationOptions): Proactiv
       transfers.sourceSeconds.observe({ mode: m.mode }, m.sourceSeconds);
       if (m.ok) transfers.bytes.inc({ mode: m.mode }, m.bytes);
       else o.log?.info({ mode: m.mode, failure: m.failure }, 'proactive transfer failed; the session stays on its source');
+      o.tracing?.proactiveTransfer({
+        mode: m.mode, ok: m.ok, bytes: m.ok ? m.bytes : 0, tokens: m.tokens, failure: m.failure, seconds: m.sourceSeconds, endTime: o.now(),
+        source: ids.get(m.from) ?? `row-${m.from}`, target: ids.get(m.to) ?? `row-${m.to}`
+      });
     },
     onError: error
   });
@@ -99,6 +108,7 @@ export function startProactiveMigration (o: ProactiveMigrationOptions): Proactiv
       const key = JSON.stringify(specs);
       if (key === sent) return;
       sent = key;
+      for (const s of specs) ids.set(s.index, s.id);
       thread.setBackends(specs);
     },
     completed (sessionId, model, path, body) {

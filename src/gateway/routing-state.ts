@@ -23,6 +23,8 @@ export interface Placement {
   readonly reason: string;
   /** Prompt tokens expected to be computed (not cached) on that backend: counted as its pending prefill until the first token. */
   readonly expectedPrefill: number;
+  /** Leading prompt blocks the prefix index placed on that backend when it was chosen (traces), if the state says. */
+  readonly matchedBlocks?: number;
   readonly decidedAt: number;
   /** When the routing state counted it dispatched, if it keeps that (its service is measured from there). */
   readonly dispatchedAt?: number;

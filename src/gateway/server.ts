@@ -29,6 +29,8 @@ import { ClientGate, remoteAddressOf } from './client-gate.js';
 import { AdminToken, bearerToken } from './credentials.js';
 import { requestHeaders } from './upstream-headers.js';
 import { kvTransfersFor } from '../migration/transfers-for.js';
+import type { AdmissionTrace, RequestTrace, Tracing } from '../telemetry/tracing.js';
+import { clientTraceHeaders, type TraceHeaders } from '../telemetry/traceparent.js';
 
 export type FeatureFn = (endpoint: Endpoint, body: Buffer, sessionId: string | null) => Promise<Features>;
 
@@ -47,6 +49,8 @@ export interface GatewayDeps {
   clock?: () => number;
   /** A request of a session completed: its model, the engine path and the body forwarded (no kv_transfer_params of the client's or a connector's). */
   onSessionCompleted?: (sessionId: string, model: string, path: string, body: Buffer) => void;
+  /** Spans for OpenAI requests (src/telemetry/); null or absent: tracing is off and costs a null check. */
+  tracing?: Tracing | null;
   /**
    * A condition besides the gateway's own (not draining, a healthy backend) that /ready reports: an active-passive
    * follower is not ready (src/ha/). Read on every probe; its fields other than `ready` go into the answer's body.
@@ -77,6 +81,8 @@ export interface Gateway {
    * purged and reused. Reloads apply one after another. Other settings need a restart.
    */
   reload (config: Readonly<GatewayConfig>): Promise<void>;
+  /** What /ready answers: not draining, a healthy backend, and `readiness` of the deps (active-passive). */
+  readiness (): ReadinessCondition;
   /**
    * A request sent to `b` by another path than this server's (the endpoint picker, whose proxy sends it) holds
    * it until `exit`: a backend that a reload removed closes, and its row is freed, once the last one lets go.
@@ -92,6 +98,16 @@ const ADMISSION_TICK_MS = 100;
 const UPSTREAM_PATH: Record<Endpoint, '/v1/chat/completions' | '/v1/completions'> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
 
 const newObserver = (contentType: string): StreamObserver => new StreamObserver(contentType);
+
+const NO_TRACE: TraceHeaders = [];
+
+/** A request's trace span, or with tracing off the client's trace headers to forward as they came. */
+interface RequestTracing {
+  span: RequestTrace | null;
+  forward: TraceHeaders;
+}
+
+const UNTRACED: RequestTracing = { span: null, forward: NO_TRACE };
 
 function assertNativeUws (): void {
   // The pinned build ships binaries for these ABIs only; anything else silently falls back to a slow shim.
@@ -164,6 +180,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   // API keys (compared in constant time) and rate limits, for every /v1 route (client-gate.ts). A request whose
   // body names no OpenAI `user` counts against its API key's id (an HMAC of the key, never the key).
   const gate = new ClientGate(config, metrics.registry, now);
+  const tracing = deps.tracing ?? null;
 
   const app: TemplatedApp = uWS.App();
 
@@ -175,6 +192,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const declaredLength = req.getHeader('content-length');
       const priorityHeader = req.getHeader('x-ear-priority');
       const rid = requestId(req.getHeader('x-request-id'));
+      const traceparent = req.getHeader('traceparent');
+      const tracestate = traceparent === '' ? '' : req.getHeader('tracestate');
       const headerValues = SESSION_ID_HEADERS.map((h) => req.getHeader(h));
       const { sessionId, parentSessionId } = sessionOf((h) => headerValues[SESSION_ID_HEADERS.indexOf(h)] ?? '');
       const apiKey = bearerToken(auth);
@@ -195,17 +214,22 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       }
       readBody(rs, config, (body) => {
         inFlight++;
-        handle(endpoint, rs, body, rid, sessionId, parentSessionId, priorityClass, keyUser, t0).then(() => handled(rs, ridHeader), (err) => {
+        // Tracing on: a span continuing the client's trace. Off: its valid trace headers go upstream unchanged.
+        const tr: RequestTracing = tracing !== null
+          ? { span: tracing.request({ path: UPSTREAM_PATH[endpoint], traceparent, tracestate, startTime: t0, requestId: rid }), forward: NO_TRACE }
+          : traceparent === '' ? UNTRACED : { span: null, forward: clientTraceHeaders(traceparent, tracestate) };
+        handle(endpoint, rs, body, rid, sessionId, parentSessionId, priorityClass, keyUser, t0, tr).then(() => handled(rs, ridHeader, tr.span, null), (err) => {
           rs.fail(err, [ridHeader, ...retryAfter(err)]);
-          handled(rs, ridHeader);
+          handled(rs, ridHeader, tr.span, err);
         });
       }, declaredLength);
     };
   }
 
   /** After a completion request's handler settled: whatever happened, the client got an answer. */
-  function handled (rs: ResponseState, ridHeader: [string, string]): void {
+  function handled (rs: ResponseState, ridHeader: [string, string], span: RequestTrace | null, err: unknown): void {
     if (!rs.ended && !rs.aborted) rs.fail(new GatewayError('EAR_ERR_INTERNAL', 'internal error'), [ridHeader]);
+    span?.end(rs.status, rs.aborted, err);
     if (rs.aborted) metrics.clientAborts.inc();
     if (--inFlight === 0 && idle) idle();
   }
@@ -214,17 +238,20 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
    * Admission (ARCHITECTURE.md "Request lifecycle" step 3): the placement, already started, once the scheduler
    * releases the request (at once when it can go); null if the client went away while it waited.
    */
-  function admit (input: RoutingInput, rs: { onAbort: (() => void) | null }, priorityClass: number): Promise<Placement | null> {
+  function admit (input: RoutingInput, rs: { onAbort: (() => void) | null }, priorityClass: number, span: RequestTrace | null = null): Promise<Placement | null> {
     return new Promise((resolve, reject) => {
       const d0 = now();
+      const traced: AdmissionTrace | null = span === null ? null : span.admission(priorityClass);
       const waiter: GatewayWaiter = {
         released: (p, info) => {
           rs.onAbort = null;
           metrics.admissionWait.labels(String(info.level)).observe(info.waitMs / 1000);
+          traced?.end('released', info.waitMs, info.level, info.promoted);
           resolve(p);
         },
         dropped: (reason, t) => {
           rs.onAbort = null;
+          traced?.end(reason === 'no_backend' ? 'no_candidate' : reason, t - d0, null, false);
           reject(dropError(reason, t - d0));
         }
       };
@@ -232,6 +259,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       try {
         r = state.submit(input, waiter, d0, priorityClass);
       } catch (err) {
+        traced?.end(err instanceof QueueFullError ? 'queue_full' : err instanceof NoCandidateError ? 'no_candidate' : 'error', now() - d0, null, false);
         if (err instanceof QueueFullError) {
           reject(new GatewayError('EAR_ERR_QUEUE_FULL', 'too many requests are waiting for admission; retry later', { retryAfterSeconds: err.retryAfterSeconds }));
         } else {
@@ -240,18 +268,37 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
         return;
       }
       decisionSeconds.observe((now() - d0) / 1000);
-      if (!('queued' in r)) return resolve(r);
+      if (!('queued' in r)) {
+        traced?.end('released', 0, null, false);
+        return resolve(r);
+      }
       const queued = r;
       // Released inside submit already: the waiter has resolved, nothing waits.
-      rs.onAbort = () => { if (state.cancel(queued)) resolve(null); };
+      rs.onAbort = () => {
+        if (!state.cancel(queued)) return;
+        traced?.end('cancelled', now() - d0, null, false);
+        resolve(null);
+      };
     });
   }
 
-  async function handle (endpoint: Endpoint, rs: ResponseState, body: Buffer, rid: string, sessionId: string | null, parentSessionId: string | null, priorityClass: number, keyUser: string | null, t0: number): Promise<void> {
+  /** The routing span's facts, gathered only for a span that records. */
+  function traceRoute (span: RequestTrace, p: Placement, n: number, model: string, exclude: ReadonlySet<number>): void {
+    let candidates = 0;
+    for (const b of backends) if (b.models.has(model) && b.health === 'healthy' && !b.draining && !exclude.has(b.index)) candidates++;
+    span.routed({
+      policy: config.policy, pod: p.backend.id, reason: p.reason, attempt: n, decidedAt: p.decidedAt, candidates, matchedBlocks: p.matchedBlocks ?? null,
+      migrateFrom: p.migrating === true && p.transferFrom ? p.transferFrom.id : null
+    });
+  }
+
+  async function handle (endpoint: Endpoint, rs: ResponseState, body: Buffer, rid: string, sessionId: string | null, parentSessionId: string | null, priorityClass: number, keyUser: string | null, t0: number, tr: RequestTracing): Promise<void> {
     const route = UPSTREAM_PATH[endpoint];
+    const span = tr.span;
     const f0 = now();
     const f = await deps.features(endpoint, body, sessionId);
     metrics.featureSeconds.observe((now() - f0) / 1000);
+    span?.features(f.model, sessionId, f.promptTokens, f.blockKeys.length);
     if (rs.aborted) return;
     if (!backends.some((b) => b.models.has(f.model))) {
       metrics.requests.labels(route, '404', '').inc();
@@ -267,7 +314,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     if (shared !== null) await shared.load();
     let admitted: Placement | null = null;
     try {
-      admitted = await admit(input, rs, priorityClass);
+      admitted = await admit(input, rs, priorityClass, span);
     } catch (err) {
       if (err instanceof GatewayError && err.code === 'EAR_ERR_QUEUE_FULL') metrics.requests.labels(route, '429', '').inc();
       if (err instanceof GatewayError && err.code === 'EAR_ERR_QUEUE_TIMEOUT') metrics.requests.labels(route, '504', '').inc();
@@ -306,8 +353,14 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
         metrics.retries.inc();
         state.started(placement, input, now());
       }
+      if (span !== null && span.recording) traceRoute(span, placement, n, f.model, exclude);
       // A migration's or a P/D prefill's KV: the connector's source leg, before the request goes to its backend.
-      const step = await kvTransfers.run(placement, input, route, forward, rid, rs);
+      const src = placement.transferFrom ?? null;
+      const transferSpan = span !== null && src !== null && src !== placement.backend
+        ? span.transfer(placement.migrating === true ? 'migration' : 'pd', src.id, placement.backend.id)
+        : null;
+      const step = await kvTransfers.run(placement, input, route, forward, rid, rs, transferSpan?.headers);
+      if (transferSpan !== null) transferSpan.end(step.transfer ?? { mode: 'none', ok: false, bytes: 0, tokens: 0 }, step.placement.backend.id);
       if (shared !== null && step.placement.backend.id !== placement.backend.id) shared.reverted(step.placement.backend.id);
       placement = step.placement;
       if (rs.aborted) {
@@ -322,11 +375,13 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       let firstAt = 0;
       let result: AttemptResult;
       let observer: StreamObserver | null = null;
+      // The engine joins the trace under EAR's upstream span (tracing on), or the client's (off).
+      const upstream = span === null ? null : span.upstream(b.id, b.config.url, n);
       try {
         ({ result, observer } = await attempt(rs, b.pool, {
           path: route,
           body: step.body,
-          headers: requestHeaders(rid),
+          headers: requestHeaders(rid, upstream === null ? tr.forward : upstream.headers),
           responseHeaders: [['x-ear-backend', b.id], ['x-request-id', rid]],
           // With no attempt or no other backend left, an engine's 5xx goes to the client as it is.
           final: n === config.maxAttempts - 1 || !hasOther(state, f.model, exclude, b.index),
@@ -336,6 +391,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
             step.arrived?.(firstAt);
             state.firstToken(placement, firstAt);
             series.ttft.observe((firstAt - t0) / 1000);
+            upstream?.firstToken(firstAt - t0);
           }
         }));
       } finally {
@@ -344,6 +400,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const tEnd = now();
       step.arrived?.(tEnd);
       const usage = observer?.usage ?? null;
+      upstream?.end(result.kind, 'status' in result ? result.status : null, usage, 'error' in result ? result.error : null);
       state.finished(placement, input, usage, result.kind === 'done', tEnd);
       shared?.completed(tEnd);
       last = result;
@@ -419,12 +476,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   });
   app.get('/health', (res) => { res.cork(() => res.writeStatus('200 OK').end()); });
   app.get('/ready', (res) => {
-    const own = draining ? 'the gateway is shutting down' : backends.some((b) => b.health === 'healthy') ? null : 'no healthy backend';
-    const extra = deps.readiness?.() ?? null;
-    const ready = own === null && (extra === null || extra.ready);
-    const reason = own ?? (extra !== null && !extra.ready ? extra.reason : undefined);
-    const body = JSON.stringify(extra === null ? { ready, reason } : { ...extra, ready, reason });
-    res.cork(() => res.writeStatus(ready ? '200 OK' : '503 Service Unavailable').writeHeader('content-type', 'application/json').end(body));
+    const r = readiness();
+    res.cork(() => res.writeStatus(r.ready ? '200 OK' : '503 Service Unavailable').writeHeader('content-type', 'application/json').end(JSON.stringify(r)));
   });
   app.get('/metrics', (res) => {
     const rs = new ResponseState(res);
@@ -471,6 +524,14 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     rs.fail(known ? new GatewayError('EAR_ERR_METHOD', `method ${req.getMethod().toUpperCase()} is not allowed on ${shown}`) : new GatewayError('EAR_ERR_NOT_FOUND', `no route ${shown}`));
   });
 
+  /** Ready: not draining, a healthy backend, and what the caller adds (active-passive: leading). */
+  function readiness (): ReadinessCondition {
+    const own = draining ? 'the gateway is shutting down' : backends.some((b) => b.health === 'healthy' && !b.draining) ? null : 'no healthy backend';
+    const extra = deps.readiness?.() ?? null;
+    const ready = own === null && (extra === null || extra.ready);
+    const reason = own ?? (extra !== null && !extra.ready ? extra.reason : undefined);
+    return extra === null ? { ready, reason } : { ...extra, ready, reason };
+  }
   async function checkHealth (): Promise<void> {
     await Promise.all(backends.map(async (b) => {
       if (b.draining) return;
@@ -571,6 +632,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     contexts,
     gate,
     checkHealth,
+    readiness,
     reload,
     enter (b) { b.inFlight++; },
     exit (b) { if (--b.inFlight === 0 && b.draining) void leave(b); },

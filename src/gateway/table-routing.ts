@@ -90,7 +90,7 @@ export class TableRouting implements RoutingState {
   #wrap (host: HostPlacement): TablePlacement {
     const from = host.transferFrom;
     return {
-      backend: this.#byRow[host.pod]!, reason: host.reason, expectedPrefill: host.expectedPrefill, decidedAt: host.decidedAt, host,
+      backend: this.#byRow[host.pod]!, reason: host.reason, expectedPrefill: host.expectedPrefill, matchedBlocks: host.matchedBlocks, decidedAt: host.decidedAt, host,
       get dispatchedAt () { return host.dispatchedAt; },
       transferFrom: from === null ? null : this.#byRow[from] ?? null,
       migrating: host.migrateFrom !== null

@@ -25,6 +25,8 @@ export class ResponseState {
   ended = false;
   /** Status line and headers are out: from here on an error can only end the stream. */
   headersSent = false;
+  /** The status sent to the client (0 until the head is out). */
+  status = 0;
   /** Called once if the client goes away (cancels the upstream request); a field, not an AbortController, to spare one a request. */
   onAbort: (() => void) | null = null;
   #writable: (() => void) | null = null;
@@ -69,6 +71,7 @@ export class ResponseState {
     this.res.writeStatus(statusLine(status));
     for (const [k, v] of headers) this.res.writeHeader(k, v);
     this.headersSent = true;
+    this.status = status;
   }
 
   /**
@@ -126,6 +129,7 @@ export class ResponseState {
   send (status: number, body: string | Uint8Array, headers: Iterable<[string, string]> = [], close = false): void {
     if (!this.live) return;
     this.ended = true;
+    this.status = status;
     this.#release();
     this.res.cork(() => {
       this.res.writeStatus(statusLine(status));

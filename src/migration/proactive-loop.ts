@@ -144,7 +144,7 @@ export class ProactiveLoop {
       this.#signals.delete(signal);
       planner.end(m);
     }
-    if (r.mode !== 'none') this.#o.send({ type: 'transfer', mode: r.mode, ok: r.ok, sourceSeconds: r.sourceSeconds, bytes: r.bytes, failure: r.failure });
+    if (r.mode !== 'none') this.#o.send({ type: 'transfer', mode: r.mode, ok: r.ok, sourceSeconds: r.sourceSeconds, bytes: r.bytes, failure: r.failure, from: m.from, to: m.to, tokens: m.contextTokens });
     if (!r.ok) {
       this.#c.failed++;
       return;

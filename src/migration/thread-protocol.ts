@@ -42,7 +42,7 @@ export type ToMigrationThread =
 export type FromMigrationThread =
   | { type: 'reply'; id: number; value: MigrationThreadStats }
   /** A transfer ended (counted in ear_kv_transfers_total{kind="proactive"}). */
-  | { type: 'transfer'; mode: TransferMode; ok: boolean; sourceSeconds: number; bytes: number; failure?: string }
+  | { type: 'transfer'; mode: TransferMode; ok: boolean; sourceSeconds: number; bytes: number; failure?: string; from: number; to: number; tokens: number }
   /** A transfer succeeded: the main thread rebinds the session (a compare-and-set) and counts moved or dropped. */
   | { type: 'moved'; key: bigint; sessionId: string; from: number; to: number }
   /** Something failed in the thread (counted there); the main thread logs it. */

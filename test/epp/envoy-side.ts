@@ -45,6 +45,8 @@ export interface Exchange {
   endpointMetadata: string | null;
   /** Every header the picker's request-phase answer set. */
   requestHeaderMutation: Record<string, string>;
+  /** The request headers Envoy sent upstream (the client's, the picker's mutations applied). */
+  upstreamHeaders: Record<string, string>;
   /** The request body Envoy would send upstream after the picker's answer. */
   forwardedBody: Buffer | null;
   /** Sizes of the streamed request-body chunks the picker sent back. */
@@ -119,7 +121,7 @@ export class EnvoySide {
     const path = o.path ?? '/v1/chat/completions';
     const call = this.#client.Process();
     const inbox = new Inbox();
-    const x: Exchange = { messages: [], requestHeaderMutation: {}, immediate: null, endpointHeader: null, endpointMetadata: null, forwardedBody: null, bodyChunkSizes: [], served: null, status: 0, responseBody: '', responseHeaders: {} };
+    const x: Exchange = { messages: [], requestHeaderMutation: {}, upstreamHeaders: {}, immediate: null, endpointHeader: null, endpointMetadata: null, forwardedBody: null, bodyChunkSizes: [], served: null, status: 0, responseBody: '', responseHeaders: {} };
     call.on('data', (m: ProcessingResponse) => { x.messages.push(m); inbox.push(m); });
     call.on('end', () => inbox.push(null));
     call.on('error', (err) => { inbox.error = err; inbox.push(null); });
@@ -193,13 +195,15 @@ export class EnvoySide {
       x.forwardedBody = Buffer.concat(parts);
     }
 
-    // Upstream: the endpoints in order, the next one on a connection error.
+    // Upstream: the endpoints in order, the next one on a connection error; the client's headers with the picker's
+    // mutations applied, as Envoy sends them (content-length is the forwarded body's own).
+    for (const [k, v] of Object.entries({ 'content-type': 'application/json', ...(o.headers ?? {}), ...x.requestHeaderMutation })) if (k !== 'content-length') x.upstreamHeaders[k] = v;
     const endpoints = (x.endpointHeader ?? '').split(',').filter((e) => e !== '');
     await o.beforeUpstream?.(endpoints);
     let res: Awaited<ReturnType<typeof request>> | null = null;
     for (const ep of endpoints) {
       try {
-        res = await request(`http://${ep}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...(o.headers ?? {}) }, body: x.forwardedBody ?? undefined });
+        res = await request(`http://${ep}${path}`, { method: 'POST', headers: x.upstreamHeaders, body: x.forwardedBody ?? undefined });
         x.served = ep;
         break;
       } catch {

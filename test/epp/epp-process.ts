@@ -21,10 +21,13 @@ export async function sims (n: number, extra: string[] = []): Promise<Proc[]> {
     '--enable-prompt-tokens-details', '--seed', String(i), '--time-scale', '0.05', ...extra], SIM_LISTENING)));
 }
 
-/** `ear epp` on free ports in front of `backends` (`--backend` specs), with the admin token `admin`. */
-export async function epp (backends: string[], args: string[] = []): Promise<Epp> {
+/**
+ * `ear epp` on free ports in front of `backends` (`--backend` specs), with the admin token `admin`; `nodeArgs`
+ * (a preload) and `env` (OTEL_*) as processes.ts's start takes them.
+ */
+export async function epp (backends: string[], args: string[] = [], proc0: { nodeArgs?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<Epp> {
   const proc = await start(['epp', '--host', '127.0.0.1', '--port', '0', '--grpc-port', '0', '--grpc-health-port', '0', '--admin-token', 'admin',
-    ...backends.flatMap((b) => ['--backend', b]), ...args], EPP_LISTENING);
+    ...backends.flatMap((b) => ['--backend', b]), ...args], EPP_LISTENING, proc0.nodeArgs ?? [], proc0.env ?? {});
   const m = /ext_proc on (127\.0\.0\.1:\d+), health on (127\.0\.0\.1:\d+)/.exec(proc.out());
   if (m === null) throw new Error(`no ports in: ${proc.out()}`);
   const envoy = new EnvoySide(m[1]);

@@ -30,7 +30,7 @@ test('API keys are found by their HMAC digest: the id is stable per key, never t
 });
 
 test('upstream headers: the explicit allowlist, and a backend\'s own key from config', () => {
-  assert.deepEqual([...UPSTREAM_HEADER_NAMES], ['content-type', 'x-request-id', 'authorization']);
+  assert.deepEqual([...UPSTREAM_HEADER_NAMES], ['content-type', 'x-request-id', 'authorization', 'traceparent', 'tracestate']);
   assert.deepEqual(requestHeaders('rid-1'), [['content-type', 'application/json'], ['x-request-id', 'rid-1']]);
   assert.deepEqual(backendHeaders(null), []);
   assert.deepEqual(backendHeaders('sk-1'), [['authorization', 'Bearer sk-1']]);

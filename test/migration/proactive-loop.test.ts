@@ -94,7 +94,7 @@ test('proactive loop, nixl: the export leg on the source, the pre-warm import wi
   assert.equal(src.seen[0].rid, dst.seen[0].rid, 'one request id on both legs');
   assert.equal(src.seen[0].path, '/v1/chat/completions');
   assert.deepEqual(sent.map((m) => m.type), ['transfer', 'moved']);
-  assert.deepEqual(sent[0], { type: 'transfer', mode: 'nixl', ok: true, sourceSeconds: (sent[0] as { sourceSeconds: number }).sourceSeconds, bytes: (sent[0] as { bytes: number }).bytes, failure: undefined });
+  assert.deepEqual(sent[0], { type: 'transfer', mode: 'nixl', ok: true, sourceSeconds: (sent[0] as { sourceSeconds: number }).sourceSeconds, bytes: (sent[0] as { bytes: number }).bytes, failure: undefined, from: a, to: b, tokens: 2000 });
   assert.ok((sent[0] as { bytes: number }).bytes > 0);
   assert.deepEqual(sent[1], { type: 'moved', key, sessionId: 's', from: a, to: b });
   const s = loop.stats();
