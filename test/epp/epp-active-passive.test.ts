@@ -27,7 +27,10 @@ test('ear epp active-passive: only the leader is SERVING on gRPC readiness and 2
     writeFileSync(cfg, `ha:\n  leaseDurationSeconds: 3\n  kubeconfig: ${JSON.stringify(stub.kubeconfig(dir))}\n  namespace: ${NS}\n`);
     picks.push(...await Promise.all([0, 1].map(() => epp([`${engine.url},id=engine`], ['--config', cfg, '--route-threads', '1', '--ha', 'active-passive', '--lease-name', LEASE]))));
     const states = (): Promise<Array<[string, string, string, number]>> => Promise.all(picks.map(readiness));
-    const one = (s: Array<[string, string, string, number]>): boolean => s.filter((r) => r[0] === 'SERVING').length === 1;
+    // The four answers are read one after another, so a replica changing role between them is read again.
+    const leading = (r: [string, string, string, number]): boolean => JSON.stringify(r) === JSON.stringify(['SERVING', 'SERVING', 'SERVING', 200]);
+    const standby = (r: [string, string, string, number]): boolean => JSON.stringify(r) === JSON.stringify(['NOT_SERVING', 'NOT_SERVING', 'SERVING', 503]);
+    const one = (s: Array<[string, string, string, number]>): boolean => s.filter(leading).length === 1 && s.filter(standby).length === 1;
     let s = await until(states, one, 30_000);
     const leader = s.findIndex((r) => r[0] === 'SERVING');
     const follower = 1 - leader;
@@ -38,7 +41,7 @@ test('ear epp active-passive: only the leader is SERVING on gRPC readiness and 2
 
     // SIGTERM: the leader releases the lease as it drains; the follower becomes ready well before the lease's 3 s.
     await stop(picks[leader].proc);
-    s = await until(async () => [await readiness(picks[follower])], (x) => x[0][0] === 'SERVING', 30_000);
+    s = await until(async () => [await readiness(picks[follower])], (x) => leading(x[0]), 30_000);
     assert.deepEqual(s[0], ['SERVING', 'SERVING', 'SERVING', 200]);
   } finally {
     await Promise.all(picks.map((p) => p.close()));
