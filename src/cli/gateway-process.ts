@@ -8,7 +8,7 @@ import { startEar, type Ear } from '../gateway/ear.js';
 import { startDiscovery } from '../discovery/start.js';
 import { startActivePassive, type ActivePassive } from '../ha/active-passive.js';
 import { registerHaMetrics } from '../ha/ha-metrics.js';
-import { KubeTargetError } from '../ha/kube-target.js';
+import { KubeTargetError } from '../kube/kube-target.js';
 import { startTracing, type Tracing } from '../telemetry/tracing.js';
 
 /** Longest wait for the last spans' export at shutdown: a collector that is down must not hold the exit. */

@@ -5,7 +5,7 @@
 // waits (logged, on the metrics) until one leaves.
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { BackendConfig, DiscoveryConfig } from '../gateway/config.js';
-import { loadKubeConfig, resolveNamespace } from './kube-client.js';
+import { kubeTarget, resolveNamespace } from '../kube/kube-target.js';
 import { INFERENCE_POOL_GROUP_VERSION, poolSource, type PoolSource } from './inference-pool.js';
 import { podVerdict, type SkipReason } from './pod-backend.js';
 import { newReflectorStats, Reflector, type KubeObject, type ReflectorLog, type ReflectorOptions, type ReflectorStats } from './reflector.js';
@@ -39,8 +39,10 @@ export interface PodDiscoveryOptions extends Pick<ReflectorOptions, 'backoffMinM
 const emptySkipped = (): DiscoveryStats['skipped'] => ({ 'not-running': 0, 'not-ready': 0, 'no-ip': 0, terminating: 0, 'bad-name': 0, 'bad-role': 0, 'over-max-pods': 0 });
 
 export async function startPodDiscovery (cfg: Readonly<DiscoveryConfig>, onBackends: (b: BackendConfig[]) => void, log: ReflectorLog, opts: PodDiscoveryOptions = {}): Promise<PodDiscovery> {
-  const kc = opts.kubeConfig ?? loadKubeConfig(cfg.kubeconfig);
-  const namespace = resolveNamespace(cfg.namespace, kc);
+  const given = cfg.namespace === '' ? null : cfg.namespace;
+  const target = opts.kubeConfig === undefined ? await kubeTarget({ kubeconfig: cfg.kubeconfig === '' ? null : cfg.kubeconfig, namespace: given }) : null;
+  const kc = target?.kubeConfig ?? opts.kubeConfig!;
+  const namespace = target?.namespace ?? resolveNamespace(given, kc);
   const reflectorStats = newReflectorStats();
   const stats: DiscoveryStats = Object.assign(reflectorStats, { pods: 0, skipped: emptySkipped(), updates: 0 });
   const common = {

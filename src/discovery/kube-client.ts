@@ -1,35 +1,9 @@
-// The API server as discovery reaches it: @kubernetes/client-node's KubeConfig (file, in-cluster service account,
-// or the default KUBECONFIG / ~/.kube/config; TLS and credentials) and a JSON GET with a deadline and a size
-// bound, for lists (the library's Watch carries the watches, reflector.ts).
-import { readFileSync } from 'node:fs';
+// A JSON GET to the API server with a deadline and a size bound, for lists, over @kubernetes/client-node's
+// KubeConfig (TLS and credentials; which server: src/kube/kube-target.ts). The library's Watch carries the
+// watches (reflector.ts).
 import http from 'node:http';
 import https from 'node:https';
-import { KubeConfig } from '@kubernetes/client-node';
-
-const SA_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
-
-/** A kubeconfig: `path` when given, else in-cluster when KUBERNETES_SERVICE_HOST is set, else the default lookup. */
-export function loadKubeConfig (path: string): KubeConfig {
-  const kc = new KubeConfig();
-  if (path !== '') kc.loadFromFile(path);
-  else if (process.env.KUBERNETES_SERVICE_HOST !== undefined) kc.loadFromCluster();
-  else kc.loadFromDefault();
-  if (kc.getCurrentCluster() === null) throw new Error(`no current cluster in the kubeconfig${path === '' ? '' : ` ${path}`}`);
-  return kc;
-}
-
-/** The configured namespace, else POD_NAMESPACE, else the service account's, else the kubeconfig context's, else "default". */
-export function resolveNamespace (configured: string, kc: KubeConfig): string {
-  if (configured !== '') return configured;
-  if (process.env.POD_NAMESPACE) return process.env.POD_NAMESPACE;
-  try {
-    const ns = readFileSync(SA_NAMESPACE_FILE, 'utf8').trim();
-    if (ns !== '') return ns;
-  } catch {
-    // not in a pod
-  }
-  return kc.getContextObject(kc.getCurrentContext())?.namespace ?? 'default';
-}
+import type { KubeConfig } from '@kubernetes/client-node';
 
 /** An answer other than 200: the HTTP status and, from a Status body, its reason and message. */
 export class KubeApiError extends Error {

@@ -4,9 +4,20 @@
 // bypasses the Service), so taking over needs no warm-up; only the Service's traffic goes to the leader.
 import type { GatewayConfig } from '../gateway/config.js';
 import type { ReadinessCondition } from '../gateway/server.js';
-import { kubeTarget, leaseTargetOptions } from './kube-target.js';
+import { kubeTarget, type KubeTargetOptions } from '../kube/kube-target.js';
 import { kubeLeaseClient, replicaIdentity } from './lease-client.js';
 import { LeaderElector, type ElectorLog } from './leader-elector.js';
+
+/**
+ * The lease's kubeconfig and namespace: `ha.kubeconfig` / `ha.namespace`, else the `discovery` section's
+ * (when the configuration has one), else the defaults above.
+ */
+export function leaseTargetOptions (config: Readonly<GatewayConfig>): KubeTargetOptions {
+  const discovery = 'discovery' in config ? (config as { discovery?: unknown }).discovery : undefined;
+  const d = typeof discovery === 'object' && discovery !== null ? discovery as Record<string, unknown> : {};
+  const str = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? v : null);
+  return { kubeconfig: config.ha.kubeconfig ?? str(d.kubeconfig), namespace: config.ha.namespace ?? str(d.namespace) };
+}
 
 export interface ActivePassive {
   readonly elector: LeaderElector;

@@ -5,7 +5,7 @@
 // (unreachable, 5xx, 403, a timeout) throws LeaseApiError.
 import { hostname } from 'node:os';
 import type { CoordinationV1Api, V1Lease, V1ObjectMeta } from '@kubernetes/client-node';
-import type { KubeTarget } from './kube-target.js';
+import type { KubeTarget } from '../kube/kube-target.js';
 
 /** The lease's spec as leader election reads it (client-go's LeaderElectionRecord). */
 export interface LeaseRecord {

@@ -71,4 +71,7 @@ test('ear serve --discovery k8s serves through the pods it finds and follows the
 test('ear serve --discovery refuses a bad discovery config with a message that names the field', async () => {
   await assert.rejects(start(['serve', '--port', '0', '--discovery', 'k8s', '--namespace', 'Not_A_Namespace'], SERVE_LISTENING), /discovery\.namespace: "Not_A_Namespace" is not a namespace name/);
   await assert.rejects(start(['serve', '--port', '0', '--discovery', 'k8s', '--kubeconfig', join(dir, 'missing.yaml')], SERVE_LISTENING), /ear serve: discovery: .*missing\.yaml/);
+  // No kubeconfig anywhere and not in a pod: a clear refusal, not client-node's silent http://localhost:8080.
+  await assert.rejects(start(['serve', '--port', '0', '--discovery', 'k8s'], SERVE_LISTENING, [], { HOME: dir, KUBECONFIG: '', KUBERNETES_SERVICE_HOST: '' }),
+    /ear serve: discovery: no Kubernetes API server: give a kubeconfig/);
 });

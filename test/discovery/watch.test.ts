@@ -252,7 +252,7 @@ test('a watch that goes silent (a half-open connection) is given up after its ti
 
 test('lists come in pages (limit/continue); a continue token that expired starts the list over', async () => {
   const { Reflector } = await import('../../src/discovery/reflector.js');
-  const { loadKubeConfig } = await import('../../src/discovery/kube-client.js');
+  const { kubeTarget } = await import('../../src/kube/kube-target.js');
   const s = await setup();
   for (let i = 0; i < 5; i++) s.stub.apply(PODS, pod(`p${i}`, `10.0.0.${i + 1}`, { app: 'vllm' }, { namespace: 'llm' }));
   // The first second page is refused as the API server refuses a continue token older than its history.
@@ -262,7 +262,7 @@ test('lists come in pages (limit/continue); a continue token that expired starts
     res.writeHead(410, { 'content-type': 'application/json' });
     res.end(JSON.stringify(status(410, 'Expired', 'The provided continue parameter is too old to display a consistent list result.')));
   });
-  const r = new Reflector({ kc: loadKubeConfig(s.cfg.kubeconfig), path: '/api/v1/namespaces/llm/pods', labelSelector: 'app=vllm', pageSize: 2, onChange () {}, log: quiet }).start();
+  const r = new Reflector({ kc: (await kubeTarget({ kubeconfig: s.cfg.kubeconfig, namespace: null }, {})).kubeConfig, path: '/api/v1/namespaces/llm/pods', labelSelector: 'app=vllm', pageSize: 2, onChange () {}, log: quiet }).start();
   try {
     await r.synced;
     assert.deepEqual([...r.objects.keys()].sort(), ['p0', 'p1', 'p2', 'p3', 'p4']);

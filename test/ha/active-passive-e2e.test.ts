@@ -141,7 +141,7 @@ test('active-passive with no API server to find refuses to start, saying what to
     const ear = new URL('../../src/cli/ear.js', import.meta.url).pathname;
     const r = spawnSync(process.execPath, [ear, 'serve', '--backend', 'http://127.0.0.1:9,id=x', '--ha', 'active-passive'], { env, encoding: 'utf8', timeout: 60_000 });
     assert.equal(r.status, 2, r.stderr);
-    assert.match(r.stderr, /ear serve: ha: no Kubernetes API server: give ha\.kubeconfig \(or discovery\.kubeconfig\), run in a pod, or set KUBECONFIG/);
+    assert.match(r.stderr, /ear serve: ha: no Kubernetes API server: give a kubeconfig \(discovery\.kubeconfig, ha\.kubeconfig, --kubeconfig\), run in a pod, or set KUBECONFIG/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

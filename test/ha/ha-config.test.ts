@@ -5,7 +5,8 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildConfig, ConfigError } from '../../src/gateway/config.js';
-import { kubeTarget, KubeTargetError, leaseTargetOptions } from '../../src/ha/kube-target.js';
+import { kubeTarget, KubeTargetError } from '../../src/kube/kube-target.js';
+import { leaseTargetOptions } from '../../src/ha/active-passive.js';
 
 const backend = { backends: [{ url: 'http://127.0.0.1:1' }] };
 

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startLeaseServer, type LeaseServer } from '../fixtures/k8s-lease-server.js';
-import { kubeTarget } from '../../src/ha/kube-target.js';
+import { kubeTarget } from '../../src/kube/kube-target.js';
 import { kubeLeaseClient } from '../../src/ha/lease-client.js';
 import { LeaderElector } from '../../src/ha/leader-elector.js';
 

@@ -1,13 +1,12 @@
-// Which Kubernetes API server and namespace the lease lives in. The same defaults as the `discovery` section
-// (issue #14's contract): a kubeconfig path if one is given, else in-cluster (KUBERNETES_SERVICE_HOST and the
-// service account), else KUBECONFIG or ~/.kube/config; the namespace given, else POD_NAMESPACE, else the service
-// account's, else the kubeconfig context's, else "default". Unlike client-node's loadFromDefault, finding none of
-// these is an error, not a silent http://localhost:8080 (the gateway's own default port).
+// Which Kubernetes API server and namespace EAR talks to, for pod discovery and for the leader lease alike: a
+// kubeconfig path if one is given, else in-cluster (KUBERNETES_SERVICE_HOST and the service account), else
+// KUBECONFIG or ~/.kube/config; the namespace given, else POD_NAMESPACE, else the service account's, else the
+// kubeconfig context's, else "default". Unlike client-node's loadFromDefault, finding none of these is an error,
+// not a silent http://localhost:8080 (the gateway's own default port).
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { GatewayConfig } from '../gateway/config.js';
 
 const SERVICE_ACCOUNT_NAMESPACE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 
@@ -21,17 +20,6 @@ export interface KubeTarget {
 export interface KubeTargetOptions {
   kubeconfig: string | null;
   namespace: string | null;
-}
-
-/**
- * The lease's kubeconfig and namespace: `ha.kubeconfig` / `ha.namespace`, else the `discovery` section's
- * (when the configuration has one), else the defaults above.
- */
-export function leaseTargetOptions (config: Readonly<GatewayConfig>): KubeTargetOptions {
-  const discovery = 'discovery' in config ? (config as { discovery?: unknown }).discovery : undefined;
-  const d = typeof discovery === 'object' && discovery !== null ? discovery as Record<string, unknown> : {};
-  const str = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? v : null);
-  return { kubeconfig: config.ha.kubeconfig ?? str(d.kubeconfig), namespace: config.ha.namespace ?? str(d.namespace) };
 }
 
 export class KubeTargetError extends Error {
@@ -54,7 +42,7 @@ export async function kubeTarget (opts: KubeTargetOptions, env: NodeJS.ProcessEn
     } else if ((env.KUBECONFIG ?? '') !== '' || existsSync(join(homedir(), '.kube', 'config'))) {
       kc.loadFromDefault();
     } else {
-      throw new KubeTargetError('no Kubernetes API server: give ha.kubeconfig (or discovery.kubeconfig), run in a pod, or set KUBECONFIG');
+      throw new KubeTargetError('no Kubernetes API server: give a kubeconfig (discovery.kubeconfig, ha.kubeconfig, --kubeconfig), run in a pod, or set KUBECONFIG');
     }
   } catch (err) {
     if (err instanceof KubeTargetError) throw err;
@@ -62,8 +50,12 @@ export async function kubeTarget (opts: KubeTargetOptions, env: NodeJS.ProcessEn
   }
   const cluster = kc.getCurrentCluster();
   if (cluster === null) throw new KubeTargetError(`the kubeconfig${opts.kubeconfig === null ? '' : ` ${opts.kubeconfig}`} has no current cluster`);
-  let namespace = opts.namespace ?? (env.POD_NAMESPACE !== undefined && env.POD_NAMESPACE !== '' ? env.POD_NAMESPACE : null);
+  return { kubeConfig: kc, namespace: resolveNamespace(opts.namespace, kc, env), server: cluster.server };
+}
+
+/** The namespace given, else POD_NAMESPACE, else the service account's, else the kubeconfig context's, else "default". */
+export function resolveNamespace (given: string | null, kc: KubeConfig, env: NodeJS.ProcessEnv = process.env): string {
+  let namespace = given ?? (env.POD_NAMESPACE !== undefined && env.POD_NAMESPACE !== '' ? env.POD_NAMESPACE : null);
   if (namespace === null && existsSync(SERVICE_ACCOUNT_NAMESPACE)) namespace = readFileSync(SERVICE_ACCOUNT_NAMESPACE, 'utf8').trim() || null;
-  namespace ??= kc.getContextObject(kc.getCurrentContext())?.namespace ?? 'default';
-  return { kubeConfig: kc, namespace, server: cluster.server };
+  return namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? 'default';
 }
