@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeApiStub, PODS, pod } from '../fixtures/k8s-api-server.js';
-import { LeaseApi } from '../fixtures/k8s-lease-server.js';
+import { LeaseApi, mountLeases } from '../fixtures/k8s-lease-server.js';
 import { configFile, podIp, podSim } from '../fixtures/k8s-pods.js';
 import { metric, SERVE_LISTENING, start, stop, turn, type Proc } from '../fixtures/processes.js';
 import { freePort } from '../store/redis-server.js';
@@ -37,7 +37,7 @@ test('discovery and active-passive on one API server: both replicas find the pod
   const leases = new LeaseApi();
   const stub = await new KubeApiStub().start();
   // The Lease API on the same server: one kubeconfig, one namespace, as in a cluster.
-  for (const method of ['GET', 'POST', 'PUT', 'DELETE']) stub.route(method, /^\/apis\/coordination\.k8s\.io\//, (req, res) => leases.handle(req, res));
+  mountLeases(stub, leases);
   const dir = mkdtempSync(join(tmpdir(), 'ear-ha-discovery-'));
   const procs: Proc[] = [];
   try {

@@ -104,7 +104,7 @@ test('a 409 from a write made meanwhile by someone else is re-read, and the lead
       for (let tries = 0; ; tries++) {
         const cur = stub.api.lease(NS, 'ear-leader')!;
         const res = await fetch(`${stub.url}/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/ear-leader`, {
-          method: 'PUT', headers: { 'content-type': 'application/json' },
+          method: 'PUT', headers: { 'content-type': 'application/json', authorization: 'Bearer stub-token' },
           body: JSON.stringify({ ...cur, metadata: { ...cur.metadata, labels: { touched: String(i) } } })
         });
         const text = await res.text();
@@ -144,7 +144,7 @@ test('a lease whose holder stopped renewing is taken over only after leaseDurati
   await withStub(async (stub, elector) => {
     // A holder that crashed: its lease is there, and never renewed again.
     const res = await fetch(`${stub.url}/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer stub-token' },
       body: JSON.stringify({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'ear-leader' }, spec: { holderIdentity: 'crashed', leaseDurationSeconds: 2, leaseTransitions: 4, acquireTime: '2026-01-01T00:00:00.000000Z', renewTime: '2026-01-01T00:00:00.000000Z' } })
     });
     assert.equal(res.status, 201);
