@@ -64,16 +64,19 @@ export async function startGatewayProcess (config: Readonly<GatewayConfig>, log:
   if (applier !== undefined) ear.onRowFreed(() => applier.retryNow());
   // Before the line that says we listen: until a handler is installed, SIGHUP kills the process.
   process.on('SIGHUP', () => {
-    if (discovered !== null) {
-      log.info('SIGHUP: the backends come from discovery; other settings need a restart');
-      return;
-    }
+    let next: Readonly<GatewayConfig>;
     try {
-      const next = reread();
-      ear.gateway.reload(next).then(() => log.info({ backends: next.backends.map((b) => b.id) }, 'backends reloaded'), (err) => log.error({ err }, 'reload failed'));
+      next = reread();
     } catch (err) {
       log.error({ err: (err as Error).message }, 'reload refused: the configuration is invalid; keeping the current one');
+      return;
     }
+    // Keys, rate limits and the admin token always; the backends unless discovery gives them. Other settings
+    // need a restart.
+    ear.gateway.reconfigure(next);
+    log.info({ apiKeys: next.apiKeys.length, rateLimits: next.rateLimits.default !== null || next.rateLimits.perIp !== null || Object.keys(next.rateLimits.keys).length > 0 }, 'credentials and rate limits reloaded');
+    if (discovered !== null) return;
+    ear.gateway.reload(next).then(() => log.info({ backends: next.backends.map((b) => b.id) }, 'backends reloaded'), (err) => log.error({ err }, 'reload failed'));
   });
   let stepped: Promise<void> | null = null;
   const stepDown = (): Promise<void> => (stepped ??= Promise.all([ha?.close(), discovered?.close()]).then(() => {}));

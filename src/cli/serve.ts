@@ -17,7 +17,8 @@ const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-eve
                  [--discovery k8s [--kubeconfig F] [--namespace NS] [--label-selector S | --inference-pool NAME]]
 
 An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
-  --config FILE        YAML with any of the fields below (camelCase) and a \`backends\` list; SIGHUP reloads its backends
+  --config FILE        YAML with any of the fields below (camelCase) and a \`backends\` list; SIGHUP reloads its backends,
+                       apiKeys, rateLimits and adminToken
   --backend SPEC       an engine (repeatable); replaces the file's list
   --policy NAME        routing policy: ${policyNames().join(', ')} (default ${DEFAULTS.policy})
   --tokenizer NAME     tokenizer for block keys (default ${DEFAULTS.tokenizer}): character, tiktoken:o200k_base, hf:qwen3, hf:PATH, remote:URL (engine /tokenize)

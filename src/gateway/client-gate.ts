@@ -20,18 +20,14 @@ export class ClientGate {
   readonly keys: ApiKeys;
   readonly limiter: RateLimiter;
   readonly #own = new Map<string, BucketLimit>();
-  readonly #default: BucketLimit | null;
-  readonly #perIp: BucketLimit | null;
+  #default: BucketLimit | null = null;
+  #perIp: BucketLimit | null = null;
   readonly #limited: Counter<'scope' | 'route'>;
 
   constructor (config: Pick<GatewayConfig, 'apiKeys' | 'rateLimits'>, registry: Registry, readonly now: () => number) {
     this.keys = new ApiKeys(config.apiKeys);
-    const rl = config.rateLimits;
-    // Limits are kept by the key's id: the raw keys stay in the frozen config only.
-    for (const [k, lim] of Object.entries(rl.keys)) this.#own.set(this.keys.idOf(k)!, lim);
-    this.#default = rl.default;
-    this.#perIp = this.keys.enabled ? null : rl.perIp;
-    this.limiter = new RateLimiter(rl.maxBuckets);
+    this.limiter = new RateLimiter(config.rateLimits.maxBuckets);
+    this.reconfigure(config);
     this.#limited = new Counter({ name: 'ear_rate_limited_total', help: 'Requests refused (429) by a rate limit, by the limit that applied (key: the key\'s own; default; ip) and route.', labelNames: ['scope', 'route'], registers: [registry] });
     const stats = this.limiter.stats;
     new Gauge({ name: 'ear_rate_limit_buckets', help: 'Rate-limit buckets held (bounded by rateLimits.maxBuckets).', registers: [registry], collect () { this.set(stats.buckets); } });
@@ -42,6 +38,20 @@ export class ClientGate {
       registers: [registry],
       collect () { this.set({ state: 'idle' }, stats.evictedIdle); this.set({ state: 'active' }, stats.evictedActive); }
     });
+  }
+
+  /**
+   * The keys and limits from now on (SIGHUP). Buckets carry on: a client keeps what it has used of its burst, under
+   * its new limit. `rateLimits.maxBuckets` stays as it started (the table's bound).
+   */
+  reconfigure (config: Pick<GatewayConfig, 'apiKeys' | 'rateLimits'>): void {
+    this.keys.replace(config.apiKeys);
+    const rl = config.rateLimits;
+    // Limits are kept by the key's id: the raw keys stay in the frozen config only.
+    this.#own.clear();
+    for (const [k, lim] of Object.entries(rl.keys)) this.#own.set(this.keys.idOf(k)!, lim);
+    this.#default = rl.default;
+    this.#perIp = this.keys.enabled ? null : rl.perIp;
   }
 
   /**

@@ -16,9 +16,14 @@ const sha256 = (s: string): Buffer => createHash('sha256').update(s, 'utf8').dig
 
 /** The admin token (null: admin endpoints are off, every request to them is refused). */
 export class AdminToken {
-  readonly #digest: Buffer | null;
+  #digest: Buffer | null = null;
 
   constructor (token: string | null) {
+    this.replace(token);
+  }
+
+  /** The token from now on (a reload); null: no admin access. */
+  replace (token: string | null): void {
     this.#digest = token === null ? null : sha256(token);
   }
 
@@ -38,6 +43,12 @@ export class ApiKeys {
   readonly #ids = new Map<string, string>();
 
   constructor (keys: readonly string[]) {
+    this.replace(keys);
+  }
+
+  /** The keys from now on (a reload); a key kept keeps its id (its user's fairness and buckets carry on). */
+  replace (keys: readonly string[]): void {
+    this.#ids.clear();
     for (const k of keys) {
       const d = this.#digest(k);
       this.#ids.set(d, `key:${d}`);

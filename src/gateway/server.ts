@@ -81,6 +81,11 @@ export interface Gateway {
    * purged and reused. Reloads apply one after another. Other settings need a restart.
    */
   reload (config: Readonly<GatewayConfig>): Promise<void>;
+  /**
+   * The client credentials and limits of `config` from now on: API keys, rate limits, the admin token (SIGHUP).
+   * Requests already admitted are not checked again.
+   */
+  reconfigure (config: Readonly<GatewayConfig>): void;
   /** What /ready answers: not draining, a healthy backend, and `readiness` of the deps (active-passive). */
   readiness (): ReadinessCondition;
   /**
@@ -634,6 +639,10 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     checkHealth,
     readiness,
     reload,
+    reconfigure (next) {
+      gate.reconfigure(next);
+      adminToken.replace(next.adminToken);
+    },
     enter (b) { b.inFlight++; },
     exit (b) { if (--b.inFlight === 0 && b.draining) void leave(b); },
     close () {
