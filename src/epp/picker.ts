@@ -3,10 +3,11 @@
 // the bookkeeping that follows (first token, end, the session's service). Only the transport differs: the proxy
 // sends the request, so the answer is a list of endpoints, primary first, and the proxy reports which served.
 import { NoCandidateError } from '../core/policy.js';
-import { QueueFullError } from '../core/routing-host.js';
 import type { Backend } from '../gateway/backends.js';
 import type { GatewayConfig } from '../gateway/config.js';
 import { GatewayError } from '../gateway/errors.js';
+import { waitForAdmission } from '../gateway/admission-wait.js';
+import { routeFacts } from '../gateway/route-facts.js';
 import type { FeatureSource } from '../gateway/inline-features.js';
 import type { Endpoint } from '../gateway/request-body.js';
 import { priorityClassOf, type Gateway } from '../gateway/server.js';
@@ -85,7 +86,6 @@ export class EndpointPicker {
     this.#decisionSeconds = deps.gateway.metrics.decisionSeconds.labels(deps.config.policy);
   }
 
-  /** Backends the request may not go to: those whose endpoint the proxy's list leaves out. */
   /** A completion request's server span, continuing the trace of the headers Envoy got (checked as serve does). */
   #trace (path: string, input: PickInput, tracing: Tracing): RequestTrace {
     const h = clientTraceHeaders(input.headers.get('traceparent') ?? '', input.headers.get('tracestate') ?? '');
@@ -95,6 +95,7 @@ export class EndpointPicker {
     });
   }
 
+  /** Backends the request may not go to: those whose endpoint the proxy's list leaves out. */
   #excluded (allowed: EndpointFilter | null): Set<number> {
     const out = new Set<number>();
     if (allowed === null) return out;
@@ -188,61 +189,24 @@ export class EndpointPicker {
     if (placement.migrating === true) this.#d.routing.migrationEnded?.(placement, true, this.#d.now());
     const forward = f.forward ? Buffer.from(f.forward.buffer, f.forward.byteOffset, f.forward.byteLength) : null;
     const endpoints = [endpointOf(placement.backend), ...this.#fallbacks(placement.backend, f.model, exclude)];
-    if (span !== null && span.recording) this.#traceRoute(span, placement, f.model, exclude, endpoints.length - 1, input.allowed !== null);
+    // As serve's route span, with the fallbacks named and whether the proxy's subset applied.
+    if (span !== null && span.recording) span.routed({ ...routeFacts(this.#d.config.policy, backends, placement, 0, f.model, exclude), fallbacks: endpoints.length - 1, subsetHint: input.allowed !== null });
     const traced = span === null ? null : { span, watch: watch!, receivedAt: input.receivedAt ?? f0 };
     return new PickedRequest(this.#d, req, placement, endpoints, forward, shared, traced);
   }
 
-  /** The route span's facts (as serve's), with the fallbacks named and whether the proxy's subset applied. */
-  #traceRoute (span: RequestTrace, p: Placement, model: string, exclude: ReadonlySet<number>, fallbacks: number, subsetHint: boolean): void {
-    let candidates = 0;
-    for (const b of this.#d.gateway.backends) if (b.models.has(model) && b.health === 'healthy' && !b.draining && !exclude.has(b.index)) candidates++;
-    span.routed({
-      policy: this.#d.config.policy, pod: p.backend.id, reason: p.reason, attempt: 0, decidedAt: p.decidedAt, candidates, matchedBlocks: p.matchedBlocks ?? null,
-      migrateFrom: p.migrating === true && p.transferFrom ? p.transferFrom.id : null, fallbacks, subsetHint
-    });
-  }
-
-  #admit (req: RoutingInput, signal: AbortSignalLike, priorityClass: number, traced: AdmissionTrace | null): Promise<Placement | null> {
-    const routing = this.#d.routing;
-    return new Promise((resolve, reject) => {
-      const d0 = this.#d.now();
-      let r;
-      try {
-        r = routing.submit(req, {
-          released: (p, info) => {
-            signal.onAbort = null;
-            this.#d.gateway.metrics.admissionWait.labels(String(info.level)).observe(info.waitMs / 1000);
-            traced?.end('released', info.waitMs, info.level, info.promoted);
-            resolve(p);
-          },
-          dropped: (reason, t) => {
-            signal.onAbort = null;
-            traced?.end(reason === 'no_backend' ? 'no_candidate' : reason, t - d0, null, false);
-            if (reason === 'timeout') reject(new GatewayError('EAR_ERR_QUEUE_TIMEOUT', `the request waited ${Math.round((t - d0) / 1000)} s for admission and timed out; the backends are at capacity`));
-            else if (reason === 'shutdown') reject(new GatewayError('EAR_ERR_DRAINING', 'the endpoint picker shut down while the request waited for admission'));
-            else reject(noEndpoint(req.model));
-          }
-        }, d0, priorityClass);
-      } catch (err) {
-        traced?.end(err instanceof QueueFullError ? 'queue_full' : err instanceof NoCandidateError ? 'no_candidate' : 'error', this.#d.now() - d0, null, false);
-        if (err instanceof QueueFullError) reject(new GatewayError('EAR_ERR_QUEUE_FULL', 'too many requests are waiting for admission; retry later', { retryAfterSeconds: err.retryAfterSeconds }));
-        else if (err instanceof NoCandidateError) reject(noEndpoint(req.model));
-        else reject(err);
-        return;
-      }
-      this.#decisionSeconds.observe((this.#d.now() - d0) / 1000);
-      if (!('queued' in r)) {
-        traced?.end('released', 0, null, false);
-        return resolve(r);
-      }
-      const queued = r;
-      signal.onAbort = () => {
-        if (!routing.cancel(queued)) return;
-        traced?.end('cancelled', this.#d.now() - d0, null, false);
-        resolve(null);
-      };
-    });
+  /** Admission as the gateway waits for it; a drop or no candidate is the picker's 503 (no endpoint). */
+  async #admit (req: RoutingInput, signal: AbortSignalLike, priorityClass: number, traced: AdmissionTrace | null): Promise<Placement | null> {
+    const deps = { state: this.#d.routing, now: this.#d.now, metrics: this.#d.gateway.metrics, decisionSeconds: this.#decisionSeconds };
+    try {
+      return await waitForAdmission(deps, req, signal, priorityClass, traced, (reason, waitedMs) => {
+        if (reason === 'timeout') return new GatewayError('EAR_ERR_QUEUE_TIMEOUT', `the request waited ${Math.round(waitedMs / 1000)} s for admission and timed out; the backends are at capacity`);
+        if (reason === 'shutdown') return new GatewayError('EAR_ERR_DRAINING', 'the endpoint picker shut down while the request waited for admission');
+        return noEndpoint(req.model);
+      });
+    } catch (err) {
+      throw err instanceof NoCandidateError ? noEndpoint(req.model) : err;
+    }
   }
 
   /**

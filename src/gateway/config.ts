@@ -13,6 +13,7 @@ import { parseSessionStoreSpec } from '../store/session-store.js';
 import type { BucketLimit } from './rate-limit.js';
 import { DEFAULT_REGION_CONFIG } from '../core/region.js';
 import { checkHa, HA_DEFAULTS, type HaConfig } from '../ha/ha-config.js';
+import { DNS_LABEL, DNS_SUBDOMAIN } from '../kube/names.js';
 
 export interface BackendConfig {
   id: string;
@@ -376,11 +377,8 @@ export function parseBackendFlag (flag: string): Record<string, string> {
   return out;
 }
 
-// Kubernetes names: a label key is [prefix/]name (prefix a DNS subdomain, name 63 characters); a namespace a
-// DNS-1123 label; an object name a DNS-1123 subdomain.
+// A Kubernetes label key is [prefix/]name: prefix a DNS subdomain, name up to 63 characters.
 const K8S_LABEL_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 function checkLabelKey (path: string, v: unknown): string {
   const key = checkString(path, v);

@@ -6,7 +6,6 @@ import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '
 import { performance } from 'node:perf_hooks';
 import { NoCandidateError } from '../core/policy.js';
 import { DEFAULT_CLASS, PRIORITY_CLASSES } from '../core/admission.js';
-import { QueueFullError } from '../core/routing-host.js';
 import { registerAdmissionMetrics } from './admission-metrics.js';
 import { Backend, probe, scrape } from './backends.js';
 import type { GatewayConfig } from './config.js';
@@ -16,7 +15,7 @@ import { attempt, noBackendAnswered, type AttemptResult } from './proxy.js';
 import { requestId } from './request-id.js';
 import type { Endpoint } from './request-body.js';
 import type { Features } from './features.js';
-import type { DropReason, GatewayWaiter, Placement, RoutingInput, RoutingState } from './routing-state.js';
+import type { DropReason, Placement, RoutingInput, RoutingState } from './routing-state.js';
 import { sessionOf, SESSION_ID_HEADERS } from './session-id.js';
 import { StreamObserver } from './stream-observer.js';
 import { ContextRegistry } from './contexts.js';
@@ -29,7 +28,9 @@ import { ClientGate, remoteAddressOf } from './client-gate.js';
 import { AdminToken, bearerToken } from './credentials.js';
 import { requestHeaders } from './upstream-headers.js';
 import { kvTransfersFor } from '../migration/transfers-for.js';
-import type { AdmissionTrace, RequestTrace, Tracing } from '../telemetry/tracing.js';
+import { waitForAdmission, type AdmissionWaitDeps } from './admission-wait.js';
+import { routeFacts } from './route-facts.js';
+import type { RequestTrace, Tracing } from '../telemetry/tracing.js';
 import { clientTraceHeaders, type TraceHeaders } from '../telemetry/traceparent.js';
 
 export type FeatureFn = (endpoint: Endpoint, body: Buffer, sessionId: string | null) => Promise<Features>;
@@ -173,7 +174,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   // Explicit contexts: the registry wraps the routing state to keep a context's session bound and alive.
   const contexts = new ContextRegistry({ maxContexts: config.maxContexts, sessionIdleMs: config.sessionIdleMs, registry: metrics.registry, store: deps.sessionStore, clock: deps.clock, now });
   const state = contexts.routing(deps.state(backends));
-  const kvTransfers = new KvTransferStep(kvTransfersFor(config), state, metrics.registry, now, (b) => { if (--b.inFlight === 0 && b.draining) void leave(b); });
+  const admissionDeps: AdmissionWaitDeps = { state, now, metrics, decisionSeconds };
+  const kvTransfers = new KvTransferStep(kvTransfersFor(config), state, metrics.registry, now, release);
   for (const c of config.backends) {
     const b = new Backend(state.admit(c.id), c, config);
     backends.push(b);
@@ -244,57 +246,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
    * releases the request (at once when it can go); null if the client went away while it waited.
    */
   function admit (input: RoutingInput, rs: { onAbort: (() => void) | null }, priorityClass: number, span: RequestTrace | null = null): Promise<Placement | null> {
-    return new Promise((resolve, reject) => {
-      const d0 = now();
-      const traced: AdmissionTrace | null = span === null ? null : span.admission(priorityClass);
-      const waiter: GatewayWaiter = {
-        released: (p, info) => {
-          rs.onAbort = null;
-          metrics.admissionWait.labels(String(info.level)).observe(info.waitMs / 1000);
-          traced?.end('released', info.waitMs, info.level, info.promoted);
-          resolve(p);
-        },
-        dropped: (reason, t) => {
-          rs.onAbort = null;
-          traced?.end(reason === 'no_backend' ? 'no_candidate' : reason, t - d0, null, false);
-          reject(dropError(reason, t - d0));
-        }
-      };
-      let r;
-      try {
-        r = state.submit(input, waiter, d0, priorityClass);
-      } catch (err) {
-        traced?.end(err instanceof QueueFullError ? 'queue_full' : err instanceof NoCandidateError ? 'no_candidate' : 'error', now() - d0, null, false);
-        if (err instanceof QueueFullError) {
-          reject(new GatewayError('EAR_ERR_QUEUE_FULL', 'too many requests are waiting for admission; retry later', { retryAfterSeconds: err.retryAfterSeconds }));
-        } else {
-          reject(err);
-        }
-        return;
-      }
-      decisionSeconds.observe((now() - d0) / 1000);
-      if (!('queued' in r)) {
-        traced?.end('released', 0, null, false);
-        return resolve(r);
-      }
-      const queued = r;
-      // Released inside submit already: the waiter has resolved, nothing waits.
-      rs.onAbort = () => {
-        if (!state.cancel(queued)) return;
-        traced?.end('cancelled', now() - d0, null, false);
-        resolve(null);
-      };
-    });
-  }
-
-  /** The routing span's facts, gathered only for a span that records. */
-  function traceRoute (span: RequestTrace, p: Placement, n: number, model: string, exclude: ReadonlySet<number>): void {
-    let candidates = 0;
-    for (const b of backends) if (b.models.has(model) && b.health === 'healthy' && !b.draining && !exclude.has(b.index)) candidates++;
-    span.routed({
-      policy: config.policy, pod: p.backend.id, reason: p.reason, attempt: n, decidedAt: p.decidedAt, candidates, matchedBlocks: p.matchedBlocks ?? null,
-      migrateFrom: p.migrating === true && p.transferFrom ? p.transferFrom.id : null
-    });
+    return waitForAdmission(admissionDeps, input, rs, priorityClass, span === null ? null : span.admission(priorityClass), dropError);
   }
 
   async function handle (endpoint: Endpoint, rs: ResponseState, body: Buffer, rid: string, sessionId: string | null, parentSessionId: string | null, priorityClass: number, keyUser: string | null, t0: number, tr: RequestTracing): Promise<void> {
@@ -358,7 +310,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
         metrics.retries.inc();
         state.started(placement, input, now());
       }
-      if (span !== null && span.recording) traceRoute(span, placement, n, f.model, exclude);
+      if (span !== null && span.recording) span.routed(routeFacts(config.policy, backends, placement, n, f.model, exclude));
       // A migration's or a P/D prefill's KV: the connector's source leg, before the request goes to its backend.
       const src = placement.transferFrom ?? null;
       const transferSpan = span !== null && src !== null && src !== placement.backend
@@ -400,7 +352,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
           }
         }));
       } finally {
-        if (--b.inFlight === 0 && b.draining) void leave(b);
+        release(b);
       }
       const tEnd = now();
       step.arrived?.(tEnd);
@@ -462,7 +414,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       if (n > 0) metrics.retries.inc();
     },
     enter: (b) => { b.inFlight++; },
-    leave: (b) => { if (--b.inFlight === 0 && b.draining) void leave(b); },
+    leave: release,
     draining: () => draining,
     track: (p) => {
       inFlight++;
@@ -551,6 +503,10 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       if (b.engineLoad && b.lastScrape > 0) state.engineLoad(b, b.engineLoad, b.lastScrape);
     }));
   }
+  /** A request lets go of `b`: a backend a reload removed leaves once the last one has. */
+  function release (b: Backend): void {
+    if (--b.inFlight === 0 && b.draining) void leave(b);
+  }
   /** A drained backend goes: its connections close, it leaves the list, and its pod row is purged and freed. */
   async function leave (b: Backend): Promise<void> {
     if (b.gone) return;
@@ -621,7 +577,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   admissionTimer.unref();
   registerAdmissionMetrics(metrics.registry, () => state.admissionStats(now()));
   metrics.registerEppAliases({
-    pool: () => (config as { discovery?: { inferencePool?: string } }).discovery?.inferencePool ?? '',
+    pool: () => config.discovery?.inferencePool ?? '',
     backends: () => backends.map((b) => ({ id: b.id, ready: b.health === 'healthy' && !b.draining, inFlight: b.inFlight, load: b.engineLoad })),
     queueDepthByLevel: () => state.admissionStats(now()).depthByLevel
   });
@@ -643,8 +599,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       gate.reconfigure(next);
       adminToken.replace(next.adminToken);
     },
-    enter (b) { b.inFlight++; },
-    exit (b) { if (--b.inFlight === 0 && b.draining) void leave(b); },
+    enter: (b) => { b.inFlight++; },
+    exit: release,
     close () {
       closing ??= (async () => {
         draining = true;

@@ -10,13 +10,12 @@ import { LeaderElector, type ElectorLog } from './leader-elector.js';
 
 /**
  * The lease's kubeconfig and namespace: `ha.kubeconfig` / `ha.namespace`, else the `discovery` section's
- * (when the configuration has one), else the defaults above.
+ * (when the configuration has one), else kubeTarget's defaults.
  */
 export function leaseTargetOptions (config: Readonly<GatewayConfig>): KubeTargetOptions {
-  const discovery = 'discovery' in config ? (config as { discovery?: unknown }).discovery : undefined;
-  const d = typeof discovery === 'object' && discovery !== null ? discovery as Record<string, unknown> : {};
-  const str = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? v : null);
-  return { kubeconfig: config.ha.kubeconfig ?? str(d.kubeconfig), namespace: config.ha.namespace ?? str(d.namespace) };
+  // The discovery section's '' means "not given".
+  const d = config.discovery;
+  return { kubeconfig: config.ha.kubeconfig ?? (d?.kubeconfig || null), namespace: config.ha.namespace ?? (d?.namespace || null) };
 }
 
 export interface ActivePassive {

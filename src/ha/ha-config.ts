@@ -3,6 +3,7 @@
 // Kubernetes Lease (leader-elector.ts) and only the leader reports ready on /ready, so a Service sends traffic to
 // it alone. Timings follow client-go's leaderelection (15 s lease, 10 s renew deadline, 2 s retry period), and
 // fields not given keep those ratios to the ones given.
+import { DNS_LABEL, DNS_SUBDOMAIN } from '../kube/names.js';
 
 export const HA_MODES = ['active-active', 'active-passive'] as const;
 export type HaMode = typeof HA_MODES[number];
@@ -40,9 +41,6 @@ export const HA_DEFAULTS: Readonly<HaConfig> = Object.freeze({
 /** client-go's JitterFactor: the renew deadline must leave room for a retry period stretched by its jitter. */
 export const RETRY_JITTER = 1.2;
 
-/** Kubernetes object names (DNS-1123 subdomain) and namespaces (DNS-1123 label). */
-const SUBDOMAIN_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-const LABEL_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 const FIELDS = ['mode', 'leaseName', 'leaseDurationSeconds', 'renewDeadlineSeconds', 'retryPeriodSeconds', 'kubeconfig', 'namespace'];
 
@@ -58,7 +56,7 @@ export function checkHa (path: string, v: unknown, fail: (path: string, rule: st
   const mode = r.mode ?? HA_DEFAULTS.mode;
   if (!(HA_MODES as readonly unknown[]).includes(mode)) fail(`${path}.mode`, `must be one of ${HA_MODES.join(', ')}, got ${JSON.stringify(mode)}`);
   const leaseName = r.leaseName ?? HA_DEFAULTS.leaseName;
-  if (typeof leaseName !== 'string' || leaseName.length > 253 || !SUBDOMAIN_RE.test(leaseName)) fail(`${path}.leaseName`, 'must be a Kubernetes object name (lower-case DNS subdomain, at most 253 characters)');
+  if (typeof leaseName !== 'string' || !DNS_SUBDOMAIN.test(leaseName)) fail(`${path}.leaseName`, 'must be a Kubernetes object name (lower-case DNS subdomain, at most 253 characters)');
   const seconds = (k: string, v: unknown, min: number, max: number, integer: boolean): number => {
     const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
     if (typeof n !== 'number' || !Number.isFinite(n) || n < min || n > max || (integer && !Number.isInteger(n))) {
@@ -81,7 +79,7 @@ export function checkHa (path: string, v: unknown, fail: (path: string, rule: st
     const x = r[k];
     if (x === undefined || x === null || x === '') return null;
     if (typeof x !== 'string') return fail(`${path}.${k}`, 'must be a string');
-    if (k === 'namespace' && (x.length > 63 || !LABEL_RE.test(x))) fail(`${path}.namespace`, 'must be a Kubernetes namespace name (lower-case DNS label, at most 63 characters)');
+    if (k === 'namespace' && !DNS_LABEL.test(x)) fail(`${path}.namespace`, 'must be a Kubernetes namespace name (lower-case DNS label, at most 63 characters)');
     return x;
   };
   return {
