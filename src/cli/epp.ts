@@ -1,12 +1,11 @@
 // `ear epp`: EAR as the endpoint picker of a Gateway API Inference Extension gateway (Envoy ext_proc). It reads
 // the same config file and flags as `ear serve`, plus its gRPC ports; its HTTP port serves /metrics, /health and
 // /ready (and, as `ear serve` does, the OpenAI routes, for a client that reaches it directly).
-import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { ConfigError, type GatewayConfig } from '../gateway/config.js';
 import { startEpp } from '../epp/server.js';
 import type { BodySendMode } from '../epp/protocol.js';
-import { GATEWAY_OPTIONS, readGatewayConfig } from './serve-options.js';
+import { parseGatewayArgs, readGatewayConfig } from './serve-options.js';
 import { startGatewayProcess } from './gateway-process.js';
 
 const MODES: Record<string, BodySendMode> = { 'full-duplex': 'FULL_DUPLEX_STREAMED', buffered: 'BUFFERED' };
@@ -32,27 +31,13 @@ function port (v: unknown, name: string, dflt: number): number {
 }
 
 export async function main (argv: string[]): Promise<number> {
-  let values: Record<string, unknown>;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      strict: true,
-      options: {
-        ...GATEWAY_OPTIONS,
-        'grpc-port': { type: 'string' },
-        'grpc-health-port': { type: 'string' },
-        'ext-proc-mode': { type: 'string' },
-        fallbacks: { type: 'string' }
-      }
-    }));
-  } catch (err) {
-    console.error(`ear epp: ${(err as Error).message}\n\n${USAGE}`);
-    return 2;
-  }
-  if (values.help) {
-    console.log(USAGE);
-    return 0;
-  }
+  const values = parseGatewayArgs(argv, {
+    'grpc-port': { type: 'string' },
+    'grpc-health-port': { type: 'string' },
+    'ext-proc-mode': { type: 'string' },
+    fallbacks: { type: 'string' }
+  }, 'ear epp', USAGE);
+  if (typeof values === 'number') return values;
   const log = pino({ level: process.env.EAR_LOG_LEVEL ?? 'info' });
   let config: Readonly<GatewayConfig>;
   let grpcPort: number;

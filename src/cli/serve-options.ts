@@ -1,5 +1,6 @@
 // The gateway's flags, shared by `ear serve` and `ear epp`: one parseArgs table and one mapping from flags to
 // config fields, so both commands read a YAML file and flags the same way (flags override the file).
+import { parseArgs } from 'node:util';
 import { buildConfig, loadConfigFile, type GatewayConfig } from '../gateway/config.js';
 
 type OptionSpec = { type: 'string' | 'boolean'; multiple?: boolean; short?: string };
@@ -94,4 +95,23 @@ function haFlags (fromFile: unknown, mode: string | undefined, leaseName: string
   if (mode === undefined && leaseName === undefined) return undefined;
   const base = typeof fromFile === 'string' ? { mode: fromFile } : typeof fromFile === 'object' && fromFile !== null && !Array.isArray(fromFile) ? fromFile : {};
   return { ...base, ...(mode === undefined ? {} : { mode }), ...(leaseName === undefined ? {} : { leaseName }) };
+}
+
+/**
+ * Parses a gateway command's flags (GATEWAY_OPTIONS and its own `extra`): the values, or the exit code once the
+ * usage is printed (--help: 0; a bad flag: 2, with the reason).
+ */
+export function parseGatewayArgs (argv: string[], extra: Record<string, OptionSpec>, command: string, usage: string): Record<string, unknown> | number {
+  let values: Record<string, unknown>;
+  try {
+    ({ values } = parseArgs({ args: argv, strict: true, options: { ...GATEWAY_OPTIONS, ...extra } }));
+  } catch (err) {
+    console.error(`${command}: ${(err as Error).message}\n\n${usage}`);
+    return 2;
+  }
+  if (values.help) {
+    console.log(usage);
+    return 0;
+  }
+  return values;
 }

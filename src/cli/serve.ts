@@ -1,9 +1,8 @@
 // `ear serve`: the gateway. Flags override the YAML file given with --config; `--demo N` starts N simulated
 // engines in this process and puts the gateway in front of them (what `npm start` runs).
-import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { ConfigError, DEFAULTS, type GatewayConfig } from '../gateway/config.js';
-import { GATEWAY_OPTIONS, readGatewayConfig } from './serve-options.js';
+import { parseGatewayArgs, readGatewayConfig } from './serve-options.js';
 import { startGatewayProcess } from './gateway-process.js';
 import { policyNames } from '../core/policies/index.js';
 import { startSim, type SimServer } from '../sim/server.js';
@@ -59,26 +58,12 @@ OTEL_TRACES_EXPORTER names an exporter or OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT i
 const DEMO_TOKENIZER = 'hf:qwen3';
 
 export async function main (argv: string[]): Promise<number> {
-  let values: Record<string, unknown>;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      strict: true,
-      options: {
-        ...GATEWAY_OPTIONS,
-        demo: { type: 'string' },
-        'demo-profile': { type: 'string' },
-        'demo-time-scale': { type: 'string' }
-      }
-    }));
-  } catch (err) {
-    console.error(`ear serve: ${(err as Error).message}\n\n${USAGE}`);
-    return 2;
-  }
-  if (values.help) {
-    console.log(USAGE);
-    return 0;
-  }
+  const values = parseGatewayArgs(argv, {
+    demo: { type: 'string' },
+    'demo-profile': { type: 'string' },
+    'demo-time-scale': { type: 'string' }
+  }, 'ear serve', USAGE);
+  if (typeof values === 'number') return values;
   const log = pino({ level: process.env.EAR_LOG_LEVEL ?? 'info' });
   const demo = values.demo === undefined ? 0 : Number(values.demo);
   if (!Number.isInteger(demo) || demo < 0 || demo > 64) {
