@@ -1,24 +1,29 @@
-// The endpoint picker's decision for one request, made by EAR's own routing host exactly as the gateway makes
-// it: features from the route pool, admission (the scheduler may hold the request), the policy's placement and
-// the bookkeeping that follows (first token, end, the session's service). Only the transport differs: the proxy
-// sends the request, so the answer is a list of endpoints, primary first, and the proxy reports which served.
-import { NoCandidateError } from '../core/policy.js';
+// The endpoint picker's decision for one request, made by the same request pipeline as `ear serve`'s
+// (src/request/): features from the route pool, admission (the scheduler may hold the request), the policy's
+// placement and the bookkeeping that follows (first token, end, the session's service). Only the transport differs:
+// the proxy sends the request, so the pipeline's send names the endpoints, primary first, and the proxy reports
+// which served and how the response went.
 import type { Backend } from '../gateway/backends.js';
 import type { GatewayConfig } from '../gateway/config.js';
-import { GatewayError } from '../gateway/errors.js';
-import { waitForAdmission } from '../gateway/admission-wait.js';
-import { routeFacts } from '../gateway/route-facts.js';
+import { errorBody, GatewayError } from '../gateway/errors.js';
 import type { FeatureSource } from '../gateway/inline-features.js';
 import type { Endpoint } from '../gateway/request-body.js';
 import { priorityClassOf, type Gateway } from '../gateway/server.js';
 import type { GatedRoute } from '../gateway/client-gate.js';
 import { bearerToken } from '../gateway/credentials.js';
-import type { Placement, RoutingInput, RoutingState } from '../gateway/routing-state.js';
+import type { RoutingState } from '../gateway/routing-state.js';
 import { sessionOf } from '../gateway/session-id.js';
 import type { Usage } from '../gateway/stream-observer.js';
-import type { SharedSessions, SharedTurn } from '../gateway/shared-sessions.js';
-import type { AdmissionTrace, ProxiedTrace, RequestTrace, Tracing } from '../telemetry/tracing.js';
-import { clientTraceHeaders, type TraceHeaders } from '../telemetry/traceparent.js';
+import type { SharedSessions } from '../gateway/shared-sessions.js';
+import { subscribeRequestMetrics } from '../gateway/request-metrics.js';
+import type { Tracing } from '../telemetry/tracing.js';
+import type { TraceHeaders } from '../telemetry/traceparent.js';
+import { subscribeRequestSpans } from '../telemetry/request-spans.js';
+import { channels } from '../request/channels.js';
+import { RequestContext } from '../request/context.js';
+import { Pipeline, runPipeline } from '../request/pipeline.js';
+import { moveTo } from '../request/route.js';
+import type { Send, SendResult, Transport } from '../request/transport.js';
 import { endpointOf, type EndpointFilter } from './endpoints.js';
 
 const ENDPOINTS: Record<string, Endpoint> = { '/v1/chat/completions': 'chat', '/v1/completions': 'completions' };
@@ -79,20 +84,25 @@ export interface Picked {
 
 export class EndpointPicker {
   readonly #d: PickerDeps;
-  readonly #decisionSeconds;
+  readonly #pipeline: Pipeline;
+  readonly #unsubscribe: Array<() => void>;
 
   constructor (deps: PickerDeps) {
     this.#d = deps;
-    this.#decisionSeconds = deps.gateway.metrics.decisionSeconds.labels(deps.config.policy);
+    const gw = deps.gateway;
+    // One attempt: the proxy does the fallbacks, and tells which endpoint served (the request is moved there).
+    this.#pipeline = new Pipeline({
+      policy: deps.config.policy, maxAttempts: 1, state: deps.routing, features: deps.features, backends: gw.backends, sessions: deps.sessions ?? null,
+      kvTransfers: null, now: deps.now, hold: (b) => gw.enter(b), release: (b) => gw.exit(b)
+    });
+    this.#unsubscribe = [subscribeRequestMetrics(this.#pipeline, gw.metrics)];
+    if (deps.tracing != null) this.#unsubscribe.push(subscribeRequestSpans(this.#pipeline, deps.tracing));
   }
 
-  /** A completion request's server span, continuing the trace of the headers Envoy got (checked as serve does). */
-  #trace (path: string, input: PickInput, tracing: Tracing): RequestTrace {
-    const h = clientTraceHeaders(input.headers.get('traceparent') ?? '', input.headers.get('tracestate') ?? '');
-    return tracing.request({
-      path, via: 'ext_proc', traceparent: h[0]?.[1] ?? '', tracestate: h[1]?.[1] ?? '', startTime: input.receivedAt ?? this.#d.now(),
-      requestId: input.headers.get('x-request-id') ?? ''
-    });
+  /** Its metrics and spans stop following requests. */
+  close (): void {
+    for (const u of this.#unsubscribe) u();
+    this.#unsubscribe.length = 0;
   }
 
   /** Backends the request may not go to: those whose endpoint the proxy's list leaves out. */
@@ -106,8 +116,7 @@ export class EndpointPicker {
   /**
    * The endpoints for a request. Throws GatewayError: 400/401/404 for the request's own faults, 429 when
    * admission sheds it or its rate limit refuses it, 503 when no allowed endpoint serves it, 504 after waiting
-   * queueTimeoutMs. Resolves null
-   * when the stream ended while the request waited for admission (nothing is held then).
+   * queueTimeoutMs. Resolves null when the stream ended while the request waited for admission (nothing is held then).
    */
   async pick (input: PickInput, signal: AbortSignalLike): Promise<Picked | null> {
     const qmark = input.path.indexOf('?');
@@ -123,104 +132,15 @@ export class EndpointPicker {
     const exclude = this.#excluded(input.allowed);
     if (endpoint === undefined || input.body === null || input.body.length === 0) return this.#passthrough(exclude);
     const priorityClass = priorityClassOf(input.headers.get('x-ear-priority') ?? '', bearerToken(input.headers.get('authorization') ?? ''), this.#d.config.apiKeyPriority);
-    const tracing = this.#d.tracing ?? null;
-    if (tracing === null) return await this.#pickRouted(input, endpoint, input.body, exclude, priorityClass, keyUser, signal, null);
-    const span = this.#trace(path, input, tracing);
-    try {
-      const picked = await this.#pickRouted(input, endpoint, input.body, exclude, priorityClass, keyUser, signal, span);
-      if (picked === null) span.end(0, true, null);
-      return picked;
-    } catch (err) {
-      span.end(err instanceof GatewayError ? err.status : 500, false, err);
-      throw err;
-    }
-  }
-
-  /** An inference call: admitted and placed. `span` (tracing on) is ended by the caller unless a Picked is returned. */
-  async #pickRouted (input: PickInput, endpoint: Endpoint, body: Buffer, exclude: Set<number>, priorityClass: number, keyUser: string | null,
-    signal: AbortSignalLike, span: RequestTrace | null): Promise<Picked | null> {
-    const watch = span === null ? null : span.proxied();
     const { sessionId, parentSessionId } = sessionOf((h) => input.headers.get(h) ?? '');
-    const f0 = this.#d.now();
-    const f = await this.#d.features(endpoint, body, sessionId);
-    this.#d.gateway.metrics.featureSeconds.observe((this.#d.now() - f0) / 1000);
-    span?.features(f.model, sessionId, f.promptTokens, f.blockKeys.length);
-    // Unknown to every backend that has listed its models: the client's mistake. With no list at all (nothing
-    // probed up yet) it is the fleet's state, answered below as no endpoint (503).
-    const backends = this.#d.gateway.backends;
-    if (!backends.some((b) => b.models.has(f.model)) && backends.some((b) => b.models.size > 0)) {
-      throw new GatewayError('EAR_ERR_MODEL_NOT_FOUND', `The model \`${f.model}\` does not exist.`);
-    }
-    const req: RoutingInput = {
-      model: f.model, sessionId, parentSessionId, promptTokens: f.promptTokens, blockKeys: f.blockKeys, maxTokens: f.maxTokens,
-      user: f.user ?? keyUser, ...(exclude.size > 0 ? { exclude } : {})
-    };
-    // The shared record first, so admission ranks the session by the service every replica saw (as the gateway).
-    const shared = this.#d.sessions?.turn(req) ?? null;
-    if (shared !== null) await shared.load();
-    if (signal.aborted) {
-      watch?.abandoned('queued');
-      return null;
-    }
-    const admitted = await this.#admit(req, signal, priorityClass, span === null ? null : span.admission(priorityClass));
-    if (admitted === null) {
-      watch?.abandoned('queued');
-      return null;
-    }
-    let placement = admitted;
-    // Another replica bound the session first: follow it (the admitted placement is undone, not sent).
-    if (shared !== null) {
-      const { routing, now } = this.#d;
-      placement = await shared.placed(admitted, 0, () => {
-        const p = routing.route(req, exclude, now(), 0);
-        routing.finished(admitted, req, null, false, now());
-        routing.started(p, req, now());
-        return p;
-      });
-    }
-    if (signal.aborted) {
-      this.#d.routing.finished(placement, req, null, false, this.#d.now());
-      shared?.completed(this.#d.now());
-      watch?.abandoned('queued');
-      return null;
-    }
-    // A migration's KV is not moved here (the proxy sends the request): the target recomputes the prompt, and
-    // the session's move is done, so later turns do not wait on it.
-    if (placement.migrating === true) this.#d.routing.migrationEnded?.(placement, true, this.#d.now());
-    const forward = f.forward ? Buffer.from(f.forward.buffer, f.forward.byteOffset, f.forward.byteLength) : null;
-    const endpoints = [endpointOf(placement.backend), ...this.#fallbacks(placement.backend, f.model, exclude)];
-    // As serve's route span, with the fallbacks named and whether the proxy's subset applied.
-    if (span !== null && span.recording) span.routed({ ...routeFacts(this.#d.config.policy, backends, placement, 0, f.model, exclude), fallbacks: endpoints.length - 1, subsetHint: input.allowed !== null });
-    const traced = span === null ? null : { span, watch: watch!, receivedAt: input.receivedAt ?? f0 };
-    return new PickedRequest(this.#d, req, placement, endpoints, forward, shared, traced);
-  }
-
-  /** Admission as the gateway waits for it; a drop or no candidate is the picker's 503 (no endpoint). */
-  async #admit (req: RoutingInput, signal: AbortSignalLike, priorityClass: number, traced: AdmissionTrace | null): Promise<Placement | null> {
-    const deps = { state: this.#d.routing, now: this.#d.now, metrics: this.#d.gateway.metrics, decisionSeconds: this.#decisionSeconds };
-    try {
-      return await waitForAdmission(deps, req, signal, priorityClass, traced, (reason, waitedMs) => {
-        if (reason === 'timeout') return new GatewayError('EAR_ERR_QUEUE_TIMEOUT', `the request waited ${Math.round(waitedMs / 1000)} s for admission and timed out; the backends are at capacity`);
-        if (reason === 'shutdown') return new GatewayError('EAR_ERR_DRAINING', 'the endpoint picker shut down while the request waited for admission');
-        return noEndpoint(req.model);
-      });
-    } catch (err) {
-      throw err instanceof NoCandidateError ? noEndpoint(req.model) : err;
-    }
-  }
-
-  /**
-   * The proxy's next choices should the primary fail: other backends serving the model, least pending prefill
-   * first (then fewest in flight). They are only named: the request is recorded where it is served.
-   */
-  #fallbacks (primary: Backend, model: string, exclude: ReadonlySet<number>): string[] {
-    if (this.#d.fallbacks === 0) return [];
-    const pending = (b: Backend): number => this.#d.routing.pendingPrefill?.(b) ?? 0;
-    return this.#d.gateway.backends
-      .filter((b) => b !== primary && b.serves(model) && !exclude.has(b.index))
-      .sort((a, b) => pending(a) - pending(b) || a.inFlight - b.inFlight)
-      .slice(0, this.#d.fallbacks)
-      .map(endpointOf);
+    const traceparent = input.headers.get('traceparent') ?? '';
+    const ctx = new RequestContext(this.#pipeline, {
+      id: input.headers.get('x-request-id') ?? '', endpoint, via: 'ext_proc', startedAt: input.receivedAt ?? this.#d.now(), keyUser, priorityClass,
+      sessionId, parentSessionId, body: input.body, traceparent, tracestate: traceparent === '' ? '' : input.headers.get('tracestate') ?? '', abort: signal, exclude
+    });
+    return await new Promise<Picked | null>((resolve, reject) => {
+      void runPipeline(ctx, new ExtProcTransport(this.#d, resolve, reject));
+    });
   }
 
   /**
@@ -238,8 +158,60 @@ export class EndpointPicker {
   }
 }
 
-function noEndpoint (model: string): GatewayError {
-  return new GatewayError('EAR_ERR_NO_BACKEND', `no healthy backend among the allowed endpoints serves the model \`${model}\``);
+/**
+ * The ext_proc transport of the pipeline: its send names the endpoints (the pick resolves with them) and lasts
+ * until the proxy reports the response's end; a failure before that is the pick's rejection.
+ */
+class ExtProcTransport implements Transport {
+  #answered = false;
+  #status = 0;
+  #picked: PickedRequest | null = null;
+
+  constructor (readonly d: PickerDeps, readonly resolve: (p: Picked | null) => void, readonly reject: (err: unknown) => void) {}
+
+  /**
+   * The proxy's next choices should the primary fail: other backends serving the model, least pending prefill
+   * first (then fewest in flight). They are only named: the request is recorded where it is served.
+   */
+  endpoints (ctx: RequestContext, primary: Backend): readonly string[] {
+    const out = [endpointOf(primary)];
+    if (this.d.fallbacks === 0) return out;
+    const model = ctx.input!.model;
+    const pending = (b: Backend): number => this.d.routing.pendingPrefill?.(b) ?? 0;
+    for (const b of this.d.gateway.backends
+      .filter((b) => b !== primary && b.serves(model) && !ctx.exclude.has(b.index))
+      .sort((a, b) => pending(a) - pending(b) || a.inFlight - b.inFlight)
+      .slice(0, this.d.fallbacks)) out.push(endpointOf(b));
+    return out;
+  }
+
+  send (ctx: RequestContext, s: Send): Promise<SendResult> {
+    return new Promise((done) => {
+      const picked = new PickedRequest(this.d, ctx, s, (r) => {
+        this.#status = r.status;
+        done(r.sent);
+      });
+      this.#picked = picked;
+      this.#answered = true;
+      this.resolve(picked);
+    });
+  }
+
+  fail (_ctx: RequestContext, err: unknown): void {
+    if (this.#answered) return;
+    this.#answered = true;
+    this.#status = errorBody(err).status;
+    this.reject(err);
+  }
+
+  settle (ctx: RequestContext): { status: number; aborted: boolean } {
+    // The stream ended while the request waited: nothing was named, nothing is held.
+    if (!this.#answered) {
+      this.#answered = true;
+      this.resolve(null);
+    }
+    return { status: this.#status, aborted: ctx.abort.aborted || (this.#picked?.abandoned ?? false) };
+  }
 }
 
 class PassthroughRequest implements Picked {
@@ -269,42 +241,30 @@ class PassthroughRequest implements Picked {
   }
 }
 
-/** A picked request's spans (tracing on): the server span and its response watch. */
-interface PickTrace {
-  span: RequestTrace;
-  watch: ProxiedTrace;
-  /** When the request's headers arrived: TTFT is counted from there, as serve counts it from the request's arrival. */
-  receivedAt: number;
-}
-
+/** A routed request named to the proxy: what the proxy reports goes back into the pipeline's send. */
 class PickedRequest implements Picked {
   readonly kind = 'routed';
-  #placement: Placement;
-  #done = false;
-  #firstAt = 0;
-  readonly #t0: number;
+  readonly endpoints: readonly string[];
+  readonly forward: Buffer | null;
   readonly traceHeaders: TraceHeaders | null;
+  /** The stream ended before the response did. */
+  abandoned = false;
+  #done = false;
 
-  constructor (readonly d: PickerDeps, readonly input: RoutingInput, placement: Placement, readonly endpoints: readonly string[], readonly forward: Buffer | null,
-    readonly shared: SharedTurn | null, readonly trace: PickTrace | null) {
-    this.traceHeaders = trace === null ? null : trace.watch.headers;
-    this.#placement = placement;
-    this.#t0 = d.now();
-    d.gateway.enter(placement.backend);
-    d.gateway.metrics.backend(placement.backend.id).decisions(d.config.policy, placement.reason).inc();
+  constructor (readonly d: PickerDeps, readonly ctx: RequestContext, readonly send: Send, readonly ended: (r: { sent: SendResult; status: number }) => void) {
+    this.endpoints = send.endpoints ?? [endpointOf(send.backend)];
+    this.forward = send.body === ctx.body ? null : send.body;
+    this.traceHeaders = send.headers.length === 0 ? null : send.headers;
   }
 
   get backend (): Backend {
-    return this.#placement.backend;
+    return this.ctx.placement!.backend;
   }
 
-  /**
-   * After the proxy's fallback the request is recorded on the backend that served it: the primary's placement
-   * ends unserved (as a failed attempt does in the gateway) and a retry placement on the server is started.
-   */
+  /** After the proxy's fallback the request is recorded on the backend that served it (the pipeline's moveTo). */
   served (endpoint: string | null): 'primary' | 'fallback' | 'unlisted' | 'unreported' {
     const relation = this.#served(endpoint);
-    this.trace?.watch.served(endpoint, relation);
+    if (channels.served.hasSubscribers) channels.served.publish({ ctx: this.ctx, endpoint, relation });
     return relation;
   }
 
@@ -312,57 +272,26 @@ class PickedRequest implements Picked {
     if (endpoint === null) return 'unreported';
     const at = this.endpoints.indexOf(endpoint);
     if (at === 0) return 'primary';
-    if (this.#done || this.#firstAt > 0) return at > 0 ? 'fallback' : 'unlisted';
-    const server = this.d.gateway.backends.find((b) => !b.gone && endpointOf(b) === endpoint);
-    if (server === undefined) return at > 0 ? 'fallback' : 'unlisted';
-    const { routing, now } = this.d;
-    const exclude = new Set<number>();
-    for (const b of this.d.gateway.backends) if (b !== server) exclude.add(b.index);
-    let next: Placement;
-    try {
-      next = routing.route(this.input, exclude, now(), 1);
-    } catch (err) {
-      if (!(err instanceof NoCandidateError)) throw err;
-      return at > 0 ? 'fallback' : 'unlisted'; // it no longer serves (down, draining): keep the first record
+    if (!this.#done) {
+      const server = this.d.gateway.backends.find((b) => !b.gone && endpointOf(b) === endpoint);
+      // One that no longer serves (gone, down, draining) keeps the first record.
+      if (server !== undefined) moveTo(this.ctx, server);
     }
-    const prev = this.#placement;
-    routing.finished(prev, this.input, null, false, now());
-    this.d.gateway.exit(prev.backend);
-    routing.started(next, this.input, now());
-    this.d.gateway.enter(next.backend);
-    this.d.gateway.metrics.retries.inc();
-    this.d.gateway.metrics.backend(next.backend.id).decisions(this.d.config.policy, next.reason).inc();
-    this.#placement = next;
-    // The session now lives where it was served: the shared binding follows (a host change, not a migration).
-    this.shared?.reverted(next.backend.id);
     return at > 0 ? 'fallback' : 'unlisted';
   }
 
   firstToken (): void {
-    if (this.#done || this.#firstAt > 0) return;
-    this.#firstAt = this.d.now();
-    this.d.routing.firstToken(this.#placement, this.#firstAt);
-    this.d.gateway.metrics.backend(this.backend.id).ttft.observe((this.#firstAt - this.#t0) / 1000);
-    this.trace?.watch.firstToken(this.#firstAt - this.trace.receivedAt);
+    if (!this.#done) this.send.firstToken();
   }
 
+  /**
+   * The response ended (ok: a complete 2xx; `status` the engine's, 0 if none came), or the stream did
+   * (`abandoned`: the phase it ended in): idempotent.
+   */
   finish (usage: Usage | null, ok: boolean, status = 0, abandoned: 'queued' | 'response' | null = null): void {
     if (this.#done) return;
     this.#done = true;
-    const t = this.d.now();
-    const b = this.#placement.backend;
-    this.d.routing.finished(this.#placement, this.input, usage, ok, t);
-    this.shared?.completed(t);
-    this.d.gateway.exit(b);
-    if (this.trace !== null) {
-      if (usage !== null) this.trace.watch.usage(usage);
-      if (abandoned !== null) this.trace.watch.abandoned(abandoned);
-      this.trace.span.end(status, abandoned !== null, null);
-    }
-    if (!ok) return;
-    const series = this.d.gateway.metrics.backend(b.id);
-    series.e2e.observe((t - this.#t0) / 1000);
-    const out = usage?.completionTokens ?? 0;
-    if (this.#firstAt > 0 && out > 1) series.tpot.observe((t - this.#firstAt) / 1000 / (out - 1));
+    this.abandoned = abandoned !== null;
+    this.ended({ sent: { result: abandoned !== null ? { kind: 'aborted' } : { kind: 'done', status, ok }, usage, contentEvents: 0 }, status });
   }
 }

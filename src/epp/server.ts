@@ -82,6 +82,7 @@ export async function startEpp (ear: Ear, opts: EppOptions): Promise<EppServer> 
     grpcServer.forceShutdown();
     healthServer.forceShutdown();
     endWatches();
+    picker.close();
     throw err;
   }
   opts.log?.info({ grpcPort, healthPort }, 'ext_proc and health listening');
@@ -100,6 +101,7 @@ export async function startEpp (ear: Ear, opts: EppOptions): Promise<EppServer> 
       });
       endWatches();
       healthServer.forceShutdown();
+      picker.close();
     }
   };
 }

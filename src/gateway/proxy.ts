@@ -6,20 +6,9 @@ import { GatewayError } from './errors.js';
 import { StreamObserver } from './stream-observer.js';
 import { UpstreamError, type UpstreamCall, type UpstreamHandler, type UpstreamPool } from './upstream-client.js';
 import type { ResponseState } from './uws-io.js';
+import type { AttemptResult } from '../request/transport.js';
 
-export type AttemptResult =
-  /** Nothing reached the client: a connect error, a timeout before headers, or a 5xx. Safe to retry elsewhere. */
-  | { kind: 'retryable'; status: number | null; error: unknown }
-  | { kind: 'done'; status: number }
-  /** The client went away; the upstream request was aborted. */
-  | { kind: 'aborted' }
-  /** The upstream failed after bytes reached the client: the stream was ended with an error event. */
-  | { kind: 'broken'; error: unknown }
-  /**
-   * Not sent: the backend's connection pool already has its most requests waiting for a socket (queue_full). The
-   * backend is busy, not failed: nothing reached it or the client.
-   */
-  | { kind: 'busy' };
+export type { AttemptResult };
 
 export interface AttemptOptions {
   path: string;

@@ -1,6 +1,7 @@
-// `ear serve`: the gateway's data plane. uWebSockets.js terminates client traffic; per-request work that grows
-// with the prompt (parse, render, tokenize, hash) runs in a piscina pool; routing runs inline against the
-// shared tables; upstream-client.ts proxies to the engines. See ARCHITECTURE.md "Request lifecycle".
+// `ear serve`: the gateway's uWebSockets.js edge. It takes requests in (body limits, auth, rate limits, session and
+// priority headers) and hands each to the request pipeline (src/request/) with the uWS transport, which proxies to
+// the engines; it also serves the other routes (models, contexts, health, metrics, admin) and keeps the backend list
+// (health probes, engine metrics, reloads). See ARCHITECTURE.md "Request lifecycle".
 import uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { performance } from 'node:perf_hooks';
@@ -11,13 +12,10 @@ import { Backend, probe, scrape } from './backends.js';
 import type { GatewayConfig } from './config.js';
 import { GatewayError } from './errors.js';
 import { GatewayMetrics } from './metrics.js';
-import { attempt, noBackendAnswered, type AttemptResult } from './proxy.js';
 import { requestId } from './request-id.js';
 import type { Endpoint } from './request-body.js';
-import type { Features } from './features.js';
-import type { DropReason, Placement, RoutingInput, RoutingState } from './routing-state.js';
+import type { DropReason, RoutingState } from './routing-state.js';
 import { sessionOf, SESSION_ID_HEADERS } from './session-id.js';
-import { StreamObserver } from './stream-observer.js';
 import { ContextRegistry } from './contexts.js';
 import { CONTEXT_PATH, decodedParam, mountContexts } from './context-routes.js';
 import type { SessionStore } from '../store/session-store.js';
@@ -26,14 +24,16 @@ import type { SharedSessions } from './shared-sessions.js';
 import { KvTransferStep } from './kv-transfer-step.js';
 import { ClientGate, remoteAddressOf } from './client-gate.js';
 import { AdminToken, bearerToken } from './credentials.js';
-import { requestHeaders } from './upstream-headers.js';
 import { kvTransfersFor } from '../migration/transfers-for.js';
-import { waitForAdmission, type AdmissionWaitDeps } from './admission-wait.js';
-import { routeFacts } from './route-facts.js';
-import type { RequestTrace, Tracing } from '../telemetry/tracing.js';
-import { clientTraceHeaders, type TraceHeaders } from '../telemetry/traceparent.js';
+import type { Tracing } from '../telemetry/tracing.js';
+import { subscribeRequestSpans } from '../telemetry/request-spans.js';
+import { waitForAdmission } from '../request/admission-wait.js';
+import { ENGINE_PATH, RequestContext } from '../request/context.js';
+import { Pipeline, runPipeline, type FeatureFn } from '../request/pipeline.js';
+import { observeAdmission, subscribeRequestMetrics } from './request-metrics.js';
+import { retryAfter, UwsTransport } from './uws-transport.js';
 
-export type FeatureFn = (endpoint: Endpoint, body: Buffer, sessionId: string | null) => Promise<Features>;
+export type { FeatureFn };
 
 export interface GatewayDeps {
   config: Readonly<GatewayConfig>;
@@ -101,34 +101,11 @@ export interface Gateway {
 
 const ADMISSION_TICK_MS = 100;
 
-const UPSTREAM_PATH: Record<Endpoint, '/v1/chat/completions' | '/v1/completions'> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
-
-const newObserver = (contentType: string): StreamObserver => new StreamObserver(contentType);
-
-const NO_TRACE: TraceHeaders = [];
-
-/** A request's trace span, or with tracing off the client's trace headers to forward as they came. */
-interface RequestTracing {
-  span: RequestTrace | null;
-  forward: TraceHeaders;
-}
-
-const UNTRACED: RequestTracing = { span: null, forward: NO_TRACE };
-
 function assertNativeUws (): void {
   // The pinned build ships binaries for these ABIs only; anything else silently falls back to a slow shim.
   if (!['93', '108', '115'].includes(process.versions.modules)) {
     throw new Error(`uWebSockets.js has no native build for Node ABI ${process.versions.modules}: run EAR on Node 20`);
   }
-}
-
-/** Whether a backend other than `failed` (and those excluded) could take a retry. */
-function hasOther (state: RoutingState, model: string, exclude: Set<number>, failed: number): boolean {
-  const had = exclude.has(failed);
-  exclude.add(failed);
-  const any = state.hasCandidate(model, exclude);
-  if (!had) exclude.delete(failed);
-  return any;
 }
 
 /** The priority class a request asks for: x-ear-priority (a class name or its rank), else its API key's, else normal. */
@@ -144,14 +121,11 @@ export function priorityClassOf (header: string, apiKey: string | null, byKey: R
   return DEFAULT_CLASS;
 }
 
-function dropError (reason: DropReason, waitedMs: number): Error {
+/** An explicit context's prefill waiting for admission: a drop is its 504 or 503; no backend ends its attempts. */
+function contextDropError (reason: DropReason, waitedMs: number): Error {
   if (reason === 'timeout') return new GatewayError('EAR_ERR_QUEUE_TIMEOUT', `the request waited ${Math.round(waitedMs / 1000)} s for admission and timed out; the backends are at capacity`);
   if (reason === 'shutdown') return new GatewayError('EAR_ERR_DRAINING', `the gateway shut down after ${Math.round(waitedMs / 1000)} s of waiting for admission (drainTimeoutMs)`);
   return new NoCandidateError();
-}
-
-function retryAfter (err: unknown): Array<[string, string]> {
-  return err instanceof GatewayError && err.retryAfterSeconds !== null ? [['retry-after', String(err.retryAfterSeconds)]] : [];
 }
 
 function hasCtl (v: string): boolean {
@@ -174,7 +148,6 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   // Explicit contexts: the registry wraps the routing state to keep a context's session bound and alive.
   const contexts = new ContextRegistry({ maxContexts: config.maxContexts, sessionIdleMs: config.sessionIdleMs, registry: metrics.registry, store: deps.sessionStore, clock: deps.clock, now });
   const state = contexts.routing(deps.state(backends));
-  const admissionDeps: AdmissionWaitDeps = { state, now, metrics, decisionSeconds };
   const kvTransfers = new KvTransferStep(kvTransfersFor(config), state, metrics.registry, now, release);
   for (const c of config.backends) {
     const b = new Backend(state.admit(c.id), c, config);
@@ -188,6 +161,14 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   // body names no OpenAI `user` counts against its API key's id (an HMAC of the key, never the key).
   const gate = new ClientGate(config, metrics.registry, now);
   const tracing = deps.tracing ?? null;
+
+  const pipeline = new Pipeline({
+    policy: config.policy, maxAttempts: config.maxAttempts, state, features: deps.features, backends, sessions: deps.sessions ?? null, kvTransfers, now,
+    hold: (b) => { b.inFlight++; }, release, onSessionCompleted: deps.onSessionCompleted
+  });
+  // The path publishes; metrics (and spans, with tracing on) subscribe.
+  const unsubscribe = [subscribeRequestMetrics(pipeline, metrics)];
+  if (tracing !== null) unsubscribe.push(subscribeRequestSpans(pipeline, tracing));
 
   const app: TemplatedApp = uWS.App();
 
@@ -207,9 +188,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const rs = new ResponseState(res);
       const ridHeader: [string, string] = ['x-request-id', rid];
       if (draining) return rs.fail(new GatewayError('EAR_ERR_DRAINING', 'the gateway is shutting down'), [ridHeader]);
-      const client = gate.admit(UPSTREAM_PATH[endpoint], auth, () => remoteAddressOf(res));
+      const client = gate.admit(ENGINE_PATH[endpoint], auth, () => remoteAddressOf(res));
       if (client instanceof GatewayError) return rs.fail(client, [ridHeader, ...retryAfter(client)]);
-      const keyUser = client.user;
       if (headerValues.some(hasCtl)) {
         return rs.fail(new GatewayError('EAR_ERR_BAD_HEADER', 'header values must not contain CR, LF or NUL'), [ridHeader]);
       }
@@ -221,178 +201,12 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       }
       readBody(rs, config, (body) => {
         inFlight++;
-        // Tracing on: a span continuing the client's trace. Off: its valid trace headers go upstream unchanged.
-        const tr: RequestTracing = tracing !== null
-          ? { span: tracing.request({ path: UPSTREAM_PATH[endpoint], traceparent, tracestate, startTime: t0, requestId: rid }), forward: NO_TRACE }
-          : traceparent === '' ? UNTRACED : { span: null, forward: clientTraceHeaders(traceparent, tracestate) };
-        handle(endpoint, rs, body, rid, sessionId, parentSessionId, priorityClass, keyUser, t0, tr).then(() => handled(rs, ridHeader, tr.span, null), (err) => {
-          rs.fail(err, [ridHeader, ...retryAfter(err)]);
-          handled(rs, ridHeader, tr.span, err);
+        const ctx = new RequestContext(pipeline, {
+          id: rid, endpoint, via: 'http', startedAt: t0, keyUser: client.user, priorityClass, sessionId, parentSessionId, body, traceparent, tracestate, abort: rs
         });
+        void runPipeline(ctx, new UwsTransport(rs, rid)).finally(() => { if (--inFlight === 0 && idle) idle(); });
       }, declaredLength);
     };
-  }
-
-  /** After a completion request's handler settled: whatever happened, the client got an answer. */
-  function handled (rs: ResponseState, ridHeader: [string, string], span: RequestTrace | null, err: unknown): void {
-    if (!rs.ended && !rs.aborted) rs.fail(new GatewayError('EAR_ERR_INTERNAL', 'internal error'), [ridHeader]);
-    span?.end(rs.status, rs.aborted, err);
-    if (rs.aborted) metrics.clientAborts.inc();
-    if (--inFlight === 0 && idle) idle();
-  }
-
-  /**
-   * Admission (ARCHITECTURE.md "Request lifecycle" step 3): the placement, already started, once the scheduler
-   * releases the request (at once when it can go); null if the client went away while it waited.
-   */
-  function admit (input: RoutingInput, rs: { onAbort: (() => void) | null }, priorityClass: number, span: RequestTrace | null = null): Promise<Placement | null> {
-    return waitForAdmission(admissionDeps, input, rs, priorityClass, span === null ? null : span.admission(priorityClass), dropError);
-  }
-
-  async function handle (endpoint: Endpoint, rs: ResponseState, body: Buffer, rid: string, sessionId: string | null, parentSessionId: string | null, priorityClass: number, keyUser: string | null, t0: number, tr: RequestTracing): Promise<void> {
-    const route = UPSTREAM_PATH[endpoint];
-    const span = tr.span;
-    const f0 = now();
-    const f = await deps.features(endpoint, body, sessionId);
-    metrics.featureSeconds.observe((now() - f0) / 1000);
-    span?.features(f.model, sessionId, f.promptTokens, f.blockKeys.length);
-    if (rs.aborted) return;
-    if (!backends.some((b) => b.models.has(f.model))) {
-      metrics.requests.labels(route, '404', '').inc();
-      throw new GatewayError('EAR_ERR_MODEL_NOT_FOUND', `The model \`${f.model}\` does not exist.`);
-    }
-    const input: RoutingInput = { model: f.model, sessionId, parentSessionId, promptTokens: f.promptTokens, blockKeys: f.blockKeys, maxTokens: f.maxTokens, user: f.user ?? keyUser };
-    const forward = f.forward ? Buffer.from(f.forward.buffer, f.forward.byteOffset, f.forward.byteLength) : body;
-    const exclude = new Set<number>();
-    let last: AttemptResult | null = null;
-    // Shared session state (shared-sessions.ts): loaded before admission, so the session is ranked by the
-    // service every replica saw.
-    const shared = deps.sessions?.turn(input) ?? null;
-    if (shared !== null) await shared.load();
-    let admitted: Placement | null = null;
-    try {
-      admitted = await admit(input, rs, priorityClass, span);
-    } catch (err) {
-      if (err instanceof GatewayError && err.code === 'EAR_ERR_QUEUE_FULL') metrics.requests.labels(route, '429', '').inc();
-      if (err instanceof GatewayError && err.code === 'EAR_ERR_QUEUE_TIMEOUT') metrics.requests.labels(route, '504', '').inc();
-      if (!(err instanceof NoCandidateError)) throw err;
-    }
-    if (admitted !== null && rs.aborted) {
-      // Released as the client went away: it never reached its backend.
-      state.finished(admitted, input, null, false, now());
-      return;
-    }
-    if (rs.aborted) return;
-    for (let n = 0; n < config.maxAttempts && (n > 0 || admitted !== null); n++) {
-      let placement: Placement;
-      if (n === 0) {
-        const first = admitted!;
-        placement = first;
-        // Another replica bound the session first: follow it (the admitted placement is undone, not sent).
-        if (shared !== null) {
-          placement = await shared.placed(first, 0, () => {
-            const p = state.route(input, exclude, now(), 0);
-            state.finished(first, input, null, false, now());
-            state.started(p, input, now());
-            return p;
-          });
-        }
-      } else {
-        const d0 = now();
-        try {
-          placement = state.route(input, exclude, d0, n);
-        } catch (err) {
-          if (!(err instanceof NoCandidateError)) throw err;
-          break;
-        }
-        decisionSeconds.observe((now() - d0) / 1000);
-        if (shared !== null) placement = await shared.placed(placement, n, () => state.route(input, exclude, now(), n));
-        metrics.retries.inc();
-        state.started(placement, input, now());
-      }
-      if (span !== null && span.recording) span.routed(routeFacts(config.policy, backends, placement, n, f.model, exclude));
-      // A migration's or a P/D prefill's KV: the connector's source leg, before the request goes to its backend.
-      const src = placement.transferFrom ?? null;
-      const transferSpan = span !== null && src !== null && src !== placement.backend
-        ? span.transfer(placement.migrating === true ? 'migration' : 'pd', src.id, placement.backend.id)
-        : null;
-      const step = await kvTransfers.run(placement, input, route, forward, rid, rs, transferSpan?.headers);
-      if (transferSpan !== null) transferSpan.end(step.transfer ?? { mode: 'none', ok: false, bytes: 0, tokens: 0 }, step.placement.backend.id);
-      if (shared !== null && step.placement.backend.id !== placement.backend.id) shared.reverted(step.placement.backend.id);
-      placement = step.placement;
-      if (rs.aborted) {
-        state.finished(placement, input, null, false, now());
-        step.arrived?.(now());
-        return;
-      }
-      const b = placement.backend;
-      const series = metrics.backend(b.id);
-      series.decisions(config.policy, placement.reason).inc();
-      b.inFlight++;
-      let firstAt = 0;
-      let result: AttemptResult;
-      let observer: StreamObserver | null = null;
-      // The engine joins the trace under EAR's upstream span (tracing on), or the client's (off).
-      const upstream = span === null ? null : span.upstream(b.id, b.config.url, n);
-      try {
-        ({ result, observer } = await attempt(rs, b.pool, {
-          path: route,
-          body: step.body,
-          headers: requestHeaders(rid, upstream === null ? tr.forward : upstream.headers),
-          responseHeaders: [['x-ear-backend', b.id], ['x-request-id', rid]],
-          // With no attempt or no other backend left, an engine's 5xx goes to the client as it is.
-          final: n === config.maxAttempts - 1 || !hasOther(state, f.model, exclude, b.index),
-          observer: newObserver,
-          onFirstToken: () => {
-            firstAt = now();
-            step.arrived?.(firstAt);
-            state.firstToken(placement, firstAt);
-            series.ttft.observe((firstAt - t0) / 1000);
-            upstream?.firstToken(firstAt - t0);
-          }
-        }));
-      } finally {
-        release(b);
-      }
-      const tEnd = now();
-      step.arrived?.(tEnd);
-      const usage = observer?.usage ?? null;
-      upstream?.end(result.kind, 'status' in result ? result.status : null, usage, 'error' in result ? result.error : null);
-      state.finished(placement, input, usage, result.kind === 'done', tEnd);
-      shared?.completed(tEnd);
-      last = result;
-      if (result.kind === 'busy') {
-        // Busy, not failed: no error is counted against it; this request tries the others.
-        metrics.upstreamBusy.inc({ backend: b.id });
-        exclude.add(b.index);
-        continue;
-      }
-      if (result.kind === 'retryable') {
-        metrics.upstreamErrors.inc({ backend: b.id, kind: result.status === null ? 'connect' : 'status' });
-        exclude.add(b.index);
-        continue;
-      }
-      if (result.kind === 'broken') metrics.upstreamErrors.inc({ backend: b.id, kind: 'midstream' });
-      if (result.kind === 'done') {
-        if (sessionId !== null && result.status < 300) deps.onSessionCompleted?.(sessionId, f.model, route, forward);
-        series.requests(route, result.status).inc();
-        series.e2e.observe((tEnd - t0) / 1000);
-        const out = usage?.completionTokens ?? observer?.contentEvents ?? 0;
-        if (firstAt > 0 && out > 1) series.tpot.observe((tEnd - firstAt) / 1000 / (out - 1));
-      }
-      return;
-    }
-    if (last && last.kind === 'busy') {
-      metrics.requests.labels(route, '503', '').inc();
-      throw new GatewayError('EAR_ERR_OVERLOADED', 'every backend that serves the model has its connection queue full; retry later', { retryAfterSeconds: 1 });
-    }
-    if (last && last.kind === 'retryable') {
-      const err = noBackendAnswered(last);
-      metrics.requests.labels(route, String(err.status), '').inc();
-      throw err;
-    }
-    metrics.requests.labels(route, '503', '').inc();
-    throw new GatewayError('EAR_ERR_NO_BACKEND', `no healthy backend serves the model \`${f.model}\``);
   }
 
   app.post('/v1/chat/completions', completion('chat'));
@@ -403,7 +217,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     features: deps.features,
     // A context's prefill is admitted as its session's request would be; a retry goes at once.
     place: async (input, exclude, t, n, client) => {
-      if (n === 0) return admit(input, client, DEFAULT_CLASS);
+      if (n === 0) return waitForAdmission(state, now, input, client, DEFAULT_CLASS, (r) => observeAdmission(metrics, decisionSeconds, r), contextDropError);
       const p = state.route(input, exclude, t, n);
       state.started(p, input, now());
       return p;
@@ -619,6 +433,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
         state.dropAll('shutdown', now());
         await Promise.all(backends.map((b) => b.pool.close().catch(() => {})));
         await contexts.close();
+        for (const u of unsubscribe) u();
       })();
       return closing;
     }

@@ -180,9 +180,9 @@ class OtelRequest implements RequestTrace {
     if (sessionId !== null) s.setAttribute('ear.session.hash', sessionHash(sessionId));
   }
 
-  admission (priorityClass: number): AdmissionTrace {
+  admission (priorityClass: number, startTime?: number): AdmissionTrace {
     if (!this.recording) return NO_ADMISSION;
-    const span = this.#child('ear.admission', SpanKind.INTERNAL);
+    const span = this.#child('ear.admission', SpanKind.INTERNAL, startTime === undefined ? undefined : perfTime(startTime));
     span.setAttribute('ear.priority_class', priorityClass);
     return {
       end (outcome: AdmissionOutcome, waitMs: number, level: number | null, promoted: boolean) {

@@ -42,7 +42,8 @@ export interface RequestTrace {
   readonly recording: boolean;
   /** The request's parsed facts. The session id is recorded as a hash, never as sent. */
   features (model: string, sessionId: string | null, promptTokens: number, promptBlocks: number): void;
-  admission (priorityClass: number): AdmissionTrace;
+  /** `startTime`: when the request was submitted to admission (default: now); the span ends with AdmissionTrace.end. */
+  admission (priorityClass: number, startTime?: number): AdmissionTrace;
   routed (r: RoutingFacts): void;
   transfer (kind: 'migration' | 'pd', source: string, target: string): TransferTrace;
   upstream (backend: string, url: string, attempt: number): UpstreamTrace;

@@ -1,0 +1,51 @@
+// The uWS transport of the request pipeline (`ear serve`): one per request, over its ResponseState. It sends each
+// attempt to the engine and streams the answer back (proxy.ts), and answers the client when the pipeline fails.
+import type { RequestContext } from '../request/context.js';
+import type { Send, SendResult, Transport } from '../request/transport.js';
+import { GatewayError } from './errors.js';
+import { attempt } from './proxy.js';
+import { StreamObserver } from './stream-observer.js';
+import { requestHeaders } from './upstream-headers.js';
+import type { ResponseState } from './uws-io.js';
+
+const newObserver = (contentType: string): StreamObserver => new StreamObserver(contentType);
+
+/** retry-after for the errors that say when to come back (rate limits, a full queue, overload). */
+export function retryAfter (err: unknown): Array<[string, string]> {
+  return err instanceof GatewayError && err.retryAfterSeconds !== null ? [['retry-after', String(err.retryAfterSeconds)]] : [];
+}
+
+export class UwsTransport implements Transport {
+  readonly #rs: ResponseState;
+  readonly #rid: [string, string];
+
+  constructor (rs: ResponseState, requestId: string) {
+    this.#rs = rs;
+    this.#rid = ['x-request-id', requestId];
+  }
+
+  async send (ctx: RequestContext, s: Send): Promise<SendResult> {
+    const b = s.backend;
+    const { result, observer } = await attempt(this.#rs, b.pool, {
+      path: ctx.path,
+      body: s.body,
+      headers: requestHeaders(ctx.id, s.headers),
+      responseHeaders: [['x-ear-backend', b.id], this.#rid],
+      final: s.final,
+      observer: newObserver,
+      onFirstToken: s.firstToken
+    });
+    return { result, usage: observer?.usage ?? null, contentEvents: observer?.contentEvents ?? 0 };
+  }
+
+  fail (_ctx: RequestContext, err: unknown): void {
+    this.#rs.fail(err, [this.#rid, ...retryAfter(err)]);
+  }
+
+  /** Whatever happened, the client got an answer. */
+  settle (): { status: number; aborted: boolean } {
+    const rs = this.#rs;
+    if (!rs.ended && !rs.aborted) rs.fail(new GatewayError('EAR_ERR_INTERNAL', 'internal error'), [this.#rid]);
+    return { status: rs.status, aborted: rs.aborted };
+  }
+}

@@ -1,0 +1,99 @@
+// What the request path publishes (node:diagnostics_channel, as undici does): metrics and traces subscribe, so the
+// phases carry no telemetry code and a request's status is counted in one place (`done`). Channels are the
+// process's; a subscriber keeps to its own pipeline's requests (`ctx.pipeline`). Messages are published
+// synchronously: a subscriber may fill the fields a message marks as its answer (trace headers for the engine).
+import diagnostics from 'node:diagnostics_channel';
+import type { Backend } from '../gateway/backends.js';
+import type { Placement } from '../gateway/routing-state.js';
+import type { TransferFacts } from '../telemetry/tracing.js';
+import type { TraceHeaders } from '../telemetry/traceparent.js';
+import type { RequestContext } from './context.js';
+import type { SendResult } from './transport.js';
+
+/** The request was taken in (its body read): nothing decided yet. */
+export interface StartMessage { ctx: RequestContext }
+/** Its features are known (ctx.features); `seconds` they took. */
+export interface FeaturesMessage { ctx: RequestContext; seconds: number }
+/**
+ * Admission let it go (`released`; ctx.placement is set) or refused it. `submitSeconds`: the scheduler's own time
+ * (its decision); `waitMs`: the time it queued; `level`: the scheduler level it left from (null: not released).
+ */
+export interface AdmittedMessage {
+  ctx: RequestContext;
+  outcome: 'released' | 'queue_full' | 'timeout' | 'shutdown' | 'no_candidate' | 'cancelled' | 'error';
+  /** When it was submitted; `submitSeconds` is null when submit itself threw. */
+  submittedAt: number;
+  submitSeconds: number | null;
+  waitMs: number;
+  level: number | null;
+  promoted: boolean;
+  /** It had to wait in the queue (released later than submitted). */
+  queued: boolean;
+}
+/** A placement was made: the first (attempt 0) or a retry, or a move to the backend the proxy reports serving. */
+export interface RoutedMessage { ctx: RequestContext; placement: Placement; attempt: number; decisionSeconds: number | null; backends: readonly Backend[] }
+/** A KV transfer's source leg starts (`headers`: a subscriber's answer, the trace context the legs carry). */
+export interface TransferStartMessage { ctx: RequestContext; kind: 'migration' | 'pd'; source: Backend; target: Backend; headers: TraceHeaders | undefined }
+export interface TransferEndMessage { ctx: RequestContext; transfer: TransferFacts; servedBy: Backend }
+/**
+ * An attempt is about to be sent to `backend`. `headers`: the trace headers the engine gets; the client's own by
+ * default, a subscriber's answer when tracing is on.
+ */
+export interface SendMessage { ctx: RequestContext; backend: Backend; attempt: number; endpoints: readonly string[] | null; headers: TraceHeaders }
+/** The attempt's answer (retryable, busy and broken ones too). */
+export interface SentMessage { ctx: RequestContext; backend: Backend; result: SendResult }
+/** The proxy (ext_proc) reported which endpoint served: how it relates to the ones named. */
+export interface ServedMessage { ctx: RequestContext; endpoint: string | null; relation: 'primary' | 'fallback' | 'unlisted' | 'unreported' }
+export interface FirstTokenMessage { ctx: RequestContext; at: number; backend: Backend }
+/** It was answered with an error (ctx.outcome.error), before `done`. */
+export interface ErrorMessage { ctx: RequestContext; error: unknown }
+/** It ended, whatever the outcome (ctx.outcome): published once per request. */
+export interface DoneMessage { ctx: RequestContext; at: number }
+
+export const channels = {
+  start: diagnostics.channel('ear:request:start'),
+  features: diagnostics.channel('ear:request:features'),
+  admitted: diagnostics.channel('ear:request:admitted'),
+  routed: diagnostics.channel('ear:request:routed'),
+  transferStart: diagnostics.channel('ear:request:transfer-start'),
+  transferEnd: diagnostics.channel('ear:request:transfer-end'),
+  send: diagnostics.channel('ear:request:send'),
+  sent: diagnostics.channel('ear:request:sent'),
+  served: diagnostics.channel('ear:request:served'),
+  firstToken: diagnostics.channel('ear:request:first-token'),
+  error: diagnostics.channel('ear:request:error'),
+  done: diagnostics.channel('ear:request:done')
+} as const;
+
+export interface RequestEvents {
+  start?: (m: StartMessage) => void;
+  features?: (m: FeaturesMessage) => void;
+  admitted?: (m: AdmittedMessage) => void;
+  routed?: (m: RoutedMessage) => void;
+  transferStart?: (m: TransferStartMessage) => void;
+  transferEnd?: (m: TransferEndMessage) => void;
+  send?: (m: SendMessage) => void;
+  sent?: (m: SentMessage) => void;
+  served?: (m: ServedMessage) => void;
+  firstToken?: (m: FirstTokenMessage) => void;
+  error?: (m: ErrorMessage) => void;
+  done?: (m: DoneMessage) => void;
+}
+
+/**
+ * Subscribes `handlers` to the events of `pipeline`'s requests (others in the process are skipped). Returns the
+ * unsubscribe.
+ */
+export function subscribeRequests (pipeline: object, handlers: RequestEvents): () => void {
+  const subs: Array<[diagnostics.Channel, (m: unknown) => void]> = [];
+  for (const name of Object.keys(handlers) as Array<keyof RequestEvents>) {
+    const h = handlers[name] as ((m: { ctx: RequestContext }) => void) | undefined;
+    if (h === undefined) continue;
+    const fn = (m: unknown): void => {
+      if ((m as { ctx: RequestContext }).ctx.pipeline === pipeline) h(m as { ctx: RequestContext });
+    };
+    channels[name].subscribe(fn);
+    subs.push([channels[name], fn]);
+  }
+  return () => { for (const [c, fn] of subs) c.unsubscribe(fn); };
+}

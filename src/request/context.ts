@@ -1,0 +1,105 @@
+// One request as it moves through the pipeline (ARCHITECTURE.md "Request lifecycle"): what the transport took in
+// (who asks, for which session, with which body), what the phases learn (features, the placement, the attempt,
+// the backends that failed it), and how it ended. Made once per request by the transport; the phases fill it in.
+import type { Endpoint } from '../gateway/request-body.js';
+import type { Features } from '../gateway/features.js';
+import type { Placement, RoutingInput } from '../gateway/routing-state.js';
+import type { SharedTurn } from '../gateway/shared-sessions.js';
+import type { Usage } from '../gateway/stream-observer.js';
+import type { Pipeline } from './pipeline.js';
+
+/** Where a phase learns that the client (or the proxy's stream) went away, and hears of it while it waits. */
+export interface Abortable {
+  readonly aborted: boolean;
+  onAbort: (() => void) | null;
+}
+
+/** The engine path each endpoint is sent to (the route label of the request's metrics and spans). */
+export const ENGINE_PATH: Readonly<Record<Endpoint, '/v1/chat/completions' | '/v1/completions'>> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
+
+export interface RequestStart {
+  readonly id: string;
+  readonly endpoint: Endpoint;
+  /** How it reached EAR: uWS (`ear serve`) or ext_proc (`ear epp`: Envoy sends it). */
+  readonly via: 'http' | 'ext_proc';
+  /** When it arrived (the pipeline's clock): TTFT and end-to-end latency count from here. */
+  readonly startedAt: number;
+  /** The user its API key stands for (an HMAC id), used when the body names none. */
+  readonly keyUser: string | null;
+  /** Its priority class (0 high, 1 normal, 2 low). */
+  readonly priorityClass: number;
+  readonly sessionId: string | null;
+  readonly parentSessionId: string | null;
+  readonly body: Buffer;
+  /** The client's traceparent and tracestate ('' when absent). */
+  readonly traceparent: string;
+  readonly tracestate: string;
+  readonly abort: Abortable;
+  /** Backends it may not go to from the start (ext_proc: those the proxy's subset leaves out). */
+  readonly exclude?: Set<number>;
+}
+
+/** How a request ended, as its client saw it. */
+export interface Outcome {
+  /** The status the client was answered with (0 if none: it went away first). */
+  status: number;
+  aborted: boolean;
+  /** The error it was answered with, if any. */
+  error: unknown;
+  /** The backend whose answer it got ('' when none did). */
+  backend: string;
+}
+
+export class RequestContext implements RequestStart {
+  readonly id: string;
+  readonly endpoint: Endpoint;
+  readonly via: 'http' | 'ext_proc';
+  readonly path: '/v1/chat/completions' | '/v1/completions';
+  readonly startedAt: number;
+  readonly keyUser: string | null;
+  readonly priorityClass: number;
+  readonly sessionId: string | null;
+  readonly parentSessionId: string | null;
+  readonly body: Buffer;
+  readonly traceparent: string;
+  readonly tracestate: string;
+  readonly abort: Abortable;
+  /** Backends this request may not go to: the proxy's subset, then each that failed an attempt. */
+  readonly exclude: Set<number>;
+  /** Whether the transport restricted the candidates before any attempt (ext_proc's subset). */
+  readonly restricted: boolean;
+  features: Features | null = null;
+  input: RoutingInput | null = null;
+  /** The body engines get: the client's, less what EAR strips (client kv_transfer_params). */
+  forward: Buffer;
+  /** The session's shared record for this turn (replicas sharing a store); null without one. */
+  shared: SharedTurn | null = null;
+  /** The placement the request is charged to now (the current attempt's). */
+  placement: Placement | null = null;
+  /** 0 for the first placement, n for the n-th retry. */
+  attempt = 0;
+  firstTokenAt = 0;
+  usage: Usage | null = null;
+  /** Content events seen when the engine reported no usage (an estimate of output tokens). */
+  contentEvents = 0;
+  readonly outcome: Outcome = { status: 0, aborted: false, error: null, backend: '' };
+
+  constructor (readonly pipeline: Pipeline, s: RequestStart) {
+    this.id = s.id;
+    this.endpoint = s.endpoint;
+    this.via = s.via;
+    this.path = ENGINE_PATH[s.endpoint];
+    this.startedAt = s.startedAt;
+    this.keyUser = s.keyUser;
+    this.priorityClass = s.priorityClass;
+    this.sessionId = s.sessionId;
+    this.parentSessionId = s.parentSessionId;
+    this.body = s.body;
+    this.forward = s.body;
+    this.traceparent = s.traceparent;
+    this.tracestate = s.tracestate;
+    this.abort = s.abort;
+    this.exclude = s.exclude ?? new Set();
+    this.restricted = this.exclude.size > 0;
+  }
+}

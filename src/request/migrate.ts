@@ -1,0 +1,27 @@
+// Phase 5, migrate (ARCHITECTURE.md "Request lifecycle"): when the placement names a source for its KV (a
+// migration's source, a P/D prefill pod), the connector's source leg runs before the request goes to its backend.
+// Without a KV connector (ext_proc: the proxy sends the request) the target recomputes the prompt, and the
+// session's move is done at once so that later turns do not wait on it.
+import type { TransferStepResult } from '../gateway/kv-transfer-step.js';
+import type { Placement } from '../gateway/routing-state.js';
+import { channels, type TransferStartMessage } from './channels.js';
+import type { RequestContext } from './context.js';
+
+const NO_TRANSFER = { mode: 'none', ok: false, bytes: 0, tokens: 0 };
+
+export async function migrate (ctx: RequestContext, placement: Placement): Promise<TransferStepResult> {
+  const p = ctx.pipeline;
+  const src = placement.transferFrom ?? null;
+  if (p.kvTransfers === null) {
+    if (placement.migrating === true) p.state.migrationEnded?.(placement, true, p.now());
+    return { placement, body: ctx.forward, arrived: null };
+  }
+  if (src === null || src === placement.backend) return { placement, body: ctx.forward, arrived: null };
+  const start: TransferStartMessage = { ctx, kind: placement.migrating === true ? 'migration' : 'pd', source: src, target: placement.backend, headers: undefined };
+  if (channels.transferStart.hasSubscribers) channels.transferStart.publish(start);
+  const step = await p.kvTransfers.run(placement, ctx.input!, ctx.path, ctx.forward, ctx.id, ctx.abort, start.headers);
+  if (channels.transferEnd.hasSubscribers) channels.transferEnd.publish({ ctx, transfer: step.transfer ?? NO_TRANSFER, servedBy: step.placement.backend });
+  // A failed migration went back to its source: the shared binding follows.
+  if (ctx.shared !== null && step.placement.backend.id !== placement.backend.id) ctx.shared.reverted(step.placement.backend.id);
+  return step;
+}

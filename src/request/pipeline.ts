@@ -1,0 +1,184 @@
+// The request pipeline (ARCHITECTURE.md "Request lifecycle"): every request that `ear serve` or `ear epp` takes in
+// goes through the same phases — features, admit, route, migrate, then the transport's send — with one retry loop
+// and one end. The transport (uWS, ext_proc) owns accept and proxy; metrics and traces subscribe to the events
+// the phases publish (channels.ts).
+import type { Backend } from '../gateway/backends.js';
+import type { Features } from '../gateway/features.js';
+import type { Endpoint } from '../gateway/request-body.js';
+import type { KvTransferStep } from '../gateway/kv-transfer-step.js';
+import type { RoutingState } from '../gateway/routing-state.js';
+import type { SharedSessions } from '../gateway/shared-sessions.js';
+import { GatewayError } from '../gateway/errors.js';
+import { noBackendAnswered } from '../gateway/proxy.js';
+import { clientTraceHeaders, type TraceHeaders } from '../telemetry/traceparent.js';
+import { admit, noBackend } from './admit.js';
+import { channels, type SendMessage } from './channels.js';
+import type { RequestContext } from './context.js';
+import { features } from './features.js';
+import { migrate } from './migrate.js';
+import { reroute, routed } from './route.js';
+import type { AttemptResult, SendResult, Transport } from './transport.js';
+
+/** Where a request's features are computed (the route pool, or inline for small bodies). */
+export type FeatureFn = (endpoint: Endpoint, body: Buffer, sessionId: string | null) => Promise<Features>;
+
+export interface PipelineOptions {
+  /** The routing policy's name (metrics and spans). */
+  policy: string;
+  /** Attempts per request: the first and its retries on other backends (1 where the proxy does the fallbacks). */
+  maxAttempts: number;
+  state: RoutingState;
+  features: FeatureFn;
+  /** The live backend list. */
+  backends: readonly Backend[];
+  /** Session state shared with other replicas; null with `memory`. */
+  sessions: SharedSessions | null;
+  /** The KV connectors' source legs; null where EAR does not send the request (ext_proc). */
+  kvTransfers: KvTransferStep | null;
+  now: () => number;
+  /** A request is sent to `b` (its in-flight count), until `release`: a removed backend closes once released by all. */
+  hold (b: Backend): void;
+  release (b: Backend): void;
+  /** A session's request completed (2xx): its model, the engine path and the body forwarded. */
+  onSessionCompleted?: (sessionId: string, model: string, path: string, body: Buffer) => void;
+}
+
+export class Pipeline {
+  readonly policy: string;
+  readonly maxAttempts: number;
+  readonly state: RoutingState;
+  readonly features: FeatureFn;
+  readonly backends: readonly Backend[];
+  readonly sessions: SharedSessions | null;
+  readonly kvTransfers: KvTransferStep | null;
+  readonly now: () => number;
+  readonly hold: (b: Backend) => void;
+  readonly release: (b: Backend) => void;
+  readonly onSessionCompleted: PipelineOptions['onSessionCompleted'];
+
+  constructor (o: PipelineOptions) {
+    this.policy = o.policy;
+    this.maxAttempts = o.maxAttempts;
+    this.state = o.state;
+    this.features = o.features;
+    this.backends = o.backends;
+    this.sessions = o.sessions;
+    this.kvTransfers = o.kvTransfers;
+    this.now = o.now;
+    this.hold = o.hold;
+    this.release = o.release;
+    this.onSessionCompleted = o.onSessionCompleted;
+  }
+}
+
+const NO_TRACE: TraceHeaders = [];
+
+/** Runs `ctx` through the phases with `transport`; never rejects: a failure is answered through the transport. */
+export async function runPipeline (ctx: RequestContext, transport: Transport): Promise<void> {
+  if (channels.start.hasSubscribers) channels.start.publish({ ctx });
+  try {
+    await attempts(ctx, transport);
+  } catch (err) {
+    ctx.outcome.error = err;
+    transport.fail(ctx, err);
+    if (channels.error.hasSubscribers) channels.error.publish({ ctx, error: err });
+  } finally {
+    const s = transport.settle(ctx);
+    ctx.outcome.status = s.status;
+    ctx.outcome.aborted = s.aborted;
+    if (channels.done.hasSubscribers) channels.done.publish({ ctx, at: ctx.pipeline.now() });
+  }
+}
+
+async function attempts (ctx: RequestContext, transport: Transport): Promise<void> {
+  const p = ctx.pipeline;
+  const { state, now } = p;
+  await features(ctx);
+  if (ctx.abort.aborted) return;
+  const first = await admit(ctx);
+  if (first === null) return;
+  const input = ctx.input!;
+  const model = input.model;
+  let last: AttemptResult | null = null;
+  for (let n = 0; n < p.maxAttempts; n++) {
+    let placement = first;
+    if (n === 0) routed(ctx, first, 0, null);
+    else {
+      const next = await reroute(ctx, n);
+      if (next === null) break;
+      placement = next;
+    }
+    const step = await migrate(ctx, placement);
+    ctx.placement = step.placement;
+    if (ctx.abort.aborted) {
+      const t = now();
+      state.finished(step.placement, input, null, false, t);
+      step.arrived?.(t);
+      ctx.shared?.completed(t);
+      return;
+    }
+    const b = step.placement.backend;
+    const send: SendMessage = { ctx, backend: b, attempt: n, endpoints: transport.endpoints?.(ctx, b) ?? null, headers: ctx.via === 'http' ? forwardedTrace(ctx) : NO_TRACE };
+    if (channels.send.hasSubscribers) channels.send.publish(send);
+    p.hold(b);
+    let r: SendResult;
+    try {
+      r = await transport.send(ctx, {
+        backend: b,
+        body: step.body,
+        attempt: n,
+        endpoints: send.endpoints,
+        final: n === p.maxAttempts - 1 || !hasOther(ctx, b.index),
+        headers: send.headers,
+        firstToken: () => {
+          if (ctx.firstTokenAt > 0) return;
+          const t = now();
+          ctx.firstTokenAt = t;
+          step.arrived?.(t);
+          state.firstToken(ctx.placement!, t);
+          if (channels.firstToken.hasSubscribers) channels.firstToken.publish({ ctx, at: t, backend: ctx.placement!.backend });
+        }
+      });
+    } finally {
+      // The placement may have moved meanwhile (the proxy served it elsewhere): the hold moved with it.
+      p.release(ctx.placement!.backend);
+    }
+    const tEnd = now();
+    step.arrived?.(tEnd);
+    const served = ctx.placement!;
+    ctx.usage = r.usage;
+    ctx.contentEvents = r.contentEvents;
+    if (channels.sent.hasSubscribers) channels.sent.publish({ ctx, backend: served.backend, result: r });
+    state.finished(served, input, r.usage, r.result.kind === 'done' && r.result.ok !== false, tEnd);
+    ctx.shared?.completed(tEnd);
+    last = r.result;
+    // Busy (its connection queue is full) or failed before any byte reached the client: the next-best backend.
+    if (last.kind === 'busy' || last.kind === 'retryable') {
+      ctx.exclude.add(served.backend.index);
+      continue;
+    }
+    if (last.kind === 'done') {
+      ctx.outcome.backend = served.backend.id;
+      if (ctx.sessionId !== null && last.status < 300) p.onSessionCompleted?.(ctx.sessionId, model, ctx.path, ctx.forward);
+    }
+    return;
+  }
+  if (last !== null && last.kind === 'busy') throw new GatewayError('EAR_ERR_OVERLOADED', 'every backend that serves the model has its connection queue full; retry later', { retryAfterSeconds: 1 });
+  if (last !== null && last.kind === 'retryable') throw noBackendAnswered(last);
+  throw noBackend(ctx);
+}
+
+/** Whether a backend other than `failed` (and those excluded) could take a retry. */
+function hasOther (ctx: RequestContext, failed: number): boolean {
+  const exclude = ctx.exclude;
+  const had = exclude.has(failed);
+  exclude.add(failed);
+  const any = ctx.pipeline.state.hasCandidate(ctx.input!.model, exclude);
+  if (!had) exclude.delete(failed);
+  return any;
+}
+
+/** With tracing off, the client's valid trace headers go to the engine unchanged. */
+function forwardedTrace (ctx: RequestContext): TraceHeaders {
+  return ctx.traceparent === '' ? NO_TRACE : clientTraceHeaders(ctx.traceparent, ctx.tracestate);
+}
