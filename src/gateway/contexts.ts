@@ -14,9 +14,9 @@
 //
 // The context's session in the session table: held with idle TTL ≥ the context's remaining TTL, so it does
 // not idle-expire first. Every routed request of the session resets its TTL to sessionIdleMs (the Router's
-// upsert), so routing() wraps the RoutingState: after a context session's request is routed, its TTL is put
-// back to the remaining context TTL, and before it, a session the table lost (evicted at its bound, or
-// unbound when its pod left) is bound to the context's engine again.
+// upsert), so the registry is a route hook of the RoutingState (attach()): after a context session's request is
+// routed, its TTL is put back to the remaining context TTL, and before it, a session the table lost (evicted at
+// its bound, or unbound when its pod left) is bound to the context's engine again.
 // On DELETE or expiry the session is not removed: its TTL goes back to sessionIdleMs from its last activity,
 // and it ends as any idle session does. The KV is still on the engine until the engine evicts it, so a client
 // that keeps using the id gets the affinity that is still worth something, and a request in flight keeps a
@@ -24,8 +24,7 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { randomBytes } from 'node:crypto';
 import type { Backend } from './backends.js';
-import type { DropReason, GatewayWaiter, Placement, Queued, RoutingInput, RoutingState } from './routing-state.js';
-import type { AdmissionStats } from '../core/routing-host.js';
+import type { Placement, RouteHook, RoutingInput, RoutingState } from './routing-state.js';
 import { createSessionStore } from '../store/create.js';
 import type { SessionStore } from '../store/session-store.js';
 
@@ -78,7 +77,7 @@ export interface ContextRegistryOptions {
  */
 export type Place = (input: RoutingInput, exclude: ReadonlySet<number>, now: number, attempt: number, client: { onAbort: (() => void) | null }) => Promise<Placement | null>;
 
-export class ContextRegistry {
+export class ContextRegistry implements RouteHook {
   readonly store: SessionStore;
   readonly maxContexts: number;
   readonly #ownStore: boolean;
@@ -121,10 +120,10 @@ export class ContextRegistry {
     return this.#live.size;
   }
 
-  /** Wraps the gateway's routing state so a context's session keeps its host and outlives idle expiry (see the header). */
-  routing (inner: RoutingState): RoutingState {
-    this.#state = inner;
-    return new ContextRouting(inner, this);
+  /** Hooks into the gateway's routing state so a context's session keeps its host and outlives idle expiry (see the header). */
+  attach (state: RoutingState): void {
+    this.#state = state;
+    state.addRouteHook?.(this);
   }
 
   /** A new id: `ctx-` and 24 random hex digits (96 bits: guessing a live one is hopeless). */
@@ -211,12 +210,14 @@ export class ContextRegistry {
 
   /** Keeps a routed context session's TTL at the context's (called after the Router reset it). */
   afterRoute (sessionId: string): void {
+    if (!sessionId.startsWith(CONTEXT_ID_PREFIX)) return;
     const e = this.local(sessionId);
     if (e !== undefined) this.#state?.setSessionTtl?.(sessionId, this.#sessionTtlMs(e));
   }
 
   /** Before a context session's request is routed: rebinds a session the table lost to the context's engine. */
   beforeRoute (sessionId: string, backends: (id: string) => Backend | null): void {
+    if (!sessionId.startsWith(CONTEXT_ID_PREFIX)) return;
     const e = this.local(sessionId);
     if (e !== undefined) this.#state?.holdSession?.(sessionId, backends(e.backendId), this.#sessionTtlMs(e), this.#now());
   }
@@ -290,72 +291,5 @@ export class ContextRegistry {
       }
     }
     return top;
-  }
-}
-
-/** The gateway's RoutingState with the context sessions' upkeep around route(); everything else passes through. */
-class ContextRouting implements RoutingState {
-  readonly #backendById: (id: string) => Backend | null;
-  constructor (readonly inner: RoutingState, readonly contexts: ContextRegistry) {
-    this.#backendById = (id) => {
-      // The placements' backends are the gateway's; a context names its engine by id.
-      const b = this.#known.get(id);
-      return b !== undefined && !b.gone && !b.draining ? b : null;
-    };
-  }
-
-  /** Backends seen by backendChanged, by id (the latest of an id). */
-  readonly #known = new Map<string, Backend>();
-
-  route (input: RoutingInput, exclude: ReadonlySet<number>, now: number, attempt?: number): Placement {
-    const id = input.sessionId;
-    const ctx = id !== null && id.startsWith(CONTEXT_ID_PREFIX);
-    if (ctx && (attempt ?? 0) === 0) this.contexts.beforeRoute(id, this.#backendById);
-    const p = this.inner.route(input, exclude, now, attempt);
-    if (ctx) this.contexts.afterRoute(id);
-    return p;
-  }
-
-  /** Admission routes at release: the context's upkeep goes around the release, as around route(). */
-  submit (input: RoutingInput, waiter: GatewayWaiter, now: number, priorityClass: number): Placement | Queued {
-    const id = input.sessionId;
-    if (id === null || !id.startsWith(CONTEXT_ID_PREFIX)) return this.inner.submit(input, waiter, now, priorityClass);
-    this.contexts.beforeRoute(id, this.#backendById);
-    const r = this.inner.submit(input, {
-      released: (p, info) => { this.contexts.afterRoute(id); waiter.released(p, info); },
-      dropped: (reason, t) => waiter.dropped(reason, t)
-    }, now, priorityClass);
-    if (!('queued' in r)) this.contexts.afterRoute(id);
-    return r;
-  }
-
-  cancel (q: Queued): boolean { return this.inner.cancel(q); }
-  tick (now: number): void { this.inner.tick(now); }
-  dropAll (reason: DropReason, now: number): void { this.inner.dropAll(reason, now); }
-  admissionStats (now: number): AdmissionStats { return this.inner.admissionStats(now); }
-  hasCandidate (model: string, exclude: ReadonlySet<number>): boolean { return this.inner.hasCandidate(model, exclude); }
-  started (p: Placement, input: RoutingInput, now: number): void { this.inner.started(p, input, now); }
-  firstToken (p: Placement, now: number): void { this.inner.firstToken(p, now); }
-  finished (p: Placement, input: RoutingInput, usage: Parameters<RoutingState['finished']>[2], ok: boolean, now: number): void { this.inner.finished(p, input, usage, ok, now); }
-  migrationEnded (p: Placement, ok: boolean, now: number): Placement | null { return this.inner.migrationEnded?.(p, ok, now) ?? null; }
-  pendingPrefill (b: Backend): number { return this.inner.pendingPrefill?.(b) ?? 0; }
-  migrationStats (): ReturnType<NonNullable<RoutingState['migrationStats']>> {
-    return this.inner.migrationStats?.() ?? { started: 0, done: 0, failed: 0, stayedOnTarget: 0, turnsToSource: 0, proactive: 0 };
-  }
-  session (sessionId: string): Record<string, unknown> | null { return this.inner.session(sessionId); }
-  tableStats (): Array<{ table: string; entries: number; dropped: number }> { return this.inner.tableStats(); }
-  admit (id: string): number { return this.inner.admit(id); }
-  retire (b: Backend): void { this.inner.retire(b); }
-  release (b: Backend): Promise<void> { return this.inner.release(b); }
-  backendChanged (b: Backend, now: number): void {
-    if (!b.gone) this.#known.set(b.id, b);
-    this.inner.backendChanged(b, now);
-  }
-
-  engineLoad (b: Parameters<RoutingState['engineLoad']>[0], load: Parameters<RoutingState['engineLoad']>[1], now: number): void { this.inner.engineLoad(b, load, now); }
-  holdSession (sessionId: string, backend: Backend | null, ttlMs: number, now: number): void { this.inner.holdSession?.(sessionId, backend, ttlMs, now); }
-  setSessionTtl (sessionId: string, ttlMs: number): void { this.inner.setSessionTtl?.(sessionId, ttlMs); }
-  prefixOf (keys: BigUint64Array, backend: Backend): { gpu: number; engine: number; assumed: number; total: number } | null {
-    return this.inner.prefixOf?.(keys, backend) ?? null;
   }
 }

@@ -9,7 +9,7 @@
 import type { Counter, Histogram, Registry } from 'prom-client';
 import type { Backend } from './backends.js';
 import { post } from './buffered-post.js';
-import type { Placement, RoutingInput, RoutingState } from './routing-state.js';
+import type { Placement, RoutingInput, Placements } from './routing-state.js';
 import type { LegSignal, TransferPeer } from '../migration/connector.js';
 import { KvTransfers } from '../migration/transfer.js';
 import { registerTotal } from './metrics.js';
@@ -34,7 +34,7 @@ export function peerOf (b: Backend, trace?: TraceHeaders): TransferPeer {
 
 export class KvTransferStep {
   readonly #transfers: KvTransfers;
-  readonly #state: RoutingState;
+  readonly #state: Placements;
   readonly #now: () => number;
   readonly #total: Counter<'kind' | 'mode' | 'outcome'>;
   readonly #seconds: Histogram<'mode'>;
@@ -43,7 +43,7 @@ export class KvTransferStep {
   readonly #leave: (b: Backend) => void;
 
   /** `leave`: the source leg ended on `b` (the gateway's in-flight count; a draining backend goes when idle). */
-  constructor (transfers: KvTransfers, state: RoutingState, registry: Registry, now: () => number, leave: (b: Backend) => void) {
+  constructor (transfers: KvTransfers, state: Placements, registry: Registry, now: () => number, leave: (b: Backend) => void) {
     this.#leave = leave;
     this.#transfers = transfers;
     this.#state = state;
@@ -52,7 +52,7 @@ export class KvTransferStep {
     this.#total = m.total;
     this.#seconds = m.sourceSeconds;
     this.#bytes = m.bytes;
-    const migrations = (): ReturnType<NonNullable<RoutingState['migrationStats']>> | null => state.migrationStats?.() ?? null;
+    const migrations = (): ReturnType<NonNullable<Placements['migrationStats']>> | null => state.migrationStats?.() ?? null;
     registerTotal(registry, 'ear_migration_turns_to_source_total', 'Turns sent to a migration\'s source because they came while their session moved.', () => migrations()?.turnsToSource ?? null);
   }
 

@@ -1,6 +1,7 @@
-// What the request path needs from the routing core and its tables: a decision for a request, and the
-// bookkeeping that keeps load and sessions fresh as the request moves along. The gateway's request lifecycle
-// talks only to this interface.
+// The routing core and its tables as the rest of the gateway sees them, in two ports: `Placements`, all that the
+// request pipeline (src/request/) asks — a decision for a request and the bookkeeping that keeps load and sessions
+// fresh as it moves along — and `Fleet`, what the backend list, the scheduler's clock, /metrics and the admin
+// routes ask. TableRouting (over the routing host) implements both.
 import type { Backend } from './backends.js';
 import type { Usage } from './stream-observer.js';
 import type { EngineLoad } from './engine-metrics.js';
@@ -34,7 +35,16 @@ export interface Placement {
   readonly migrating?: boolean;
 }
 
-export interface RoutingState {
+/** Runs around the routing decisions of a session's requests (explicit contexts keep their session bound and alive). */
+export interface RouteHook {
+  /** Before a session's first placement (not a retry's); `backend` finds a serving backend by id. */
+  beforeRoute (sessionId: string, backend: (id: string) => Backend | null): void;
+  /** After a session's placement was decided (at release, for a request that waited for admission). */
+  afterRoute (sessionId: string): void;
+}
+
+/** What the request pipeline asks of routing. */
+export interface Placements {
   /**
    * Chooses a backend among those serving the model, excluding `exclude` (backends that already failed this
    * request). `attempt` > 0 is a retry of the same request, never a migration of its session.
@@ -48,11 +58,6 @@ export interface RoutingState {
   submit (input: RoutingInput, waiter: GatewayWaiter, now: number, priorityClass: number): Placement | Queued;
   /** A waiting request leaves the queue (its client went away); false if it was released or dropped already. */
   cancel (q: Queued): boolean;
-  /** The scheduler's clock: timeouts, anti-starvation, release when events did not. */
-  tick (now: number): void;
-  /** Every waiting request is dropped (shutdown). */
-  dropAll (reason: DropReason, now: number): void;
-  admissionStats (now: number): AdmissionStats;
   /** Whether a backend beyond `exclude` could still take a request for `model` (a retry would find one). */
   hasCandidate (model: string, exclude: ReadonlySet<number>): boolean;
   /** The request was sent. */
@@ -70,6 +75,15 @@ export interface RoutingState {
   pendingPrefill? (b: Backend): number;
   /** Migrations started / done / failed, and turns that went to a source while their session moved. */
   migrationStats? (): MigrationStats;
+}
+
+/** What the backend list, the scheduler's clock, /metrics, the admin routes and explicit contexts ask. */
+export interface Fleet {
+  /** The scheduler's clock: timeouts, anti-starvation, release when events did not. */
+  tick (now: number): void;
+  /** Every waiting request is dropped (shutdown). */
+  dropAll (reason: DropReason, now: number): void;
+  admissionStats (now: number): AdmissionStats;
   /** Session facts for the admin endpoint; null if unknown. */
   session (sessionId: string): Record<string, unknown> | null;
   /**
@@ -79,6 +93,8 @@ export interface RoutingState {
   holdSession? (sessionId: string, backend: Backend | null, ttlMs: number, now: number): void;
   /** Sets an existing session's idle TTL (ms). */
   setSessionTtl? (sessionId: string, ttlMs: number): void;
+  /** `hook` runs around every routing decision of a session's request from now on. */
+  addRouteHook? (hook: RouteHook): void;
   /** Leading blocks of `keys` the prefix index places on `backend`, by kind (see RoutingHost.prefixOf); null if unknown. */
   prefixOf? (keys: BigUint64Array, backend: Backend): { gpu: number; engine: number; assumed: number; total: number } | null;
   /** Table sizes and what their bounds dropped, for /metrics. */
@@ -94,3 +110,5 @@ export interface RoutingState {
   /** A backend's engine reported its load (/metrics). */
   engineLoad (b: Backend, load: EngineLoad, now: number): void;
 }
+
+export interface RoutingState extends Placements, Fleet {}

@@ -147,7 +147,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const backends: Backend[] = [];
   // Explicit contexts: the registry wraps the routing state to keep a context's session bound and alive.
   const contexts = new ContextRegistry({ maxContexts: config.maxContexts, sessionIdleMs: config.sessionIdleMs, registry: metrics.registry, store: deps.sessionStore, clock: deps.clock, now });
-  const state = contexts.routing(deps.state(backends));
+  const state = deps.state(backends);
+  contexts.attach(state);
   const kvTransfers = new KvTransferStep(kvTransfersFor(config), state, metrics.registry, now, release);
   for (const c of config.backends) {
     const b = new Backend(state.admit(c.id), c, config);

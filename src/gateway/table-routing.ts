@@ -8,7 +8,7 @@ import type { Region } from '../core/region.js';
 import type { UserUsageOptions } from '../core/user-usage.js';
 import type { Backend } from './backends.js';
 import type { EngineLoad } from './engine-metrics.js';
-import type { GatewayWaiter, Placement, RoutingInput, RoutingState } from './routing-state.js';
+import type { GatewayWaiter, Placement, RouteHook, RoutingInput, RoutingState } from './routing-state.js';
 import type { Usage } from './stream-observer.js';
 
 interface TablePlacement extends Placement {
@@ -51,6 +51,12 @@ export class TableRouting implements RoutingState {
   readonly #onChanged: ((b: Backend) => void) | null;
   readonly #purgeRow: ((row: number) => Promise<unknown>) | null;
   readonly #onRowFreed: ((row: number, seconds: number) => void) | null;
+  readonly #hooks: RouteHook[] = [];
+  /** A serving backend by id, for the hooks (a context names its engine by id). */
+  readonly #byId = (id: string): Backend | null => {
+    for (const b of this.#byRow) if (b !== undefined && b.id === id && !b.gone && !b.draining) return b;
+    return null;
+  };
 
   constructor (region: Region, policy: Policy, opts: TableRoutingOptions) {
     this.#onChanged = opts.onBackendChanged ?? null;
@@ -83,8 +89,17 @@ export class TableRouting implements RoutingState {
     this.#onRowFreed?.(b.index, (performance.now() - t0) / 1000);
   }
 
+  addRouteHook (hook: RouteHook): void {
+    this.#hooks.push(hook);
+  }
+
   route (input: RoutingInput, exclude: ReadonlySet<number>, now: number, attempt = 0): Placement {
-    return this.#wrap(this.host.route(input, exclude, now, attempt));
+    const id = this.#hooks.length === 0 ? null : input.sessionId;
+    if (id === null) return this.#wrap(this.host.route(input, exclude, now, attempt));
+    if (attempt === 0) for (const h of this.#hooks) h.beforeRoute(id, this.#byId);
+    const p = this.#wrap(this.host.route(input, exclude, now, attempt));
+    for (const h of this.#hooks) h.afterRoute(id);
+    return p;
   }
 
   #wrap (host: HostPlacement): TablePlacement {
@@ -110,12 +125,20 @@ export class TableRouting implements RoutingState {
     return this.host.migrationStats();
   }
 
+  /** Admission routes at release: the hooks go around the release, as around route(). */
   submit (input: RoutingInput, waiter: GatewayWaiter, now: number, priorityClass: number): Placement | Queued {
+    const id = this.#hooks.length === 0 ? null : input.sessionId;
+    if (id !== null) for (const h of this.#hooks) h.beforeRoute(id, this.#byId);
     const r = this.host.submit(input, {
-      released: (p, info) => waiter.released(this.#wrap(p), info),
+      released: (p, info) => {
+        if (id !== null) for (const h of this.#hooks) h.afterRoute(id);
+        waiter.released(this.#wrap(p), info);
+      },
       dropped: (reason, t) => waiter.dropped(reason, t)
     }, now, priorityClass);
-    return 'queued' in r ? r : this.#wrap(r);
+    if ('queued' in r) return r;
+    if (id !== null) for (const h of this.#hooks) h.afterRoute(id);
+    return this.#wrap(r);
   }
 
   cancel (q: Queued): boolean {

@@ -4,7 +4,7 @@
 import { NoCandidateError } from '../core/policy.js';
 import { QueueFullError } from '../core/routing-host.js';
 import { GatewayError } from '../gateway/errors.js';
-import type { DropReason, Placement, RoutingInput, RoutingState } from '../gateway/routing-state.js';
+import type { DropReason, Placement, RoutingInput, Placements } from '../gateway/routing-state.js';
 import type { Abortable } from './context.js';
 
 export type AdmissionOutcome = 'released' | 'queue_full' | 'timeout' | 'shutdown' | 'no_candidate' | 'cancelled' | 'error';
@@ -28,7 +28,7 @@ export interface AdmissionReport {
  * client went away while it waited. Rejects with a 429 GatewayError when the queue is full, `dropError` when the
  * scheduler drops the request, and NoCandidateError (as submit throws it) when no backend can take it.
  */
-export function waitForAdmission (state: Pick<RoutingState, 'submit' | 'cancel'>, now: () => number, input: RoutingInput, abortable: Pick<Abortable, 'onAbort'>,
+export function waitForAdmission (state: Pick<Placements, 'submit' | 'cancel'>, now: () => number, input: RoutingInput, abortable: Pick<Abortable, 'onAbort'>,
   priorityClass: number, report: (r: AdmissionReport) => void, dropError: (reason: DropReason, waitedMs: number) => Error): Promise<Placement | null> {
   return new Promise((resolve, reject) => {
     const d0 = now();

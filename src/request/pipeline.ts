@@ -6,7 +6,7 @@ import type { Backend } from '../gateway/backends.js';
 import type { Features } from '../gateway/features.js';
 import type { Endpoint } from '../gateway/request-body.js';
 import type { KvTransferStep } from '../gateway/kv-transfer-step.js';
-import type { RoutingState } from '../gateway/routing-state.js';
+import type { Placements } from '../gateway/routing-state.js';
 import type { SharedSessions } from '../gateway/shared-sessions.js';
 import { GatewayError } from '../gateway/errors.js';
 import { noBackendAnswered } from '../gateway/proxy.js';
@@ -27,7 +27,7 @@ export interface PipelineOptions {
   policy: string;
   /** Attempts per request: the first and its retries on other backends (1 where the proxy does the fallbacks). */
   maxAttempts: number;
-  state: RoutingState;
+  state: Placements;
   features: FeatureFn;
   /** The live backend list. */
   backends: readonly Backend[];
@@ -46,7 +46,7 @@ export interface PipelineOptions {
 export class Pipeline {
   readonly policy: string;
   readonly maxAttempts: number;
-  readonly state: RoutingState;
+  readonly state: Placements;
   readonly features: FeatureFn;
   readonly backends: readonly Backend[];
   readonly sessions: SharedSessions | null;

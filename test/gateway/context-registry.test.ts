@@ -42,7 +42,7 @@ test('the bound counts reservations; expiry is lazy on read and swept by the tim
   const reg = new Registry();
   const c = new ContextRegistry({ maxContexts: 2, sessionIdleMs: 60_000, registry: reg, clock: () => t, now: () => t, sweepIntervalMs: 0 });
   const { s } = stubState();
-  c.routing(s);
+  c.attach(s);
   assert.ok(c.reserve());
   assert.ok(c.reserve());
   assert.equal(c.reserve(), false, 'two pending creations fill a bound of 2');
@@ -69,7 +69,7 @@ test('the bound counts reservations; expiry is lazy on read and swept by the tim
 
   // Churn: create and delete many; stale heap entries are dropped, live ones still expire in order.
   const big = new ContextRegistry({ maxContexts: 100_000, sessionIdleMs: 1000, registry: new Registry(), clock: () => t, now: () => t, sweepIntervalMs: 0 });
-  big.routing(stubState().s);
+  big.attach(stubState().s);
   for (let i = 0; i < 5000; i++) {
     assert.ok(big.reserve());
     await big.register(entry(`ctx-${i}`, t, 1000 + (i % 97) * 10), backend(null), 5);
@@ -93,7 +93,7 @@ test('the KV tier: precise mode reads the engines\' tiers; approximate mode says
   const e = entry('ctx-x', t, 1000, 8);
   const tier = (p: { gpu: number; engine: number; assumed: number } | null, kvEvents: string | null) => {
     const c = new ContextRegistry({ maxContexts: 4, sessionIdleMs: 1000, registry: new Registry(), clock: () => t, now: () => t, sweepIntervalMs: 0 });
-    c.routing(stubState(p).s);
+    c.attach(stubState(p).s);
     return c.kvLocation(e, backend(kvEvents));
   };
   const precise = 'tcp://127.0.0.1:1';
