@@ -8,7 +8,7 @@ import type { HttpResponse } from 'uWebSockets.js';
 import { Pool, type Dispatcher } from 'undici';
 import { parseArgs } from 'node:util';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { UpstreamPool, type UpstreamCall } from '../src/gateway/upstream-client.js';
+import { UpstreamPool, type UpstreamCall } from '../src/upstream/client.js';
 import {
   cannon, nginxBinary, percentile, sanity, startChild, startEar, startNginx, startUpstream, stopAll, waitForOutput,
   type Cell, type Target

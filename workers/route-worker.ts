@@ -7,9 +7,9 @@ import { Region, type SharedRegion } from '../src/core/region.js';
 import { BlockHasher } from '../src/core/block-keys.js';
 import { createTokenizerSync } from '../src/tokenize/index.js';
 import { RemoteTokenizer, remoteTokenizerUrl, type RemoteTokenizerOptions } from '../src/tokenize/remote.js';
-import { computeFeatures, featuresFromTokens, type FeatureContext, type Features } from '../src/gateway/features.js';
-import { parseRequestBody, type Endpoint } from '../src/gateway/request-body.js';
-import { SessionFeatures } from '../src/gateway/session-features.js';
+import { computeFeatures, featuresFromTokens, type FeatureContext, type Features } from '../src/features/features.js';
+import { parseRequestBody, type Endpoint } from '../src/features/request-body.js';
+import { SessionFeatures } from '../src/features/session-features.js';
 import { errorBody, GatewayError } from '../src/gateway/errors.js';
 
 export interface RouteWorkerData {

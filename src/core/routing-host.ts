@@ -3,7 +3,7 @@
 // picks the candidates of a request, turns session ids into keys, puts the prompt's block keys where the
 // kernels read them, asks the Router, records each step of a request's life in the tables (dispatch, first
 // token, end), expires idle sessions, takes engine load, and tells a retry from a migration. The adapters bring
-// requests, a clock and engines: src/gateway/table-routing.ts (uWS + real engines) and
+// requests, a clock and engines: src/fleet/table-routing.ts (uWS + real engines) and
 // src/eval/drivers/des.ts (virtual time + simulated engines). A number measured in the lab is then a number of
 // the code that serves.
 //

@@ -1,6 +1,6 @@
 // Discovery's series on the gateway's /metrics (ear_discovery_*), read from its stats when scraped.
 import { Gauge, type Registry } from 'prom-client';
-import { registerTotal } from '../gateway/metrics.js';
+import { registerTotal } from '../telemetry/metrics.js';
 import type { ApplierStats } from './backend-applier.js';
 import type { DiscoveryStats } from './k8s-pods.js';
 

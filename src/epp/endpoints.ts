@@ -1,7 +1,7 @@
 // Backends as the proxy names them ("IP:port", IPv6 in brackets as Go's net.JoinHostPort writes it), and the
 // endpoint lists a proxy may send: the subset hint in the request's metadata and the conformance suite's test
 // header. An entry without a port allows every port of that address, as GIE's reference picker reads them.
-import type { Backend } from '../gateway/backends.js';
+import type { Backend } from '../fleet/backends.js';
 
 /** "host:port" of a backend's URL (the port defaulted by scheme). */
 export function endpointOf (b: Backend): string {

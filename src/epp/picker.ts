@@ -3,19 +3,22 @@
 // placement and the bookkeeping that follows (first token, end, the session's service). Only the transport differs:
 // the proxy sends the request, so the pipeline's send names the endpoints, primary first, and the proxy reports
 // which served and how the response went.
-import type { Backend } from '../gateway/backends.js';
+import type { Backend } from '../fleet/backends.js';
 import type { GatewayConfig } from '../gateway/config.js';
 import { errorBody, GatewayError } from '../gateway/errors.js';
-import type { FeatureSource } from '../gateway/inline-features.js';
-import type { Endpoint } from '../gateway/request-body.js';
-import { priorityClassOf, type Gateway } from '../gateway/server.js';
-import type { GatedRoute } from '../gateway/client-gate.js';
-import { bearerToken } from '../gateway/credentials.js';
-import type { RoutingState } from '../gateway/routing-state.js';
-import { sessionOf } from '../gateway/session-id.js';
-import type { Usage } from '../gateway/stream-observer.js';
-import type { SharedSessions } from '../gateway/shared-sessions.js';
-import { subscribeRequestMetrics } from '../gateway/request-metrics.js';
+import type { FeatureSource } from '../features/inline-features.js';
+import type { Endpoint } from '../features/request-body.js';
+import { priorityClassOf } from '../request/priority.js';
+import type { BackendFleet } from '../fleet/fleet.js';
+import type { GatewayMetrics } from '../telemetry/metrics.js';
+import type { ClientGate } from '../request/client-gate.js';
+import type { GatedRoute } from '../request/client-gate.js';
+import { bearerToken } from '../request/credentials.js';
+import type { RoutingState } from '../request/routing-port.js';
+import { sessionOf } from '../request/session-id.js';
+import type { Usage } from '../upstream/stream-observer.js';
+import type { SharedSessions } from '../store/shared-sessions.js';
+import { subscribeRequestMetrics } from '../telemetry/request-metrics.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { TraceHeaders } from '../telemetry/traceparent.js';
 import { subscribeRequestSpans } from '../telemetry/request-spans.js';
@@ -33,7 +36,11 @@ const CLIENT_ADDRESS = 'x-envoy-external-address';
 
 export interface PickerDeps {
   config: Readonly<GatewayConfig>;
-  gateway: Pick<Gateway, 'backends' | 'metrics' | 'enter' | 'exit' | 'gate'>;
+  /** The process's backends. */
+  fleet: BackendFleet;
+  metrics: GatewayMetrics;
+  /** API keys and rate limits, as `ear serve` checks them. */
+  gate: ClientGate;
   routing: RoutingState;
   features: FeatureSource;
   now: () => number;
@@ -89,13 +96,13 @@ export class EndpointPicker {
 
   constructor (deps: PickerDeps) {
     this.#d = deps;
-    const gw = deps.gateway;
+    const { fleet } = deps;
     // One attempt: the proxy does the fallbacks, and tells which endpoint served (the request is moved there).
     this.#pipeline = new Pipeline({
-      policy: deps.config.policy, maxAttempts: 1, state: deps.routing, features: deps.features, backends: gw.backends, sessions: deps.sessions ?? null,
-      kvTransfers: null, now: deps.now, hold: (b) => gw.enter(b), release: (b) => gw.exit(b)
+      policy: deps.config.policy, maxAttempts: 1, state: deps.routing, features: deps.features, backends: fleet.backends, sessions: deps.sessions ?? null,
+      kvTransfers: null, now: deps.now, hold: (b) => fleet.hold(b), release: (b) => fleet.release(b)
     });
-    this.#unsubscribe = [subscribeRequestMetrics(this.#pipeline, gw.metrics)];
+    this.#unsubscribe = [subscribeRequestMetrics(this.#pipeline, deps.metrics)];
     if (deps.tracing != null) this.#unsubscribe.push(subscribeRequestSpans(this.#pipeline, deps.tracing));
   }
 
@@ -109,7 +116,7 @@ export class EndpointPicker {
   #excluded (allowed: EndpointFilter | null): Set<number> {
     const out = new Set<number>();
     if (allowed === null) return out;
-    for (const b of this.#d.gateway.backends) if (!allowed.allows(endpointOf(b))) out.add(b.index);
+    for (const b of this.#d.fleet.backends) if (!allowed.allows(endpointOf(b))) out.add(b.index);
     return out;
   }
 
@@ -125,7 +132,7 @@ export class EndpointPicker {
     // API keys and rate limits as `ear serve` applies them to the same routes (the proxy may check keys too).
     let keyUser: string | null = null;
     if (endpoint !== undefined || path === '/v1/models') {
-      const client = this.#d.gateway.gate.admit(path as GatedRoute, input.headers.get('authorization') ?? '', () => input.headers.get(CLIENT_ADDRESS) ?? '');
+      const client = this.#d.gate.admit(path as GatedRoute, input.headers.get('authorization') ?? '', () => input.headers.get(CLIENT_ADDRESS) ?? '');
       if (client instanceof GatewayError) throw client;
       keyUser = client.user;
     }
@@ -149,7 +156,7 @@ export class EndpointPicker {
    */
   #passthrough (exclude: ReadonlySet<number>): Picked {
     let best: Backend | null = null;
-    for (const b of this.#d.gateway.backends) {
+    for (const b of this.#d.fleet.backends) {
       if (b.health !== 'healthy' || b.draining || exclude.has(b.index)) continue;
       if (best === null || b.inFlight < best.inFlight) best = b;
     }
@@ -178,7 +185,7 @@ class ExtProcTransport implements Transport {
     if (this.d.fallbacks === 0) return out;
     const model = ctx.input!.model;
     const pending = (b: Backend): number => this.d.routing.pendingPrefill?.(b) ?? 0;
-    for (const b of this.d.gateway.backends
+    for (const b of this.d.fleet.backends
       .filter((b) => b !== primary && b.serves(model) && !ctx.exclude.has(b.index))
       .sort((a, b) => pending(a) - pending(b) || a.inFlight - b.inFlight)
       .slice(0, this.d.fallbacks)) out.push(endpointOf(b));
@@ -224,7 +231,7 @@ class PassthroughRequest implements Picked {
 
   constructor (readonly d: PickerDeps, readonly backend: Backend) {
     this.endpoints = [endpointOf(backend)];
-    d.gateway.enter(backend);
+    d.fleet.hold(backend);
   }
 
   served (endpoint: string | null): 'primary' | 'fallback' | 'unlisted' | 'unreported' {
@@ -237,7 +244,7 @@ class PassthroughRequest implements Picked {
   finish (): void {
     if (this.#done) return;
     this.#done = true;
-    this.d.gateway.exit(this.backend);
+    this.d.fleet.release(this.backend);
   }
 }
 
@@ -273,7 +280,7 @@ class PickedRequest implements Picked {
     const at = this.endpoints.indexOf(endpoint);
     if (at === 0) return 'primary';
     if (!this.#done) {
-      const server = this.d.gateway.backends.find((b) => !b.gone && endpointOf(b) === endpoint);
+      const server = this.d.fleet.backends.find((b) => !b.gone && endpointOf(b) === endpoint);
       // One that no longer serves (gone, down, draining) keeps the first record.
       if (server !== undefined) moveTo(this.ctx, server);
     }

@@ -1,16 +1,34 @@
 // `ear epp`: EAR as a Gateway API Inference Extension endpoint picker. Envoy (or any conformant gateway) calls
 // envoy.service.ext_proc.v3.ExternalProcessor/Process once per request; EAR's admission and routing name the
-// endpoint (src/epp/stream.ts, picker.ts). The gateway assembled by startEar supplies backends, health probes,
-// engine scrapes, the route pool and the tables; its HTTP port serves /metrics, /health and /ready.
+// endpoint (src/epp/stream.ts, picker.ts). The process (EppHost, assembled by cli/epp.ts from startEar) supplies the backends,
+// health probes, engine scrapes, the route pool and the tables; its HTTP port serves /metrics, /health and /ready.
 import * as grpc from '@grpc/grpc-js';
 import type { GatewayConfig } from '../gateway/config.js';
-import type { Ear } from '../gateway/ear.js';
+import type { BackendFleet, ReadinessCondition } from '../fleet/fleet.js';
+import type { FeatureSource } from '../features/inline-features.js';
+import type { ClientGate } from '../request/client-gate.js';
+import type { RoutingState } from '../request/routing-port.js';
+import type { SharedSessions } from '../store/shared-sessions.js';
+import type { GatewayMetrics } from '../telemetry/metrics.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { addHealthService } from './health.js';
 import { EppMetrics } from './metrics.js';
 import { EndpointPicker } from './picker.js';
 import { externalProcessor, type BodySendMode } from './protocol.js';
 import { ExtProcStream, type ProcessCall } from './stream.js';
+
+/** What the picker serves from: the process's backends, routing tables, route pool and checks (cli/epp.ts builds it). */
+export interface EppHost {
+  fleet: BackendFleet;
+  metrics: GatewayMetrics;
+  gate: ClientGate;
+  routing: RoutingState;
+  features: FeatureSource;
+  /** Session state shared with other replicas; null with `memory`. */
+  sessions: SharedSessions | null;
+  /** The process's readiness (a healthy backend; active-passive: leading). */
+  readiness (): ReadinessCondition;
+}
 
 export interface EppOptions {
   /** The configuration `ear` was started with. */
@@ -46,16 +64,16 @@ function bind (server: grpc.Server, host: string, port: number): Promise<number>
   return new Promise((resolve, reject) => server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, p) => err ? reject(err) : resolve(p)));
 }
 
-export async function startEpp (ear: Ear, opts: EppOptions): Promise<EppServer> {
+export async function startEpp (ear: EppHost, opts: EppOptions): Promise<EppServer> {
   const gwConfig = opts.config;
   const now = (): number => performance.timeOrigin + performance.now();
   let draining = false;
   const streams = new Set<ExtProcStream>();
-  const metrics = new EppMetrics(ear.gateway.metrics.registry, () => streams.size);
-  const picker = new EndpointPicker({ config: gwConfig, gateway: ear.gateway, routing: ear.routing, features: ear.features, now, fallbacks: opts.fallbacks ?? 2, sessions: ear.sessions,
+  const metrics = new EppMetrics(ear.metrics.registry, () => streams.size);
+  const picker = new EndpointPicker({ config: gwConfig, fleet: ear.fleet, metrics: ear.metrics, gate: ear.gate, routing: ear.routing, features: ear.features, now, fallbacks: opts.fallbacks ?? 2, sessions: ear.sessions,
     tracing: opts.tracing ?? null });
   // The gateway's own readiness (a healthy backend; active-passive: this replica leads), and not draining.
-  const ready = (): boolean => !draining && ear.gateway.readiness().ready;
+  const ready = (): boolean => !draining && ear.readiness().ready;
 
   // A request body arrives in one message in BUFFERED mode: the limit is the gateway's body limit and some room.
   const limit = gwConfig.maxBodyBytes + (1 << 16);

@@ -8,7 +8,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import type { GatewayConfig } from '../gateway/config.js';
 import { errorBody, GatewayError } from '../gateway/errors.js';
-import { StreamObserver } from '../gateway/stream-observer.js';
+import { StreamObserver } from '../upstream/stream-observer.js';
 import { EndpointFilter, endpointList } from './endpoints.js';
 import type { EppMetrics, EppOutcome } from './metrics.js';
 import type { AbortSignalLike, EndpointPicker, Picked } from './picker.js';

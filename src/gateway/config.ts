@@ -10,7 +10,7 @@ import { USER_USAGE_DEFAULTS, type UserUsageOptions } from '../core/user-usage.j
 import { MAX_CONTEXT_TTL_SECONDS } from '../store/session-store.js';
 import { REMOTE_TOKENIZER_DEFAULTS, remoteTokenizerUrl, type RemoteTokenizerOptions } from '../tokenize/remote.js';
 import { parseSessionStoreSpec } from '../store/session-store.js';
-import type { BucketLimit } from './rate-limit.js';
+import type { BucketLimit } from '../request/rate-limit.js';
 import { DEFAULT_REGION_CONFIG } from '../core/region.js';
 import { checkHa, HA_DEFAULTS, type HaConfig } from '../ha/ha-config.js';
 import { DNS_LABEL, DNS_SUBDOMAIN } from '../kube/names.js';
@@ -73,7 +73,7 @@ export const DISCOVERY_DEFAULTS: Readonly<DiscoveryConfig> = Object.freeze({
   maxPods: DEFAULT_REGION_CONFIG.pods
 });
 
-/** Per-client token buckets (src/gateway/rate-limit.ts); off by default. */
+/** Per-client token buckets (src/request/rate-limit.ts); off by default. */
 export interface RateLimitsConfig {
   /** Every API key without its own entry; null: no limit. */
   default: BucketLimit | null;
@@ -166,7 +166,7 @@ export interface GatewayConfig {
   apiKeyPriority: Record<string, PriorityClass>;
   /**
    * Where session state lives: `memory` (the local session table only) or `redis://HOST[:PORT][/DB]`, shared by
-   * every replica that names the same server (src/gateway/shared-sessions.ts).
+   * every replica that names the same server (src/store/shared-sessions.ts).
    */
   sessionStore: string;
   /** Longest wait for a shared store's reply (ms); past it the request goes on from the local table. */

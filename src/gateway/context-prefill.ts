@@ -6,14 +6,14 @@
 // for it) goes back to the client with the engine's status and body.
 import { NoCandidateError } from '../core/policy.js';
 import { MAX_CONTEXT_TTL_SECONDS } from '../store/session-store.js';
-import type { Backend } from './backends.js';
+import type { Backend } from '../fleet/backends.js';
 import type { ContextEntry, Place } from './contexts.js';
 import { GatewayError } from './errors.js';
-import { badJson, reserialize, type Endpoint } from './request-body.js';
-import type { Features } from './features.js';
-import type { RoutingInput, RoutingState } from './routing-state.js';
-import type { Usage } from './stream-observer.js';
-import { post, type Answer } from './buffered-post.js';
+import { badJson, reserialize, type Endpoint } from '../features/request-body.js';
+import type { Features } from '../features/features.js';
+import type { RoutingInput, RoutingState } from '../request/routing-port.js';
+import type { Usage } from '../upstream/stream-observer.js';
+import { post, type Answer } from '../upstream/buffered-post.js';
 
 /** Fields of the client's body that are the context's own, or that a one-token, non-streaming prefill must not carry. */
 const DROPPED = ['ttl_seconds', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens', 'min_tokens', 'n', 'best_of', 'kv_transfer_params'];

@@ -1,13 +1,13 @@
 // The HTTP side of explicit contexts: POST /v1/context, GET and DELETE /v1/context/:id (uWS handlers). The
 // registry is contexts.ts, the prefill context-prefill.ts. server.ts mounts these with one call.
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
-import type { Backend } from './backends.js';
+import type { Backend } from '../fleet/backends.js';
 import type { GatewayConfig } from './config.js';
 import { prefill, parseContextRequest, type PrefillDeps } from './context-prefill.js';
 import type { ContextRegistry } from './contexts.js';
 import { GatewayError } from './errors.js';
-import type { GatewayMetrics } from './metrics.js';
-import { requestId } from './request-id.js';
+import type { GatewayMetrics } from '../telemetry/metrics.js';
+import { requestId } from '../request/request-id.js';
 import { readBody, ResponseState } from './uws-io.js';
 
 export const CONTEXT_PATH = '/v1/context';

@@ -23,8 +23,8 @@
 // consistent session record (removing it under an in-flight request would lose that request's bookkeeping).
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { randomBytes } from 'node:crypto';
-import type { Backend } from './backends.js';
-import type { Placement, RouteHook, RoutingInput, RoutingState } from './routing-state.js';
+import type { Backend } from '../fleet/backends.js';
+import type { Placement, RouteHook, RoutingInput, RoutingState } from '../request/routing-port.js';
 import { createSessionStore } from '../store/create.js';
 import type { SessionStore } from '../store/session-store.js';
 

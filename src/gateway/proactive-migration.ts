@@ -6,13 +6,13 @@ import type { Registry } from 'prom-client';
 import type { SharedRegion } from '../core/region.js';
 import { startMigrationThread, type MigrationThread } from '../migration/migration-thread.js';
 import type { MigrationBackend, MigrationThreadStats } from '../migration/thread-protocol.js';
-import type { Backend } from './backends.js';
+import type { Backend } from '../fleet/backends.js';
 import type { GatewayConfig } from './config.js';
-import { kvTransferMetrics } from './kv-transfer-metrics.js';
+import { kvTransferMetrics } from '../request/kv-transfer-metrics.js';
 import { registerProactiveMetrics } from './proactive-metrics.js';
 import { applyIdleMove } from './proactive-rebind.js';
-import type { SharedSessions } from './shared-sessions.js';
-import type { TableRouting } from './table-routing.js';
+import type { SharedSessions } from '../store/shared-sessions.js';
+import type { TableRouting } from '../fleet/table-routing.js';
 import type { Tracing } from '../telemetry/tracing.js';
 
 export interface ProactiveLogger {

@@ -5,7 +5,7 @@
 // record; the local table's migration count keeps the move it made meanwhile (a count, not a binding). A
 // store that does not answer leaves the local move standing: the store is a hint.
 import type { RoutingHost } from '../core/routing-host.js';
-import type { SharedSessions } from './shared-sessions.js';
+import type { SharedSessions } from '../store/shared-sessions.js';
 
 export interface IdleMove {
   key: bigint;

@@ -3,8 +3,8 @@
 // what to do with an attempt that failed before any byte reached the client (retry on the next-best backend).
 // Everything one socket read brings (many SSE events) goes to the client in one uWS write, at the read's end.
 import { GatewayError } from './errors.js';
-import { StreamObserver } from './stream-observer.js';
-import { UpstreamError, type UpstreamCall, type UpstreamHandler, type UpstreamPool } from './upstream-client.js';
+import { StreamObserver } from '../upstream/stream-observer.js';
+import { UpstreamError, type UpstreamCall, type UpstreamHandler, type UpstreamPool } from '../upstream/client.js';
 import type { ResponseState } from './uws-io.js';
 import type { AttemptResult } from '../request/transport.js';
 

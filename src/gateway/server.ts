@@ -6,31 +6,33 @@ import uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { performance } from 'node:perf_hooks';
 import { NoCandidateError } from '../core/policy.js';
-import { DEFAULT_CLASS, PRIORITY_CLASSES } from '../core/admission.js';
-import { registerAdmissionMetrics } from './admission-metrics.js';
-import { Backend, probe, scrape } from './backends.js';
+import { DEFAULT_CLASS } from '../core/admission.js';
+import { priorityClassOf } from '../request/priority.js';
+import { registerAdmissionMetrics } from '../telemetry/admission-metrics.js';
+import type { Backend } from '../fleet/backends.js';
+import { BackendFleet, type ReadinessCondition } from '../fleet/fleet.js';
 import type { GatewayConfig } from './config.js';
 import { GatewayError } from './errors.js';
-import { GatewayMetrics } from './metrics.js';
-import { requestId } from './request-id.js';
-import type { Endpoint } from './request-body.js';
-import type { DropReason, RoutingState } from './routing-state.js';
-import { sessionOf, SESSION_ID_HEADERS } from './session-id.js';
+import { GatewayMetrics } from '../telemetry/metrics.js';
+import { requestId } from '../request/request-id.js';
+import type { Endpoint } from '../features/request-body.js';
+import type { DropReason, RoutingState } from '../request/routing-port.js';
+import { sessionOf, SESSION_ID_HEADERS } from '../request/session-id.js';
 import { ContextRegistry } from './contexts.js';
 import { CONTEXT_PATH, decodedParam, mountContexts } from './context-routes.js';
 import type { SessionStore } from '../store/session-store.js';
 import { readBody, ResponseState } from './uws-io.js';
-import type { SharedSessions } from './shared-sessions.js';
-import { KvTransferStep } from './kv-transfer-step.js';
-import { ClientGate, remoteAddressOf } from './client-gate.js';
-import { AdminToken, bearerToken } from './credentials.js';
+import type { SharedSessions } from '../store/shared-sessions.js';
+import { KvTransferStep } from '../request/kv-transfer-step.js';
+import { ClientGate, remoteAddressOf } from '../request/client-gate.js';
+import { AdminToken, bearerToken } from '../request/credentials.js';
 import { kvTransfersFor } from '../migration/transfers-for.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { subscribeRequestSpans } from '../telemetry/request-spans.js';
 import { waitForAdmission } from '../request/admission-wait.js';
 import { ENGINE_PATH, RequestContext } from '../request/context.js';
 import { Pipeline, runPipeline, type FeatureFn } from '../request/pipeline.js';
-import { observeAdmission, subscribeRequestMetrics } from './request-metrics.js';
+import { observeAdmission, subscribeRequestMetrics } from '../telemetry/request-metrics.js';
 import { retryAfter, UwsTransport } from './uws-transport.js';
 
 export type { FeatureFn };
@@ -59,15 +61,12 @@ export interface GatewayDeps {
   readiness?: () => ReadinessCondition;
 }
 
-export interface ReadinessCondition {
-  ready: boolean;
-  /** Why not, for people reading the probe's body. */
-  reason?: string;
-  [detail: string]: unknown;
-}
+export type { ReadinessCondition };
 
 export interface Gateway {
   readonly port: number;
+  /** The process's backends (fleet.ts), which the uWS edge serves. */
+  readonly fleet: BackendFleet;
   readonly backends: readonly Backend[];
   readonly metrics: GatewayMetrics;
   /** Explicit contexts (POST /v1/context). */
@@ -108,19 +107,6 @@ function assertNativeUws (): void {
   }
 }
 
-/** The priority class a request asks for: x-ear-priority (a class name or its rank), else its API key's, else normal. */
-export function priorityClassOf (header: string, apiKey: string | null, byKey: Readonly<Record<string, string>>): number {
-  const v = header.trim().toLowerCase();
-  if (v !== '') {
-    const byName = (PRIORITY_CLASSES as readonly string[]).indexOf(v);
-    if (byName >= 0) return byName;
-    if (/^[0-9]$/.test(v) && Number(v) < PRIORITY_CLASSES.length) return Number(v);
-    throw new GatewayError('EAR_ERR_BAD_HEADER', `x-ear-priority must be one of ${PRIORITY_CLASSES.join(', ')} (or 0-${PRIORITY_CLASSES.length - 1}), got "${header.slice(0, 32)}"`);
-  }
-  if (apiKey !== null && Object.hasOwn(byKey, apiKey)) return (PRIORITY_CLASSES as readonly string[]).indexOf(byKey[apiKey]);
-  return DEFAULT_CLASS;
-}
-
 /** An explicit context's prefill waiting for admission: a drop is its 504 or 503; no backend ends its attempts. */
 function contextDropError (reason: DropReason, waitedMs: number): Error {
   if (reason === 'timeout') return new GatewayError('EAR_ERR_QUEUE_TIMEOUT', `the request waited ${Math.round(waitedMs / 1000)} s for admission and timed out; the backends are at capacity`);
@@ -144,17 +130,13 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const decisionSeconds = metrics.decisionSeconds.labels(config.policy);
   // The live backends (draining ones until their requests end). A backend's index is the pod row it leases in
   // the shared tables: a row is released when its backend has gone, and reused by a later one.
-  const backends: Backend[] = [];
+  const fleet = new BackendFleet({ config, state: deps.state, metrics, now, readiness: deps.readiness });
+  const { backends, state } = fleet;
+  const release = (b: Backend): void => fleet.release(b);
   // Explicit contexts: the registry wraps the routing state to keep a context's session bound and alive.
   const contexts = new ContextRegistry({ maxContexts: config.maxContexts, sessionIdleMs: config.sessionIdleMs, registry: metrics.registry, store: deps.sessionStore, clock: deps.clock, now });
-  const state = deps.state(backends);
   contexts.attach(state);
   const kvTransfers = new KvTransferStep(kvTransfersFor(config), state, metrics.registry, now, release);
-  for (const c of config.backends) {
-    const b = new Backend(state.admit(c.id), c, config);
-    backends.push(b);
-    state.backendChanged(b, 0);
-  }
   let draining = false;
   let inFlight = 0;
   let idle: (() => void) | null = null;
@@ -165,7 +147,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
 
   const pipeline = new Pipeline({
     policy: config.policy, maxAttempts: config.maxAttempts, state, features: deps.features, backends, sessions: deps.sessions ?? null, kvTransfers, now,
-    hold: (b) => { b.inFlight++; }, release, onSessionCompleted: deps.onSessionCompleted
+    hold: (b) => fleet.hold(b), release, onSessionCompleted: deps.onSessionCompleted
   });
   // The path publishes; metrics (and spans, with tracing on) subscribe.
   const unsubscribe = [subscribeRequestMetrics(pipeline, metrics)];
@@ -228,7 +210,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       metrics.backend(b.id).decisions(config.policy, reason).inc();
       if (n > 0) metrics.retries.inc();
     },
-    enter: (b) => { b.inFlight++; },
+    enter: (b) => fleet.hold(b),
     leave: release,
     draining: () => draining,
     track: (p) => {
@@ -296,97 +278,12 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     rs.fail(known ? new GatewayError('EAR_ERR_METHOD', `method ${req.getMethod().toUpperCase()} is not allowed on ${shown}`) : new GatewayError('EAR_ERR_NOT_FOUND', `no route ${shown}`));
   });
 
-  /** Ready: not draining, a healthy backend, and what the caller adds (active-passive: leading). */
-  function readiness (): ReadinessCondition {
-    const own = draining ? 'the gateway is shutting down' : backends.some((b) => b.health === 'healthy' && !b.draining) ? null : 'no healthy backend';
-    const extra = deps.readiness?.() ?? null;
-    const ready = own === null && (extra === null || extra.ready);
-    const reason = own ?? (extra !== null && !extra.ready ? extra.reason : undefined);
-    return extra === null ? { ready, reason } : { ...extra, ready, reason };
-  }
-  async function checkHealth (): Promise<void> {
-    await Promise.all(backends.map(async (b) => {
-      if (b.draining) return;
-      await probe(b, config.unhealthyAfter);
-      state.backendChanged(b, now());
-    }));
-  }
-  async function scrapeAll (): Promise<void> {
-    await Promise.all(backends.map(async (b) => {
-      if (b.health !== 'healthy' || b.draining) return;
-      await scrape(b, now());
-      if (b.engineLoad && b.lastScrape > 0) state.engineLoad(b, b.engineLoad, b.lastScrape);
-    }));
-  }
-  /** A request lets go of `b`: a backend a reload removed leaves once the last one has. */
-  function release (b: Backend): void {
-    if (--b.inFlight === 0 && b.draining) void leave(b);
-  }
-  /** A drained backend goes: its connections close, it leaves the list, and its pod row is purged and freed. */
-  async function leave (b: Backend): Promise<void> {
-    if (b.gone) return;
-    b.gone = true;
-    const i = backends.indexOf(b);
-    if (i >= 0) backends.splice(i, 1);
-    await b.pool.close().catch(() => {});
-    await state.release(b);
-    // Its series go too, unless a backend of the same id (a changed URL) took its place.
-    if (!backends.some((x) => x.id === b.id)) await metrics.removeBackend(b.id);
-  }
-  async function applyReload (next: Readonly<GatewayConfig>): Promise<void> {
-    const wanted = new Map(next.backends.map((c) => [c.id, c]));
-    for (const b of [...backends]) {
-      const c = wanted.get(b.id);
-      if (b.draining) continue;
-      if (c && c.url === b.config.url && c.role === b.config.role && c.kvEvents === b.config.kvEvents && c.replay === b.config.replay && c.kvTopic === b.config.kvTopic && c.kvCapacityBlocks === b.config.kvCapacityBlocks && c.apiKey === b.config.apiKey) {
-        wanted.delete(b.id);
-        continue;
-      }
-      b.draining = true;
-      state.backendChanged(b, now());
-      state.retire(b);
-      if (b.inFlight === 0) void leave(b).catch(() => {});
-    }
-    const added: Backend[] = [];
-    let refused: unknown = null;
-    for (const c of wanted.values()) {
-      let row: number;
-      try {
-        row = state.admit(c.id);
-      } catch (err) {
-        // Every pod row in use (old backends still draining): the others join now; the caller may try again.
-        refused ??= err;
-        continue;
-      }
-      const b = new Backend(row, c, config);
-      backends.push(b);
-      added.push(b);
-      state.backendChanged(b, now());
-    }
-    // Probed together: discovery adds pods by the hundred in a rolling update, and one probe after another
-    // (up to 2 s each for a pod that does not answer yet) would hold this reload and every one queued after it.
-    await Promise.all(added.map(async (b) => {
-      await probe(b, config.unhealthyAfter);
-      state.backendChanged(b, now());
-    }));
-    if (refused !== null) throw refused;
-  }
-  let reloads: Promise<void> = Promise.resolve();
-  function reload (next: Readonly<GatewayConfig>): Promise<void> {
-    const r = reloads.then(() => applyReload(next));
-    reloads = r.catch(() => {});
-    return r;
-  }
-  // Health and the engines' figures (load, KV capacity) before the first request, not one interval later: a
-  // request let in while some backends were still unprobed would see only the others, and a session bound to
-  // one not yet probed (read back from a shared store after a restart) would be moved off it.
-  await checkHealth();
-  if (config.metricsIntervalMs > 0) await scrapeAll();
+  const readiness = (): ReadinessCondition => fleet.readiness(draining);
+  await fleet.start();
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
     app.listen(config.host, config.port, (token) => (token ? resolve(token) : reject(new Error(`cannot listen on ${config.host}:${config.port}`))));
   });
   const port = uWS.us_socket_local_port(listenSocket);
-  const healthTimer = setInterval(() => { void checkHealth(); }, config.healthIntervalMs);
   // The scheduler's backstop: releases come with first tokens, ends and scrapes; this catches timeouts and starvation.
   const admissionTimer = setInterval(() => { state.tick(now()); }, ADMISSION_TICK_MS);
   admissionTimer.unref();
@@ -396,32 +293,28 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     backends: () => backends.map((b) => ({ id: b.id, ready: b.health === 'healthy' && !b.draining, inFlight: b.inFlight, load: b.engineLoad })),
     queueDepthByLevel: () => state.admissionStats(now()).depthByLevel
   });
-  const metricsTimer = config.metricsIntervalMs > 0 ? setInterval(() => { void scrapeAll(); }, config.metricsIntervalMs) : null;
-  healthTimer.unref();
-  metricsTimer?.unref();
 
   let closing: Promise<void> | null = null;
   return {
     port,
+    fleet,
     backends,
     metrics,
     contexts,
     gate,
-    checkHealth,
+    checkHealth: () => fleet.checkHealth(),
     readiness,
-    reload,
+    reload: (next) => fleet.reload(next),
     reconfigure (next) {
       gate.reconfigure(next);
       adminToken.replace(next.adminToken);
     },
-    enter: (b) => { b.inFlight++; },
+    enter: (b) => fleet.hold(b),
     exit: release,
     close () {
       closing ??= (async () => {
         draining = true;
         uWS.us_listen_socket_close(listenSocket);
-        clearInterval(healthTimer);
-        if (metricsTimer) clearInterval(metricsTimer);
         // Requests waiting for admission are in flight too: a healthy backend will serve them as the running ones
         // end, so they drain with the rest; only what still waits at the drain deadline is answered 503.
         if (inFlight > 0) {
@@ -432,7 +325,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
         }
         clearInterval(admissionTimer);
         state.dropAll('shutdown', now());
-        await Promise.all(backends.map((b) => b.pool.close().catch(() => {})));
+        await fleet.close();
         await contexts.close();
         for (const u of unsubscribe) u();
       })();

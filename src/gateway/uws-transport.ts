@@ -4,8 +4,8 @@ import type { RequestContext } from '../request/context.js';
 import type { Send, SendResult, Transport } from '../request/transport.js';
 import { GatewayError } from './errors.js';
 import { attempt } from './proxy.js';
-import { StreamObserver } from './stream-observer.js';
-import { requestHeaders } from './upstream-headers.js';
+import { StreamObserver } from '../upstream/stream-observer.js';
+import { requestHeaders } from '../upstream/headers.js';
 import type { ResponseState } from './uws-io.js';
 
 const newObserver = (contentType: string): StreamObserver => new StreamObserver(contentType);

@@ -3,7 +3,7 @@
 // their KV events, keeps its tables) and serves whatever reaches it anyway (a port-forward, a client that
 // bypasses the Service), so taking over needs no warm-up; only the Service's traffic goes to the leader.
 import type { GatewayConfig } from '../gateway/config.js';
-import type { ReadinessCondition } from '../gateway/server.js';
+import type { ReadinessCondition } from '../fleet/fleet.js';
 import { kubeTarget, type KubeTargetOptions } from '../kube/kube-target.js';
 import { kubeLeaseClient, replicaIdentity } from './lease-client.js';
 import { LeaderElector, type ElectorLog } from './leader-elector.js';

@@ -4,9 +4,9 @@
 // session table's writer). Nothing here throws out of a tick or a move: errors are counted and reported.
 // Kept apart from the worker entry point so tests can drive it on any thread.
 import { randomBytes } from 'node:crypto';
-import { post } from '../gateway/buffered-post.js';
-import { UpstreamPool, type UpstreamPoolOptions } from '../gateway/upstream-client.js';
-import { backendHeaders } from '../gateway/upstream-headers.js';
+import { post } from '../upstream/buffered-post.js';
+import { UpstreamPool, type UpstreamPoolOptions } from '../upstream/client.js';
+import { backendHeaders } from '../upstream/headers.js';
 import { BodyCache, type SessionBody } from './body-cache.js';
 import type { LegSignal, TransferPeer } from './connector.js';
 import type { ProactivePlanner, PlannedMove } from './proactive-planner.js';

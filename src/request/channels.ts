@@ -3,8 +3,8 @@
 // process's; a subscriber keeps to its own pipeline's requests (`ctx.pipeline`). Messages are published
 // synchronously: a subscriber may fill the fields a message marks as its answer (trace headers for the engine).
 import diagnostics from 'node:diagnostics_channel';
-import type { Backend } from '../gateway/backends.js';
-import type { Placement } from '../gateway/routing-state.js';
+import type { Backend } from '../fleet/backends.js';
+import type { Placement } from './routing-port.js';
 import type { TransferFacts } from '../telemetry/tracing.js';
 import type { TraceHeaders } from '../telemetry/traceparent.js';
 import type { RequestContext } from './context.js';

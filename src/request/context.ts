@@ -1,11 +1,11 @@
 // One request as it moves through the pipeline (ARCHITECTURE.md "Request lifecycle"): what the transport took in
 // (who asks, for which session, with which body), what the phases learn (features, the placement, the attempt,
 // the backends that failed it), and how it ended. Made once per request by the transport; the phases fill it in.
-import type { Endpoint } from '../gateway/request-body.js';
-import type { Features } from '../gateway/features.js';
-import type { Placement, RoutingInput } from '../gateway/routing-state.js';
-import type { SharedTurn } from '../gateway/shared-sessions.js';
-import type { Usage } from '../gateway/stream-observer.js';
+import type { Endpoint } from '../features/request-body.js';
+import type { Features } from '../features/features.js';
+import type { Placement, RoutingInput } from './routing-port.js';
+import type { SharedTurn } from '../store/shared-sessions.js';
+import type { Usage } from '../upstream/stream-observer.js';
 import type { Pipeline } from './pipeline.js';
 
 /** Where a phase learns that the client (or the proxy's stream) went away, and hears of it while it waits. */

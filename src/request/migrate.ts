@@ -2,8 +2,8 @@
 // migration's source, a P/D prefill pod), the connector's source leg runs before the request goes to its backend.
 // Without a KV connector (ext_proc: the proxy sends the request) the target recomputes the prompt, and the
 // session's move is done at once so that later turns do not wait on it.
-import type { TransferStepResult } from '../gateway/kv-transfer-step.js';
-import type { Placement } from '../gateway/routing-state.js';
+import type { TransferStepResult } from './kv-transfer-step.js';
+import type { Placement } from './routing-port.js';
 import { channels, type TransferStartMessage } from './channels.js';
 import type { RequestContext } from './context.js';
 

@@ -2,12 +2,12 @@
 // goes through the same phases — features, admit, route, migrate, then the transport's send — with one retry loop
 // and one end. The transport (uWS, ext_proc) owns accept and proxy; metrics and traces subscribe to the events
 // the phases publish (channels.ts).
-import type { Backend } from '../gateway/backends.js';
-import type { Features } from '../gateway/features.js';
-import type { Endpoint } from '../gateway/request-body.js';
-import type { KvTransferStep } from '../gateway/kv-transfer-step.js';
-import type { Placements } from '../gateway/routing-state.js';
-import type { SharedSessions } from '../gateway/shared-sessions.js';
+import type { Backend } from '../fleet/backends.js';
+import type { Features } from '../features/features.js';
+import type { Endpoint } from '../features/request-body.js';
+import type { KvTransferStep } from './kv-transfer-step.js';
+import type { Placements } from './routing-port.js';
+import type { SharedSessions } from '../store/shared-sessions.js';
 import { GatewayError } from '../gateway/errors.js';
 import { noBackendAnswered } from '../gateway/proxy.js';
 import { clientTraceHeaders, type TraceHeaders } from '../telemetry/traceparent.js';

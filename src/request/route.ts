@@ -2,8 +2,8 @@
 // once an attempt failed before its first byte, and the move to the backend a proxy reports having served (ext_proc
 // fallbacks). A retry is never a migration of the session.
 import { NoCandidateError } from '../core/policy.js';
-import type { Backend } from '../gateway/backends.js';
-import type { Placement } from '../gateway/routing-state.js';
+import type { Backend } from '../fleet/backends.js';
+import type { Placement } from './routing-port.js';
 import { channels } from './channels.js';
 import type { RequestContext } from './context.js';
 

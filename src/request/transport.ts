@@ -1,8 +1,8 @@
 // What the pipeline asks of a transport (ARCHITECTURE.md "Request lifecycle": accept and proxy are the
 // transport's). uWS (`ear serve`) sends the request to the engine and streams the answer; ext_proc (`ear epp`)
 // names the endpoints to Envoy, which sends it, and reports how the response went.
-import type { Backend } from '../gateway/backends.js';
-import type { Usage } from '../gateway/stream-observer.js';
+import type { Backend } from '../fleet/backends.js';
+import type { Usage } from '../upstream/stream-observer.js';
 import type { TraceHeaders } from '../telemetry/traceparent.js';
 import type { RequestContext } from './context.js';
 

@@ -16,7 +16,7 @@
 // Hosts are named by backend id, never by pod row: replicas lease rows on their own, so the same backend has
 // different rows in different replicas.
 //
-// Wiring it in (done in src/gateway/shared-sessions.ts, with RoutingHost.adoptShared; `ear serve --session-store`):
+// Wiring it in (done in src/store/shared-sessions.ts, with RoutingHost.adoptShared; `ear serve --session-store`):
 // - Start: parseSessionStoreSpec(flag) → createSessionStore(spec, { sessionTtlMs: sessionIdleMs, maxSessions,
 //   logger }); optionally await whenUp(ms) before listening (false is fine: it runs degraded); stats() to
 //   /metrics; close() on shutdown.

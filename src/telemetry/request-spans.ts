@@ -5,7 +5,7 @@
 import type { RequestContext } from '../request/context.js';
 import type { Pipeline } from '../request/pipeline.js';
 import { subscribeRequests } from '../request/channels.js';
-import { routeFacts } from '../gateway/route-facts.js';
+import { routeFacts } from './route-facts.js';
 import type { ProxiedTrace, RequestTrace, TransferTrace, Tracing, UpstreamTrace } from './tracing.js';
 import { clientTraceHeaders } from './traceparent.js';
 

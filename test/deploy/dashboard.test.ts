@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import YAML from 'yaml';
 import { Registry } from 'prom-client';
 import { simFleet, kvEventsFlags, turn, text, type SimFleet } from '../fixtures/processes.js';
-import { registerSessionStoreMetrics, type SessionStoreSource } from '../../src/gateway/metrics.js';
+import { registerSessionStoreMetrics, type SessionStoreSource } from '../../src/telemetry/metrics.js';
 import { ROOT } from './manifests.js';
 import { dashboardExprs, exportedLabels, exportedNames, exprProblems, parseExpr } from './promql-names.js';
 

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { parseChatBody, type ChatBodyState } from '../../src/gateway/body-splice.js';
+import { parseChatBody, type ChatBodyState } from '../../src/features/body-splice.js';
 
 const str = fc.oneof(fc.string({ maxLength: 12 }), fc.string({ unit: 'grapheme', maxLength: 8 }), fc.constantFrom('"', '\\', '\\"', '"]}', ',', 'messages', '\u2028', '"messages":[]'));
 const message = fc.record({ role: fc.constantFrom('user', 'assistant', 'tool'), content: fc.oneof(str, fc.constant(null), fc.array(fc.record({ type: fc.constant('text'), text: str }), { maxLength: 2 })) }, { requiredKeys: ['role'] });

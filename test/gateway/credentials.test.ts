@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { AdminToken, ApiKeys, bearerToken } from '../../src/gateway/credentials.js';
-import { backendHeaders, requestHeaders, UPSTREAM_HEADER_NAMES } from '../../src/gateway/upstream-headers.js';
+import { AdminToken, ApiKeys, bearerToken } from '../../src/request/credentials.js';
+import { backendHeaders, requestHeaders, UPSTREAM_HEADER_NAMES } from '../../src/upstream/headers.js';
 
 test('the admin token matches only `Bearer <token>`; with none configured nothing matches', () => {
   const t = new AdminToken('s3cret');

@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildConfig, loadConfigFile, parseBackendFlag, ConfigError } from '../../src/gateway/config.js';
 import { errorBody, GatewayError } from '../../src/gateway/errors.js';
-import { sessionIdFrom, sessionOf, MAX_SESSION_ID_BYTES } from '../../src/gateway/session-id.js';
-import { parseEngineMetrics } from '../../src/gateway/engine-metrics.js';
+import { sessionIdFrom, sessionOf, MAX_SESSION_ID_BYTES } from '../../src/request/session-id.js';
+import { parseEngineMetrics } from '../../src/fleet/engine-metrics.js';
 
 test('backend flags parse into validated, frozen backends; flags override the file', () => {
   const cfg = buildConfig({ port: 9000, backends: [{ url: 'http://x:1' }] }, {

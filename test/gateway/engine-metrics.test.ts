@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseEngineMetrics, parseLabels } from '../../src/gateway/engine-metrics.js';
+import { parseEngineMetrics, parseLabels } from '../../src/fleet/engine-metrics.js';
 import { SimEngine } from '../../src/sim/engine.js';
 import { SimMetrics } from '../../src/sim/sim-metrics.js';
 import { loadProfile } from '../../src/sim/profile.js';

@@ -2,8 +2,8 @@
 // never go down when a backend's series are deleted.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { GatewayMetrics } from '../../src/gateway/metrics.js';
-import type { AliasBackend } from '../../src/gateway/epp-metric-aliases.js';
+import { GatewayMetrics } from '../../src/telemetry/metrics.js';
+import type { AliasBackend } from '../../src/telemetry/epp-metric-aliases.js';
 
 function value (text: string, series: string): number | undefined {
   const line = text.split('\n').find((l) => l.startsWith(series + ' '));

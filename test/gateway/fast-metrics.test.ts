@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { Counter, Histogram, Registry } from 'prom-client';
-import { FastCounter, FastHistogram } from '../../src/gateway/fast-metrics.js';
+import { FastCounter, FastHistogram } from '../../src/telemetry/fast-metrics.js';
 
 const BUCKETS = [1e-6, 5e-6, 0.001, 0.005, 0.1, 1, 10];
 

@@ -1,10 +1,10 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRegion, Region } from '../../src/core/region.js';
-import { createRoutePool, type RoutePool } from '../../src/gateway/route-pool.js';
-import { featureSource, INLINE_FEATURES_MAX_BYTES } from '../../src/gateway/inline-features.js';
+import { createRoutePool, type RoutePool } from '../../src/features/route-pool.js';
+import { featureSource, INLINE_FEATURES_MAX_BYTES } from '../../src/features/inline-features.js';
 import { GatewayError } from '../../src/gateway/errors.js';
-import type { Endpoint } from '../../src/gateway/request-body.js';
+import type { Endpoint } from '../../src/features/request-body.js';
 
 const shared = createRegion({ prefixIndexKeys: 1 << 12, sessions: 64, heapJobs: 64, recordRingOps: 64, scratchSlots: 4 });
 const real = createRoutePool(shared, { threads: 1, tokenizer: 'character', blockSize: 16 });

@@ -2,8 +2,8 @@
 // grow the export without bound.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { GatewayMetrics, registerKvEventMetrics } from '../../src/gateway/metrics.js';
-import { FastCounter, FastHistogram } from '../../src/gateway/fast-metrics.js';
+import { GatewayMetrics, registerKvEventMetrics } from '../../src/telemetry/metrics.js';
+import { FastCounter, FastHistogram } from '../../src/telemetry/fast-metrics.js';
 import type { KvBackendStats, KvThreadStats } from '../../src/kvevents/kv-events-thread.js';
 
 function record (m: GatewayMetrics, id: string): void {

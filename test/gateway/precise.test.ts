@@ -8,7 +8,7 @@ import { getGlobalDispatcher, request } from 'undici';
 import pino from 'pino';
 import { buildConfig } from '../../src/gateway/config.js';
 import { startEar, assumedTtlMs, PRECISE_ASSUMED_TTL_MS, type Ear } from '../../src/gateway/ear.js';
-import { computeFeatures } from '../../src/gateway/features.js';
+import { computeFeatures } from '../../src/features/features.js';
 import { BlockHasher } from '../../src/core/block-keys.js';
 import { createTokenizerSync } from '../../src/tokenize/index.js';
 import { parseKvEventsConfig } from '../../src/sim/kv-events-config.js';

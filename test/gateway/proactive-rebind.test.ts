@@ -9,7 +9,7 @@ import { RoutingHost } from '../../src/core/routing-host.js';
 import { createPolicy } from '../../src/core/policies/index.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { DEGRADED, type SessionStore } from '../../src/store/session-store.js';
-import { SharedSessions } from '../../src/gateway/shared-sessions.js';
+import { SharedSessions } from '../../src/store/shared-sessions.js';
 import { applyIdleMove } from '../../src/gateway/proactive-rebind.js';
 
 const MODEL = 'm';

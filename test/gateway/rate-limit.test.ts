@@ -2,8 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { Registry } from 'prom-client';
-import { fullBucket, isFull, RateLimiter, retryAfterSeconds, take, type BucketLimit } from '../../src/gateway/rate-limit.js';
-import { ClientGate } from '../../src/gateway/client-gate.js';
+import { fullBucket, isFull, RateLimiter, retryAfterSeconds, take, type BucketLimit } from '../../src/request/rate-limit.js';
+import { ClientGate } from '../../src/request/client-gate.js';
 import { buildConfig, ConfigError } from '../../src/gateway/config.js';
 import { GatewayError } from '../../src/gateway/errors.js';
 

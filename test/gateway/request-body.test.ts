@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { parseRequestBody } from '../../src/gateway/request-body.js';
+import { parseRequestBody } from '../../src/features/request-body.js';
 import { GatewayError } from '../../src/gateway/errors.js';
 
 const buf = (o: unknown) => Buffer.from(typeof o === 'string' ? o : JSON.stringify(o));

@@ -5,8 +5,8 @@ import { createRegion, Region } from '../../src/core/region.js';
 import { BlockHasher } from '../../src/core/block-keys.js';
 import { createTokenizerSync } from '../../src/tokenize/index.js';
 import type { ChatMessage } from '../../src/tokenize/types.js';
-import { computeFeatures } from '../../src/gateway/features.js';
-import { createRoutePool, sessionShard } from '../../src/gateway/route-pool.js';
+import { computeFeatures } from '../../src/features/features.js';
+import { createRoutePool, sessionShard } from '../../src/features/route-pool.js';
 import { GatewayError } from '../../src/gateway/errors.js';
 import { startSim, type SimServer } from '../../src/sim/server.js';
 

@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { createRegion, Region } from '../../src/core/region.js';
 import { BlockHasher } from '../../src/core/block-keys.js';
 import { createTokenizerSync } from '../../src/tokenize/index.js';
-import { computeFeatures } from '../../src/gateway/features.js';
-import { createRoutePool } from '../../src/gateway/route-pool.js';
+import { computeFeatures } from '../../src/features/features.js';
+import { createRoutePool } from '../../src/features/route-pool.js';
 import { GatewayError } from '../../src/gateway/errors.js';
 
 const shared = createRegion({ prefixIndexKeys: 1 << 12, sessions: 64, heapJobs: 64, recordRingOps: 64, scratchSlots: 4 });

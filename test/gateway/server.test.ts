@@ -4,8 +4,8 @@ import { request, getGlobalDispatcher } from 'undici';
 import { connect } from 'node:net';
 import { buildConfig } from '../../src/gateway/config.js';
 import { startGateway } from '../../src/gateway/server.js';
-import type { Features } from '../../src/gateway/features.js';
-import { parseRequestBody, type Endpoint } from '../../src/gateway/request-body.js';
+import type { Features } from '../../src/features/features.js';
+import { parseRequestBody, type Endpoint } from '../../src/features/request-body.js';
 import { BIG_STREAM_EVENTS, fakeEngine, type FakeEngine } from '../fixtures/fake-engine.js';
 import { FirstServingRouting } from '../fixtures/simple-routing.js';
 

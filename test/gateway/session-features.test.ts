@@ -5,8 +5,8 @@ import { createRegion, Region } from '../../src/core/region.js';
 import { BlockHasher } from '../../src/core/block-keys.js';
 import { createTokenizerSync } from '../../src/tokenize/index.js';
 import type { ChatMessage } from '../../src/tokenize/types.js';
-import { computeFeatures, type FeatureContext } from '../../src/gateway/features.js';
-import { SessionFeatures } from '../../src/gateway/session-features.js';
+import { computeFeatures, type FeatureContext } from '../../src/features/features.js';
+import { SessionFeatures } from '../../src/features/session-features.js';
 
 const region = new Region(createRegion({ prefixIndexKeys: 1 << 10, sessions: 16, heapJobs: 16, recordRingOps: 16, scratchSlots: 2 }));
 const hasher = new BlockHasher(region);

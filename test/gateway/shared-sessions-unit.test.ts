@@ -8,7 +8,7 @@ import { RoutingHost, type HostRequest } from '../../src/core/routing-host.js';
 import { createPolicy } from '../../src/core/policies/index.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { DEGRADED, type SessionStore } from '../../src/store/session-store.js';
-import { SharedSessions } from '../../src/gateway/shared-sessions.js';
+import { SharedSessions } from '../../src/store/shared-sessions.js';
 import { buildConfig, ConfigError } from '../../src/gateway/config.js';
 
 const MODEL = 'm';

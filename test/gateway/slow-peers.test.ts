@@ -12,11 +12,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request, getGlobalDispatcher } from 'undici';
 import { buildConfig } from '../../src/gateway/config.js';
 import { startGateway, type Gateway } from '../../src/gateway/server.js';
-import type { Features } from '../../src/gateway/features.js';
-import { parseRequestBody, type Endpoint } from '../../src/gateway/request-body.js';
+import type { Features } from '../../src/features/features.js';
+import { parseRequestBody, type Endpoint } from '../../src/features/request-body.js';
 import uWS from 'uWebSockets.js';
 import { CLIENT_IO, MAX_HELD_BYTES, ResponseState } from '../../src/gateway/uws-io.js';
-import { GatewayMetrics } from '../../src/gateway/metrics.js';
+import { GatewayMetrics } from '../../src/telemetry/metrics.js';
 import { FirstServingRouting } from '../fixtures/simple-routing.js';
 import { metric, start, stop, SIM_LISTENING, type Proc } from '../fixtures/processes.js';
 

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { StreamObserver } from '../../src/gateway/stream-observer.js';
+import { StreamObserver } from '../../src/upstream/stream-observer.js';
 
 const events = [
   'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n',

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import fc from 'fast-check';
-import { ResponseParser, UpstreamError, UpstreamPool, type ParserSink, type UpstreamCall, type UpstreamHandler } from '../../src/gateway/upstream-client.js';
+import { ResponseParser, UpstreamError, UpstreamPool, type ParserSink, type UpstreamCall, type UpstreamHandler } from '../../src/upstream/client.js';
 
 // ---- the parser, fed bytes directly ----
 

@@ -5,7 +5,7 @@ import { pino } from 'pino';
 import { createRegion, Region } from '../../src/core/region.js';
 import { BlockHasher } from '../../src/core/block-keys.js';
 import { PrefixIndex } from '../../src/core/prefix-index.js';
-import { computeFeatures } from '../../src/gateway/features.js';
+import { computeFeatures } from '../../src/features/features.js';
 import { startKvEventsThread, type KvBackendSpec, type KvBackendStats, type KvEventsThread } from '../../src/kvevents/kv-events-thread.js';
 import { parseKvEventsConfig } from '../../src/sim/kv-events-config.js';
 import { startSim, type SimServer, type StartSimOptions } from '../../src/sim/server.js';

@@ -2,8 +2,8 @@
 // transfer span's traceparent) beside the request id, through the same allowlist as the proxied request.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { post } from '../../src/gateway/buffered-post.js';
-import { UpstreamPool } from '../../src/gateway/upstream-client.js';
+import { post } from '../../src/upstream/buffered-post.js';
+import { UpstreamPool } from '../../src/upstream/client.js';
 import { fakeEngine } from '../fixtures/fake-engine.js';
 
 const TP = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';

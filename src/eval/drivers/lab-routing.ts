@@ -1,5 +1,5 @@
 // The discrete-event driver's adapter over the routing host (src/core/routing-host.ts), the lab's counterpart
-// of the gateway's src/gateway/table-routing.ts. Engine i is pod row i. What the gateway's other threads do
+// of the gateway's src/fleet/table-routing.ts. Engine i is pod row i. What the gateway's other threads do
 // happens here on the virtual clock, through the same code:
 // - the kv-events thread: an IndexFeeder applies the host's record ops from the same ring, right after each
 //   dispatch (the gateway's thread gathers them for 1 ms), and ages assumed entries out every 100 ms; in

@@ -33,8 +33,8 @@
 import { NoCandidateError } from '../core/policy.js';
 import type { RoutingHost } from '../core/routing-host.js';
 import type { SessionRecord } from '../core/session-table.js';
-import type { SessionStore, SharedSession, SessionSeed } from '../store/session-store.js';
-import type { RoutingInput } from './routing-state.js';
+import type { SessionStore, SharedSession, SessionSeed } from './session-store.js';
+import type { RoutingInput } from '../request/routing-port.js';
 
 export interface SharedSessionsOptions {
   store: SessionStore;

@@ -3,7 +3,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { FastCounter, FastHistogram, type CounterSeries, type HistogramSeries } from './fast-metrics.js';
 import type { KvBackendStats, KvThreadStats } from '../kvevents/kv-events-thread.js';
 import type { SessionStoreStats } from '../store/session-store.js';
-import { CLIENT_IO } from './uws-io.js';
+import { CLIENT_IO } from '../gateway/uws-io.js';
 import { registerEppMetricAliases, type EppAliasSource } from './epp-metric-aliases.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160, 320, 640];
@@ -79,7 +79,7 @@ export class GatewayMetrics {
     return n;
   }
 
-  /** llm-d / Inference Extension names for the same figures (src/gateway/epp-metric-aliases.ts). */
+  /** llm-d / Inference Extension names for the same figures (src/telemetry/epp-metric-aliases.ts). */
   registerEppAliases (src: Pick<EppAliasSource, 'pool' | 'backends' | 'queueDepthByLevel'>): void {
     registerEppMetricAliases(this.registry, { ...src, requests: this.requests, decisionSeconds: this.decisionSeconds, ttftSeconds: this.ttftSeconds, e2eSeconds: this.e2eSeconds, tpotSeconds: this.tpotSeconds });
   }
@@ -260,7 +260,7 @@ export function registerTotal (registry: Registry, name: string, help: string, r
   });
 }
 
-/** What registerSessionStoreMetrics reads at each scrape (src/gateway/shared-sessions.ts). */
+/** What registerSessionStoreMetrics reads at each scrape (src/store/shared-sessions.ts). */
 export interface SessionStoreSource {
   store: { stats (): SessionStoreStats };
   follows: { bind: number; cas: number };

@@ -1,7 +1,7 @@
 // One non-streaming POST to an engine through its backend's pool, the whole answer buffered (bounded): the
 // prefill of an explicit context and the source leg of a KV transfer. Never throws: a failure is status null.
-import type { UpstreamCall, UpstreamHandler, UpstreamPool } from './upstream-client.js';
-import { requestHeaders } from './upstream-headers.js';
+import type { UpstreamCall, UpstreamHandler, UpstreamPool } from './client.js';
+import { requestHeaders } from './headers.js';
 import type { TraceHeaders } from '../telemetry/traceparent.js';
 
 /** The engine's answer to a one-token request is small JSON; more than this is not one. */

@@ -6,7 +6,7 @@
 import type { BlockHasher } from '../core/block-keys.js';
 import type { Tokenizer } from '../tokenize/types.js';
 import { renderPieces, type RenderedPieces } from '../tokenize/chat-template.js';
-import { GatewayError } from './errors.js';
+import { GatewayError } from '../gateway/errors.js';
 import { parseRequestBody, type Endpoint, type ParsedRequest } from './request-body.js';
 import type { SessionFeatures } from './session-features.js';
 

@@ -6,7 +6,7 @@
 import { BlockHasher } from '../core/block-keys.js';
 import type { Region } from '../core/region.js';
 import { createTokenizerSync } from '../tokenize/index.js';
-import { GatewayError } from './errors.js';
+import { GatewayError } from '../gateway/errors.js';
 import { computeFeatures, type FeatureContext, type Features } from './features.js';
 import type { Endpoint } from './request-body.js';
 import type { RoutePool } from './route-pool.js';

@@ -74,7 +74,7 @@ export interface UpstreamPoolOptions {
   bodyTimeoutMs: number;
   /** An idle socket closes after this long, or after the server's `keep-alive: timeout=N` less a second if shorter. */
   keepAliveTimeoutMs?: number;
-  /** Headers every request to this origin carries (the engine's own API key: upstream-headers.ts). */
+  /** Headers every request to this origin carries (the engine's own API key: headers.ts). */
   headers?: ReadonlyArray<readonly [string, string]>;
 }
 

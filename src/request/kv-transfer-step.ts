@@ -7,12 +7,12 @@
 // The migration ends (the session's "migrating" mark clears) when the target's first token shows it has the KV,
 // or when the request ends without one.
 import type { Counter, Histogram, Registry } from 'prom-client';
-import type { Backend } from './backends.js';
-import { post } from './buffered-post.js';
-import type { Placement, RoutingInput, Placements } from './routing-state.js';
+import type { Backend } from '../fleet/backends.js';
+import { post } from '../upstream/buffered-post.js';
+import type { Placement, RoutingInput, Placements } from './routing-port.js';
 import type { LegSignal, TransferPeer } from '../migration/connector.js';
 import { KvTransfers } from '../migration/transfer.js';
-import { registerTotal } from './metrics.js';
+import { registerTotal } from '../telemetry/metrics.js';
 import { kvTransferMetrics } from './kv-transfer-metrics.js';
 import type { TransferFacts } from '../telemetry/tracing.js';
 import type { TraceHeaders } from '../telemetry/traceparent.js';

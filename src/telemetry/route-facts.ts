@@ -1,8 +1,8 @@
 // What a route span records of one placement, the same for the gateway's request path and the endpoint picker's.
 // Built only for a span that records: it walks the backends to count the candidates.
-import type { RoutingFacts } from '../telemetry/tracing.js';
-import type { Backend } from './backends.js';
-import type { Placement } from './routing-state.js';
+import type { RoutingFacts } from './tracing.js';
+import type { Backend } from '../fleet/backends.js';
+import type { Placement } from '../request/routing-port.js';
 
 export function routeFacts (policy: string, backends: readonly Backend[], p: Placement, attempt: number, model: string, exclude: ReadonlySet<number>): RoutingFacts {
   let candidates = 0;

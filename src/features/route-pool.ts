@@ -5,7 +5,7 @@
 // waiting tasks over all threads a request is refused with 429 rather than letting latency grow without limit.
 import { Piscina } from 'piscina';
 import type { SharedRegion } from '../core/region.js';
-import { GatewayError, type ErrorCode } from './errors.js';
+import { GatewayError, type ErrorCode } from '../gateway/errors.js';
 import type { Endpoint } from './request-body.js';
 import type { Features } from './features.js';
 import type { RemoteTokenizerOptions } from '../tokenize/remote.js';

@@ -1,7 +1,7 @@
 // Reads an OpenAI request body into what routing needs, and the body to forward. Runs in the route pool.
 // The body forwarded upstream is the client's own bytes unless something must change: a client's
 // kv_transfer_params are never forwarded (they would let a client steer an engine's KV transfers).
-import { GatewayError } from './errors.js';
+import { GatewayError } from '../gateway/errors.js';
 import type { ChatMessage, RenderOptions } from '../tokenize/types.js';
 
 export type Endpoint = 'chat' | 'completions';
