@@ -11,7 +11,7 @@ import type { Backend } from '../src/fleet/backends.js';
 import { computeFeatures } from '../src/features/features.js';
 import { parseRequestBody } from '../src/features/request-body.js';
 import { SessionFeatures } from '../src/features/session-features.js';
-import type { RoutingInput } from '../src/request/routing-port.js';
+import type { RoutingInput } from '../src/fleet/routing-port.js';
 import { TableRouting } from '../src/fleet/table-routing.js';
 import { startKvEventsThread } from '../src/kvevents/kv-events-thread.js';
 import { createTokenizerSync } from '../src/tokenize/index.js';

@@ -7,7 +7,7 @@ import type { GatewayConfig } from '../gateway/config.js';
 import type { BackendFleet, ReadinessCondition } from '../fleet/fleet.js';
 import type { FeatureSource } from '../features/inline-features.js';
 import type { ClientGate } from '../request/client-gate.js';
-import type { RoutingState } from '../request/routing-port.js';
+import type { RoutingState } from '../fleet/routing-port.js';
 import type { SharedSessions } from '../store/shared-sessions.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import type { Tracing } from '../telemetry/tracing.js';

@@ -5,8 +5,7 @@
 // once the last lets go. Readiness is the process's: a healthy backend, and what the caller adds (active-passive).
 import { Backend, probe, scrape } from './backends.js';
 import type { GatewayConfig } from '../gateway/config.js';
-import type { RoutingState } from '../request/routing-port.js';
-import type { GatewayMetrics } from '../telemetry/metrics.js';
+import type { RoutingState } from './routing-port.js';
 
 export interface ReadinessCondition {
   ready: boolean;
@@ -19,7 +18,8 @@ export interface FleetOptions {
   config: Readonly<GatewayConfig>;
   /** The routing state over the fleet's live backend list (which the fleet fills, and changes on reloads). */
   state: (backends: readonly Backend[]) => RoutingState;
-  metrics: GatewayMetrics;
+  /** A backend left for good (no other of its id remains): its metric series go. */
+  onGone?: (id: string) => Promise<unknown>;
   now: () => number;
   /** A condition besides a healthy backend that readiness reports (an active-passive follower is not ready). */
   readiness?: () => ReadinessCondition;
@@ -30,7 +30,7 @@ export class BackendFleet {
   readonly backends: Backend[] = [];
   readonly state: RoutingState;
   readonly #config: Readonly<GatewayConfig>;
-  readonly #metrics: GatewayMetrics;
+  readonly #onGone: ((id: string) => Promise<unknown>) | null;
   readonly #now: () => number;
   readonly #readiness: (() => ReadinessCondition) | null;
   #reloads: Promise<void> = Promise.resolve();
@@ -39,7 +39,7 @@ export class BackendFleet {
 
   constructor (o: FleetOptions) {
     this.#config = o.config;
-    this.#metrics = o.metrics;
+    this.#onGone = o.onGone ?? null;
     this.#now = o.now;
     this.#readiness = o.readiness ?? null;
     this.state = o.state(this.backends);
@@ -163,7 +163,7 @@ export class BackendFleet {
     await b.pool.close().catch(() => {});
     await this.state.release(b);
     // Its series go too, unless a backend of the same id (a changed URL) took its place.
-    if (!this.backends.some((x) => x.id === b.id)) await this.#metrics.removeBackend(b.id);
+    if (!this.backends.some((x) => x.id === b.id)) await this.#onGone?.(b.id);
   }
 
   /** Stops the timers and closes every backend's connections. */

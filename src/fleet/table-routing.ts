@@ -8,7 +8,7 @@ import type { Region } from '../core/region.js';
 import type { UserUsageOptions } from '../core/user-usage.js';
 import type { Backend } from './backends.js';
 import type { EngineLoad } from './engine-metrics.js';
-import type { GatewayWaiter, Placement, RouteHook, RoutingInput, RoutingState } from '../request/routing-port.js';
+import type { GatewayWaiter, Placement, RouteHook, RoutingInput, RoutingState } from './routing-port.js';
 import type { Usage } from '../upstream/stream-observer.js';
 
 interface TablePlacement extends Placement {

@@ -11,7 +11,7 @@ import type { ContextEntry, Place } from './contexts.js';
 import { GatewayError } from './errors.js';
 import { badJson, reserialize, type Endpoint } from '../features/request-body.js';
 import type { Features } from '../features/features.js';
-import type { RoutingInput, RoutingState } from '../request/routing-port.js';
+import type { RoutingInput, RoutingState } from '../fleet/routing-port.js';
 import type { Usage } from '../upstream/stream-observer.js';
 import { post, type Answer } from '../upstream/buffered-post.js';
 

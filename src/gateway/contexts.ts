@@ -24,7 +24,7 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { randomBytes } from 'node:crypto';
 import type { Backend } from '../fleet/backends.js';
-import type { Placement, RouteHook, RoutingInput, RoutingState } from '../request/routing-port.js';
+import type { Placement, RouteHook, RoutingInput, RoutingState } from '../fleet/routing-port.js';
 import { createSessionStore } from '../store/create.js';
 import type { SessionStore } from '../store/session-store.js';
 

@@ -16,12 +16,12 @@ import { GatewayError } from './errors.js';
 import { GatewayMetrics } from '../telemetry/metrics.js';
 import { requestId } from '../request/request-id.js';
 import type { Endpoint } from '../features/request-body.js';
-import type { DropReason, RoutingState } from '../request/routing-port.js';
+import type { DropReason, RoutingState } from '../fleet/routing-port.js';
 import { sessionOf, SESSION_ID_HEADERS } from '../request/session-id.js';
 import { ContextRegistry } from './contexts.js';
 import { CONTEXT_PATH, decodedParam, mountContexts } from './context-routes.js';
 import type { SessionStore } from '../store/session-store.js';
-import { readBody, ResponseState } from './uws-io.js';
+import { readBody, registerClientIoMetrics, ResponseState } from './uws-io.js';
 import type { SharedSessions } from '../store/shared-sessions.js';
 import { KvTransferStep } from '../request/kv-transfer-step.js';
 import { ClientGate, remoteAddressOf } from '../request/client-gate.js';
@@ -127,10 +127,11 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const { config } = deps;
   const now = deps.now ?? (() => performance.now());
   const metrics = new GatewayMetrics();
+  registerClientIoMetrics(metrics.registry);
   const decisionSeconds = metrics.decisionSeconds.labels(config.policy);
   // The live backends (draining ones until their requests end). A backend's index is the pod row it leases in
   // the shared tables: a row is released when its backend has gone, and reused by a later one.
-  const fleet = new BackendFleet({ config, state: deps.state, metrics, now, readiness: deps.readiness });
+  const fleet = new BackendFleet({ config, state: deps.state, onGone: (id) => metrics.removeBackend(id), now, readiness: deps.readiness });
   const { backends, state } = fleet;
   const release = (b: Backend): void => fleet.release(b);
   // Explicit contexts: the registry wraps the routing state to keep a context's session bound and alive.

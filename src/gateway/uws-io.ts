@@ -3,6 +3,7 @@
 // or ended; writes from outside a uWS callback are corked; write() keeps the whole chunk and returns false
 // under backpressure (wait for onWritable, never resend).
 import type { HttpResponse } from 'uWebSockets.js';
+import { Gauge, type Registry } from 'prom-client';
 import { errorBody, GatewayError } from './errors.js';
 import { ReadDeadlines } from './read-deadlines.js';
 
@@ -11,6 +12,13 @@ import { ReadDeadlines } from './read-deadlines.js';
  * has not confirmed sent, and bytes of request bodies still being read.
  */
 export const CLIENT_IO = { backpressureBytes: 0, bodyBytes: 0, backpressureCloses: 0 };
+
+/** CLIENT_IO's figures as gauges of `registry`, read when scraped. */
+export function registerClientIoMetrics (registry: Registry): void {
+  new Gauge({ name: 'ear_client_backpressure_bytes', help: 'Bytes of responses in progress that uWS took and has not confirmed sent (clients reading slower than the engines write).', registers: [registry], collect () { this.set(CLIENT_IO.backpressureBytes); } });
+  new Gauge({ name: 'ear_client_backpressure_closes_total', help: 'Responses closed because their client left more than MAX_HELD_BYTES unsent (a backstop; backpressure should keep this 0).', registers: [registry], collect () { this.set(CLIENT_IO.backpressureCloses); } });
+  new Gauge({ name: 'ear_client_body_bytes', help: 'Bytes of request bodies still being received.', registers: [registry], collect () { this.set(CLIENT_IO.bodyBytes); } });
+}
 
 /**
  * A response whose unsent bytes pass this is closed. Backpressure pauses the upstream after each write uWS could

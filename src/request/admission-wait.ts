@@ -4,7 +4,7 @@
 import { NoCandidateError } from '../core/policy.js';
 import { QueueFullError } from '../core/routing-host.js';
 import { GatewayError } from '../gateway/errors.js';
-import type { DropReason, Placement, RoutingInput, Placements } from './routing-port.js';
+import type { DropReason, Placement, RoutingInput, Placements } from '../fleet/routing-port.js';
 import type { Abortable } from './context.js';
 
 export type AdmissionOutcome = 'released' | 'queue_full' | 'timeout' | 'shutdown' | 'no_candidate' | 'cancelled' | 'error';

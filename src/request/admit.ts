@@ -3,7 +3,7 @@
 // if another replica bound the session meanwhile, the request follows that binding.
 import { NoCandidateError } from '../core/policy.js';
 import { GatewayError } from '../gateway/errors.js';
-import type { DropReason, Placement } from './routing-port.js';
+import type { DropReason, Placement } from '../fleet/routing-port.js';
 import { waitForAdmission } from './admission-wait.js';
 import { channels } from './channels.js';
 import type { RequestContext } from './context.js';

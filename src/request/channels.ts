@@ -4,9 +4,9 @@
 // synchronously: a subscriber may fill the fields a message marks as its answer (trace headers for the engine).
 import diagnostics from 'node:diagnostics_channel';
 import type { Backend } from '../fleet/backends.js';
-import type { Placement } from './routing-port.js';
-import type { TransferFacts } from '../telemetry/tracing.js';
-import type { TraceHeaders } from '../telemetry/traceparent.js';
+import type { Placement } from '../fleet/routing-port.js';
+import type { TransferFacts } from './kv-transfer-step.js';
+import type { TraceHeaders } from '../upstream/traceparent.js';
 import type { RequestContext } from './context.js';
 import type { SendResult } from './transport.js';
 

@@ -3,7 +3,7 @@
 // the backends that failed it), and how it ended. Made once per request by the transport; the phases fill it in.
 import type { Endpoint } from '../features/request-body.js';
 import type { Features } from '../features/features.js';
-import type { Placement, RoutingInput } from './routing-port.js';
+import type { Placement, RoutingInput } from '../fleet/routing-port.js';
 import type { SharedTurn } from '../store/shared-sessions.js';
 import type { Usage } from '../upstream/stream-observer.js';
 import type { Pipeline } from './pipeline.js';

@@ -9,13 +9,22 @@
 import type { Counter, Histogram, Registry } from 'prom-client';
 import type { Backend } from '../fleet/backends.js';
 import { post } from '../upstream/buffered-post.js';
-import type { Placement, RoutingInput, Placements } from './routing-port.js';
+import type { Placement, RoutingInput, Placements } from '../fleet/routing-port.js';
 import type { LegSignal, TransferPeer } from '../migration/connector.js';
 import { KvTransfers } from '../migration/transfer.js';
 import { registerTotal } from '../telemetry/metrics.js';
 import { kvTransferMetrics } from './kv-transfer-metrics.js';
-import type { TransferFacts } from '../telemetry/tracing.js';
-import type { TraceHeaders } from '../telemetry/traceparent.js';
+import type { TraceHeaders } from '../upstream/traceparent.js';
+
+/** What a KV transfer did (its trace span's facts). */
+export interface TransferFacts {
+  /** The connector used (nixl, shared-store, recompute; none when it could not start). */
+  mode: string;
+  ok: boolean;
+  bytes: number;
+  tokens: number;
+  failure?: string;
+}
 
 export interface TransferStepResult {
   placement: Placement;

@@ -3,7 +3,7 @@
 // Without a KV connector (ext_proc: the proxy sends the request) the target recomputes the prompt, and the
 // session's move is done at once so that later turns do not wait on it.
 import type { TransferStepResult } from './kv-transfer-step.js';
-import type { Placement } from './routing-port.js';
+import type { Placement } from '../fleet/routing-port.js';
 import { channels, type TransferStartMessage } from './channels.js';
 import type { RequestContext } from './context.js';
 

@@ -3,7 +3,7 @@
 // fallbacks). A retry is never a migration of the session.
 import { NoCandidateError } from '../core/policy.js';
 import type { Backend } from '../fleet/backends.js';
-import type { Placement } from './routing-port.js';
+import type { Placement } from '../fleet/routing-port.js';
 import { channels } from './channels.js';
 import type { RequestContext } from './context.js';
 

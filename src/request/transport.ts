@@ -3,7 +3,7 @@
 // names the endpoints to Envoy, which sends it, and reports how the response went.
 import type { Backend } from '../fleet/backends.js';
 import type { Usage } from '../upstream/stream-observer.js';
-import type { TraceHeaders } from '../telemetry/traceparent.js';
+import type { TraceHeaders } from '../upstream/traceparent.js';
 import type { RequestContext } from './context.js';
 
 export type AttemptResult =

@@ -34,7 +34,7 @@ import { NoCandidateError } from '../core/policy.js';
 import type { RoutingHost } from '../core/routing-host.js';
 import type { SessionRecord } from '../core/session-table.js';
 import type { SessionStore, SharedSession, SessionSeed } from './session-store.js';
-import type { RoutingInput } from '../request/routing-port.js';
+import type { RoutingInput } from '../fleet/routing-port.js';
 
 export interface SharedSessionsOptions {
   store: SessionStore;

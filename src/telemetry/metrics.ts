@@ -3,7 +3,6 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { FastCounter, FastHistogram, type CounterSeries, type HistogramSeries } from './fast-metrics.js';
 import type { KvBackendStats, KvThreadStats } from '../kvevents/kv-events-thread.js';
 import type { SessionStoreStats } from '../store/session-store.js';
-import { CLIENT_IO } from '../gateway/uws-io.js';
 import { registerEppMetricAliases, type EppAliasSource } from './epp-metric-aliases.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160, 320, 640];
@@ -28,10 +27,6 @@ export class GatewayMetrics {
   readonly tableDropped = new Gauge({ name: 'ear_table_dropped_total', help: 'What each table\'s bound dropped (evictions, rejected pushes, dropped ring ops) since start.', labelNames: ['table'], registers: [this.registry] });
   readonly admissionWait = new FastHistogram({ name: 'ear_admission_wait_seconds', help: 'Time a request that had to queue waited for admission, by the priority level it left from (requests placed at once are not counted).', buckets: LATENCY_BUCKETS, labelNames: ['level'], registers: [this.registry] });
   readonly clientAborts = new FastCounter({ name: 'ear_client_aborts_total', help: 'Requests the client abandoned before the response ended.', registers: [this.registry] });
-  // Slow clients (uws-io.ts): read from the process's counters when scraped.
-  readonly clientBackpressure = new Gauge({ name: 'ear_client_backpressure_bytes', help: 'Bytes of responses in progress that uWS took and has not confirmed sent (clients reading slower than the engines write).', registers: [this.registry], collect () { this.set(CLIENT_IO.backpressureBytes); } });
-  readonly clientBackpressureCloses = new Gauge({ name: 'ear_client_backpressure_closes_total', help: 'Responses closed because their client left more than MAX_HELD_BYTES unsent (a backstop; backpressure should keep this 0).', registers: [this.registry], collect () { this.set(CLIENT_IO.backpressureCloses); } });
-  readonly clientBodyBytes = new Gauge({ name: 'ear_client_body_bytes', help: 'Bytes of request bodies still being received.', registers: [this.registry], collect () { this.set(CLIENT_IO.bodyBytes); } });
 
   readonly #backends = new Map<string, BackendSeries>();
 

@@ -12,7 +12,7 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import type {
   AdmissionOutcome, AdmissionTrace, ProxiedTrace, RequestStart, RequestTrace, RoutingFacts, Tracing, TransferFacts, TransferTrace, UpstreamTrace, UsageFacts
 } from './tracing.js';
-import type { TraceHeaders } from './traceparent.js';
+import type { TraceHeaders } from '../upstream/traceparent.js';
 
 const propagator = new W3CTraceContextPropagator();
 

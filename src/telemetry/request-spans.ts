@@ -7,7 +7,7 @@ import type { Pipeline } from '../request/pipeline.js';
 import { subscribeRequests } from '../request/channels.js';
 import { routeFacts } from './route-facts.js';
 import type { ProxiedTrace, RequestTrace, TransferTrace, Tracing, UpstreamTrace } from './tracing.js';
-import { clientTraceHeaders } from './traceparent.js';
+import { clientTraceHeaders } from '../upstream/traceparent.js';
 
 interface Spans {
   span: RequestTrace;

@@ -2,7 +2,7 @@
 // Built only for a span that records: it walks the backends to count the candidates.
 import type { RoutingFacts } from './tracing.js';
 import type { Backend } from '../fleet/backends.js';
-import type { Placement } from '../request/routing-port.js';
+import type { Placement } from '../fleet/routing-port.js';
 
 export function routeFacts (policy: string, backends: readonly Backend[], p: Placement, attempt: number, model: string, exclude: ReadonlySet<number>): RoutingFacts {
   let candidates = 0;

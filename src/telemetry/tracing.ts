@@ -10,7 +10,10 @@
 // request; the proxy sends the request, so instead of a CLIENT span the response is watched on the server span
 // (ProxiedTrace), whose context the engine gets. Times are the gateway clock's (epoch ms) or performance.now() ms: the
 // SDK takes both.
-import type { TraceHeaders } from './traceparent.js';
+import type { TraceHeaders } from '../upstream/traceparent.js';
+import type { TransferFacts } from '../request/kv-transfer-step.js';
+
+export type { TransferFacts };
 import { tracingDecision, type Env } from './otel-env.js';
 
 export interface RequestStart {
@@ -97,14 +100,6 @@ export interface RoutingFacts {
   subsetHint?: boolean;
 }
 
-export interface TransferFacts {
-  /** The connector used (nixl, shared-store, recompute; none when it could not start). */
-  mode: string;
-  ok: boolean;
-  bytes: number;
-  tokens: number;
-  failure?: string;
-}
 
 export interface TransferTrace {
   /** traceparent (and tracestate) for the source leg's requests: this span's context. */

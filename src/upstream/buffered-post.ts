@@ -2,7 +2,7 @@
 // prefill of an explicit context and the source leg of a KV transfer. Never throws: a failure is status null.
 import type { UpstreamCall, UpstreamHandler, UpstreamPool } from './client.js';
 import { requestHeaders } from './headers.js';
-import type { TraceHeaders } from '../telemetry/traceparent.js';
+import type { TraceHeaders } from './traceparent.js';
 
 /** The engine's answer to a one-token request is small JSON; more than this is not one. */
 const MAX_ANSWER_BYTES = 1 << 20;

@@ -8,7 +8,7 @@
 //
 // The body is not a header but obeys the same rule: a client's kv_transfer_params are stripped
 // (request-body.ts, context-prefill.ts); only a KV connector's own reach an engine.
-import type { TraceHeaders } from '../telemetry/traceparent.js';
+import type { TraceHeaders } from './traceparent.js';
 
 /** The names EAR may send upstream, besides host and content-length. */
 export const UPSTREAM_HEADER_NAMES = ['content-type', 'x-request-id', 'authorization', 'traceparent', 'tracestate'] as const;

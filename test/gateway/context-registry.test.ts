@@ -10,7 +10,7 @@ import { ContextRegistry, type ContextEntry } from '../../src/gateway/contexts.j
 import type { Backend } from '../../src/fleet/backends.js';
 import type { Features } from '../../src/features/features.js';
 import { parseRequestBody, type Endpoint } from '../../src/features/request-body.js';
-import type { RoutingState } from '../../src/request/routing-port.js';
+import type { RoutingState } from '../../src/fleet/routing-port.js';
 import { startGateway } from '../../src/gateway/server.js';
 import { fakeEngine } from '../fixtures/fake-engine.js';
 import { FirstServingRouting } from '../fixtures/simple-routing.js';

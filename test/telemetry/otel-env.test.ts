@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { tracingDecision } from '../../src/telemetry/otel-env.js';
-import { clientTraceHeaders, MAX_TRACESTATE_LENGTH, validTraceparent } from '../../src/telemetry/traceparent.js';
+import { clientTraceHeaders, MAX_TRACESTATE_LENGTH, validTraceparent } from '../../src/upstream/traceparent.js';
 
 const on = (env: Record<string, string>): boolean => tracingDecision(env).enabled;
 

@@ -12,7 +12,7 @@ import { IndexFeeder } from '../../../src/kvevents/index-feeder.js';
 import { Backend } from '../../../src/fleet/backends.js';
 import { buildConfig } from '../../../src/gateway/config.js';
 import { TableRouting } from '../../../src/fleet/table-routing.js';
-import type { Placement as GatewayPlacement, RoutingInput } from '../../../src/request/routing-port.js';
+import type { Placement as GatewayPlacement, RoutingInput } from '../../../src/fleet/routing-port.js';
 import { LabRouting } from '../../../src/eval/drivers/lab-routing.js';
 import type { Placement } from '../../../src/core/routing-host.js';
 import { Rng } from '../../../src/eval/workloads/rng.js';

@@ -2,9 +2,9 @@
 // request pipeline (src/request/) asks — a decision for a request and the bookkeeping that keeps load and sessions
 // fresh as it moves along — and `Fleet`, what the backend list, the scheduler's clock, /metrics and the admin
 // routes ask. TableRouting (over the routing host) implements both.
-import type { Backend } from '../fleet/backends.js';
+import type { Backend } from './backends.js';
 import type { Usage } from '../upstream/stream-observer.js';
-import type { EngineLoad } from '../fleet/engine-metrics.js';
+import type { EngineLoad } from './engine-metrics.js';
 import type { AdmissionStats, DropReason, HostRequest, MigrationStats, Queued, ReleaseInfo } from '../core/routing-host.js';
 
 export type { Queued, ReleaseInfo, DropReason };
