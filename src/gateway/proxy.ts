@@ -16,8 +16,8 @@ export type AttemptResult =
   /** The upstream failed after bytes reached the client: the stream was ended with an error event. */
   | { kind: 'broken'; error: unknown }
   /**
-   * Not sent: the backend's connection pool already has its most requests waiting for a socket (queue_full). The
-   * backend is busy, not failed: nothing reached it or the client.
+   * Not sent: the backend's connection pool already has its most requests waiting for a socket
+   * (EAR_ERR_UPSTREAM_QUEUE_FULL). The backend is busy, not failed: nothing reached it or the client.
    */
   | { kind: 'busy' };
 
@@ -177,7 +177,7 @@ class UpstreamAttempt implements UpstreamHandler {
     if (state.aborted) return this.#settle({ kind: 'aborted' });
     // What came before the error goes out first, as it would have without the batching.
     if (this.#mode === Mode.Stream) this.#write(false);
-    if (this.#status === 0 && error instanceof UpstreamError && error.code === 'queue_full') return this.#settle({ kind: 'busy' });
+    if (this.#status === 0 && error instanceof UpstreamError && error.code === 'EAR_ERR_UPSTREAM_QUEUE_FULL') return this.#settle({ kind: 'busy' });
     // No answer at all (connect error, timeout before headers): always retryable; the caller answers 502 at the end.
     if (this.#status === 0) return this.#settle({ kind: 'retryable', status: null, error });
     if (!state.headersSent && !this.opts.final) return this.#settle({ kind: 'retryable', status: this.#status, error });
@@ -190,7 +190,7 @@ class UpstreamAttempt implements UpstreamHandler {
 
 /** The engine was too slow (no head within upstreamHeadersTimeoutMs, or a gap in the body past upstreamBodyTimeoutMs). */
 function isTimeout (error: unknown): boolean {
-  return error instanceof UpstreamError && (error.code === 'headers_timeout' || error.code === 'body_timeout');
+  return error instanceof UpstreamError && (error.code === 'EAR_ERR_UPSTREAM_HEADERS_TIMEOUT' || error.code === 'EAR_ERR_UPSTREAM_BODY_TIMEOUT');
 }
 
 /**
