@@ -63,7 +63,9 @@ export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): 
     sessionIdleMs: opts.sessionIdleMs ?? 30 * 60_000, remote: opts.remote ?? {}
   };
   const shards = Array.from({ length: opts.threads }, () => ({
-    pool: new Piscina({ filename: WORKER, minThreads: 1, maxThreads: 1, idleTimeout: Infinity, maxQueue, workerData, execArgv: WORKER_ARGV }),
+    // No maxQueue of piscina's own: the bound is counted here, where the refusal is made (piscina's error for it
+    // is a bare Error told apart only by its message).
+    pool: new Piscina({ filename: WORKER, minThreads: 1, maxThreads: 1, idleTimeout: Infinity, workerData, execArgv: WORKER_ARGV }),
     inFlight: 0
   }));
   let inFlight = 0;
@@ -90,12 +92,6 @@ export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): 
       const queuedAt = performance.timeOrigin + performance.now();
       try {
         r = await shard.pool.run({ endpoint, body, sessionId } satisfies RouteTask);
-      } catch (err) {
-        if (/queue is at limit/i.test((err as Error).message)) {
-          stats.queueFull++;
-          throw new EarError('EAR_ERR_QUEUE_FULL', 'the gateway is overloaded: try again');
-        }
-        throw err;
       } finally {
         inFlight--;
         shard.inFlight--;
