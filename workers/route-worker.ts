@@ -10,7 +10,7 @@ import { RemoteTokenizer, remoteTokenizerUrl, type RemoteTokenizerOptions } from
 import { computeFeatures, featuresFromTokens, type FeatureContext, type Features } from '../src/features/features.js';
 import { parseRequestBody, type Endpoint } from '../src/features/request-body.js';
 import { SessionFeatures } from '../src/features/session-features.js';
-import { errorBody, GatewayError } from '../src/gateway/errors.js';
+import { EarError, type ErrorCode } from '../src/request/errors.js';
 
 export interface RouteWorkerData {
   shared: SharedRegion;
@@ -30,10 +30,10 @@ export interface RouteTask {
 }
 
 /**
- * Errors cross the thread boundary as data, so the main thread can answer with the right status. `fallback`:
- * the remote tokenizer was not used for this request (counted by the pool).
+ * Errors cross the thread boundary as data (a code and its message), so the main thread can answer with the
+ * right status. `fallback`: the remote tokenizer was not used for this request (counted by the pool).
  */
-export type RouteResult = ({ ok: true; features: Features } | { ok: false; status: number; code: string; message: string }) & {
+export type RouteResult = ({ ok: true; features: Features } | { ok: false; code: ErrorCode; message: string }) & {
   fallback?: boolean;
   /** When this thread took the task (epoch ms, sub-ms precision), for the pool's queue-wait histogram. */
   startedAt: number;
@@ -59,7 +59,7 @@ async function remoteFeatures (r: RemoteTokenizer, endpoint: Endpoint, body: Buf
     else if (typeof p.prompt === 'string') t = await r.encodePrompt(p.model, p.prompt);
   } catch (err) {
     // Only the local fallback can throw (a chat its template cannot render).
-    throw new GatewayError('EAR_ERR_BAD_REQUEST', `cannot render the request: ${(err as Error).message}`);
+    throw new EarError('EAR_ERR_BAD_REQUEST', `cannot render the request: ${(err as Error).message}`);
   }
   const tokens = t?.ids ?? (Array.isArray(p.prompt) ? p.prompt : null);
   return { features: featuresFromTokens(ctx, p, body, tokens), fallback: t?.fallback ?? false };
@@ -76,8 +76,8 @@ export default async function routeTask (task: RouteTask): Promise<RouteResult> 
     // Structured clone copies the keys (8 bytes a block: ~17 KB for a 33.6k-token prompt), cheaper than a transfer's bookkeeping.
     return { ok: true, features: computeFeatures(ctx, task.endpoint, body, task.sessionId), startedAt };
   } catch (err) {
-    const e = err instanceof GatewayError ? err : new GatewayError('EAR_ERR_INTERNAL', 'internal error');
-    const { status } = errorBody(e);
-    return { ok: false, status, code: e.code, message: e.message, startedAt };
+    // Anything without a code is internal, and its message is not shown.
+    if (err instanceof EarError) return { ok: false, code: err.code, message: err.message, startedAt };
+    return { ok: false, code: 'EAR_ERR_INTERNAL', message: 'internal error', startedAt };
   }
 }

@@ -26,6 +26,8 @@
 // At the bound: at most `leases.capacity` rows are leased or releasing at once; acquire then throws
 // PodRowsFullError (code EAR_ERR_POD_ROWS_FULL), naming the rows still releasing, and changes nothing.
 
+import { EarError } from '../request/errors.js';
+
 /** Where the rows' leases are read (PodTable has this shape). */
 export interface LeaseSource {
   /** Rows in [0, capacity). */
@@ -37,10 +39,9 @@ export interface LeaseSource {
 export type RowState = 'free' | 'leased' | 'releasing';
 
 /** Every row is leased or releasing: a backend cannot join until a release completes. */
-export class PodRowsFullError extends RangeError {
-  readonly code = 'EAR_ERR_POD_ROWS_FULL';
+export class PodRowsFullError extends EarError {
   constructor (message: string) {
-    super(message);
+    super('EAR_ERR_POD_ROWS_FULL', message);
     this.name = 'PodRowsFullError';
   }
 }

@@ -4,6 +4,7 @@
 // gateway's threads and the discrete-event driver all see the same thing.
 
 import type { PodRole } from './pod-table.js';
+import { EarError } from '../request/errors.js';
 export type { PodRole, PodState } from './pod-table.js';
 
 /** One engine as a policy sees it. `index` is its row in the shared pod and load tables. */
@@ -141,10 +142,9 @@ export interface Policy {
 export type PolicyFactory = (config: Readonly<Record<string, unknown>>) => Policy;
 
 /** A request that no policy can place (no candidate pod); the host answers 503. */
-export class NoCandidateError extends Error {
-  readonly code = 'EAR_ERR_NO_BACKEND';
+export class NoCandidateError extends EarError {
   constructor (message = 'no healthy backend serves this model') {
-    super(message);
+    super('EAR_ERR_NO_BACKEND', message);
     this.name = 'NoCandidateError';
   }
 }

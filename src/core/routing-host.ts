@@ -25,6 +25,7 @@ import { SessionKeys } from './session-key.js';
 import { SessionTable, type SessionRecord } from './session-table.js';
 import { UserUsage, type UserUsageOptions } from './user-usage.js';
 import { VtcAccounts } from './vtc-admission.js';
+import { EarError } from '../request/errors.js';
 
 /** Assumed presence lives this long when the index learns only from routing (approximate mode). */
 export const APPROXIMATE_ASSUMED_TTL_MS = 20 * 60_000;
@@ -153,10 +154,10 @@ export interface Queued {
 }
 
 /** The queue is at its bound: the request is refused (the gateway answers 429 with Retry-After). */
-export class QueueFullError extends Error {
-  readonly code = 'EAR_ERR_QUEUE_FULL';
-  constructor (readonly retryAfterSeconds: number) {
-    super('the admission queue is full');
+export class QueueFullError extends EarError {
+  declare readonly retryAfterSeconds: number;
+  constructor (retryAfterSeconds: number) {
+    super('EAR_ERR_QUEUE_FULL', 'too many requests are waiting for admission; retry later', { retryAfterSeconds });
     this.name = 'QueueFullError';
   }
 }

@@ -4,12 +4,14 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { EarError } from '../request/errors.js';
 
-/** An answer other than 200: the HTTP status and, from a Status body, its reason and message. */
-export class KubeApiError extends Error {
-  readonly code = 'EAR_ERR_KUBE_API';
-  constructor (readonly status: number, readonly reason: string, message: string) {
-    super(message);
+/** An answer other than 200: the API server's HTTP status and, from a Status body, its reason and message. */
+export class KubeApiError extends EarError {
+  readonly apiStatus: number;
+  constructor (apiStatus: number, readonly reason: string, message: string) {
+    super('EAR_ERR_KUBE_API', message);
+    this.apiStatus = apiStatus;
     this.name = 'KubeApiError';
   }
 }

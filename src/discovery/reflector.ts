@@ -169,7 +169,7 @@ export class Reflector {
         labelSelector: this.#o.labelSelector, fieldSelector: this.#o.fieldSelector, limit: String(this.#o.pageSize), continue: cont || undefined
       }, this.#o.requestTimeoutMs, signal).catch((err: unknown) => {
         // The continue token expired between pages (its snapshot left the history): start over, a few times.
-        if (err instanceof KubeApiError && isExpired(err.status, err.reason) && cont !== '' && restarts++ < 3) return null;
+        if (err instanceof KubeApiError && isExpired(err.apiStatus, err.reason) && cont !== '' && restarts++ < 3) return null;
         throw err;
       }) as { items?: KubeObject[]; metadata?: { resourceVersion?: string; continue?: string } } | null;
       if (page === null) {

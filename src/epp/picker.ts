@@ -5,7 +5,7 @@
 // which served and how the response went.
 import type { Backend } from '../fleet/backends.js';
 import type { GatewayConfig } from '../gateway/config.js';
-import { errorBody, GatewayError } from '../gateway/errors.js';
+import { EarError, openAiError } from '../request/errors.js';
 import type { FeatureSource } from '../features/inline-features.js';
 import type { Endpoint } from '../features/request-body.js';
 import { priorityClassOf } from '../request/priority.js';
@@ -121,7 +121,7 @@ export class EndpointPicker {
   }
 
   /**
-   * The endpoints for a request. Throws GatewayError: 400/401/404 for the request's own faults, 429 when
+   * The endpoints for a request. Throws EarError: 400/401/404 for the request's own faults, 429 when
    * admission sheds it or its rate limit refuses it, 503 when no allowed endpoint serves it, 504 after waiting
    * queueTimeoutMs. Resolves null when the stream ended while the request waited for admission (nothing is held then).
    */
@@ -133,7 +133,7 @@ export class EndpointPicker {
     let keyUser: string | null = null;
     if (endpoint !== undefined || path === '/v1/models') {
       const client = this.#d.gate.admit(path as GatedRoute, input.headers.get('authorization') ?? '', () => input.headers.get(CLIENT_ADDRESS) ?? '');
-      if (client instanceof GatewayError) throw client;
+      if (client instanceof EarError) throw client;
       keyUser = client.user;
     }
     const exclude = this.#excluded(input.allowed);
@@ -160,7 +160,7 @@ export class EndpointPicker {
       if (b.health !== 'healthy' || b.draining || exclude.has(b.index)) continue;
       if (best === null || b.inFlight < best.inFlight) best = b;
     }
-    if (best === null) throw new GatewayError('EAR_ERR_NO_BACKEND', 'no healthy backend among the allowed endpoints');
+    if (best === null) throw new EarError('EAR_ERR_NO_BACKEND', 'no healthy backend among the allowed endpoints');
     return new PassthroughRequest(this.#d, best);
   }
 }
@@ -207,7 +207,7 @@ class ExtProcTransport implements Transport {
   fail (_ctx: RequestContext, err: unknown): void {
     if (this.#answered) return;
     this.#answered = true;
-    this.#status = errorBody(err).status;
+    this.#status = openAiError(err).status;
     this.reject(err);
   }
 

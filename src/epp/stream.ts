@@ -7,7 +7,7 @@
 // the response ends or the stream does, whichever comes first.
 import type * as grpc from '@grpc/grpc-js';
 import type { GatewayConfig } from '../gateway/config.js';
-import { errorBody, GatewayError } from '../gateway/errors.js';
+import { EarError, errorCodeOf, openAiError, type ErrorCode } from '../request/errors.js';
 import { StreamObserver } from '../upstream/stream-observer.js';
 import { EndpointFilter, endpointList } from './endpoints.js';
 import type { EppMetrics, EppOutcome } from './metrics.js';
@@ -134,7 +134,7 @@ export class ExtProcStream {
     const chunk = b.body !== undefined ? Buffer.from(b.body.buffer, b.body.byteOffset, b.body.byteLength) : Buffer.alloc(0);
     this.#bodyBytes += chunk.length;
     if (this.#bodyBytes > this.#o.config.maxBodyBytes) {
-      return this.#immediate(new GatewayError('EAR_ERR_BODY_TOO_LARGE', `the request body is larger than ${this.#o.config.maxBodyBytes} bytes`), 'rejected');
+      return this.#immediate(new EarError('EAR_ERR_BODY_TOO_LARGE', `the request body is larger than ${this.#o.config.maxBodyBytes} bytes`), 'rejected');
     }
     if (chunk.length > 0) this.#body.push(chunk);
     if (b.end_of_stream === true) return await this.#pick(Buffer.concat(this.#body, this.#bodyBytes));
@@ -246,14 +246,13 @@ export class ExtProcStream {
     this.#picked?.finish(null, false, this.#status, 'response');
   }
 
-  /** Answers the client directly (OpenAI-style error body) and ends the exchange. */
+  /** Answers the client directly (the OpenAI-style error serve would answer, openAiError) and ends the exchange. */
   #immediate (err: unknown, outcome: EppOutcome): void {
     this.#phase = 'done';
     this.#o.metrics.requests.inc({ outcome });
-    const { status, body } = errorBody(err);
-    const set = [setHeader('content-type', 'application/json')];
-    if (err instanceof GatewayError && err.retryAfterSeconds !== null) set.push(setHeader('retry-after', String(err.retryAfterSeconds)));
-    this.#send({ immediate_response: { status: { code: status }, headers: { set_headers: set }, body: Buffer.from(body), details: err instanceof GatewayError ? err.code : 'EAR_ERR_INTERNAL' } });
+    const { status, body, headers } = openAiError(err);
+    const set = headers.map(([k, v]) => setHeader(k, v));
+    this.#send({ immediate_response: { status: { code: status }, headers: { set_headers: set }, body: Buffer.from(body), details: errorCodeOf(err) } });
   }
 
   #fail (err: unknown): void {
@@ -263,15 +262,16 @@ export class ExtProcStream {
   }
 }
 
+/** The outcome a refused pick counts as (ear_epp_requests_total); any other code is the request's own fault. */
+const OUTCOME_BY_CODE: Partial<Record<ErrorCode, EppOutcome>> = {
+  EAR_ERR_QUEUE_FULL: 'shed',
+  EAR_ERR_RATE_LIMITED: 'rate_limited',
+  EAR_ERR_NO_BACKEND: 'no_endpoint',
+  EAR_ERR_QUEUE_TIMEOUT: 'queue_timeout',
+  EAR_ERR_DRAINING: 'draining',
+  EAR_ERR_INTERNAL: 'error'
+};
+
 function outcomeOf (err: unknown): EppOutcome {
-  if (!(err instanceof GatewayError)) return 'error';
-  switch (err.code) {
-    case 'EAR_ERR_QUEUE_FULL': return 'shed';
-    case 'EAR_ERR_RATE_LIMITED': return 'rate_limited';
-    case 'EAR_ERR_NO_BACKEND': return 'no_endpoint';
-    case 'EAR_ERR_QUEUE_TIMEOUT': return 'queue_timeout';
-    case 'EAR_ERR_DRAINING': return 'draining';
-    case 'EAR_ERR_INTERNAL': return 'error';
-    default: return 'rejected';
-  }
+  return OUTCOME_BY_CODE[errorCodeOf(err)] ?? 'rejected';
 }

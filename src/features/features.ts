@@ -6,7 +6,7 @@
 import type { BlockHasher } from '../core/block-keys.js';
 import type { Tokenizer } from '../tokenize/types.js';
 import { renderPieces, type RenderedPieces } from '../tokenize/chat-template.js';
-import { GatewayError } from '../gateway/errors.js';
+import { EarError } from '../request/errors.js';
 import { parseRequestBody, type Endpoint, type ParsedRequest } from './request-body.js';
 import type { SessionFeatures } from './session-features.js';
 
@@ -46,7 +46,7 @@ export function computeFeatures (ctx: FeatureContext, endpoint: Endpoint, body: 
     else if (p.prompt) tokens = p.prompt;
   } catch (err) {
     // A template the messages do not fit is the client's problem, as the engine would also say.
-    throw new GatewayError('EAR_ERR_BAD_REQUEST', `cannot render the request: ${(err as Error).message}`);
+    throw new EarError('EAR_ERR_BAD_REQUEST', `cannot render the request: ${(err as Error).message}`);
   }
   if (p.messages && sessions !== undefined) {
     const seed = ctx.hasher.rootSeed(p.model, null, p.cacheSalt);

@@ -6,7 +6,7 @@
 import { BlockHasher } from '../core/block-keys.js';
 import type { Region } from '../core/region.js';
 import { createTokenizerSync } from '../tokenize/index.js';
-import { GatewayError } from '../gateway/errors.js';
+
 import { computeFeatures, type FeatureContext, type Features } from './features.js';
 import type { Endpoint } from './request-body.js';
 import type { RoutePool } from './route-pool.js';
@@ -26,8 +26,7 @@ export function featureSource (region: Region, opts: { tokenizer: string; blockS
     try {
       return Promise.resolve(computeFeatures(ctx, endpoint, body));
     } catch (err) {
-      // As the route worker does: a client's mistake keeps its code, anything else is internal.
-      return Promise.reject(err instanceof GatewayError ? err : new GatewayError('EAR_ERR_INTERNAL', 'internal error', { cause: err }));
+      return Promise.reject(err); // an EarError keeps its code at the edge, anything else is internal there
     }
   };
 }

@@ -1,7 +1,7 @@
 // Reads an OpenAI request body into what routing needs, and the body to forward. Runs in the route pool.
 // The body forwarded upstream is the client's own bytes unless something must change: a client's
 // kv_transfer_params are never forwarded (they would let a client steer an engine's KV transfers).
-import { GatewayError } from '../gateway/errors.js';
+import { EarError } from '../request/errors.js';
 import type { ChatMessage, RenderOptions } from '../tokenize/types.js';
 
 export type Endpoint = 'chat' | 'completions';
@@ -26,8 +26,8 @@ export interface ParsedRequest {
   forward: Buffer;
 }
 
-function bad (message: string): GatewayError {
-  return new GatewayError('EAR_ERR_BAD_REQUEST', message);
+function bad (message: string): EarError {
+  return new EarError('EAR_ERR_BAD_REQUEST', message);
 }
 
 function isTokenIds (v: unknown): v is number[] {
@@ -49,8 +49,8 @@ export function reserialize (doc: unknown): Buffer {
 }
 
 /** The error for a body JSON.parse refused. */
-export function badJson (err: unknown): GatewayError {
-  return new GatewayError('EAR_ERR_BAD_JSON', `request body is not valid JSON: ${(err as Error).message}`);
+export function badJson (err: unknown): EarError {
+  return new EarError('EAR_ERR_BAD_JSON', `request body is not valid JSON: ${(err as Error).message}`);
 }
 
 export function parseRequestBody (endpoint: Endpoint, raw: Buffer): ParsedRequest {

@@ -5,7 +5,7 @@
 // waiting tasks over all threads a request is refused with 429 rather than letting latency grow without limit.
 import { Piscina } from 'piscina';
 import type { SharedRegion } from '../core/region.js';
-import { GatewayError, type ErrorCode } from '../gateway/errors.js';
+import { EarError } from '../request/errors.js';
 import type { Endpoint } from './request-body.js';
 import type { Features } from './features.js';
 import type { RemoteTokenizerOptions } from '../tokenize/remote.js';
@@ -63,7 +63,9 @@ export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): 
     sessionIdleMs: opts.sessionIdleMs ?? 30 * 60_000, remote: opts.remote ?? {}
   };
   const shards = Array.from({ length: opts.threads }, () => ({
-    pool: new Piscina({ filename: WORKER, minThreads: 1, maxThreads: 1, idleTimeout: Infinity, maxQueue, workerData, execArgv: WORKER_ARGV }),
+    // No maxQueue of piscina's own: the bound is counted here, where the refusal is made (piscina's error for it
+    // is a bare Error told apart only by its message).
+    pool: new Piscina({ filename: WORKER, minThreads: 1, maxThreads: 1, idleTimeout: Infinity, workerData, execArgv: WORKER_ARGV }),
     inFlight: 0
   }));
   let inFlight = 0;
@@ -81,7 +83,7 @@ export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): 
       // One running task per thread; the rest wait, and at most maxQueue of them.
       if (inFlight - shards.length >= maxQueue) {
         stats.queueFull++;
-        throw new GatewayError('EAR_ERR_QUEUE_FULL', 'the gateway is overloaded: try again');
+        throw new EarError('EAR_ERR_QUEUE_FULL', 'the gateway is overloaded: try again');
       }
       const shard = pick(sessionId);
       let r: RouteResult;
@@ -90,12 +92,6 @@ export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): 
       const queuedAt = performance.timeOrigin + performance.now();
       try {
         r = await shard.pool.run({ endpoint, body, sessionId } satisfies RouteTask);
-      } catch (err) {
-        if (/queue is at limit/i.test((err as Error).message)) {
-          stats.queueFull++;
-          throw new GatewayError('EAR_ERR_QUEUE_FULL', 'the gateway is overloaded: try again');
-        }
-        throw err;
       } finally {
         inFlight--;
         shard.inFlight--;
@@ -103,7 +99,7 @@ export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): 
       // Both clocks are the epoch in ms; a thread's timeOrigin can differ from ours by a few µs, hence the floor.
       opts.onQueueWait?.(Math.max(0, r.startedAt - queuedAt) / 1000);
       if (r.fallback) stats.tokenizerFallbacks++;
-      if (!r.ok) throw new GatewayError(r.code as ErrorCode, r.message);
+      if (!r.ok) throw new EarError(r.code, r.message);
       return r.features;
     },
     stats: () => ({ ...stats }),

@@ -14,6 +14,7 @@ import type { BucketLimit } from '../request/rate-limit.js';
 import { DEFAULT_REGION_CONFIG } from '../core/region.js';
 import { checkHa, HA_DEFAULTS, type HaConfig } from '../ha/ha-config.js';
 import { DNS_LABEL, DNS_SUBDOMAIN } from '../kube/names.js';
+import { EarError } from '../request/errors.js';
 
 export interface BackendConfig {
   id: string;
@@ -249,10 +250,9 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   ha: HA_DEFAULTS
 });
 
-export class ConfigError extends Error {
-  readonly code = 'EAR_ERR_CONFIG';
+export class ConfigError extends EarError {
   constructor (path: string, rule: string) {
-    super(`config ${path}: ${rule}`);
+    super('EAR_ERR_CONFIG', `config ${path}: ${rule}`);
     this.name = 'ConfigError';
   }
 }

@@ -8,10 +8,10 @@ import { NoCandidateError } from '../core/policy.js';
 import { MAX_CONTEXT_TTL_SECONDS } from '../store/session-store.js';
 import type { Backend } from '../fleet/backends.js';
 import type { ContextEntry, Place } from './contexts.js';
-import { GatewayError } from './errors.js';
+import type { RoutingInput, RoutingState } from '../fleet/routing-port.js';
+import { EarError } from '../request/errors.js';
 import { badJson, reserialize, type Endpoint } from '../features/request-body.js';
 import type { Features } from '../features/features.js';
-import type { RoutingInput, RoutingState } from '../fleet/routing-port.js';
 import type { Usage } from '../upstream/stream-observer.js';
 import { post, type Answer } from '../upstream/buffered-post.js';
 
@@ -26,8 +26,8 @@ export interface ContextRequest {
   body: Buffer;
 }
 
-function bad (message: string): GatewayError {
-  return new GatewayError('EAR_ERR_BAD_REQUEST', message);
+function bad (message: string): EarError {
+  return new EarError('EAR_ERR_BAD_REQUEST', message);
 }
 
 function isTokenIds (v: unknown): boolean {
@@ -95,16 +95,16 @@ export type PrefillResult =
 
 const PATH: Record<Endpoint, string> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
 
-/** Routes and prefills the context `id`; throws GatewayError (404 model, 502, 503) when it cannot. */
+/** Routes and prefills the context `id`; throws EarError (404 model, 502, 503) when it cannot. */
 export async function prefill (deps: PrefillDeps, id: string, req: ContextRequest, rid: string, signal: { aborted: boolean; onAbort: (() => void) | null }): Promise<PrefillResult> {
   const f = await deps.features(req.endpoint, req.body, id);
-  if (!deps.backends.some((b) => b.models.has(f.model))) throw new GatewayError('EAR_ERR_MODEL_NOT_FOUND', `The model \`${f.model}\` does not exist.`);
+  if (!deps.backends.some((b) => b.models.has(f.model))) throw new EarError('EAR_ERR_MODEL_NOT_FOUND', `The model \`${f.model}\` does not exist.`);
   const body = f.forward ? Buffer.from(f.forward.buffer, f.forward.byteOffset, f.forward.byteLength) : req.body;
   const input: RoutingInput = { model: f.model, sessionId: id, parentSessionId: null, promptTokens: f.promptTokens, blockKeys: f.blockKeys, maxTokens: 1, user: f.user };
   const exclude = new Set<number>();
   let lastStatus: number | null | undefined;
   for (let n = 0; n < deps.maxAttempts; n++) {
-    if (signal.aborted) throw new GatewayError('EAR_ERR_INTERNAL', 'the client went away');
+    if (signal.aborted) throw new EarError('EAR_ERR_INTERNAL', 'the client went away');
     const d0 = deps.now();
     let placement;
     try {
@@ -113,7 +113,7 @@ export async function prefill (deps: PrefillDeps, id: string, req: ContextReques
       if (!(err instanceof NoCandidateError)) throw err;
       break;
     }
-    if (placement === null) throw new GatewayError('EAR_ERR_INTERNAL', 'the client went away');
+    if (placement === null) throw new EarError('EAR_ERR_INTERNAL', 'the client went away');
     const b = placement.backend;
     deps.placed?.(b, placement.reason, n, (deps.now() - d0) / 1000);
     exclude.add(b.index);
@@ -132,9 +132,9 @@ export async function prefill (deps: PrefillDeps, id: string, req: ContextReques
       usage = usageOf(a.body);
     }
     deps.state.finished(placement, input, usage, ok, deps.now());
-    if (signal.aborted) throw new GatewayError('EAR_ERR_INTERNAL', 'the client went away');
+    if (signal.aborted) throw new EarError('EAR_ERR_INTERNAL', 'the client went away');
     if (ok) {
-      if (usage === null) throw new GatewayError('EAR_ERR_UPSTREAM', `backend ${b.id} answered the prefill without usage`);
+      if (usage === null) throw new EarError('EAR_ERR_UPSTREAM', `backend ${b.id} answered the prefill without usage`);
       const createdAt = deps.clock();
       const entry: ContextEntry = {
         // vLLM leaves prompt_tokens_details out (null) when nothing was cached: that is 0.
@@ -148,9 +148,9 @@ export async function prefill (deps: PrefillDeps, id: string, req: ContextReques
     lastStatus = a.status;
   }
   if (lastStatus !== undefined) {
-    throw new GatewayError('EAR_ERR_UPSTREAM', `no backend could prefill the context (last: ${lastStatus === null ? 'connection failed' : `status ${lastStatus}`})`);
+    throw new EarError('EAR_ERR_UPSTREAM', `no backend could prefill the context (last: ${lastStatus === null ? 'connection failed' : `status ${lastStatus}`})`);
   }
-  throw new GatewayError('EAR_ERR_NO_BACKEND', `no healthy backend serves the model \`${f.model}\``);
+  throw new EarError('EAR_ERR_NO_BACKEND', `no healthy backend serves the model \`${f.model}\``);
 }
 
 function usageOf (body: Buffer): Usage | null {

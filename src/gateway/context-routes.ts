@@ -5,7 +5,7 @@ import type { Backend } from '../fleet/backends.js';
 import type { GatewayConfig } from './config.js';
 import { prefill, parseContextRequest, type PrefillDeps } from './context-prefill.js';
 import type { ContextRegistry } from './contexts.js';
-import { GatewayError } from './errors.js';
+import { EarError, ERRORS, errorCodeOf } from '../request/errors.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { requestId } from '../request/request-id.js';
 import { readBody, ResponseState } from './uws-io.js';
@@ -17,7 +17,7 @@ export interface ContextRouteDeps extends Omit<PrefillDeps, 'maxAttempts'> {
   contexts: ContextRegistry;
   metrics: GatewayMetrics;
   /** The client's API key and rate limit (client-gate.ts): an error to answer, or the client. */
-  admit: (auth: string, res: HttpResponse) => { user: string | null } | GatewayError;
+  admit: (auth: string, res: HttpResponse) => { user: string | null } | EarError;
   draining: () => boolean;
   /** Counts the request in the gateway's in-flight total until `p` settles (graceful close waits for it). */
   track: (p: Promise<unknown>) => void;
@@ -41,17 +41,17 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
         metrics.clientAborts.inc();
         return;
       }
-      count(err instanceof GatewayError ? err.status : 500);
-      rs.fail(err, [ridHeader, ...retryAfterOf(err)]);
+      count(ERRORS[errorCodeOf(err)].status);
+      rs.fail(err, [ridHeader]);
     };
-    if (deps.draining()) return fail(new GatewayError('EAR_ERR_DRAINING', 'the gateway is shutting down'));
+    if (deps.draining()) return fail(new EarError('EAR_ERR_DRAINING', 'the gateway is shutting down'));
     const client = deps.admit(auth, res);
-    if (client instanceof GatewayError) return fail(client);
+    if (client instanceof EarError) return fail(client);
     readBody(rs, config, (body) => {
       const work = (async () => {
         const creq = parseContextRequest(body, config.contextTtlSeconds);
         if (!contexts.reserve()) {
-          throw new GatewayError('EAR_ERR_CONTEXTS_FULL', `${contexts.maxContexts} contexts are live: delete one or wait for one to expire`);
+          throw new EarError('EAR_ERR_CONTEXTS_FULL', `${contexts.maxContexts} contexts are live: delete one or wait for one to expire`);
         }
         let registered = false;
         try {
@@ -86,13 +86,13 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
     const rs = new ResponseState(res);
     const ridHeader: [string, string] = ['x-request-id', rid];
     const client = deps.admit(auth, res);
-    if (client instanceof GatewayError) return rs.fail(client, [ridHeader, ...retryAfterOf(client)]);
+    if (client instanceof EarError) return rs.fail(client, [ridHeader]);
     const id = decodedParam(param);
-    if (id === null) return rs.fail(new GatewayError('EAR_ERR_BAD_REQUEST', 'the context id is not valid percent-encoded UTF-8'), [ridHeader]);
+    if (id === null) return rs.fail(new EarError('EAR_ERR_BAD_REQUEST', 'the context id is not valid percent-encoded UTF-8'), [ridHeader]);
     handler(rs, id).catch((err) => rs.fail(err, [ridHeader]));
   };
 
-  const notFound = (id: string): GatewayError => new GatewayError('EAR_ERR_CONTEXT_NOT_FOUND', `no context "${id}" (never created, deleted, or expired)`);
+  const notFound = (id: string): EarError => new EarError('EAR_ERR_CONTEXT_NOT_FOUND', `no context "${id}" (never created, deleted, or expired)`);
 
   app.get(`${CONTEXT_PATH}/:id`, byId(async (rs, id) => {
     const e = contexts.local(id);
@@ -125,10 +125,6 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
     if (!await contexts.delete(id)) throw notFound(id);
     rs.send(200, JSON.stringify({ id, object: 'context.deleted', deleted: true }), [JSON_TYPE]);
   }));
-}
-
-function retryAfterOf (err: unknown): Array<[string, string]> {
-  return err instanceof GatewayError && err.retryAfterSeconds !== null ? [['retry-after', String(err.retryAfterSeconds)]] : [];
 }
 
 /** A path parameter percent-decoded; null if it is not valid (decodeURIComponent throws, in a uWS handler). */

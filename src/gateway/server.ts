@@ -12,7 +12,7 @@ import { registerAdmissionMetrics } from '../telemetry/admission-metrics.js';
 import type { Backend } from '../fleet/backends.js';
 import { BackendFleet, type ReadinessCondition } from '../fleet/fleet.js';
 import type { GatewayConfig } from './config.js';
-import { GatewayError } from './errors.js';
+import { EarError } from '../request/errors.js';
 import { GatewayMetrics } from '../telemetry/metrics.js';
 import { requestId } from '../request/request-id.js';
 import type { Endpoint } from '../features/request-body.js';
@@ -33,7 +33,7 @@ import { waitForAdmission } from '../request/admission-wait.js';
 import { ENGINE_PATH, RequestContext } from '../request/context.js';
 import { Pipeline, runPipeline, type FeatureFn } from '../request/pipeline.js';
 import { observeAdmission, subscribeRequestMetrics } from '../telemetry/request-metrics.js';
-import { retryAfter, UwsTransport } from './uws-transport.js';
+import { UwsTransport } from './uws-transport.js';
 
 export type { FeatureFn };
 
@@ -109,8 +109,8 @@ function assertNativeUws (): void {
 
 /** An explicit context's prefill waiting for admission: a drop is its 504 or 503; no backend ends its attempts. */
 function contextDropError (reason: DropReason, waitedMs: number): Error {
-  if (reason === 'timeout') return new GatewayError('EAR_ERR_QUEUE_TIMEOUT', `the request waited ${Math.round(waitedMs / 1000)} s for admission and timed out; the backends are at capacity`);
-  if (reason === 'shutdown') return new GatewayError('EAR_ERR_DRAINING', `the gateway shut down after ${Math.round(waitedMs / 1000)} s of waiting for admission (drainTimeoutMs)`);
+  if (reason === 'timeout') return new EarError('EAR_ERR_QUEUE_TIMEOUT', `the request waited ${Math.round(waitedMs / 1000)} s for admission and timed out; the backends are at capacity`);
+  if (reason === 'shutdown') return new EarError('EAR_ERR_DRAINING', `the gateway shut down after ${Math.round(waitedMs / 1000)} s of waiting for admission (drainTimeoutMs)`);
   return new NoCandidateError();
 }
 
@@ -171,11 +171,11 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const apiKey = bearerToken(auth);
       const rs = new ResponseState(res);
       const ridHeader: [string, string] = ['x-request-id', rid];
-      if (draining) return rs.fail(new GatewayError('EAR_ERR_DRAINING', 'the gateway is shutting down'), [ridHeader]);
+      if (draining) return rs.fail(new EarError('EAR_ERR_DRAINING', 'the gateway is shutting down'), [ridHeader]);
       const client = gate.admit(ENGINE_PATH[endpoint], auth, () => remoteAddressOf(res));
-      if (client instanceof GatewayError) return rs.fail(client, [ridHeader, ...retryAfter(client)]);
+      if (client instanceof EarError) return rs.fail(client, [ridHeader]);
       if (headerValues.some(hasCtl)) {
-        return rs.fail(new GatewayError('EAR_ERR_BAD_HEADER', 'header values must not contain CR, LF or NUL'), [ridHeader]);
+        return rs.fail(new EarError('EAR_ERR_BAD_HEADER', 'header values must not contain CR, LF or NUL'), [ridHeader]);
       }
       let priorityClass: number;
       try {
@@ -222,7 +222,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
 
   app.get('/v1/models', (res, req) => {
     const client = gate.admit('/v1/models', req.getHeader('authorization'), () => remoteAddressOf(res));
-    if (client instanceof GatewayError) return new ResponseState(res).fail(client, retryAfter(client));
+    if (client instanceof EarError) return new ResponseState(res).fail(client);
     const ids = new Set<string>();
     for (const b of backends) if (b.health === 'healthy' && !b.draining) for (const m of b.models) ids.add(m);
     const created = Math.floor(Date.now() / 1000);
@@ -252,18 +252,18 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const adminAuthorized = (auth: string): boolean => adminToken.matches(auth);
   app.get('/admin/backends', (res, req) => {
     const rs = new ResponseState(res);
-    if (!adminAuthorized(req.getHeader('authorization'))) return rs.fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'admin token required'));
+    if (!adminAuthorized(req.getHeader('authorization'))) return rs.fail(new EarError('EAR_ERR_UNAUTHORIZED', 'admin token required'));
     const list = backends.map((b) => ({ id: b.id, url: b.config.url, role: b.config.role, health: b.health, draining: b.draining, models: [...b.models], engineLoad: b.engineLoad }));
     rs.send(200, JSON.stringify({ backends: list }), [['content-type', 'application/json']]);
   });
   app.get('/admin/sessions/:id', (res, req) => {
     const rs = new ResponseState(res);
-    if (!adminAuthorized(req.getHeader('authorization'))) return rs.fail(new GatewayError('EAR_ERR_UNAUTHORIZED', 'admin token required'));
+    if (!adminAuthorized(req.getHeader('authorization'))) return rs.fail(new EarError('EAR_ERR_UNAUTHORIZED', 'admin token required'));
     const id = decodedParam(req.getParameter(0) ?? '');
-    if (id === null) return rs.fail(new GatewayError('EAR_ERR_BAD_REQUEST', 'the session id is not valid percent-encoded UTF-8'));
+    if (id === null) return rs.fail(new EarError('EAR_ERR_BAD_REQUEST', 'the session id is not valid percent-encoded UTF-8'));
     const answer = (): void => {
       const s = state.session(id);
-      if (!s) return rs.fail(new GatewayError('EAR_ERR_NOT_FOUND', `no session "${id}"`));
+      if (!s) return rs.fail(new EarError('EAR_ERR_NOT_FOUND', `no session "${id}"`));
       rs.send(200, JSON.stringify({ id, ...s }), [['content-type', 'application/json']]);
     };
     // With a shared store, the shared record first: every replica then shows the same figures.
@@ -276,7 +276,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     const known = ['/v1/chat/completions', '/v1/completions', '/v1/models', '/health', '/ready', '/metrics', CONTEXT_PATH].includes(url) || url.startsWith(`${CONTEXT_PATH}/`);
     // The path is echoed cut short: uWS takes paths of tens of KB, and an error need not reflect them whole.
     const shown = url.length > 256 ? `${url.slice(0, 256)}…` : url;
-    rs.fail(known ? new GatewayError('EAR_ERR_METHOD', `method ${req.getMethod().toUpperCase()} is not allowed on ${shown}`) : new GatewayError('EAR_ERR_NOT_FOUND', `no route ${shown}`));
+    rs.fail(known ? new EarError('EAR_ERR_METHOD', `method ${req.getMethod().toUpperCase()} is not allowed on ${shown}`) : new EarError('EAR_ERR_NOT_FOUND', `no route ${shown}`));
   });
 
   const readiness = (): ReadinessCondition => fleet.readiness(draining);

@@ -4,7 +4,7 @@
 // under backpressure (wait for onWritable, never resend).
 import type { HttpResponse } from 'uWebSockets.js';
 import { Gauge, type Registry } from 'prom-client';
-import { errorBody, GatewayError } from './errors.js';
+import { EarError, openAiError } from '../request/errors.js';
 import { ReadDeadlines } from './read-deadlines.js';
 
 /**
@@ -147,12 +147,16 @@ export class ResponseState {
     this.headersSent = true;
   }
 
-  /** Answers with an OpenAI-style error if nothing was sent yet; otherwise ends the stream with an error event. */
-  fail (err: unknown, headers: Iterable<[string, string]> = [], close = false): void {
+  /**
+   * Answers with an OpenAI-style error (openAiError: status, body, Retry-After) if nothing was sent yet, with
+   * `headers` too; otherwise ends the stream with an error event. A header in `headers` replaces the error's own
+   * of that name (server.ts passes its Retry-After still).
+   */
+  fail (err: unknown, headers: ReadonlyArray<[string, string]> = [], close = false): void {
     if (!this.live) return;
-    const { status, body } = errorBody(err);
+    const { status, body, headers: own } = openAiError(err);
     if (!this.headersSent) {
-      this.send(status, body, [['content-type', 'application/json'], ...headers], close);
+      this.send(status, body, [...own, ...headers], close);
       return;
     }
     // Mid-stream: engines send errors in-band as an SSE data line, then [DONE]; do the same.
@@ -193,7 +197,7 @@ export function readBody (state: ResponseState, limits: Readonly<BodyLimits>, do
   if (declaredLength !== '') {
     const n = Number(declaredLength);
     if (/^[0-9]+$/.test(declaredLength.trim()) && n > maxBytes) {
-      state.fail(new GatewayError('EAR_ERR_BODY_TOO_LARGE', `request body of ${declaredLength.trim()} bytes (Content-Length) exceeds ${maxBytes} bytes`), [['connection', 'close']]);
+      state.fail(new EarError('EAR_ERR_BODY_TOO_LARGE', `request body of ${declaredLength.trim()} bytes (Content-Length) exceeds ${maxBytes} bytes`), [['connection', 'close']]);
       return;
     }
   }
@@ -212,7 +216,7 @@ export function readBody (state: ResponseState, limits: Readonly<BodyLimits>, do
     if (over) return;
     const got = size;
     stop();
-    state.fail(new GatewayError('EAR_ERR_CLIENT_TIMEOUT', `the request body did not arrive within ${limits.clientBodyTimeoutMs} ms (${got} bytes came)`), [], true);
+    state.fail(new EarError('EAR_ERR_CLIENT_TIMEOUT', `the request body did not arrive within ${limits.clientBodyTimeoutMs} ms (${got} bytes came)`), [], true);
   });
   // The client may leave mid-body: nothing else holds this response yet.
   state.onAbort = stop;
@@ -220,7 +224,7 @@ export function readBody (state: ResponseState, limits: Readonly<BodyLimits>, do
     if (over) return;
     if (size + ab.byteLength > maxBytes) {
       stop();
-      state.fail(new GatewayError('EAR_ERR_BODY_TOO_LARGE', `request body exceeds ${maxBytes} bytes`), [['connection', 'close']]);
+      state.fail(new EarError('EAR_ERR_BODY_TOO_LARGE', `request body exceeds ${maxBytes} bytes`), [['connection', 'close']]);
       return;
     }
     size += ab.byteLength;

@@ -2,18 +2,13 @@
 // attempt to the engine and streams the answer back (proxy.ts), and answers the client when the pipeline fails.
 import type { RequestContext } from '../request/context.js';
 import type { Send, SendResult, Transport } from '../request/transport.js';
-import { GatewayError } from './errors.js';
+import { EarError } from '../request/errors.js';
 import { attempt } from './proxy.js';
 import { StreamObserver } from '../upstream/stream-observer.js';
 import { requestHeaders } from '../upstream/headers.js';
 import type { ResponseState } from './uws-io.js';
 
 const newObserver = (contentType: string): StreamObserver => new StreamObserver(contentType);
-
-/** retry-after for the errors that say when to come back (rate limits, a full queue, overload). */
-export function retryAfter (err: unknown): Array<[string, string]> {
-  return err instanceof GatewayError && err.retryAfterSeconds !== null ? [['retry-after', String(err.retryAfterSeconds)]] : [];
-}
 
 export class UwsTransport implements Transport {
   readonly #rs: ResponseState;
@@ -39,13 +34,13 @@ export class UwsTransport implements Transport {
   }
 
   fail (_ctx: RequestContext, err: unknown): void {
-    this.#rs.fail(err, [this.#rid, ...retryAfter(err)]);
+    this.#rs.fail(err, [this.#rid]);
   }
 
   /** Whatever happened, the client got an answer. */
   settle (): { status: number; aborted: boolean } {
     const rs = this.#rs;
-    if (!rs.ended && !rs.aborted) rs.fail(new GatewayError('EAR_ERR_INTERNAL', 'internal error'), [this.#rid]);
+    if (!rs.ended && !rs.aborted) rs.fail(new EarError('EAR_ERR_INTERNAL', 'internal error'), [this.#rid]);
     return { status: rs.status, aborted: rs.aborted };
   }
 }

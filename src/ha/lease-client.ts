@@ -6,6 +6,7 @@
 import { hostname } from 'node:os';
 import type { CoordinationV1Api, V1Lease, V1ObjectMeta } from '@kubernetes/client-node';
 import type { KubeTarget } from '../kube/kube-target.js';
+import { EarError } from '../request/errors.js';
 
 /** The lease's spec as leader election reads it (client-go's LeaderElectionRecord). */
 export interface LeaseRecord {
@@ -36,14 +37,13 @@ export interface LeaseClient {
   replace (record: LeaseRecord, previous: ObservedLease, signal: AbortSignal): Promise<WriteResult>;
 }
 
-export class LeaseApiError extends Error {
-  readonly code = 'EAR_ERR_LEASE_API';
-  /** The HTTP status, or null when no answer came (unreachable, aborted). */
-  readonly status: number | null;
-  constructor (op: string, status: number | null, detail: string) {
-    super(`lease ${op}: ${status === null ? '' : `HTTP ${status}: `}${detail}`);
+export class LeaseApiError extends EarError {
+  /** The API server's HTTP status, or null when no answer came (unreachable, aborted). */
+  readonly apiStatus: number | null;
+  constructor (op: string, apiStatus: number | null, detail: string) {
+    super('EAR_ERR_LEASE_API', `lease ${op}: ${apiStatus === null ? '' : `HTTP ${apiStatus}: `}${detail}`);
     this.name = 'LeaseApiError';
-    this.status = status;
+    this.apiStatus = apiStatus;
   }
 }
 

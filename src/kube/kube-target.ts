@@ -7,6 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { EarError } from '../request/errors.js';
 
 const SERVICE_ACCOUNT_NAMESPACE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 
@@ -22,10 +23,9 @@ export interface KubeTargetOptions {
   namespace: string | null;
 }
 
-export class KubeTargetError extends Error {
-  readonly code = 'EAR_ERR_CONFIG';
+export class KubeTargetError extends EarError {
   constructor (message: string) {
-    super(message);
+    super('EAR_ERR_CONFIG', message);
     this.name = 'KubeTargetError';
   }
 }

@@ -3,7 +3,6 @@
 // (the pipeline publishes it; an explicit context's prefill records its metrics).
 import { NoCandidateError } from '../core/policy.js';
 import { QueueFullError } from '../core/routing-host.js';
-import { GatewayError } from '../gateway/errors.js';
 import type { DropReason, Placement, RoutingInput, Placements } from '../fleet/routing-port.js';
 import type { Abortable } from './context.js';
 
@@ -25,7 +24,7 @@ export interface AdmissionReport {
 
 /**
  * The placement, already started, once the scheduler releases the request (at once when it can go); null if the
- * client went away while it waited. Rejects with a 429 GatewayError when the queue is full, `dropError` when the
+ * client went away while it waited. Rejects with QueueFullError (429) when the queue is full, `dropError` when the
  * scheduler drops the request, and NoCandidateError (as submit throws it) when no backend can take it.
  */
 export function waitForAdmission (state: Pick<Placements, 'submit' | 'cancel'>, now: () => number, input: RoutingInput, abortable: Pick<Abortable, 'onAbort'>,
@@ -52,8 +51,7 @@ export function waitForAdmission (state: Pick<Placements, 'submit' | 'cancel'>, 
       }, d0, priorityClass);
     } catch (err) {
       ended(err instanceof QueueFullError ? 'queue_full' : err instanceof NoCandidateError ? 'no_candidate' : 'error', now() - d0, null, false, false);
-      if (err instanceof QueueFullError) reject(new GatewayError('EAR_ERR_QUEUE_FULL', 'too many requests are waiting for admission; retry later', { retryAfterSeconds: err.retryAfterSeconds }));
-      else reject(err);
+      reject(err);
       return;
     }
     submitSeconds = (now() - d0) / 1000;

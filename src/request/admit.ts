@@ -2,7 +2,7 @@
 // scheduler ranks it by the service every replica saw), the request waits for the scheduler to release it, and
 // if another replica bound the session meanwhile, the request follows that binding.
 import { NoCandidateError } from '../core/policy.js';
-import { GatewayError } from '../gateway/errors.js';
+import { EarError } from './errors.js';
 import type { DropReason, Placement } from '../fleet/routing-port.js';
 import { waitForAdmission } from './admission-wait.js';
 import { channels } from './channels.js';
@@ -46,15 +46,15 @@ export async function admit (ctx: RequestContext): Promise<Placement | null> {
 }
 
 /** No backend can take the request (none serves its model, or none the proxy allows). */
-export function noBackend (ctx: RequestContext): GatewayError {
+export function noBackend (ctx: RequestContext): EarError {
   const model = ctx.input?.model ?? ctx.features?.model ?? '';
-  return new GatewayError('EAR_ERR_NO_BACKEND', ctx.restricted
+  return new EarError('EAR_ERR_NO_BACKEND', ctx.restricted
     ? `no healthy backend among the allowed endpoints serves the model \`${model}\``
     : `no healthy backend serves the model \`${model}\``);
 }
 
 function dropError (ctx: RequestContext, reason: DropReason, waitedMs: number): Error {
-  if (reason === 'timeout') return new GatewayError('EAR_ERR_QUEUE_TIMEOUT', `the request waited ${Math.round(waitedMs / 1000)} s for admission and timed out; the backends are at capacity`);
-  if (reason === 'shutdown') return new GatewayError('EAR_ERR_DRAINING', `EAR shut down after ${Math.round(waitedMs / 1000)} s of waiting for admission (drainTimeoutMs)`);
+  if (reason === 'timeout') return new EarError('EAR_ERR_QUEUE_TIMEOUT', `the request waited ${Math.round(waitedMs / 1000)} s for admission and timed out; the backends are at capacity`);
+  if (reason === 'shutdown') return new EarError('EAR_ERR_DRAINING', `EAR shut down after ${Math.round(waitedMs / 1000)} s of waiting for admission (drainTimeoutMs)`);
   return noBackend(ctx);
 }

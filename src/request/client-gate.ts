@@ -7,7 +7,7 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { GatewayConfig } from '../gateway/config.js';
 import { ApiKeys } from './credentials.js';
-import { GatewayError } from '../gateway/errors.js';
+import { EarError } from './errors.js';
 import { RateLimiter, retryAfterSeconds, type BucketLimit } from './rate-limit.js';
 
 /** Which limit refused a request: the label of ear_rate_limited_total (a fixed set: no key or address is a label). */
@@ -56,17 +56,17 @@ export class ClientGate {
 
   /**
    * Checks a request's credentials and bucket: the client's user id (`key:<digest>` of its API key; null when
-   * there are no keys), or a GatewayError to answer (401 EAR_ERR_UNAUTHORIZED; 429 EAR_ERR_RATE_LIMITED with
+   * there are no keys), or an EarError to answer (401 EAR_ERR_UNAUTHORIZED; 429 EAR_ERR_RATE_LIMITED with
    * retryAfterSeconds). `remoteAddress` is called only when a per-IP limit applies.
    */
-  admit (route: GatedRoute, auth: string, remoteAddress: () => string): { user: string | null } | GatewayError {
+  admit (route: GatedRoute, auth: string, remoteAddress: () => string): { user: string | null } | EarError {
     let user: string | null = null;
     let id: string | null = null;
     let limit: BucketLimit | null = null;
     let scope: LimitScope = 'default';
     if (this.keys.enabled) {
       user = this.keys.identify(auth);
-      if (user === null) return new GatewayError('EAR_ERR_UNAUTHORIZED', 'missing or invalid API key');
+      if (user === null) return new EarError('EAR_ERR_UNAUTHORIZED', 'missing or invalid API key');
       const own = this.#own.get(user);
       limit = own ?? this.#default;
       scope = own !== undefined ? 'key' : 'default';
@@ -81,7 +81,7 @@ export class ClientGate {
     if (waitMs === 0) return { user };
     this.#limited.inc({ scope, route });
     const seconds = retryAfterSeconds(waitMs);
-    return new GatewayError('EAR_ERR_RATE_LIMITED', `rate limit reached (${limit.requestsPerSecond} requests per second, burst ${limit.burst}); retry in ${seconds} s`, { retryAfterSeconds: seconds });
+    return new EarError('EAR_ERR_RATE_LIMITED', `rate limit reached (${limit.requestsPerSecond} requests per second, burst ${limit.burst}); retry in ${seconds} s`, { retryAfterSeconds: seconds });
   }
 }
 

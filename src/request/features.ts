@@ -1,6 +1,6 @@
 // Phase 2, features (ARCHITECTURE.md "Request lifecycle"): what routing needs of the body (model, tokens, block
 // keys), from the route pool or inline, and the request as the routing host takes it.
-import { GatewayError } from '../gateway/errors.js';
+import { EarError } from './errors.js';
 import { channels } from './channels.js';
 import type { RequestContext } from './context.js';
 
@@ -14,7 +14,7 @@ export async function features (ctx: RequestContext): Promise<void> {
   // probed up yet) it is the fleet's state, answered as no backend (503).
   const backends = p.backends;
   if (!backends.some((b) => b.models.has(f.model)) && backends.some((b) => b.models.size > 0)) {
-    throw new GatewayError('EAR_ERR_MODEL_NOT_FOUND', `The model \`${f.model}\` does not exist.`);
+    throw new EarError('EAR_ERR_MODEL_NOT_FOUND', `The model \`${f.model}\` does not exist.`);
   }
   ctx.input = {
     model: f.model, sessionId: ctx.sessionId, parentSessionId: ctx.parentSessionId, promptTokens: f.promptTokens, blockKeys: f.blockKeys,

@@ -8,7 +8,7 @@ import type { Endpoint } from '../features/request-body.js';
 import type { KvTransferStep } from './kv-transfer-step.js';
 import type { Placements } from '../fleet/routing-port.js';
 import type { SharedSessions } from '../store/shared-sessions.js';
-import { GatewayError } from '../gateway/errors.js';
+import { EarError } from './errors.js';
 import { noBackendAnswered } from '../gateway/proxy.js';
 import { clientTraceHeaders, type TraceHeaders } from '../upstream/traceparent.js';
 import { admit, noBackend } from './admit.js';
@@ -163,7 +163,7 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
     }
     return;
   }
-  if (last !== null && last.kind === 'busy') throw new GatewayError('EAR_ERR_OVERLOADED', 'every backend that serves the model has its connection queue full; retry later', { retryAfterSeconds: 1 });
+  if (last !== null && last.kind === 'busy') throw new EarError('EAR_ERR_OVERLOADED', 'every backend that serves the model has its connection queue full; retry later', { retryAfterSeconds: 1 });
   if (last !== null && last.kind === 'retryable') throw noBackendAnswered(last);
   throw noBackend(ctx);
 }

@@ -20,6 +20,7 @@ import { BlockPool } from './block-pool.js';
 import type { OffloadTier } from './offload-store.js';
 import { offloadLoadTime, resolveProfile, stepTime, transferTime, type EngineProfile, type ResolvedProfile } from './profile.js';
 import { DEFAULT_VOCABULARY, generationSeed, nextRandom, validateVocabulary } from './token-generator.js';
+import { EarError } from '../request/errors.js';
 
 export interface SimEngineOptions {
   profile: EngineProfile;
@@ -39,22 +40,28 @@ export interface SimEngineOptions {
   offloadStore?: OffloadTier | null;
 }
 
-export class EngineFullError extends Error {
-  readonly code = 'EAR_ERR_ENGINE_QUEUE_FULL';
+export class EngineFullError extends EarError {
+  constructor (message: string) {
+    super('EAR_ERR_ENGINE_QUEUE_FULL', message);
+    this.name = 'EngineFullError';
+  }
 }
 
-/** The prompt, with the tokens it may generate, does not fit max_model_len: vLLM's 400, with its message. A
- *  RangeError, so that a host refusing bad input refuses this too. */
-export class ContextLengthError extends RangeError {
-  readonly code = 'EAR_ERR_CONTEXT_LENGTH';
-  override readonly name = 'ContextLengthError';
+/** The prompt, with the tokens it may generate, does not fit max_model_len: vLLM's 400, with its message. */
+export class ContextLengthError extends EarError {
+  constructor (message: string) {
+    super('EAR_ERR_CONTEXT_LENGTH', message);
+    this.name = 'ContextLengthError';
+  }
 }
 
 /** The prompt, with the tokens it may generate, needs more KV blocks than the engine has (a cache smaller than
  *  max_model_len, as a KV pool sweep makes). */
-export class KvCapacityError extends RangeError {
-  readonly code = 'EAR_ERR_KV_CAPACITY';
-  override readonly name = 'KvCapacityError';
+export class KvCapacityError extends EarError {
+  constructor (message: string) {
+    super('EAR_ERR_KV_CAPACITY', message);
+    this.name = 'KvCapacityError';
+  }
 }
 
 /**
@@ -168,8 +175,8 @@ export class SimEngine {
   }
 
   /**
-   * Queues a request. Throws RangeError on invalid input (ContextLengthError over max_model_len, KvCapacityError
-   * beyond the KV cache) and EngineFullError when the waiting queue is full
+   * Queues a request. Throws RangeError on invalid input, ContextLengthError over max_model_len, KvCapacityError
+   * beyond the KV cache (both 400s, src/request/errors.ts) and EngineFullError when the waiting queue is full
    * (preempted requests return to the queue beyond that bound: at most max_num_seqs more). The engine keeps
    * `promptTokenIds` by reference until the request ends: the host must not mutate it.
    */

@@ -5,6 +5,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { BlockDigest } from './block-hash.js';
 import type { FinishReason, KvImport, RequestMetrics, RequestOutput, SimRequest } from './engine-types.js';
 import { EngineFullError, contextLengthError } from './engine.js';
+import { EarError } from '../request/errors.js';
 import { HttpError, badRequest, errorJson } from './http-errors.js';
 import { classifyKvTransferParams, exportParams, pullBlocks } from './kv-transfer.js';
 import type { ImportParams } from './kv-transfer.js';
@@ -381,7 +382,7 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
       done = true;
       for (const other of choices) ctx.host.abort(other.engineId);
       if (err instanceof EngineFullError) throw new HttpError(503, 'The engine is at capacity (waiting queue full); retry later.');
-      if (err instanceof RangeError) throw badRequest(err.message);
+      if (err instanceof RangeError || (err instanceof EarError && err.status === 400)) throw badRequest(err.message);
       throw err;
     }
   }

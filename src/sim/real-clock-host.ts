@@ -35,7 +35,7 @@ export class RealClockHost {
 
   get pending (): number { return this.listeners.size; }
 
-  /** Throws what engine.addRequest throws (RangeError: bad request; EngineFullError: queue full). */
+  /** Throws what engine.addRequest throws (RangeError, ContextLengthError, KvCapacityError: bad request; EngineFullError: queue full). */
   submit (req: SimRequest, listener: OutputListener): void {
     if (this.closed || this.dead !== null) throw new Error('engine is not running');
     this.engine.addRequest(req);

@@ -27,6 +27,7 @@
 // - addService needs no await on the response path; casHost gates a migration (only the winner moves).
 // - Degraded replies: go on from the local table. Nothing to retry: the store replays what it could not send.
 import { createHash } from 'node:crypto';
+import { EarError } from '../request/errors.js';
 
 /** Idle time after which a shared session ends (ms): the gateway's default sessionIdleMs (30 min). */
 export const DEFAULT_SESSION_TTL_MS = 1_800_000;
@@ -186,10 +187,9 @@ export interface StoreLogger {
 // ---- configuration -------------------------------------------------------------------------------------------
 
 /** Same code and message shape as the gateway's ConfigError (src/gateway/config.ts), without importing it. */
-export class StoreConfigError extends Error {
-  readonly code = 'EAR_ERR_CONFIG';
+export class StoreConfigError extends EarError {
   constructor (path: string, rule: string) {
-    super(`config ${path}: ${rule}`);
+    super('EAR_ERR_CONFIG', `config ${path}: ${rule}`);
     this.name = 'StoreConfigError';
   }
 }

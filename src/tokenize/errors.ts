@@ -1,16 +1,13 @@
-// Errors of the tokenize subsystem, each with a stable code so the HTTP edge can map them to OpenAI-style errors.
-export type TokenizeErrorCode =
-  | 'EAR_ERR_TOKENIZER_UNKNOWN' // a tokenizer name that is not in the registry
-  | 'EAR_ERR_TOKENIZER_LOAD' // tokenizer files missing or unreadable
-  | 'EAR_ERR_TOKEN_ID' // decode got an id outside the vocabulary
-  | 'EAR_ERR_CHAT_TEMPLATE'; // messages the template cannot render
+// Errors of the tokenize subsystem, each with a stable code (what each means: src/request/errors.ts).
+import { EarError } from '../request/errors.js';
 
-export class TokenizeError extends Error {
-  readonly code: TokenizeErrorCode;
+export type TokenizeErrorCode = 'EAR_ERR_TOKENIZER_UNKNOWN' | 'EAR_ERR_TOKENIZER_LOAD' | 'EAR_ERR_TOKEN_ID' | 'EAR_ERR_CHAT_TEMPLATE';
+
+export class TokenizeError extends EarError {
+  declare readonly code: TokenizeErrorCode;
   constructor (code: TokenizeErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+    super(code, message, options);
     this.name = 'TokenizeError';
-    this.code = code;
   }
 }
 

@@ -9,22 +9,18 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { performance } from 'node:perf_hooks';
+import { EarError } from '../request/errors.js';
 
+/** A failure of one request to an engine; what each code means: src/request/errors.ts. */
 export type UpstreamErrorCode =
-  | 'connect_timeout' | 'headers_timeout' | 'body_timeout'
-  /** The response broke the protocol (bad status line, header, framing, or bytes nobody asked for). */
-  | 'protocol'
-  /** The connection closed before the response ended. */
-  | 'closed'
-  /** maxQueued requests already wait for a connection. */
-  | 'queue_full'
-  | 'pool_closed'
-  /** The request itself cannot be written (a header with CR, LF or NUL). */
-  | 'bad_request';
+  | 'EAR_ERR_UPSTREAM_CONNECT_TIMEOUT' | 'EAR_ERR_UPSTREAM_HEADERS_TIMEOUT' | 'EAR_ERR_UPSTREAM_BODY_TIMEOUT'
+  | 'EAR_ERR_UPSTREAM_PROTOCOL' | 'EAR_ERR_UPSTREAM_CLOSED' | 'EAR_ERR_UPSTREAM_QUEUE_FULL'
+  | 'EAR_ERR_UPSTREAM_POOL_CLOSED' | 'EAR_ERR_UPSTREAM_BAD_REQUEST';
 
-export class UpstreamError extends Error {
-  constructor (readonly code: UpstreamErrorCode, message: string) {
-    super(message);
+export class UpstreamError extends EarError {
+  declare readonly code: UpstreamErrorCode;
+  constructor (code: UpstreamErrorCode, message: string) {
+    super(code, message);
     this.name = 'UpstreamError';
   }
 }
@@ -65,7 +61,7 @@ export interface UpstreamRequest {
 export interface UpstreamPoolOptions {
   /** Most sockets open at once. */
   connections: number;
-  /** Most requests waiting for a socket; beyond it dispatch fails at once with queue_full (counted). */
+  /** Most requests waiting for a socket; beyond it dispatch fails at once with EAR_ERR_UPSTREAM_QUEUE_FULL (counted). */
   maxQueued?: number;
   connectTimeoutMs?: number;
   /** Request written → response head complete. */
@@ -99,7 +95,7 @@ export interface ParserSink {
 const enum S { Idle, Head, Length, ChunkSize, ChunkExt, ChunkSizeLf, ChunkData, ChunkDataCr, ChunkDataLf, Trailers, UntilClose, Done }
 
 /**
- * An HTTP/1.1 response reader, fed socket reads of any size. It throws UpstreamError('protocol') on input it
+ * An HTTP/1.1 response reader, fed socket reads of any size. It throws UpstreamError(EAR_ERR_UPSTREAM_PROTOCOL) on input it
  * cannot frame; bytes after the response make the connection unusable (no pipelining: nobody asked for them).
  */
 export class ResponseParser {
@@ -141,7 +137,7 @@ export class ResponseParser {
       switch (this.#state) {
         case S.Idle:
         case S.Done:
-          throw new UpstreamError('protocol', 'the upstream sent bytes no request asked for');
+          throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'the upstream sent bytes no request asked for');
         case S.Head:
           i = this.#readHead(buf, i);
           break;
@@ -158,28 +154,28 @@ export class ResponseParser {
           const c = buf[i++];
           const v = hexValue(c);
           if (v >= 0) {
-            if (++this.#digits > 13) throw new UpstreamError('protocol', 'chunk size too large');
+            if (++this.#digits > 13) throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'chunk size too large');
             this.#remaining = this.#remaining * 16 + v;
           } else if (this.#digits === 0) {
-            throw new UpstreamError('protocol', 'bad chunk size line');
+            throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'bad chunk size line');
           } else if (c === 13) {
             this.#state = S.ChunkSizeLf;
           } else if (c === 59 || c === 32 || c === 9) {
             this.#state = S.ChunkExt; // chunk extensions (and whitespace before them) are ignored
             this.#lineBytes = 0;
           } else {
-            throw new UpstreamError('protocol', 'bad chunk size line');
+            throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'bad chunk size line');
           }
           break;
         }
         case S.ChunkExt: {
           const c = buf[i++];
           if (c === 13) this.#state = S.ChunkSizeLf;
-          else if (c === 10 || ++this.#lineBytes > MAX_CHUNK_LINE) throw new UpstreamError('protocol', 'bad chunk extension');
+          else if (c === 10 || ++this.#lineBytes > MAX_CHUNK_LINE) throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'bad chunk extension');
           break;
         }
         case S.ChunkSizeLf: {
-          if (buf[i++] !== 10) throw new UpstreamError('protocol', 'bad chunk size line');
+          if (buf[i++] !== 10) throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'bad chunk size line');
           if (this.#remaining === 0) {
             this.#state = S.Trailers;
             this.#lineBytes = 0;
@@ -200,11 +196,11 @@ export class ResponseParser {
           break;
         }
         case S.ChunkDataCr:
-          if (buf[i++] !== 13) throw new UpstreamError('protocol', 'chunk data longer than its size');
+          if (buf[i++] !== 13) throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'chunk data longer than its size');
           this.#state = S.ChunkDataLf;
           break;
         case S.ChunkDataLf:
-          if (buf[i++] !== 10) throw new UpstreamError('protocol', 'chunk data longer than its size');
+          if (buf[i++] !== 10) throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'chunk data longer than its size');
           this.#state = S.ChunkSize;
           this.#remaining = 0;
           this.#digits = 0;
@@ -213,14 +209,14 @@ export class ResponseParser {
           // Trailer fields are read past and dropped; an empty line ends the message.
           const c = buf[i++];
           if (this.#sawCr) {
-            if (c !== 10) throw new UpstreamError('protocol', 'bad trailer line');
+            if (c !== 10) throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'bad trailer line');
             this.#sawCr = false;
             if (this.#lineBytes === 0) return this.#finish(i < n);
             this.#lineBytes = 0;
           } else if (c === 13) {
             this.#sawCr = true;
           } else if (c === 10 || ++this.#lineBytes > MAX_TRAILER_BYTES) {
-            throw new UpstreamError('protocol', 'bad trailer line');
+            throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'bad trailer line');
           }
           break;
         }
@@ -238,7 +234,7 @@ export class ResponseParser {
       this.sink.complete(false);
       return;
     }
-    if (this.busy) throw new UpstreamError('closed', 'the upstream closed the connection before the response ended');
+    if (this.busy) throw new UpstreamError('EAR_ERR_UPSTREAM_CLOSED', 'the upstream closed the connection before the response ended');
   }
 
   #emit (chunk: Buffer): void {
@@ -265,11 +261,11 @@ export class ResponseParser {
     // The search restarts 3 bytes before the new bytes, in case the blank line straddles two reads.
     const end = data.indexOf('\r\n\r\n', held === null ? from : Math.max(0, held.length - 3), 'latin1');
     if (end < 0) {
-      if (data.length - from > MAX_HEAD_BYTES) throw new UpstreamError('protocol', 'response head too large');
+      if (data.length - from > MAX_HEAD_BYTES) throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'response head too large');
       this.#head = held === null ? Buffer.from(buf.subarray(i)) : data;
       return buf.length;
     }
-    if (end - from > MAX_HEAD_BYTES) throw new UpstreamError('protocol', 'response head too large');
+    if (end - from > MAX_HEAD_BYTES) throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'response head too large');
     this.#head = null;
     this.#parseHead(data.toString('latin1', from, end));
     // Where the body starts in `buf`: past the blank line, less the bytes that came in earlier reads.
@@ -280,7 +276,7 @@ export class ResponseParser {
   #parseHead (text: string): void {
     const lines = text.split('\r\n');
     const status = statusOf(lines[0]);
-    if (status === 101) throw new UpstreamError('protocol', 'unexpected protocol switch');
+    if (status === 101) throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'unexpected protocol switch');
     if (status < 200) {
       // An interim response (100 Continue, 103 Early Hints): the real one follows.
       this.#state = S.Head;
@@ -295,14 +291,14 @@ export class ResponseParser {
     for (let k = 1; k < lines.length; k++) {
       const line = lines[k];
       const colon = line.indexOf(':');
-      if (colon <= 0 || !isToken(line, colon)) throw new UpstreamError('protocol', 'bad header line');
+      if (colon <= 0 || !isToken(line, colon)) throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'bad header line');
       const name = line.slice(0, colon).toLowerCase();
       const value = line.slice(colon + 1).trim();
       headers.push(name, value);
       if (name === 'content-length') {
-        if (!/^\d{1,15}$/.test(value)) throw new UpstreamError('protocol', 'bad content-length');
+        if (!/^\d{1,15}$/.test(value)) throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'bad content-length');
         const v = Number(value);
-        if (length >= 0 && v !== length) throw new UpstreamError('protocol', 'conflicting content-length');
+        if (length >= 0 && v !== length) throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'conflicting content-length');
         length = v;
       } else if (name === 'transfer-encoding') {
         te = true;
@@ -342,15 +338,15 @@ function statusOf (line: string): number {
   // "HTTP/1.1 200 OK"; the reason phrase may be empty or absent.
   if (line.length < 12 || !line.startsWith('HTTP/1.') || (line.charCodeAt(7) !== 48 && line.charCodeAt(7) !== 49) ||
     line.charCodeAt(8) !== 32 || (line.length > 12 && line.charCodeAt(12) !== 32)) {
-    throw new UpstreamError('protocol', 'bad status line');
+    throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'bad status line');
   }
   let s = 0;
   for (let k = 9; k < 12; k++) {
     const d = line.charCodeAt(k) - 48;
-    if (d < 0 || d > 9) throw new UpstreamError('protocol', 'bad status line');
+    if (d < 0 || d > 9) throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'bad status line');
     s = s * 10 + d;
   }
-  if (s < 100) throw new UpstreamError('protocol', 'bad status line');
+  if (s < 100) throw new UpstreamError('EAR_ERR_UPSTREAM_PROTOCOL', 'bad status line');
   return s;
 }
 
@@ -435,7 +431,7 @@ class Connection implements ParserSink {
     this.socket.once(secure ? 'secureConnect' : 'connect', () => this.#connected());
     this.socket.on('end', () => this.#end());
     this.socket.on('error', (e: Error) => this.fail(e));
-    this.socket.on('close', () => this.fail(new UpstreamError('closed', 'the upstream closed the connection')));
+    this.socket.on('close', () => this.fail(new UpstreamError('EAR_ERR_UPSTREAM_CLOSED', 'the upstream closed the connection')));
     this.deadline = performance.now() + pool.connectTimeoutMs;
     this.deadlineKind = Deadline.Connect;
   }
@@ -524,7 +520,7 @@ class Connection implements ParserSink {
       this.fail(err as Error);
       return;
     }
-    this.fail(new UpstreamError('closed', 'the upstream closed the connection'));
+    this.fail(new UpstreamError('EAR_ERR_UPSTREAM_CLOSED', 'the upstream closed the connection'));
   }
 
   head (status: number, headers: string[]): void {
@@ -588,8 +584,11 @@ class Connection implements ParserSink {
 
   timeout (): void {
     const kind = this.deadlineKind;
-    const what = kind === Deadline.Connect ? 'connect_timeout' : kind === Deadline.Headers ? 'headers_timeout' : 'body_timeout';
-    this.fail(new UpstreamError(what, `upstream ${what.replace('_', ' ')}`));
+    this.fail(kind === Deadline.Connect
+      ? new UpstreamError('EAR_ERR_UPSTREAM_CONNECT_TIMEOUT', 'upstream connect timeout')
+      : kind === Deadline.Headers
+        ? new UpstreamError('EAR_ERR_UPSTREAM_HEADERS_TIMEOUT', 'upstream headers timeout')
+        : new UpstreamError('EAR_ERR_UPSTREAM_BODY_TIMEOUT', 'upstream body timeout'));
   }
 }
 
@@ -655,15 +654,15 @@ export class UpstreamPool {
     const call = new Call(this, req, handler);
     handler.onStart(call);
     if (call.done) return;
-    if (this.#closed) return this.#reject(call, new UpstreamError('pool_closed', 'the upstream pool is closed'));
+    if (this.#closed) return this.#reject(call, new UpstreamError('EAR_ERR_UPSTREAM_POOL_CLOSED', 'the upstream pool is closed'));
     for (const [k, v] of req.headers) {
-      if (hasCtl(k) || hasCtl(v)) return this.#reject(call, new UpstreamError('bad_request', 'header with CR, LF or NUL'));
+      if (hasCtl(k) || hasCtl(v)) return this.#reject(call, new UpstreamError('EAR_ERR_UPSTREAM_BAD_REQUEST', 'header with CR, LF or NUL'));
     }
     const conn = this.#take();
     if (conn) return conn.assign(call);
     if (this.#queue.length >= this.maxQueued) {
       this.stats.queueFull++;
-      return this.#reject(call, new UpstreamError('queue_full', `${this.maxQueued} requests already wait for a connection`));
+      return this.#reject(call, new UpstreamError('EAR_ERR_UPSTREAM_QUEUE_FULL', `${this.maxQueued} requests already wait for a connection`));
     }
     this.#queue.push(call);
   }
@@ -757,7 +756,7 @@ export class UpstreamPool {
   }
 
   /** Fails everything at once with `err` and closes every socket. */
-  destroy (err: Error = new UpstreamError('pool_closed', 'the upstream pool was destroyed')): void {
+  destroy (err: Error = new UpstreamError('EAR_ERR_UPSTREAM_POOL_CLOSED', 'the upstream pool was destroyed')): void {
     this.#closed = true;
     const queue = this.#queue;
     this.#queue = [];

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createRegion, Region } from '../../src/core/region.js';
 import { createRoutePool, type RoutePool } from '../../src/features/route-pool.js';
 import { featureSource, INLINE_FEATURES_MAX_BYTES } from '../../src/features/inline-features.js';
-import { GatewayError } from '../../src/gateway/errors.js';
+import { EarError } from '../../src/request/errors.js';
 import type { Endpoint } from '../../src/features/request-body.js';
 
 const shared = createRegion({ prefixIndexKeys: 1 << 12, sessions: 64, heapJobs: 64, recordRingOps: 64, scratchSlots: 4 });
@@ -42,8 +42,8 @@ test('inline errors are rejected promises carrying the client error, as from the
   const features = featureSource(new Region(shared), { tokenizer: 'character', blockSize: 16 }, counting(real));
   let p: Promise<unknown> | undefined;
   assert.doesNotThrow(() => { p = features('chat', Buffer.from('{"model":')); });
-  await assert.rejects(p!, (e: unknown) => e instanceof GatewayError && e.code === 'EAR_ERR_BAD_JSON');
-  await assert.rejects(features('chat', chat('hi', { cache_salt: '' })), (e: unknown) => e instanceof GatewayError && e.status === 400);
+  await assert.rejects(p!, (e: unknown) => e instanceof EarError && e.code === 'EAR_ERR_BAD_JSON');
+  await assert.rejects(features('chat', chat('hi', { cache_salt: '' })), (e: unknown) => e instanceof EarError && e.status === 400);
 });
 
 test('any other tokenizer always uses the pool, which gets the session id (for its session-affine threads)', async () => {

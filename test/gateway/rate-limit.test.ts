@@ -5,7 +5,7 @@ import { Registry } from 'prom-client';
 import { fullBucket, isFull, RateLimiter, retryAfterSeconds, take, type BucketLimit } from '../../src/request/rate-limit.js';
 import { ClientGate } from '../../src/request/client-gate.js';
 import { buildConfig, ConfigError } from '../../src/gateway/config.js';
-import { GatewayError } from '../../src/gateway/errors.js';
+import { EarError } from '../../src/request/errors.js';
 
 test('a bucket admits its burst at once, then one request per 1/rate seconds, and says how long to wait', () => {
   const lim: BucketLimit = { requestsPerSecond: 2, burst: 3 };
@@ -65,25 +65,25 @@ test('the client gate: API keys by digest, each key its own bucket or the defaul
   const keyed = buildConfig({ apiKeys: ['k1', 'k2', 'k3'], rateLimits: { default: { requestsPerSecond: 1, burst: 1 }, keys: { k1: { requestsPerSecond: 0.1, burst: 2 } } } });
   const gate = new ClientGate(keyed, new Registry(), () => now);
   const ip = (): string => { throw new Error('no per-IP limit applies with keys'); };
-  assert.equal((gate.admit('/v1/completions', 'Bearer nope', ip) as GatewayError).code, 'EAR_ERR_UNAUTHORIZED');
-  assert.equal((gate.admit('/v1/completions', '', ip) as GatewayError).code, 'EAR_ERR_UNAUTHORIZED');
-  assert.equal((gate.admit('/v1/completions', 'k1', ip) as GatewayError).code, 'EAR_ERR_UNAUTHORIZED', 'Bearer is required');
+  assert.equal((gate.admit('/v1/completions', 'Bearer nope', ip) as EarError).code, 'EAR_ERR_UNAUTHORIZED');
+  assert.equal((gate.admit('/v1/completions', '', ip) as EarError).code, 'EAR_ERR_UNAUTHORIZED');
+  assert.equal((gate.admit('/v1/completions', 'k1', ip) as EarError).code, 'EAR_ERR_UNAUTHORIZED', 'Bearer is required');
   const u1 = gate.admit('/v1/completions', 'Bearer k1', ip);
   assert.match((u1 as { user: string }).user, /^key:[A-Za-z0-9_-]{43}$/);
-  assert.ok(!(gate.admit('/v1/completions', 'Bearer k1', ip) instanceof GatewayError), 'k1 has a burst of 2');
-  const refused = gate.admit('/v1/completions', 'Bearer k1', ip) as GatewayError;
+  assert.ok(!(gate.admit('/v1/completions', 'Bearer k1', ip) instanceof EarError), 'k1 has a burst of 2');
+  const refused = gate.admit('/v1/completions', 'Bearer k1', ip) as EarError;
   assert.equal(refused.code, 'EAR_ERR_RATE_LIMITED');
   assert.equal(refused.status, 429);
   assert.equal(refused.retryAfterSeconds, 10, 'a token in 10 s at 0.1/s');
-  assert.ok(!(gate.admit('/v1/completions', 'Bearer k2', ip) instanceof GatewayError), 'k2: the default bucket, its own');
-  assert.ok(!(gate.admit('/v1/completions', 'Bearer k3', ip) instanceof GatewayError));
-  assert.equal((gate.admit('/v1/completions', 'Bearer k2', ip) as GatewayError).retryAfterSeconds, 1);
+  assert.ok(!(gate.admit('/v1/completions', 'Bearer k2', ip) instanceof EarError), 'k2: the default bucket, its own');
+  assert.ok(!(gate.admit('/v1/completions', 'Bearer k3', ip) instanceof EarError));
+  assert.equal((gate.admit('/v1/completions', 'Bearer k2', ip) as EarError).retryAfterSeconds, 1);
   now = 1000;
-  assert.ok(!(gate.admit('/v1/completions', 'Bearer k2', ip) instanceof GatewayError), 'refilled after 1 s');
+  assert.ok(!(gate.admit('/v1/completions', 'Bearer k2', ip) instanceof EarError), 'refilled after 1 s');
 
   const open = new ClientGate(buildConfig({ rateLimits: { perIp: { requestsPerSecond: 1, burst: 1 } } }), new Registry(), () => now);
   assert.deepEqual(open.admit('/v1/models', 'Bearer anything', () => '10.0.0.1'), { user: null });
-  assert.equal((open.admit('/v1/models', '', () => '10.0.0.1') as GatewayError).code, 'EAR_ERR_RATE_LIMITED');
+  assert.equal((open.admit('/v1/models', '', () => '10.0.0.1') as EarError).code, 'EAR_ERR_RATE_LIMITED');
   assert.deepEqual(open.admit('/v1/models', '', () => '10.0.0.2'), { user: null }, 'another address, another bucket');
   const off = new ClientGate(buildConfig({}), new Registry(), () => now);
   for (let i = 0; i < 100; i++) assert.deepEqual(off.admit('/v1/completions', '', () => { throw new Error('not read when off'); }), { user: null });

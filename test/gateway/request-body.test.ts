@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { parseRequestBody } from '../../src/features/request-body.js';
-import { GatewayError } from '../../src/gateway/errors.js';
+import { EarError } from '../../src/request/errors.js';
 
 const buf = (o: unknown) => Buffer.from(typeof o === 'string' ? o : JSON.stringify(o));
 
@@ -47,16 +47,16 @@ test('malformed bodies are 400s that say what is wrong', () => {
     ['completions', { model: 'm', prompt: 'x', user: { id: 'a' } }, /"user" must be a string/, 'EAR_ERR_BAD_REQUEST']
   ];
   for (const [ep, body, re, code] of cases) {
-    assert.throws(() => parseRequestBody(ep as 'chat', buf(body)), (e: unknown) => e instanceof GatewayError && e.status === 400 && e.code === code && re.test(e.message), String(re));
+    assert.throws(() => parseRequestBody(ep as 'chat', buf(body)), (e: unknown) => e instanceof EarError && e.status === 400 && e.code === code && re.test(e.message), String(re));
   }
 });
 
-test('arbitrary bytes never throw anything but a 400 GatewayError (property)', () => {
+test('arbitrary bytes never throw anything but a 400 EarError (property)', () => {
   fc.assert(fc.property(fc.uint8Array({ maxLength: 200 }), fc.constantFrom('chat', 'completions'), (bytes, ep) => {
     try {
       parseRequestBody(ep as 'chat', Buffer.from(bytes));
     } catch (e) {
-      assert.ok(e instanceof GatewayError && e.status === 400);
+      assert.ok(e instanceof EarError && e.status === 400);
     }
   }));
 });

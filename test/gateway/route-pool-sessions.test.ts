@@ -7,7 +7,7 @@ import { createTokenizerSync } from '../../src/tokenize/index.js';
 import type { ChatMessage } from '../../src/tokenize/types.js';
 import { computeFeatures } from '../../src/features/features.js';
 import { createRoutePool, sessionShard } from '../../src/features/route-pool.js';
-import { GatewayError } from '../../src/gateway/errors.js';
+import { EarError } from '../../src/request/errors.js';
 import { startSim, type SimServer } from '../../src/sim/server.js';
 
 const shared = createRegion({ prefixIndexKeys: 1 << 12, sessions: 64, heapJobs: 64, recordRingOps: 64, scratchSlots: 8 });
@@ -59,7 +59,7 @@ test('past maxQueue waiting tasks a request gets 429 (EAR_ERR_QUEUE_FULL), count
     const results = await Promise.allSettled(Array.from({ length: 6 }, () => pool.features('chat', big, 's')));
     const refused = results.filter((r) => r.status === 'rejected');
     assert.ok(refused.length >= 4, `${refused.length} refused`);
-    for (const r of refused) assert.ok((r as PromiseRejectedResult).reason instanceof GatewayError && (r as PromiseRejectedResult).reason.code === 'EAR_ERR_QUEUE_FULL');
+    for (const r of refused) assert.ok((r as PromiseRejectedResult).reason instanceof EarError && (r as PromiseRejectedResult).reason.code === 'EAR_ERR_QUEUE_FULL');
     assert.equal(pool.stats().queueFull, refused.length);
     // Bound released: the pool serves again.
     await pool.features('chat', big, 's');
@@ -83,7 +83,7 @@ test('a remote tokenizer pool: keys follow the engine\'s tokens; an unreachable 
     // Token-id prompts need no tokenizer: no fallback.
     await bad.features('completions', Buffer.from(JSON.stringify({ model: 'm', prompt: [1, 2, 3] })));
     assert.equal(bad.stats().tokenizerFallbacks, 1);
-    await assert.rejects(bad.features('chat', Buffer.from('{')), (e: unknown) => e instanceof GatewayError && e.code === 'EAR_ERR_BAD_JSON');
+    await assert.rejects(bad.features('chat', Buffer.from('{')), (e: unknown) => e instanceof EarError && e.code === 'EAR_ERR_BAD_JSON');
   } finally {
     await good.close();
     await bad.close();

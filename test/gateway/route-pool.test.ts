@@ -5,7 +5,7 @@ import { BlockHasher } from '../../src/core/block-keys.js';
 import { createTokenizerSync } from '../../src/tokenize/index.js';
 import { computeFeatures } from '../../src/features/features.js';
 import { createRoutePool } from '../../src/features/route-pool.js';
-import { GatewayError } from '../../src/gateway/errors.js';
+import { EarError } from '../../src/request/errors.js';
 
 const shared = createRegion({ prefixIndexKeys: 1 << 12, sessions: 64, heapJobs: 64, recordRingOps: 64, scratchSlots: 4 });
 const pool = createRoutePool(shared, { threads: 1, tokenizer: 'hf:qwen3', blockSize: 16 });
@@ -45,8 +45,8 @@ test('a shared system prompt shares its leading keys; cache_salt and model chang
   }
 });
 
-test('errors in the worker come back as the right GatewayError', async () => {
-  await assert.rejects(pool.features('chat', Buffer.from('{')), (e: unknown) => e instanceof GatewayError && e.code === 'EAR_ERR_BAD_JSON');
-  await assert.rejects(pool.features('chat', body({ cache_salt: '' })), (e: unknown) => e instanceof GatewayError && /cache_salt/.test(e.message));
-  await assert.rejects(pool.features('completions', Buffer.from(JSON.stringify({ model: 'q', prompt: [1, -2] }))), (e: unknown) => e instanceof GatewayError && e.status === 400);
+test('errors in the worker come back as the right EarError', async () => {
+  await assert.rejects(pool.features('chat', Buffer.from('{')), (e: unknown) => e instanceof EarError && e.code === 'EAR_ERR_BAD_JSON');
+  await assert.rejects(pool.features('chat', body({ cache_salt: '' })), (e: unknown) => e instanceof EarError && /cache_salt/.test(e.message));
+  await assert.rejects(pool.features('completions', Buffer.from(JSON.stringify({ model: 'q', prompt: [1, -2] }))), (e: unknown) => e instanceof EarError && e.status === 400);
 });

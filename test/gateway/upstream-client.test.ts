@@ -116,16 +116,16 @@ test('malformed responses throw a protocol error instead of crashing or guessing
     'HTTP/1.1 101 Switching Protocols\r\n\r\n'
   ];
   for (const raw of bad) {
-    assert.throws(() => parse([Buffer.from(raw)]), (e: unknown) => e instanceof UpstreamError && e.code === 'protocol', JSON.stringify(raw));
+    assert.throws(() => parse([Buffer.from(raw)]), (e: unknown) => e instanceof UpstreamError && e.code === 'EAR_ERR_UPSTREAM_PROTOCOL', JSON.stringify(raw));
   }
   // A head that never ends is cut off at its bound.
-  assert.throws(() => parse([Buffer.from('HTTP/1.1 200 OK\r\n'), Buffer.alloc(70_000, 'a')]), (e: unknown) => e instanceof UpstreamError && e.code === 'protocol');
+  assert.throws(() => parse([Buffer.from('HTTP/1.1 200 OK\r\n'), Buffer.alloc(70_000, 'a')]), (e: unknown) => e instanceof UpstreamError && e.code === 'EAR_ERR_UPSTREAM_PROTOCOL');
   // Bytes nobody asked for: the answer is still whole, the connection is not reused, and more bytes are an error.
   const extra = parse([Buffer.from('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n')]);
   assert.equal(extra.body, 'ok');
   assert.equal(extra.reusable, false);
   // End of stream before the body ends.
-  assert.throws(() => parse([Buffer.from('HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nab')], true), (e: unknown) => e instanceof UpstreamError && e.code === 'closed');
+  assert.throws(() => parse([Buffer.from('HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nab')], true), (e: unknown) => e instanceof UpstreamError && e.code === 'EAR_ERR_UPSTREAM_CLOSED');
 });
 
 // ---- the pool, against raw TCP servers ----
@@ -288,12 +288,12 @@ test('connect errors, timeouts, mid-body closes and malformed answers reach onEr
   try {
     const code = (o: Outcome): string | undefined => (o.error as UpstreamError | null)?.code;
     const [silent, stall, cut, garbage] = await Promise.all(['"silent"', '"stall"', '"cut"', '"garbage"'].map((b) => send(pool, b)));
-    assert.equal(code(silent), 'headers_timeout');
-    assert.equal(code(stall), 'body_timeout');
+    assert.equal(code(silent), 'EAR_ERR_UPSTREAM_HEADERS_TIMEOUT');
+    assert.equal(code(stall), 'EAR_ERR_UPSTREAM_BODY_TIMEOUT');
     assert.equal(stall.status, 200);
-    assert.equal(code(cut), 'closed');
+    assert.equal(code(cut), 'EAR_ERR_UPSTREAM_CLOSED');
     assert.equal(cut.body, 'abc');
-    assert.equal(code(garbage), 'protocol');
+    assert.equal(code(garbage), 'EAR_ERR_UPSTREAM_PROTOCOL');
     const fine = await send(pool);
     assert.equal(fine.error, null);
     assert.equal(fine.body, 'fine');
@@ -303,13 +303,13 @@ test('connect errors, timeouts, mid-body closes and malformed answers reach onEr
   }
 });
 
-test('the pool is bounded: at most `connections` sockets, then a bounded queue, then queue_full', async () => {
+test('the pool is bounded: at most `connections` sockets, then a bounded queue, then EAR_ERR_UPSTREAM_QUEUE_FULL', async () => {
   const srv = await rawServer((_req, socket) => { setTimeout(() => socket.write(ok('q')), 20); });
   const pool = new UpstreamPool(srv.url, { ...options, connections: 1, maxQueued: 1 });
   try {
     const rs = await Promise.all([send(pool), send(pool), send(pool)]);
     assert.deepEqual(rs.map((r) => r.body), ['q', 'q', '']);
-    assert.equal((rs[2].error as UpstreamError).code, 'queue_full');
+    assert.equal((rs[2].error as UpstreamError).code, 'EAR_ERR_UPSTREAM_QUEUE_FULL');
     assert.equal(pool.stats.queueFull, 1);
     assert.equal(srv.connections, 1);
   } finally {
@@ -387,7 +387,7 @@ test('close() lets the request in flight finish, then refuses new ones', async (
     const inflight = send(pool);
     const closed = pool.close();
     const after = await send(pool);
-    assert.equal((after.error as UpstreamError).code, 'pool_closed');
+    assert.equal((after.error as UpstreamError).code, 'EAR_ERR_UPSTREAM_POOL_CLOSED');
     assert.equal((await inflight).body, 'late');
     await closed;
     assert.equal(pool.size, 0);
@@ -405,7 +405,7 @@ test('headers with CR or LF are refused before anything is written', async () =>
         onStart () {}, onHeaders () {}, onData: () => true, onReadEnd: () => true, onComplete: () => resolve(null), onError: resolve
       });
     });
-    assert.equal((r as UpstreamError).code, 'bad_request');
+    assert.equal((r as UpstreamError).code, 'EAR_ERR_UPSTREAM_BAD_REQUEST');
     assert.equal(srv.connections, 0);
   } finally {
     await pool.close();

@@ -249,8 +249,8 @@ test('abort frees blocks wherever the request is; bad input gets clear errors; t
   assert.throws(() => e.addRequest(req('e', [])), /at least one token/);
   assert.throws(() => e.addRequest(req('e', [1.5])), /non-negative integer/);
   assert.throws(() => e.addRequest(req('e', [1], { maxTokens: 0 })), /maxTokens/);
-  // Over max_model_len: vLLM's two messages, under a stable code (a RangeError still, as every bad input).
-  const tooLong = (re: RegExp) => (err: unknown) => err instanceof ContextLengthError && err instanceof RangeError &&
+  // Over max_model_len: vLLM's two messages, under a stable code (a 400, as every bad input).
+  const tooLong = (re: RegExp) => (err: unknown) => err instanceof ContextLengthError && err.status === 400 &&
     err.code === 'EAR_ERR_CONTEXT_LENGTH' && err.name === 'ContextLengthError' && re.test(err.message);
   assert.throws(() => e.addRequest(req('e', range(1, 4000), { maxTokens: 200 })),
     tooLong(/^'max_tokens' or 'max_completion_tokens' is too large: 200\. This model's maximum context length is 4096 tokens and your request has 4000 input tokens \(200 > 4096 - 4000\)\.$/));
