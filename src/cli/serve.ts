@@ -1,7 +1,7 @@
 // `ear serve`: the gateway. Flags override the YAML file given with --config; `--demo N` starts N simulated
 // engines in this process and puts the gateway in front of them (what `npm start` runs).
 import pino from 'pino';
-import { ConfigError, DEFAULTS, type GatewayConfig } from '../gateway/config.js';
+import { ConfigError, DEFAULTS, type GatewayConfig } from '../config/index.js';
 import { parseGatewayArgs, readGatewayConfig } from './serve-options.js';
 import { startGatewayProcess } from './gateway-process.js';
 import { policyNames } from '../core/policies/index.js';

@@ -4,7 +4,7 @@
 // sends the request, so the answer is a list of endpoints, primary first, and the proxy reports which served.
 import { NoCandidateError } from '../core/policy.js';
 import type { Backend } from '../gateway/backends.js';
-import type { GatewayConfig } from '../gateway/config.js';
+import type { GatewayConfig } from '../config/index.js';
 import { GatewayError } from '../gateway/errors.js';
 import { waitForAdmission } from '../gateway/admission-wait.js';
 import { routeFacts } from '../gateway/route-facts.js';

@@ -3,7 +3,7 @@
 // endpoint (src/epp/stream.ts, picker.ts). The gateway assembled by startEar supplies backends, health probes,
 // engine scrapes, the route pool and the tables; its HTTP port serves /metrics, /health and /ready.
 import * as grpc from '@grpc/grpc-js';
-import type { GatewayConfig } from '../gateway/config.js';
+import type { GatewayConfig } from '../config/index.js';
 import type { Ear } from '../gateway/ear.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { addHealthService } from './health.js';

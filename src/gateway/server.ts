@@ -8,7 +8,7 @@ import { NoCandidateError } from '../core/policy.js';
 import { DEFAULT_CLASS, PRIORITY_CLASSES } from '../core/admission.js';
 import { registerAdmissionMetrics } from './admission-metrics.js';
 import { Backend, probe, scrape } from './backends.js';
-import type { GatewayConfig } from './config.js';
+import type { GatewayConfig } from '../config/index.js';
 import { GatewayError } from './errors.js';
 import { GatewayMetrics } from './metrics.js';
 import { attempt, noBackendAnswered, type AttemptResult } from './proxy.js';

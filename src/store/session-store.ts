@@ -185,7 +185,7 @@ export interface StoreLogger {
 
 // ---- configuration -------------------------------------------------------------------------------------------
 
-/** Same code and message shape as the gateway's ConfigError (src/gateway/config.ts), without importing it. */
+/** Same code and message shape as the gateway's ConfigError (src/config/config-error.ts), without importing it. */
 export class StoreConfigError extends Error {
   readonly code = 'EAR_ERR_CONFIG';
   constructor (path: string, rule: string) {
