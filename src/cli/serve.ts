@@ -52,7 +52,7 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
                        --inference-pool NAME (an InferencePool's selector and targetPorts)
 SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), flush traces, exit.
 Tracing (OpenTelemetry, off by default) is configured by the OTEL_* environment variables: on when
-OTEL_TRACES_EXPORTER names an exporter or OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT is set (README "Tracing").`;
+OTEL_TRACES_EXPORTER names an exporter or OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT is set (docs/tracing.md).`;
 
 /** The demo engines' tokenizer (a real BPE, so their output reads as text), unless --tokenizer names another. */
 const DEMO_TOKENIZER = 'hf:qwen3';
