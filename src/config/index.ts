@@ -21,7 +21,6 @@ import { HA_SECTION_DEFAULTS, HA_SECTION_FIELDS, type HaSection } from './ha.js'
 export { ConfigError } from './config-error.js';
 export { parseBackendFlag, type BackendConfig } from './backends.js';
 export { checkLabelSelector, DISCOVERY_DEFAULTS, type DiscoveryConfig } from './discovery.js';
-export type { RateLimitsConfig } from './clients.js';
 
 export interface GatewayConfig extends ServerConfig, ClientsConfig, UpstreamConfig, DiscoverySection, RoutingConfig,
   FeaturesConfig, PrefixIndexConfig, SessionsConfig, AdmissionConfig, MigrationConfig, HaSection {
