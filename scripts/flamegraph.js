@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `npm run flamegraph -- NAME [--seconds S] [--out DIR]`: runs a named load with EAR's process under
 // `node --cpu-prof` (every thread, workers included, writes its own profile when it exits) and renders one
-// interactive flamegraph per thread with speedscope (a maintained viewer; see the README's "Profiling"): the main
+// interactive flamegraph per thread with speedscope (a maintained viewer; see docs/profiling.md): the main
 // thread, the route pool's threads and the kv-events thread, each named by the EAR entry point found in its
 // profile. Loads:
 //   soak           `npm run soak` for a minute (engine restarts, reloads, KV events), the gateway profiled

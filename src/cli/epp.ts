@@ -2,7 +2,7 @@
 // the same config file and flags as `ear serve`, plus its gRPC ports; its HTTP port serves /metrics, /health and
 // /ready (and, as `ear serve` does, the OpenAI routes, for a client that reaches it directly).
 import pino from 'pino';
-import { ConfigError, type GatewayConfig } from '../gateway/config.js';
+import { ConfigError, type GatewayConfig } from '../config/index.js';
 import { startEpp } from '../epp/server.js';
 import type { BodySendMode } from '../epp/protocol.js';
 import { parseGatewayArgs, readGatewayConfig } from './serve-options.js';

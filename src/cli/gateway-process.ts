@@ -3,7 +3,7 @@
 // itself, the process's metrics and SIGHUP. Each command adds only its own transport.
 import { collectDefaultMetrics } from 'prom-client';
 import type pino from 'pino';
-import type { GatewayConfig } from '../gateway/config.js';
+import type { GatewayConfig } from '../config/index.js';
 import { startEar, type Ear } from '../gateway/ear.js';
 import { startDiscovery } from '../discovery/start.js';
 import { startActivePassive, type ActivePassive } from '../ha/active-passive.js';

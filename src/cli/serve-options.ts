@@ -1,7 +1,7 @@
 // The gateway's flags, shared by `ear serve` and `ear epp`: one parseArgs table and one mapping from flags to
 // config fields, so both commands read a YAML file and flags the same way (flags override the file).
 import { parseArgs } from 'node:util';
-import { buildConfig, loadConfigFile, type GatewayConfig } from '../gateway/config.js';
+import { buildConfig, loadConfigFile, type GatewayConfig } from '../config/index.js';
 
 type OptionSpec = { type: 'string' | 'boolean'; multiple?: boolean; short?: string };
 

@@ -1,7 +1,7 @@
 // `ear serve`: the gateway. Flags override the YAML file given with --config; `--demo N` starts N simulated
 // engines in this process and puts the gateway in front of them (what `npm start` runs).
 import pino from 'pino';
-import { ConfigError, DEFAULTS, type GatewayConfig } from '../gateway/config.js';
+import { ConfigError, DEFAULTS, type GatewayConfig } from '../config/index.js';
 import { parseGatewayArgs, readGatewayConfig } from './serve-options.js';
 import { startGatewayProcess } from './gateway-process.js';
 import { policyNames } from '../core/policies/index.js';
@@ -52,7 +52,7 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
                        --inference-pool NAME (an InferencePool's selector and targetPorts)
 SIGTERM/SIGINT drain: stop accepting, finish in-flight requests (up to drainTimeoutMs), flush traces, exit.
 Tracing (OpenTelemetry, off by default) is configured by the OTEL_* environment variables: on when
-OTEL_TRACES_EXPORTER names an exporter or OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT is set (README "Tracing").`;
+OTEL_TRACES_EXPORTER names an exporter or OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT is set (docs/tracing.md).`;
 
 /** The demo engines' tokenizer (a real BPE, so their output reads as text), unless --tokenizer names another. */
 const DEMO_TOKENIZER = 'hf:qwen3';

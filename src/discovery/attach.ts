@@ -2,7 +2,7 @@
 // pods already there, then feed every later change to the gateway as a SIGHUP reload would
 // (`gateway.reload({...config, backends})`), coalesced by BackendApplier, with discovery's metrics registered.
 import type { Registry } from 'prom-client';
-import type { BackendConfig, GatewayConfig } from '../gateway/config.js';
+import type { BackendConfig, GatewayConfig } from '../config/index.js';
 import { BackendApplier, type ApplierLog } from './backend-applier.js';
 import { startPodDiscovery, type PodDiscovery, type PodDiscoveryOptions } from './k8s-pods.js';
 import { registerDiscoveryMetrics } from './metrics.js';

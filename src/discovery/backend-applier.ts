@@ -2,7 +2,7 @@
 // while a reload runs replace each other, so a burst of changes costs one more reload, not one each. A reload
 // that fails (every pod row still in use while old pods drain) is tried again with the latest list: after retryMs,
 // or as soon as the gateway says a pod row came free (retryNow).
-import type { BackendConfig } from '../gateway/config.js';
+import type { BackendConfig } from '../config/index.js';
 
 export interface ApplierStats {
   reloads: number;

@@ -4,7 +4,7 @@
 // changed. At most maxPods pods are backends; the ones already chosen stay chosen, and a pod beyond the bound
 // waits (logged, on the metrics) until one leaves.
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { BackendConfig, DiscoveryConfig } from '../gateway/config.js';
+import type { BackendConfig, DiscoveryConfig } from '../config/index.js';
 import { kubeTarget, resolveNamespace } from '../kube/kube-target.js';
 import { INFERENCE_POOL_GROUP_VERSION, poolSource, type PoolSource } from './inference-pool.js';
 import { podVerdict, type SkipReason } from './pod-backend.js';

@@ -2,7 +2,9 @@
 // watch (reflector.ts) keeps the pods, this decides which serve. A pod serves when Running, Ready (condition
 // Ready=True), not being deleted (no deletionTimestamp: it is draining) and given an IP.
 import type { PodRole } from '../core/policy.js';
-import type { BackendConfig, DiscoveryConfig } from '../gateway/config.js';
+import type { BackendConfig, DiscoveryConfig } from '../config/index.js';
+// Pods are named as backend ids must be (Deployment pod names fit); one that is not is skipped.
+import { ID_RE } from '../config/backends.js';
 
 /** The fields of a v1 Pod this module reads (list items and watch objects alike). */
 export interface PodLike {
@@ -24,9 +26,6 @@ export type PodBackendOptions = Pick<DiscoveryConfig, 'port' | 'roleLabel' | 'mo
 export type SkipReason = 'not-running' | 'not-ready' | 'no-ip' | 'terminating' | 'bad-name' | 'bad-role';
 
 export type PodVerdict = { backend: BackendConfig; skip: null } | { backend: null; skip: SkipReason };
-
-// Backend ids as the static config takes them (src/gateway/config.ts ID_RE); Deployment pod names fit.
-const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 
 /** llm-d's role label values → EAR's roles; no label = both. */
 const ROLES: Record<string, PodRole> = { prefill: 'prefill', decode: 'decode', both: 'both' };

@@ -1,6 +1,6 @@
 // The one call `ear serve` and `ear epp` make for discovery: nothing without a `discovery` section; else the pods
 // listed before the gateway starts (attach.ts), with @kubernetes/client-node imported only then (~0.5 s).
-import type { GatewayConfig } from '../gateway/config.js';
+import type { GatewayConfig } from '../config/index.js';
 import type { ApplierLog } from './backend-applier.js';
 import type { DiscoveredBackends } from './attach.js';
 import type { ReflectorLog } from './reflector.js';

@@ -4,7 +4,7 @@
 // the proxy sends the request, so the pipeline's send names the endpoints, primary first, and the proxy reports
 // which served and how the response went.
 import type { Backend } from '../fleet/backends.js';
-import type { GatewayConfig } from '../gateway/config.js';
+import type { GatewayConfig } from '../config/index.js';
 import { EarError, openAiError } from '../request/errors.js';
 import type { FeatureSource } from '../features/inline-features.js';
 import type { Endpoint } from '../features/request-body.js';

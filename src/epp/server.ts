@@ -3,7 +3,7 @@
 // endpoint (src/epp/stream.ts, picker.ts). The process (EppHost, assembled by cli/epp.ts from startEar) supplies the backends,
 // health probes, engine scrapes, the route pool and the tables; its HTTP port serves /metrics, /health and /ready.
 import * as grpc from '@grpc/grpc-js';
-import type { GatewayConfig } from '../gateway/config.js';
+import type { GatewayConfig } from '../config/index.js';
 import type { BackendFleet, ReadinessCondition } from '../fleet/fleet.js';
 import type { FeatureSource } from '../features/inline-features.js';
 import type { ClientGate } from '../request/client-gate.js';

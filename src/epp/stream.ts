@@ -6,7 +6,7 @@
 // The response phase is watched in passing (first token, usage) and the request's admission is released when
 // the response ends or the stream does, whichever comes first.
 import type * as grpc from '@grpc/grpc-js';
-import type { GatewayConfig } from '../gateway/config.js';
+import type { GatewayConfig } from '../config/index.js';
 import { EarError, errorCodeOf, openAiError, type ErrorCode } from '../request/errors.js';
 import { StreamObserver } from '../upstream/stream-observer.js';
 import { EndpointFilter, endpointList } from './endpoints.js';

@@ -2,7 +2,7 @@
 // the models they serve and the load their engines report (probes and scrapes go through undici). Health checks eject a backend after `unhealthyAfter` failures in a row and
 // re-admit it on the first success; the model list comes from each engine's /v1/models.
 import { request as undiciRequest } from 'undici';
-import type { BackendConfig, GatewayConfig } from '../gateway/config.js';
+import type { BackendConfig, GatewayConfig } from '../config/index.js';
 import { parseEngineMetrics, type EngineLoad } from './engine-metrics.js';
 import { UpstreamPool } from '../upstream/client.js';
 import { backendHeaders } from '../upstream/headers.js';

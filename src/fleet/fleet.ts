@@ -4,7 +4,7 @@
 // dropping requests; a request holds its backend until it ends, so a removed one closes, and its row is freed,
 // once the last lets go. Readiness is the process's: a healthy backend, and what the caller adds (active-passive).
 import { Backend, probe, scrape } from './backends.js';
-import type { GatewayConfig } from '../gateway/config.js';
+import type { GatewayConfig } from '../config/index.js';
 import type { RoutingState } from './routing-port.js';
 
 export interface ReadinessCondition {

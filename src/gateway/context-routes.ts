@@ -2,7 +2,7 @@
 // registry is contexts.ts, the prefill context-prefill.ts. server.ts mounts these with one call.
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { Backend } from '../fleet/backends.js';
-import type { GatewayConfig } from './config.js';
+import type { GatewayConfig } from '../config/index.js';
 import { prefill, parseContextRequest, type PrefillDeps } from './context-prefill.js';
 import type { ContextRegistry } from './contexts.js';
 import { EarError, ERRORS, errorCodeOf } from '../request/errors.js';

@@ -5,7 +5,7 @@ import { APPROXIMATE_ASSUMED_TTL_MS, PRECISE_ASSUMED_TTL_MS } from '../core/rout
 import { createPolicy } from '../core/policies/index.js';
 import { startKvEventsThread, type KvBackendSpec, type KvEventsThread } from '../kvevents/kv-events-thread.js';
 import type { Backend } from '../fleet/backends.js';
-import type { GatewayConfig } from './config.js';
+import type { GatewayConfig } from '../config/index.js';
 import { registerKvEventMetrics, registerPodRowMetrics, registerSessionStoreMetrics } from '../telemetry/metrics.js';
 import { createRoutePool, type RoutePool } from '../features/route-pool.js';
 import { startGateway, type Gateway, type GatewayDeps } from './server.js';

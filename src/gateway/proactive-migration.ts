@@ -7,7 +7,7 @@ import type { SharedRegion } from '../core/region.js';
 import { startMigrationThread, type MigrationThread } from '../migration/migration-thread.js';
 import type { MigrationBackend, MigrationThreadStats } from '../migration/thread-protocol.js';
 import type { Backend } from '../fleet/backends.js';
-import type { GatewayConfig } from './config.js';
+import type { GatewayConfig } from '../config/index.js';
 import { kvTransferMetrics } from '../request/kv-transfer-metrics.js';
 import { registerProactiveMetrics } from './proactive-metrics.js';
 import { applyIdleMove } from './proactive-rebind.js';

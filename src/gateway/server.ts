@@ -11,7 +11,7 @@ import { priorityClassOf } from '../request/priority.js';
 import { registerAdmissionMetrics } from '../telemetry/admission-metrics.js';
 import type { Backend } from '../fleet/backends.js';
 import { BackendFleet, type ReadinessCondition } from '../fleet/fleet.js';
-import type { GatewayConfig } from './config.js';
+import type { GatewayConfig } from '../config/index.js';
 import { EarError } from '../request/errors.js';
 import { GatewayMetrics } from '../telemetry/metrics.js';
 import { requestId } from '../request/request-id.js';

@@ -2,7 +2,7 @@
 // ready on /ready only while it leads. A follower is a hot standby: it runs in full (probes its backends, follows
 // their KV events, keeps its tables) and serves whatever reaches it anyway (a port-forward, a client that
 // bypasses the Service), so taking over needs no warm-up; only the Service's traffic goes to the leader.
-import type { GatewayConfig } from '../gateway/config.js';
+import type { GatewayConfig } from '../config/index.js';
 import type { ReadinessCondition } from '../fleet/fleet.js';
 import { kubeTarget, type KubeTargetOptions } from '../kube/kube-target.js';
 import { kubeLeaseClient, replicaIdentity } from './lease-client.js';

@@ -11,14 +11,14 @@
 // Why two leaders never both claim readiness: a leader's claim lasts renewDeadline from the moment it *sent* its
 // last successful write; that write reached the API server after that moment, and a follower saw it later still,
 // and may take over only leaseDuration after seeing it, with a write conditioned on that very resourceVersion.
-// As renewDeadline < leaseDuration (ha-config.ts checks it), the old leader's claim has ended first, up to the
+// As renewDeadline < leaseDuration (src/config/ha.ts checks it), the old leader's claim has ended first, up to the
 // difference in clock rates over one lease duration. The leader's calls are aborted at its deadline, and a
 // timer steps it down then, however long the API server takes to answer.
 //
 // On close (SIGTERM) a leader releases the lease (holder '', as client-go's ReleaseOnCancel), so a follower
 // takes over within one retry period instead of a lease duration.
 import { performance } from 'node:perf_hooks';
-import { RETRY_JITTER } from './ha-config.js';
+import { RETRY_JITTER } from '../config/ha.js';
 import type { LeaseClient, LeaseRecord, ObservedLease } from './lease-client.js';
 
 export interface ElectorLog {

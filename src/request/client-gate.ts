@@ -5,7 +5,7 @@
 // address when no keys are configured (`rateLimits.perIp`): the address the connection comes from, never a
 // header (x-forwarded-for is the client's to write). Behind a proxy every client shares the proxy's address.
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { GatewayConfig } from '../gateway/config.js';
+import type { GatewayConfig } from '../config/index.js';
 import { ApiKeys } from './credentials.js';
 import { EarError } from './errors.js';
 import { RateLimiter, retryAfterSeconds, type BucketLimit } from './rate-limit.js';

@@ -186,7 +186,7 @@ export interface StoreLogger {
 
 // ---- configuration -------------------------------------------------------------------------------------------
 
-/** Same code and message shape as the gateway's ConfigError (src/gateway/config.ts), without importing it. */
+/** Same code and message shape as the gateway's ConfigError (src/config/config-error.ts), without importing it. */
 export class StoreConfigError extends EarError {
   constructor (path: string, rule: string) {
     super('EAR_ERR_CONFIG', `config ${path}: ${rule}`);

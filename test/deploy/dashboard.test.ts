@@ -2,10 +2,10 @@
 // as a real `ear serve` (in front of `ear sim` engines, with the features that create each family: KV events,
 // ear-proactive migration, rate limits, the shared session store's series) exports them, and vLLM's, as the sim
 // exports them plus test/deploy/vllm-metric-names.txt. Every expression parses as PromQL; the rule file has the
-// structure Prometheus and the PrometheusRule CRD take.
+// structure Prometheus and the PrometheusRule CRD take. docs/metrics.md lists the same families.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import YAML from 'yaml';
@@ -24,6 +24,8 @@ const known = new Set<string>();
 const earNames = new Set<string>();
 /** Label names per series name, from the scrapes' sample lines. */
 const labels = new Map<string, Set<string>>();
+/** EAR's metric families (`# TYPE` names) in the live gateway's scrape. */
+const earFamilies = new Set<string>();
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'ear-dash-'));
@@ -34,6 +36,7 @@ before(async () => {
   await turn(fleet.url, 'dash-1', [{ role: 'user', content: text('dashboard', 400) }]);
   const gateway = await (await fetch(`${fleet.url}/metrics`)).text();
   for (const n of exportedNames(gateway)) earNames.add(n);
+  for (const m of gateway.matchAll(/^# TYPE (ear_\S+)/gm)) earFamilies.add(m[1]);
   exportedLabels(gateway, labels);
   // The shared session store's series exist only with a redis:// store: their names from the registering code.
   const registry = new Registry();
@@ -58,6 +61,16 @@ test('the live gateway exports the families the dashboard and alerts are about',
   }
   assert.ok(known.has('vllm:num_requests_running') && known.has('vllm:time_to_first_token_seconds_bucket'), 'the sim\'s vLLM names');
   assert.equal(known.has('vllm:no_such_metric'), false);
+});
+
+test('docs/metrics.md lists every family the live gateway exports, and names no metric EAR does not have', () => {
+  const page = readFileSync(join(ROOT, 'docs', 'metrics.md'), 'utf8');
+  const listed = new Set([...page.matchAll(/^\| `(ear_[a-z0-9_]+)`/gm)].map((m) => m[1]));
+  assert.deepEqual([...earFamilies].filter((n) => !listed.has(n)).sort(), [], 'exported but not in docs/metrics.md');
+  // Families of features this fleet does not run (discovery, ha, ear epp) are checked against the code that registers them.
+  const source = readdirSync(join(ROOT, 'src'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'))
+    .map((f) => readFileSync(join(ROOT, 'src', f), 'utf8')).join('\n');
+  assert.deepEqual([...listed].filter((n) => !earFamilies.has(n) && !source.includes(`'${n}'`)).sort(), [], 'in docs/metrics.md but registered nowhere');
 });
 
 test('every query of the Grafana dashboard parses and names a metric EAR or vLLM exports', () => {

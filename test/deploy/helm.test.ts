@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import YAML from 'yaml';
 import { CHART, lint, render, validate, validateAll, type K8sObject } from './manifests.js';
-import { buildConfig, ConfigError } from '../../src/gateway/config.js';
+import { buildConfig, ConfigError } from '../../src/config/index.js';
 import { policyNames } from '../../src/core/policies/index.js';
 import { SCHEDULERS } from '../../src/core/admission.js';
 

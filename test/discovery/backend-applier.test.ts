@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BackendApplier } from '../../src/discovery/backend-applier.js';
-import type { BackendConfig } from '../../src/gateway/config.js';
+import type { BackendConfig } from '../../src/config/index.js';
 
 const list = (...ids: string[]): BackendConfig[] => ids.map((id) => ({ id, url: `http://${id}:1`, kvEvents: null, replay: null, kvTopic: '', role: 'both', kvCapacityBlocks: null, maxConcurrent: null, apiKey: null }));
 const quiet = { warn () {} };

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { podVerdict, type PodBackendOptions } from '../../src/discovery/pod-backend.js';
 import { poolSource } from '../../src/discovery/inference-pool.js';
-import { buildConfig, checkLabelSelector, ConfigError, DISCOVERY_DEFAULTS } from '../../src/gateway/config.js';
+import { buildConfig, checkLabelSelector, ConfigError, DISCOVERY_DEFAULTS } from '../../src/config/index.js';
 import { inferencePool, pod } from '../fixtures/k8s-api-server.js';
 
 const OPTS: PodBackendOptions = { ...DISCOVERY_DEFAULTS, port: 8000 };

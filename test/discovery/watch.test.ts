@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startPodDiscovery, type PodDiscovery } from '../../src/discovery/k8s-pods.js';
-import { DISCOVERY_DEFAULTS, type BackendConfig, type DiscoveryConfig } from '../../src/gateway/config.js';
+import { DISCOVERY_DEFAULTS, type BackendConfig, type DiscoveryConfig } from '../../src/config/index.js';
 import { INFERENCE_POOLS, inferencePool, KubeApiStub, PODS, pod, status } from '../fixtures/k8s-api-server.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ear-k8s-watch-'));

@@ -6,7 +6,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import pino from 'pino';
 import { request, getGlobalDispatcher } from 'undici';
-import { buildConfig } from '../../src/gateway/config.js';
+import { buildConfig } from '../../src/config/index.js';
 import { startEar, type Ear } from '../../src/gateway/ear.js';
 import { startSim, type SimServer } from '../../src/sim/server.js';
 

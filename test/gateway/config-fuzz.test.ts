@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import YAML from 'yaml';
-import { buildConfig, ConfigError, DEFAULTS, loadConfigFile, type GatewayConfig } from '../../src/gateway/config.js';
+import { buildConfig, ConfigError, DEFAULTS, loadConfigFile, type GatewayConfig } from '../../src/config/index.js';
 
 const FIELDS = Object.keys(DEFAULTS);
 const ODD_KEYS = ['__proto__', 'constructor', 'toString', 'hasOwnProperty', 'valueOf', 'prototype', '', ' port', 'Port', 'backend'];

@@ -5,7 +5,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Registry } from 'prom-client';
 import { getGlobalDispatcher, request } from 'undici';
-import { buildConfig } from '../../src/gateway/config.js';
+import { buildConfig } from '../../src/config/index.js';
 import { ContextRegistry, type ContextEntry } from '../../src/gateway/contexts.js';
 import type { Backend } from '../../src/fleet/backends.js';
 import type { Features } from '../../src/features/features.js';

@@ -4,7 +4,7 @@ import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { getGlobalDispatcher, request } from 'undici';
 import pino from 'pino';
-import { buildConfig } from '../../src/gateway/config.js';
+import { buildConfig } from '../../src/config/index.js';
 import { startEar, type Ear } from '../../src/gateway/ear.js';
 import { parseKvEventsConfig } from '../../src/sim/kv-events-config.js';
 import { startSim, type SimServer } from '../../src/sim/server.js';

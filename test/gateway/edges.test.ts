@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildConfig, loadConfigFile, parseBackendFlag, ConfigError } from '../../src/gateway/config.js';
+import { buildConfig, loadConfigFile, parseBackendFlag, ConfigError } from '../../src/config/index.js';
 import { sessionIdFrom, sessionOf, MAX_SESSION_ID_BYTES } from '../../src/request/session-id.js';
 import { parseEngineMetrics } from '../../src/fleet/engine-metrics.js';
 

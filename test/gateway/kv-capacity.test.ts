@@ -4,7 +4,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import pino from 'pino';
 import { getGlobalDispatcher } from 'undici';
-import { buildConfig } from '../../src/gateway/config.js';
+import { buildConfig } from '../../src/config/index.js';
 import { startEar } from '../../src/gateway/ear.js';
 import { startSim } from '../../src/sim/server.js';
 

@@ -2,7 +2,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { request, getGlobalDispatcher } from 'undici';
-import { buildConfig } from '../../src/gateway/config.js';
+import { buildConfig } from '../../src/config/index.js';
 import { startGateway } from '../../src/gateway/server.js';
 import { parseRequestBody, type Endpoint } from '../../src/features/request-body.js';
 import type { Features } from '../../src/features/features.js';

@@ -6,7 +6,7 @@ import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { getGlobalDispatcher, request } from 'undici';
 import pino from 'pino';
-import { buildConfig } from '../../src/gateway/config.js';
+import { buildConfig } from '../../src/config/index.js';
 import { startEar, assumedTtlMs, PRECISE_ASSUMED_TTL_MS, type Ear } from '../../src/gateway/ear.js';
 import { computeFeatures } from '../../src/features/features.js';
 import { BlockHasher } from '../../src/core/block-keys.js';

@@ -1,7 +1,7 @@
 // ear-proactive's settings: defaults, flags as strings, and mistakes named with the field and the rule.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { buildConfig, ConfigError } from '../../src/gateway/config.js';
+import { buildConfig, ConfigError } from '../../src/config/index.js';
 import { migrationBackends } from '../../src/gateway/proactive-migration.js';
 
 const BACKEND = { backends: [{ url: 'http://127.0.0.1:9', id: 'e0' }] };

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { Registry } from 'prom-client';
 import { fullBucket, isFull, RateLimiter, retryAfterSeconds, take, type BucketLimit } from '../../src/request/rate-limit.js';
 import { ClientGate } from '../../src/request/client-gate.js';
-import { buildConfig, ConfigError } from '../../src/gateway/config.js';
+import { buildConfig, ConfigError } from '../../src/config/index.js';
 import { EarError } from '../../src/request/errors.js';
 
 test('a bucket admits its burst at once, then one request per 1/rate seconds, and says how long to wait', () => {

@@ -9,7 +9,7 @@ import { createPolicy } from '../../src/core/policies/index.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { DEGRADED, type SessionStore } from '../../src/store/session-store.js';
 import { SharedSessions } from '../../src/store/shared-sessions.js';
-import { buildConfig, ConfigError } from '../../src/gateway/config.js';
+import { buildConfig, ConfigError } from '../../src/config/index.js';
 
 const MODEL = 'm';
 const NONE = new Set<number>();

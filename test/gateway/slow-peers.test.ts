@@ -10,7 +10,7 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request, getGlobalDispatcher } from 'undici';
-import { buildConfig } from '../../src/gateway/config.js';
+import { buildConfig } from '../../src/config/index.js';
 import { startGateway, type Gateway } from '../../src/gateway/server.js';
 import type { Features } from '../../src/features/features.js';
 import { parseRequestBody, type Endpoint } from '../../src/features/request-body.js';

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildConfig, ConfigError } from '../../src/gateway/config.js';
+import { buildConfig, ConfigError } from '../../src/config/index.js';
 import { kubeTarget, KubeTargetError } from '../../src/kube/kube-target.js';
 import { leaseTargetOptions } from '../../src/ha/active-passive.js';
 

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DEFAULTS } from '../../src/gateway/config.js';
+import { DEFAULTS } from '../../src/config/index.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import { createSessionStore } from '../../src/store/create.js';

@@ -7,7 +7,7 @@ import { BlockHasher } from '../../core/block-keys.js';
 import { createPolicy } from '../../core/policies/index.js';
 import type { UserUsageOptions } from '../../core/user-usage.js';
 import { DesHost } from '../../sim/des.js';
-import { DEFAULTS } from '../../gateway/config.js';
+import { DEFAULTS } from '../../config/index.js';
 import { LabRouting, type KvEventsMode } from './lab-routing.js';
 import type { AdmissionStats, AdmissionWaiter, Placement, RoutingHostOptions } from '../../core/routing-host.js';
 import { DesKvEventFeed, type DesKvFeedStats } from './des-kv-events.js';

@@ -13,7 +13,7 @@ import { APPROXIMATE_ASSUMED_TTL_MS, PRECISE_ASSUMED_TTL_MS, RoutingHost, type A
 import type { Policy } from '../../core/policy.js';
 import type { UserUsageOptions } from '../../core/user-usage.js';
 import { IndexFeeder } from '../../kvevents/index-feeder.js';
-import { DEFAULTS } from '../../gateway/config.js';
+import { DEFAULTS } from '../../config/index.js';
 
 export type KvEventsMode = 'approximate' | 'precise';
 

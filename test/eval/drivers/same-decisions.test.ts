@@ -10,7 +10,7 @@ import { RingConsumer } from '../../../src/core/ring.js';
 import { createPolicy, policyNames } from '../../../src/core/policies/index.js';
 import { IndexFeeder } from '../../../src/kvevents/index-feeder.js';
 import { Backend } from '../../../src/fleet/backends.js';
-import { buildConfig } from '../../../src/gateway/config.js';
+import { buildConfig } from '../../../src/config/index.js';
 import { TableRouting } from '../../../src/fleet/table-routing.js';
 import type { Placement as GatewayPlacement, RoutingInput } from '../../../src/fleet/routing-port.js';
 import { LabRouting } from '../../../src/eval/drivers/lab-routing.js';

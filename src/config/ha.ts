@@ -1,9 +1,11 @@
 // The `ha:` section of the gateway's configuration: how several `ear serve` replicas share the traffic.
 // active-active (default): every replica is ready and serves. active-passive: the replicas elect a leader with a
-// Kubernetes Lease (leader-elector.ts) and only the leader reports ready on /ready, so a Service sends traffic to
-// it alone. Timings follow client-go's leaderelection (15 s lease, 10 s renew deadline, 2 s retry period), and
+// Kubernetes Lease (src/ha/leader-elector.ts) and only the leader reports ready on /ready, so a Service sends
+// traffic to it alone. Timings follow client-go's leaderelection (15 s lease, 10 s renew deadline, 2 s retry period), and
 // fields not given keep those ratios to the ones given.
 import { DNS_LABEL, DNS_SUBDOMAIN } from '../kube/names.js';
+import { ConfigError } from './config-error.js';
+import type { FieldCheck } from './checks.js';
 
 export const HA_MODES = ['active-active', 'active-passive'] as const;
 export type HaMode = typeof HA_MODES[number];
@@ -41,14 +43,17 @@ export const HA_DEFAULTS: Readonly<HaConfig> = Object.freeze({
 /** client-go's JitterFactor: the renew deadline must leave room for a retry period stretched by its jitter. */
 export const RETRY_JITTER = 1.2;
 
+const FIELDS = Object.keys(HA_DEFAULTS);
 
-const FIELDS = ['mode', 'leaseName', 'leaseDurationSeconds', 'renewDeadlineSeconds', 'retryPeriodSeconds', 'kubeconfig', 'namespace'];
+function fail (path: string, rule: string): never {
+  throw new ConfigError(path, rule);
+}
 
 /**
- * Validates `ha:`; `fail(path, rule)` throws the caller's error type (config.ts's ConfigError). Every field is
- * optional; a mode given as a bare string (`--ha active-passive`) is accepted as `{ mode }`.
+ * Validates `ha:`. Every field is optional; a mode given as a bare string (`--ha active-passive`) is accepted as
+ * `{ mode }`.
  */
-export function checkHa (path: string, v: unknown, fail: (path: string, rule: string) => never): HaConfig {
+function checkHa (path: string, v: unknown): HaConfig {
   const raw: unknown = typeof v === 'string' ? { mode: v } : v;
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return fail(path, 'must be a mapping {mode, leaseName, leaseDurationSeconds, …}');
   const r = raw as Record<string, unknown>;
@@ -72,7 +77,7 @@ export function checkHa (path: string, v: unknown, fail: (path: string, rule: st
   const retryPeriodSeconds = r.retryPeriodSeconds !== undefined
     ? seconds('retryPeriodSeconds', r.retryPeriodSeconds, 0.05, 3600, false)
     : renewDeadlineSeconds * HA_DEFAULTS.retryPeriodSeconds / HA_DEFAULTS.renewDeadlineSeconds;
-  // The safety argument (leader-elector.ts): a leader steps down before any follower may take over.
+  // The safety argument (src/ha/leader-elector.ts): a leader steps down before any follower may take over.
   if (renewDeadlineSeconds >= leaseDurationSeconds) fail(`${path}.renewDeadlineSeconds`, `must be less than leaseDurationSeconds (${leaseDurationSeconds}), got ${renewDeadlineSeconds}`);
   if (renewDeadlineSeconds <= RETRY_JITTER * retryPeriodSeconds) fail(`${path}.retryPeriodSeconds`, `must be less than renewDeadlineSeconds / ${RETRY_JITTER} (${+(renewDeadlineSeconds / RETRY_JITTER).toFixed(3)}), got ${retryPeriodSeconds}`);
   const optional = (k: 'kubeconfig' | 'namespace'): string | null => {
@@ -92,3 +97,12 @@ export function checkHa (path: string, v: unknown, fail: (path: string, rule: st
     namespace: optional('namespace')
   };
 }
+
+export interface HaSection {
+  /** Several replicas: active-active (default), or active-passive with a Kubernetes Lease. */
+  ha: HaConfig;
+}
+
+export const HA_SECTION_DEFAULTS: Readonly<HaSection> = Object.freeze({ ha: HA_DEFAULTS });
+
+export const HA_SECTION_FIELDS: Record<keyof HaSection, FieldCheck> = { ha: checkHa };

@@ -1,0 +1,23 @@
+// The prefix index's hints and the engine-hash map of the kv-events thread (src/kvevents/).
+import { checkInt, type FieldCheck } from './checks.js';
+
+export interface PrefixIndexConfig {
+  /**
+   * How long a routing decision's assumed presence stays in the prefix index (ms). null: 5 s when any backend
+   * publishes KV events (precise mode: the engine's events are the truth, hints only bridge their delay),
+   * else 20 min (approximate mode: the index learns only from routing).
+   */
+  assumedTtlMs: number | null;
+  /** Engine block hashes mapped to EAR keys, per backend with KV events; at the bound the oldest go. */
+  kvMaxMappedBlocks: number;
+}
+
+export const PREFIX_INDEX_DEFAULTS: Readonly<PrefixIndexConfig> = Object.freeze({
+  assumedTtlMs: null,
+  kvMaxMappedBlocks: 1 << 18
+});
+
+export const PREFIX_INDEX_FIELDS: Record<keyof PrefixIndexConfig, FieldCheck> = {
+  assumedTtlMs: (p, v) => (v === null ? null : checkInt(p, v, 0, 2 ** 31 - 1)),
+  kvMaxMappedBlocks: (p, v) => checkInt(p, v, 1024, 1 << 26)
+};
