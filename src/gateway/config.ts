@@ -184,7 +184,7 @@ export interface GatewayConfig {
   kvConnectors: TransferMode[];
   /** `auto`: per transfer, the offered connector with the lowest estimated cost; or always the one named. */
   kvConnector: TransferMode | 'auto';
-  /** Engine profile (src/sim/profiles) whose figures the cost estimate uses: KV bytes per token, link, prefill. */
+  /** Engine profile (src/engine-model/profiles) whose figures the cost estimate uses: KV bytes per token, link, prefill. */
   kvCostProfile: string;
   /** ear-proactive: how often the migration thread looks for idle sessions on hot pods to move (ms). */
   proactiveIntervalMs: number;

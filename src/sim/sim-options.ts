@@ -27,7 +27,7 @@ export interface SimOptions {
   kvEventsConfig: KvEventsConfig | null;
   enablePromptTokensDetails: boolean;
   enableForceIncludeUsage: boolean;
-  /** Hardware/model profile, src/sim/profiles/NAME.json. */
+  /** Hardware/model profile, src/engine-model/profiles/NAME.json. */
   profile: string;
   /** Wall seconds per modelled second: 1 = real time, 0.1 = ten times faster, 0 = as fast as possible. */
   timeScale: number;

@@ -11,10 +11,10 @@ import { DEFAULTS } from '../../gateway/config.js';
 import { LabRouting, type KvEventsMode } from './lab-routing.js';
 import type { AdmissionStats, AdmissionWaiter, Placement, RoutingHostOptions } from '../../core/routing-host.js';
 import { DesKvEventFeed, type DesKvFeedStats } from './des-kv-events.js';
-import { loadProfile, resolveProfile } from '../../sim/profile.js';
+import { loadProfile, resolveProfile } from '../../engine-model/profile.js';
 import { exportLeg } from './des-nixl.js';
 import type { KvImport } from '../../sim/engine-types.js';
-import { costModelOf, TransferCosts, type TransferMode } from '../../migration/cost.js';
+import { TransferCosts, type TransferMode } from '../../migration/cost.js';
 import type { BlockDigest } from '../../sim/block-hash.js';
 import { ApcBound, MetricsCollector, failureCause, type MetricsSummary } from '../metrics/index.js';
 import { replay, SessionPrompt, requestId, type Workload } from '../workloads/index.js';
@@ -117,7 +117,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
   const keyHasher = new BlockHasher(region);
   const root = keyHasher.rootSeed(MODEL);
   const scrapeEvery = (o.scrapeIntervalMs ?? DEFAULTS.metricsIntervalMs) / 1000;
-  const transfers = new TransferCosts(costModelOf(profile), kvConnectors, o.kvConnector ?? null);
+  const transfers = new TransferCosts(profile, kvConnectors, o.kvConnector ?? null);
   const metrics = new MetricsCollector({ engines: o.engines, blockSize: w.blockSize, ttftSlo: o.ttftSlo, tCool: o.tCool, tHot: o.tHot });
   const proactive = o.policy === 'ear-proactive'
     ? new DesProactive({ des, lab, transfers, profile: resolved, knobs: readEarProactiveKnobs(o.policyConfig ?? {}), model: MODEL, metrics, intervalMs: DEFAULTS.proactiveIntervalMs })

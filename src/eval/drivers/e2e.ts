@@ -18,7 +18,7 @@ import type { TransferMode } from '../../migration/cost.js';
 import { ApcBound, HttpStatusError, MetricsCollector, failureCause, type MetricsSummary } from '../metrics/index.js';
 import { replay, SessionPrompt, requestId, type Workload } from '../workloads/index.js';
 import { runWorkload, type Scheduler } from '../workloads/runner.js';
-import { loadProfile } from '../../sim/profile.js';
+import { loadProfile } from '../../engine-model/profile.js';
 import { isolatedServiceTime } from './isolated.js';
 import { parseKvEventsConfig } from '../../sim/kv-events-config.js';
 import type { KvEventsMode } from './lab-routing.js';
