@@ -12,6 +12,7 @@ import { REMOTE_TOKENIZER_DEFAULTS, remoteTokenizerUrl, type RemoteTokenizerOpti
 import { parseSessionStoreSpec } from '../store/session-store.js';
 import type { BucketLimit } from './rate-limit.js';
 import { DEFAULT_REGION_CONFIG } from '../core/region.js';
+import { BLOCK_SIZE, KV_CONNECTORS, MAX_SESSIONS, METRICS_INTERVAL_MS, PROACTIVE_INTERVAL_MS, SCHEDULER, SESSION_IDLE_MS } from '../core/defaults.js';
 import { checkHa, HA_DEFAULTS, type HaConfig } from '../ha/ha-config.js';
 import { DNS_LABEL, DNS_SUBDOMAIN } from '../kube/names.js';
 
@@ -211,7 +212,7 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   maxAttempts: 3,
   healthIntervalMs: 2000,
   unhealthyAfter: 2,
-  metricsIntervalMs: 1000,
+  metricsIntervalMs: METRICS_INTERVAL_MS,
   upstreamHeadersTimeoutMs: 600_000,
   upstreamBodyTimeoutMs: 600_000,
   connectionsPerBackend: 128,
@@ -220,18 +221,18 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   tokenizer: 'character',
   remoteTokenizer: REMOTE_TOKENIZER_DEFAULTS,
   sessionsPerRouteThread: 4096,
-  blockSize: 16,
+  blockSize: BLOCK_SIZE,
   assumedTtlMs: null,
   kvMaxMappedBlocks: 1 << 18,
-  maxSessions: 65536,
-  sessionIdleMs: 1_800_000,
+  maxSessions: MAX_SESSIONS,
+  sessionIdleMs: SESSION_IDLE_MS,
   drainTimeoutMs: 30_000,
-  kvConnectors: ['nixl', 'recompute'] as TransferMode[],
+  kvConnectors: [...KV_CONNECTORS] as TransferMode[],
   kvConnector: 'auto' as TransferMode | 'auto',
   kvCostProfile: 'h100-llama-3.1-8b',
-  proactiveIntervalMs: 1000,
+  proactiveIntervalMs: PROACTIVE_INTERVAL_MS,
   proactiveBodyCacheBytes: 256 << 20,
-  scheduler: 'atlas',
+  scheduler: SCHEDULER,
   schedulerLevels: ADMISSION_DEFAULTS.levels,
   schedulerQuantumMs: ADMISSION_DEFAULTS.quantumMs,
   schedulerBeta: ADMISSION_DEFAULTS.beta,

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import YAML from 'yaml';
 import { ADMISSION_DEFAULTS } from '../../core/admission.js';
+import { SCHEDULER } from '../../core/defaults.js';
 import type { RoutingHostOptions } from '../../core/routing-host.js';
 import { Agent, request } from 'undici';
 import pino from 'pino';
@@ -60,7 +61,7 @@ const BIN = new URL('../../cli/ear.js', import.meta.url).pathname;
 /** The gateway's scheduler settings for the run; its times are wall ms, the workload's are scaled by `scale`. */
 function schedulerConfig (o: E2eRunOptions, scale: number): Record<string, unknown> {
   const a = o.admission ?? {};
-  const c: Record<string, unknown> = { scheduler: o.scheduler ?? 'atlas' };
+  const c: Record<string, unknown> = { scheduler: o.scheduler ?? SCHEDULER };
   if (a.levels !== undefined) c.schedulerLevels = a.levels;
   c.schedulerQuantumMs = Math.max(1, Math.round((a.quantumMs ?? ADMISSION_DEFAULTS.quantumMs) * scale));
   if (a.beta !== undefined) c.schedulerBeta = a.beta;
