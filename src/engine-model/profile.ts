@@ -59,6 +59,9 @@ export function resolveProfile (p: EngineProfile, overrides: { numGpuBlocks?: nu
   return { ...p, kvBytesPerToken: perToken, numGpuBlocks };
 }
 
+/** The profile `ear sim` and `ear serve --demo` run, and the one the gateway's KV connector costs read by default. */
+export const DEFAULT_PROFILE = 'h100-llama-3.1-8b';
+
 /** The shipped profiles: src/engine-model/profiles in the package (three levels above dist/src/engine-model). */
 const PROFILES = new URL('../../../src/engine-model/profiles/', import.meta.url);
 

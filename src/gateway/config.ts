@@ -12,6 +12,7 @@ import { REMOTE_TOKENIZER_DEFAULTS, remoteTokenizerUrl, type RemoteTokenizerOpti
 import { parseSessionStoreSpec } from '../store/session-store.js';
 import type { BucketLimit } from './rate-limit.js';
 import { DEFAULT_REGION_CONFIG } from '../core/region.js';
+import { DEFAULT_PROFILE } from '../engine-model/profile.js';
 import { BLOCK_SIZE, KV_CONNECTORS, MAX_SESSIONS, METRICS_INTERVAL_MS, PROACTIVE_INTERVAL_MS, SCHEDULER, SESSION_IDLE_MS } from '../core/defaults.js';
 import { checkHa, HA_DEFAULTS, type HaConfig } from '../ha/ha-config.js';
 import { DNS_LABEL, DNS_SUBDOMAIN } from '../kube/names.js';
@@ -229,7 +230,7 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   drainTimeoutMs: 30_000,
   kvConnectors: [...KV_CONNECTORS] as TransferMode[],
   kvConnector: 'auto' as TransferMode | 'auto',
-  kvCostProfile: 'h100-llama-3.1-8b',
+  kvCostProfile: DEFAULT_PROFILE,
   proactiveIntervalMs: PROACTIVE_INTERVAL_MS,
   proactiveBodyCacheBytes: 256 << 20,
   scheduler: SCHEDULER,
