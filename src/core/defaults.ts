@@ -4,10 +4,10 @@
 // with that side, and a policy's knobs stay with the policy (policies/*.ts, read by both through the registry).
 import type { SchedulerKind } from './admission.js';
 
-/** Tokens per KV block: vLLM's default --block-size and the shipped engine profiles'. Precise mode needs the engines' own. */
+/** Tokens per KV block: vLLM's default --block-size and the shipped profiles'. Precise mode needs the engines'. */
 export const BLOCK_SIZE = 16;
 
-/** A session idle this long ends (ms): its host binding, the route threads' incremental state, a shared store's record. */
+/** A session idle this long ends (ms): its host binding, the route threads' turn state, a shared store's record. */
 export const SESSION_IDLE_MS = 30 * 60_000;
 
 /** Sessions the session table holds at once (its capacity in the shared region). */
@@ -25,6 +25,9 @@ export const PRECISE_ASSUMED_TTL_MS = 5000;
 export const UPKEEP_EVERY_MS = 100;
 /** Assumed entries one expiry pass looks at, at most (a bounded slice of the writer's time). */
 export const ASSUMED_EXPIRY_BUDGET = 4096;
+
+/** Engine-hash to EAR-key mappings kept per engine in precise mode; at the bound the oldest go. */
+export const MAX_MAPPED_BLOCKS = 1 << 18;
 
 /** Engines' /metrics (running, waiting, KV usage and capacity) reach the host this often (ms). */
 export const METRICS_INTERVAL_MS = 1000;

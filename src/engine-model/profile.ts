@@ -39,7 +39,7 @@ export interface EngineProfile {
   };
   /** Engine to engine (NIXL over RDMA). */
   transfer: { bytesPerSecond: number; setup: number };
-  /** Loading blocks from a shared offload store (remote LMCache backend, Mooncake store). Optional: DEFAULT_OFFLOAD. */
+  /** Loading blocks from a shared offload store (remote LMCache backend, Mooncake store); else DEFAULT_OFFLOAD. */
   offload?: { loadBytesPerSecond: number; setup: number };
 }
 

@@ -13,7 +13,7 @@ import { parseSessionStoreSpec } from '../store/session-store.js';
 import type { BucketLimit } from './rate-limit.js';
 import { DEFAULT_REGION_CONFIG } from '../core/region.js';
 import { DEFAULT_PROFILE } from '../engine-model/profile.js';
-import { BLOCK_SIZE, KV_CONNECTORS, MAX_SESSIONS, METRICS_INTERVAL_MS, PROACTIVE_INTERVAL_MS, SCHEDULER, SESSION_IDLE_MS } from '../core/defaults.js';
+import { BLOCK_SIZE, KV_CONNECTORS, MAX_MAPPED_BLOCKS, MAX_SESSIONS, METRICS_INTERVAL_MS, PROACTIVE_INTERVAL_MS, SCHEDULER, SESSION_IDLE_MS } from '../core/defaults.js';
 import { checkHa, HA_DEFAULTS, type HaConfig } from '../ha/ha-config.js';
 import { DNS_LABEL, DNS_SUBDOMAIN } from '../kube/names.js';
 
@@ -224,7 +224,7 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   sessionsPerRouteThread: 4096,
   blockSize: BLOCK_SIZE,
   assumedTtlMs: null,
-  kvMaxMappedBlocks: 1 << 18,
+  kvMaxMappedBlocks: MAX_MAPPED_BLOCKS,
   maxSessions: MAX_SESSIONS,
   sessionIdleMs: SESSION_IDLE_MS,
   drainTimeoutMs: 30_000,

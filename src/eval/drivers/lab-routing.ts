@@ -2,8 +2,9 @@
 // of the gateway's src/gateway/table-routing.ts. Engine i is pod row i. What the gateway's other threads do
 // happens here on the virtual clock, through the same code:
 // - the kv-events thread: an IndexFeeder applies the host's record ops from the same ring, right after each
-//   dispatch (the gateway's thread gathers them for 1 ms), and ages assumed entries out every UPKEEP_EVERY_MS, as that thread does; in
-//   precise mode the engines' KV events reach the index through des-kv-events.ts;
+//   dispatch (the gateway's thread gathers them for 1 ms), and ages assumed entries out every UPKEEP_EVERY_MS
+//   (core/defaults.ts), as that thread does; in precise mode the engines' KV events reach the index through
+//   des-kv-events.ts;
 // - the metrics scrape: each engine's running / waiting / KV usage / KV capacity reach the host every
 //   `scrapeIntervalMs` (the gateway's metricsIntervalMs), and are as stale between two scrapes as there.
 import { PrefixIndex, PrefixIndexWriter } from '../../core/prefix-index.js';
@@ -98,7 +99,7 @@ export class LabRouting {
     this.host.engineLoad(i, r, now);
   }
 
-  /** The periodic upkeep (UPKEEP_EVERY_MS): the host's tick, then the kv-events thread's: pending ops, a slice of assumed expiry. */
+  /** The periodic upkeep (UPKEEP_EVERY_MS): the host's tick, then the kv-events thread's ops and expiry slice. */
   upkeep (now: number): void {
     this.host.tick(now);
     this.feeder.pump();
