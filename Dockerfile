@@ -24,8 +24,8 @@ COPY --from=build /ear/node_modules node_modules
 COPY --from=build /ear/dist dist
 COPY --from=build /ear/build build
 COPY --from=build /ear/proto proto
-# Simulator profiles are read from src/ at run time (ear sim, --demo).
-COPY --from=build /ear/src/sim/profiles src/sim/profiles
+# Engine profiles are read from src/ at run time (ear sim, --demo, the KV connectors' cost estimate).
+COPY --from=build /ear/src/engine-model/profiles src/engine-model/profiles
 RUN chmod +x dist/src/cli/ear.js && ln -s /ear/dist/src/cli/ear.js /usr/local/bin/ear
 USER node
 # 8080: ear serve; 9002 ext_proc, 9003 gRPC health, 9090 metrics: ear epp.

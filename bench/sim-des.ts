@@ -10,7 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { DesHost } from '../src/sim/des.js';
 import { machine, gitCommit } from './machine.js';
 import { writeSection } from './results-file.js';
-import { loadProfile } from '../src/sim/profile.js';
+import { loadProfile } from '../src/engine-model/profile.js';
 import type { BlockDigest } from '../src/sim/block-hash.js';
 
 export interface SimDesOptions {

@@ -24,7 +24,7 @@ import { agentic, allSessions, SessionPrompt, type ClosedLoopWorkload, type Sess
 import type { AgenticOptions } from '../src/eval/workloads/agentic.js';
 import { runWorkload, type Scheduler } from '../src/eval/workloads/runner.js';
 import { isolatedServiceTime } from '../src/eval/drivers/isolated.js';
-import { loadProfile, type EngineProfile } from '../src/sim/profile.js';
+import { loadProfile, type EngineProfile } from '../src/engine-model/profile.js';
 import { machine, gitCommit } from './machine.js';
 import { SoakFleet, MODEL } from './soak-fleet.js';
 import { send, soakAgent } from './soak-client.js';

@@ -9,6 +9,7 @@ import { Region, type SharedRegion } from '../src/core/region.js';
 import { PrefixIndex, PrefixIndexWriter } from '../src/core/prefix-index.js';
 import { BlockHasher } from '../src/core/block-keys.js';
 import { RingConsumer } from '../src/core/ring.js';
+import { ASSUMED_EXPIRY_BUDGET, UPKEEP_EVERY_MS } from '../src/core/defaults.js';
 import { IndexFeeder } from '../src/kvevents/index-feeder.js';
 import { EventApplier, type ApplierStats } from '../src/kvevents/event-applier.js';
 import { KvEventSubscriber, type KvSubscriberOptions, type KvSubscriberStats } from '../src/kvevents/subscriber.js';
@@ -38,7 +39,7 @@ const ixBytes = Math.ceil(PrefixIndex.areaBytes(region) / 64) * 64;
 const writer = new PrefixIndexWriter(region, { ptr: area.ptr, bytes: ixBytes });
 const hasher = new BlockHasher(region, { ptr: area.ptr + ixBytes, bytes: area.bytes - ixBytes });
 const ring = new RingConsumer(region);
-const feeder = new IndexFeeder(writer, ring, { assumedTtlMs: data.assumedTtlMs, expiryBudget: 4096 });
+const feeder = new IndexFeeder(writer, ring, { assumedTtlMs: data.assumedTtlMs, expiryBudget: ASSUMED_EXPIRY_BUDGET });
 const epochMs = (): number => performance.timeOrigin + performance.now();
 
 /** Followed backends by pod index. */
@@ -70,7 +71,6 @@ let stopped = false;
 let timer: NodeJS.Timeout | null = null;
 let lastExpiry = 0;
 
-const EXPIRY_EVERY_MS = 100;
 /**
  * Once woken, the thread gathers ops this long before it drains them: a wake per request cost a thread switch
  * each (and the producer's notify a syscall, as a waiter was there), several µs of CPU a request at 10k req/s.
@@ -83,13 +83,13 @@ function tick (): void {
   const tail = ring.tail(); // before the pop: a push after it makes the wait below return at once
   const applied = feeder.pump();
   const now = epochMs();
-  if (now - lastExpiry >= EXPIRY_EVERY_MS) {
+  if (now - lastExpiry >= UPKEEP_EVERY_MS) {
     feeder.expire(now);
     lastExpiry = now;
   }
   // Draining every GATHER_MS while ops arrive; otherwise asleep until a producer pushes (it notifies) or the next expiry slice.
   if (applied > 0) timer = setTimeout(tick, GATHER_MS);
-  else void ring.waitForOps(tail, EXPIRY_EVERY_MS).then(() => { if (!stopped) timer = setTimeout(tick, GATHER_MS); });
+  else void ring.waitForOps(tail, UPKEEP_EVERY_MS).then(() => { if (!stopped) timer = setTimeout(tick, GATHER_MS); });
 }
 
 function sameStream (a: KvBackendSpec, b: KvBackendSpec): boolean {

@@ -4,6 +4,7 @@
 import { parseArgs } from 'node:util';
 import { policyNames } from '../core/policies/index.js';
 import { SCHEDULERS, type SchedulerKind } from '../core/admission.js';
+import { SCHEDULER } from '../core/defaults.js';
 import { runDes, type DesRunOptions } from '../eval/drivers/des.js';
 import type { KvEventsMode } from '../eval/drivers/lab-routing.js';
 import { runE2e } from '../eval/drivers/e2e.js';
@@ -26,7 +27,7 @@ Runs the workload against each policy and writes results.json, report.md and PNG
                 KV events); des only: kvDelayMs=N (the events' delivery delay), scrapeIntervalMs=N (engine metrics),
                 kvConnectors=nixl+shared-store+recompute (what moves KV; shared-store gives the engines one shared
                 offload store), kvConnector=auto|nixl|shared-store|recompute
-  --scheduler   the gateway's admission scheduler: ${SCHEDULERS.join(', ')} (default atlas)
+  --scheduler   the gateway's admission scheduler: ${SCHEDULERS.join(', ')} (default ${SCHEDULER}, as ear serve's)
                 its knobs with --set: levels, quantumMs, beta, maxQueued, queueTimeoutMs, prefillBudgetTokens,
                 kvHighWatermark, maxConcurrent (per engine)
                 a policy's knobs, e.g. tHot=32768, tCool=60, minGain=8192: each policy that has the
@@ -169,7 +170,7 @@ export async function main (argv: string[]): Promise<number> {
         set: { type: 'string', multiple: true },
         'time-scale': { type: 'string', default: '0.1' },
         'ttft-slo': { type: 'string', default: '2' },
-        scheduler: { type: 'string', default: 'atlas' },
+        scheduler: { type: 'string', default: SCHEDULER },
         'no-plots': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' }
       }

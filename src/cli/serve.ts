@@ -7,6 +7,7 @@ import { startGatewayProcess } from './gateway-process.js';
 import { policyNames } from '../core/policies/index.js';
 import { startSim, type SimServer } from '../sim/server.js';
 import { parseKvEventsConfig } from '../sim/kv-events-config.js';
+import { DEFAULT_PROFILE } from '../engine-model/profile.js';
 
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=ENGINE_KEY]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
@@ -82,7 +83,7 @@ export async function main (argv: string[]): Promise<number> {
       sims.push(await startSim({
         host: '127.0.0.1',
         port: 0,
-        profile: (values['demo-profile'] as string | undefined) ?? 'h100-llama-3.1-8b',
+        profile: (values['demo-profile'] as string | undefined) ?? DEFAULT_PROFILE,
         timeScale: values['demo-time-scale'] === undefined ? 1 : Number(values['demo-time-scale']),
         // A remote tokenizer asks an engine; the engines themselves need a local one.
         tokenizer: config.tokenizer.startsWith('remote:') ? DEMO_TOKENIZER : config.tokenizer,

@@ -34,7 +34,7 @@ const vllmFlags: Record<string, Flag> = {
 };
 
 const ownFlags: Record<string, Flag> = {
-  profile: { key: 'profile', kind: 'string', help: `hardware/model profile from src/sim/profiles (default ${defaultSimOptions.profile})` },
+  profile: { key: 'profile', kind: 'string', help: `hardware/model profile from src/engine-model/profiles (default ${defaultSimOptions.profile})` },
   'time-scale': { key: 'timeScale', kind: 'number', help: 'wall seconds per modelled second: 1 real time, 0.1 ten times faster, 0 no waiting (default 1)' },
   tokenizer: { key: 'tokenizer', kind: 'string', help: 'character | tiktoken:o200k_base | tiktoken:cl100k_base | hf:qwen3 | hf:<path> (default character)' },
   'kv-event-format': { key: 'kvEventFormat', kind: 'string', choices: ['array', 'map'], help: 'inner KV event layout: tagged arrays (vLLM before #42892) or maps (default array)' },

@@ -3,6 +3,7 @@ import { ADMISSION_DEFAULTS, PRIORITY_CLASSES, SCHEDULERS, type PriorityClass, t
 import { CAPACITY_DEFAULTS } from '../core/capacity.js';
 import { ConfigError } from './config-error.js';
 import { checkInt, checkNumber, isMapping, shown, type FieldCheck } from './checks.js';
+import { SCHEDULER } from '../core/defaults.js';
 
 export interface AdmissionConfig {
   /** Admission scheduler: off, fcfs, plas, atlas (Autellix), vtc. */
@@ -25,7 +26,7 @@ export interface AdmissionConfig {
 }
 
 export const ADMISSION_CONFIG_DEFAULTS: Readonly<AdmissionConfig> = Object.freeze({
-  scheduler: 'atlas' as SchedulerKind,
+  scheduler: SCHEDULER as SchedulerKind,
   schedulerLevels: ADMISSION_DEFAULTS.levels,
   schedulerQuantumMs: ADMISSION_DEFAULTS.quantumMs,
   schedulerBeta: ADMISSION_DEFAULTS.beta,

@@ -3,6 +3,7 @@
 import { REMOTE_TOKENIZER_DEFAULTS, remoteTokenizerUrl, type RemoteTokenizerOptions } from '../tokenize/remote.js';
 import { ConfigError } from './config-error.js';
 import { checkInt, checkString, isMapping, type FieldCheck } from './checks.js';
+import { BLOCK_SIZE } from '../core/defaults.js';
 
 export interface FeaturesConfig {
   /**
@@ -23,7 +24,7 @@ export interface FeaturesConfig {
 export const FEATURES_DEFAULTS: Readonly<FeaturesConfig> = Object.freeze({
   tokenizer: 'character',
   remoteTokenizer: REMOTE_TOKENIZER_DEFAULTS,
-  blockSize: 16,
+  blockSize: BLOCK_SIZE,
   routeThreads: 2,
   sessionsPerRouteThread: 4096
 });

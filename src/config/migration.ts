@@ -3,6 +3,8 @@
 import { TRANSFER_MODES, type TransferMode } from '../migration/cost.js';
 import { ConfigError } from './config-error.js';
 import { checkInt, shown, type FieldCheck } from './checks.js';
+import { KV_CONNECTORS, PROACTIVE_INTERVAL_MS } from '../core/defaults.js';
+import { DEFAULT_PROFILE } from '../engine-model/profile.js';
 
 export interface MigrationConfig {
   /**
@@ -12,7 +14,7 @@ export interface MigrationConfig {
   kvConnectors: TransferMode[];
   /** `auto`: per transfer, the offered connector with the lowest estimated cost; or always the one named. */
   kvConnector: TransferMode | 'auto';
-  /** Engine profile (src/sim/profiles) whose figures the cost estimate uses: KV bytes per token, link, prefill. */
+  /** Engine profile (src/engine-model/profiles) whose figures the cost estimate uses: KV bytes per token, link, prefill. */
   kvCostProfile: string;
   /** ear-proactive: how often the migration thread looks for idle sessions on hot pods to move (ms). */
   proactiveIntervalMs: number;
@@ -24,10 +26,10 @@ export interface MigrationConfig {
 }
 
 export const MIGRATION_DEFAULTS: Readonly<MigrationConfig> = Object.freeze({
-  kvConnectors: ['nixl', 'recompute'] as TransferMode[],
+  kvConnectors: [...KV_CONNECTORS] as TransferMode[],
   kvConnector: 'auto' as TransferMode | 'auto',
-  kvCostProfile: 'h100-llama-3.1-8b',
-  proactiveIntervalMs: 1000,
+  kvCostProfile: DEFAULT_PROFILE,
+  proactiveIntervalMs: PROACTIVE_INTERVAL_MS,
   proactiveBodyCacheBytes: 256 << 20
 });
 

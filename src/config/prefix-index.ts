@@ -1,5 +1,6 @@
 // The prefix index's hints and the engine-hash map of the kv-events thread (src/kvevents/).
 import { checkInt, type FieldCheck } from './checks.js';
+import { MAX_MAPPED_BLOCKS } from '../core/defaults.js';
 
 export interface PrefixIndexConfig {
   /**
@@ -14,7 +15,7 @@ export interface PrefixIndexConfig {
 
 export const PREFIX_INDEX_DEFAULTS: Readonly<PrefixIndexConfig> = Object.freeze({
   assumedTtlMs: null,
-  kvMaxMappedBlocks: 1 << 18
+  kvMaxMappedBlocks: MAX_MAPPED_BLOCKS
 });
 
 export const PREFIX_INDEX_FIELDS: Record<keyof PrefixIndexConfig, FieldCheck> = {

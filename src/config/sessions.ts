@@ -3,6 +3,7 @@
 import { MAX_CONTEXT_TTL_SECONDS, parseSessionStoreSpec } from '../store/session-store.js';
 import { ConfigError } from './config-error.js';
 import { checkInt, type FieldCheck } from './checks.js';
+import { MAX_SESSIONS, SESSION_IDLE_MS } from '../core/defaults.js';
 
 export interface SessionsConfig {
   /** Session bound and idle expiry. */
@@ -22,8 +23,8 @@ export interface SessionsConfig {
 }
 
 export const SESSIONS_DEFAULTS: Readonly<SessionsConfig> = Object.freeze({
-  maxSessions: 65536,
-  sessionIdleMs: 1_800_000,
+  maxSessions: MAX_SESSIONS,
+  sessionIdleMs: SESSION_IDLE_MS,
   sessionStore: 'memory',
   sessionStoreTimeoutMs: 50,
   maxContexts: 100_000,

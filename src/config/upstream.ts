@@ -1,6 +1,7 @@
 // How EAR talks to its backends: connections and queueing per backend, timeouts, retries, health checks and the
 // engines' /metrics poll.
 import { checkInt, type FieldCheck } from './checks.js';
+import { METRICS_INTERVAL_MS } from '../core/defaults.js';
 
 export interface UpstreamConfig {
   /** Upstream attempts for one request: the first plus retries on connect errors / 5xx before any byte reached the client. */
@@ -23,7 +24,7 @@ export const UPSTREAM_DEFAULTS: Readonly<UpstreamConfig> = Object.freeze({
   maxAttempts: 3,
   healthIntervalMs: 2000,
   unhealthyAfter: 2,
-  metricsIntervalMs: 1000,
+  metricsIntervalMs: METRICS_INTERVAL_MS,
   upstreamHeadersTimeoutMs: 600_000,
   upstreamBodyTimeoutMs: 600_000,
   connectionsPerBackend: 128,

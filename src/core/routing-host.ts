@@ -27,11 +27,6 @@ import { UserUsage, type UserUsageOptions } from './user-usage.js';
 import { VtcAccounts } from './vtc-admission.js';
 import { EarError } from '../request/errors.js';
 
-/** Assumed presence lives this long when the index learns only from routing (approximate mode). */
-export const APPROXIMATE_ASSUMED_TTL_MS = 20 * 60_000;
-/** ... and this long when engines publish KV events (precise mode): long enough to bridge the events' delay. */
-export const PRECISE_ASSUMED_TTL_MS = 5000;
-
 /** A pod as its adapter describes it. Its row in the shared tables is the adapter's (backend index, engine number). */
 export interface PodSpec {
   id: string;

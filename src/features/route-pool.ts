@@ -5,6 +5,7 @@
 // waiting tasks over all threads a request is refused with 429 rather than letting latency grow without limit.
 import { Piscina } from 'piscina';
 import type { SharedRegion } from '../core/region.js';
+import { SESSION_IDLE_MS } from '../core/defaults.js';
 import { EarError } from '../request/errors.js';
 import type { Endpoint } from './request-body.js';
 import type { Features } from './features.js';
@@ -25,7 +26,7 @@ export interface RoutePoolOptions {
   maxQueue?: number;
   /** Sessions whose tokens and keys each thread keeps (LRU). Default 4096. */
   sessionsPerThread?: number;
-  /** A session idle this long loses its per-thread state. Default 30 min. */
+  /** A session idle this long loses its per-thread state. Default SESSION_IDLE_MS. */
   sessionIdleMs?: number;
   /** Settings of the `remote:` tokenizer. */
   remote?: Partial<RemoteTokenizerOptions>;
@@ -60,7 +61,7 @@ export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): 
   const maxQueue = opts.maxQueue ?? 4096;
   const workerData: RouteWorkerData = {
     shared, tokenizer: opts.tokenizer, blockSize: opts.blockSize, sessions: opts.sessionsPerThread ?? 4096,
-    sessionIdleMs: opts.sessionIdleMs ?? 30 * 60_000, remote: opts.remote ?? {}
+    sessionIdleMs: opts.sessionIdleMs ?? SESSION_IDLE_MS, remote: opts.remote ?? {}
   };
   const shards = Array.from({ length: opts.threads }, () => ({
     // No maxQueue of piscina's own: the bound is counted here, where the refusal is made (piscina's error for it

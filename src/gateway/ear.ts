@@ -1,7 +1,7 @@
 // Assembles a running gateway: the shared region, the kv-events thread (the index's writer), the route pool,
 // the policy and the uWS server. Used by `ear serve`, the end-to-end tests and the e2e evaluation driver.
 import { createRegion, Region } from '../core/region.js';
-import { APPROXIMATE_ASSUMED_TTL_MS, PRECISE_ASSUMED_TTL_MS } from '../core/routing-host.js';
+import { APPROXIMATE_ASSUMED_TTL_MS, PRECISE_ASSUMED_TTL_MS } from '../core/defaults.js';
 import { createPolicy } from '../core/policies/index.js';
 import { startKvEventsThread, type KvBackendSpec, type KvEventsThread } from '../kvevents/kv-events-thread.js';
 import type { Backend } from '../fleet/backends.js';
@@ -35,8 +35,6 @@ export interface Ear {
   onRowFreed (listener: () => void): void;
   close (): Promise<void>;
 }
-
-export { APPROXIMATE_ASSUMED_TTL_MS, PRECISE_ASSUMED_TTL_MS };
 
 /** Assumed TTL for the backends as they are: the configured one, else by mode. */
 export function assumedTtlMs (config: Readonly<GatewayConfig>, backends: readonly Backend[]): number {

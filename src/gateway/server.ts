@@ -7,6 +7,7 @@ import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '
 import { performance } from 'node:perf_hooks';
 import { NoCandidateError } from '../core/policy.js';
 import { DEFAULT_CLASS } from '../core/admission.js';
+import { UPKEEP_EVERY_MS } from '../core/defaults.js';
 import { priorityClassOf } from '../request/priority.js';
 import { registerAdmissionMetrics } from '../telemetry/admission-metrics.js';
 import type { Backend } from '../fleet/backends.js';
@@ -97,8 +98,6 @@ export interface Gateway {
   /** Stops accepting, lets in-flight requests finish (up to drainTimeoutMs), then closes everything. */
   close (): Promise<void>;
 }
-
-const ADMISSION_TICK_MS = 100;
 
 function assertNativeUws (): void {
   // The pinned build ships binaries for these ABIs only; anything else silently falls back to a slow shim.
@@ -286,7 +285,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   });
   const port = uWS.us_socket_local_port(listenSocket);
   // The scheduler's backstop: releases come with first tokens, ends and scrapes; this catches timeouts and starvation.
-  const admissionTimer = setInterval(() => { state.tick(now()); }, ADMISSION_TICK_MS);
+  const admissionTimer = setInterval(() => { state.tick(now()); }, UPKEEP_EVERY_MS);
   admissionTimer.unref();
   registerAdmissionMetrics(metrics.registry, () => state.admissionStats(now()));
   metrics.registerEppAliases({

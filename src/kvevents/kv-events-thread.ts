@@ -3,6 +3,7 @@
 import { Worker } from 'node:worker_threads';
 import { once } from 'node:events';
 import type { SharedRegion } from '../core/region.js';
+import { BLOCK_SIZE, MAX_MAPPED_BLOCKS } from '../core/defaults.js';
 import type { FeederStats } from './index-feeder.js';
 import type { ApplierStats } from './event-applier.js';
 import type { KvSubscriberOptions, KvSubscriberStats } from './subscriber.js';
@@ -85,8 +86,8 @@ export function startKvEventsThread (shared: SharedRegion, opts: KvThreadOptions
   const data: KvEventsThreadData = {
     shared,
     assumedTtlMs: opts.assumedTtlMs,
-    blockSize: opts.blockSize ?? 16,
-    maxMappedBlocks: opts.maxMappedBlocks ?? 1 << 18,
+    blockSize: opts.blockSize ?? BLOCK_SIZE,
+    maxMappedBlocks: opts.maxMappedBlocks ?? MAX_MAPPED_BLOCKS,
     maxRetiredBackends: opts.maxRetiredBackends ?? 1024,
     subscriber: opts.subscriber ?? {}
   };

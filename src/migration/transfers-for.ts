@@ -1,7 +1,7 @@
 // KvTransfers from the gateway's settings (kvCostProfile, kvConnectors, kvConnector): one construction for the
 // request path (server.ts) and the migration thread, so both choose connectors by the same costs.
-import { loadProfile } from '../sim/profile.js';
-import { costModelOf, TransferCosts, type TransferMode } from './cost.js';
+import { loadProfile } from '../engine-model/profile.js';
+import { TransferCosts, type TransferMode } from './cost.js';
 import { KvTransfers } from './transfer.js';
 
 export interface KvTransferSettings {
@@ -14,5 +14,5 @@ export interface KvTransferSettings {
 }
 
 export function kvTransfersFor (s: KvTransferSettings): KvTransfers {
-  return new KvTransfers(new TransferCosts(costModelOf(loadProfile(s.kvCostProfile)), s.kvConnectors, s.kvConnector === 'auto' ? null : s.kvConnector));
+  return new KvTransfers(new TransferCosts(loadProfile(s.kvCostProfile), s.kvConnectors, s.kvConnector === 'auto' ? null : s.kvConnector));
 }

@@ -18,7 +18,8 @@ import type { BlockStored } from '../kvevents/types.js';
 import { BlockHasher, blockExtraKeys, type BlockDigest } from './block-hash.js';
 import { BlockPool } from './block-pool.js';
 import type { OffloadTier } from './offload-store.js';
-import { offloadLoadTime, resolveProfile, stepTime, transferTime, type EngineProfile, type ResolvedProfile } from './profile.js';
+import { offloadLoadTime, stepTime, transferTime } from '../engine-model/figures.js';
+import { resolveProfile, type EngineProfile, type ResolvedProfile } from '../engine-model/profile.js';
 import { DEFAULT_VOCABULARY, generationSeed, nextRandom, validateVocabulary } from './token-generator.js';
 import { EarError } from '../request/errors.js';
 

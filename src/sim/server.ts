@@ -18,7 +18,7 @@ import { KV_STORE_LOOKUP_PATH, KV_STORE_SAVE_PATH, KV_STORE_STATS_PATH, RemoteOf
 import { handleStoreLookup, handleStoreSave, storeStatsJson } from './offload-store-routes.js';
 import { OffloadStore } from './offload-store.js';
 import { outputVocabulary } from './output-vocabulary.js';
-import { loadProfile } from './profile.js';
+import { loadProfile } from '../engine-model/profile.js';
 import { RealClockHost } from './real-clock-host.js';
 import type { RequestFinishedHook, SimContext } from './sim-context.js';
 import { SimMetrics } from './sim-metrics.js';

@@ -2,6 +2,7 @@
 // Flags named after `vllm serve` mean what they mean there; null means "the profile's value".
 import type { KvEventsConfig } from './kv-events-config.js';
 import { parseStoreUrl } from './offload-store-client.js';
+import { DEFAULT_PROFILE } from '../engine-model/profile.js';
 
 /** A LoRA adapter the engine serves (vLLM --lora-modules); requests name it as their model. */
 export interface LoraModule {
@@ -27,7 +28,7 @@ export interface SimOptions {
   kvEventsConfig: KvEventsConfig | null;
   enablePromptTokensDetails: boolean;
   enableForceIncludeUsage: boolean;
-  /** Hardware/model profile, src/sim/profiles/NAME.json. */
+  /** Hardware/model profile, src/engine-model/profiles/NAME.json. */
   profile: string;
   /** Wall seconds per modelled second: 1 = real time, 0.1 = ten times faster, 0 = as fast as possible. */
   timeScale: number;
@@ -72,7 +73,7 @@ export const defaultSimOptions: Readonly<SimOptions> = Object.freeze({
   kvEventsConfig: null,
   enablePromptTokensDetails: false,
   enableForceIncludeUsage: false,
-  profile: 'h100-llama-3.1-8b',
+  profile: DEFAULT_PROFILE,
   timeScale: 1,
   tokenizer: 'character',
   seed: 0,

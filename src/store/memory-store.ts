@@ -14,19 +14,20 @@
 // moves the entry to the end), so the oldest write goes first at capacity (counted as evicted) and a short
 // sweep from the front removes those past their TTL (counted as expired); a read of an expired entry removes it.
 // Time for TTLs comes from `clock` (Date.now by default; the lab passes its virtual clock).
+import { MAX_SESSIONS, SESSION_IDLE_MS } from '../core/defaults.js';
 import {
-  DEFAULT_SESSION_TTL_MS, checkBackendId, checkHostOrNull, checkNow, checkSeed, checkServiceUpdate, checkTtlSeconds,
+  checkBackendId, checkHostOrNull, checkNow, checkSeed, checkServiceUpdate, checkTtlSeconds,
   decodeContext, emptySession, encodeContext, isMigration, ok, storeKeyPart,
   type BindResult, type CasOptions, type CasResult, type ContextRecord, type ServiceUpdate, type SessionSeed, type SessionStore,
   type SessionStoreStats, type SharedSession, type StoreReply, type StoredContext
 } from './session-store.js';
 
 export interface MemoryStoreOptions {
-  /** Default 65536 (the gateway's maxSessions). */
+  /** Default MAX_SESSIONS (the gateway's maxSessions). */
   maxSessions?: number;
   /** Default 65536. */
   maxContexts?: number;
-  /** Idle time after which a session ends (ms); default DEFAULT_SESSION_TTL_MS. */
+  /** Idle time after which a session ends (ms); default SESSION_IDLE_MS (the gateway's sessionIdleMs). */
   sessionTtlMs?: number;
   clock?: () => number;
 }
@@ -51,9 +52,9 @@ export class MemoryStore implements SessionStore {
   #evicted = 0;
 
   constructor (opts: MemoryStoreOptions = {}) {
-    this.#maxSessions = positiveInt(opts.maxSessions ?? 65536, 'maxSessions');
+    this.#maxSessions = positiveInt(opts.maxSessions ?? MAX_SESSIONS, 'maxSessions');
     this.#maxContexts = positiveInt(opts.maxContexts ?? 65536, 'maxContexts');
-    this.#ttlMs = positiveInt(opts.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS, 'sessionTtlMs');
+    this.#ttlMs = positiveInt(opts.sessionTtlMs ?? SESSION_IDLE_MS, 'sessionTtlMs');
     this.#clock = opts.clock ?? Date.now;
   }
 

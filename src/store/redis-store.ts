@@ -33,8 +33,9 @@
 //   applied them: an increment is applied at most once.
 import { Redis } from 'ioredis';
 import { ADD_SERVICE_LUA, BIND_LUA, CAS_HOST_LUA, GET_CONTEXT_LUA } from './lua.js';
+import { SESSION_IDLE_MS } from '../core/defaults.js';
 import {
-  DEFAULT_SESSION_TTL_MS, DEGRADED, checkBackendId, checkHostOrNull, checkNow, checkSeed, checkServiceUpdate, checkTtlSeconds,
+  DEGRADED, checkBackendId, checkHostOrNull, checkNow, checkSeed, checkServiceUpdate, checkTtlSeconds,
   decodeContext, encodeContext, isMigration, ok, storeKeyPart,
   type BindResult, type CasOptions, type CasResult, type ContextRecord, type DegradedReason, type ServiceUpdate, type SessionSeed,
   type SessionStore, type SessionStoreStats, type SharedSession, type StoreLogger, type StoreReply, type StoreState, type StoredContext
@@ -46,7 +47,7 @@ export interface RedisStoreOptions {
   db?: number;
   /** Key prefix, default 'ear:'. */
   prefix?: string;
-  /** Idle time after which a session's hash expires (ms); default DEFAULT_SESSION_TTL_MS. */
+  /** Idle time after which a session's hash expires (ms); default SESSION_IDLE_MS (the gateway's sessionIdleMs). */
   sessionTtlMs?: number;
   /** Longest wait for any reply (ms); default 50. */
   commandTimeoutMs?: number;
@@ -103,7 +104,7 @@ export class RedisStore implements SessionStore {
     const prefix = opts.prefix ?? 'ear:';
     if (typeof prefix !== 'string' || Buffer.byteLength(prefix) > 64) throw new RangeError('redis store prefix must be a string of at most 64 bytes');
     this.#prefix = prefix;
-    this.#ttlMs = String(int(opts.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS, 'sessionTtlMs', 1000));
+    this.#ttlMs = String(int(opts.sessionTtlMs ?? SESSION_IDLE_MS, 'sessionTtlMs', 1000));
     const commandTimeout = int(opts.commandTimeoutMs ?? 50, 'commandTimeoutMs', 1);
     this.#failuresToDown = int(opts.failuresToDown ?? 3, 'failuresToDown', 1);
     this.#probeIntervalMs = int(opts.probeIntervalMs ?? 1000, 'probeIntervalMs', 10);

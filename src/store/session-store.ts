@@ -29,8 +29,6 @@
 import { createHash } from 'node:crypto';
 import { EarError } from '../request/errors.js';
 
-/** Idle time after which a shared session ends (ms): the gateway's default sessionIdleMs (30 min). */
-export const DEFAULT_SESSION_TTL_MS = 1_800_000;
 /** Longest id used as is in a key; longer session or context ids are keyed by their SHA-256 (see storeKeyPart). */
 export const MAX_ID_BYTES = 256;
 /** Longest backend id (the gateway's backend ids are at most 63 characters). */

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { parseEngineMetrics, parseLabels } from '../../src/fleet/engine-metrics.js';
 import { SimEngine } from '../../src/sim/engine.js';
 import { SimMetrics } from '../../src/sim/sim-metrics.js';
-import { loadProfile } from '../../src/sim/profile.js';
+import { loadProfile } from '../../src/engine-model/profile.js';
 
 // Exactly what `ear sim --profile h100-llama-3.1-8b` serves on /metrics for these series (prom-client's text,
 // label order as SimMetrics declares it), idle.

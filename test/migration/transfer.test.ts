@@ -4,13 +4,15 @@
 // picks nixl for long contexts and recompute for short ones, and an override forces a mode.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { costModelOf, TransferCosts, parseTransferMode } from '../../src/migration/cost.js';
+import { TransferCosts, parseTransferMode } from '../../src/migration/cost.js';
 import { exportBody, EXPORT_PARAMS } from '../../src/migration/nixl-connector.js';
 import { KvTransfers } from '../../src/migration/transfer.js';
 import type { PeerAnswer, TransferPeer } from '../../src/migration/connector.js';
-import { loadProfile } from '../../src/sim/profile.js';
+import { loadProfile } from '../../src/engine-model/profile.js';
+import { DEFAULT_OFFLOAD, kvBytesPerToken, offloadLoadTime, prefillTime, transferTime } from '../../src/engine-model/figures.js';
+import { tinyProfile } from '../sim/helpers.js';
 
-const model = costModelOf(loadProfile('h20-qwen3-coder'));
+const model = loadProfile('h20-qwen3-coder');
 const signal = { aborted: false, onAbort: null };
 
 function peer (answer: PeerAnswer | ((body: Record<string, unknown>) => PeerAnswer)): TransferPeer & { sent: Array<Record<string, unknown>> } {
@@ -54,7 +56,7 @@ test('nixl: the target gets the client body with the returned params verbatim, a
   assert.equal(target.stream, true, 'the client\'s own stream, max_tokens and min_tokens go to the target');
   assert.equal(target.max_tokens, 300);
   assert.equal(target.min_tokens, 5);
-  assert.equal(out.bytes, 30000 * model.kvBytesPerToken);
+  assert.equal(out.bytes, 30000 * kvBytesPerToken(model.model));
   assert.equal(src.sent.length, 1);
   assert.equal((src.sent[0].kv_transfer_params as Record<string, unknown>).do_remote_decode, true);
 });
@@ -84,7 +86,7 @@ test('choice by estimated cost: nixl for a long context, recompute for a short o
   // A 33.6k-token context is ~3.3 GB on this profile: ~88 ms over the 40 GB/s link plus setup (the profile's note).
   const nixl = auto.estimate('nixl', 33600);
   assert.ok(nixl > 0.08 && nixl < 0.2, `nixl estimate ${nixl}`);
-  const withStore = new TransferCosts({ ...model, store: { bytesPerSecond: 1e12, setup: 0 } }, ['nixl', 'shared-store']);
+  const withStore = new TransferCosts({ ...model, offload: { loadBytesPerSecond: 1e12, setup: 0 } }, ['nixl', 'shared-store']);
   assert.equal(withStore.choose(33600).mode, 'shared-store');
   assert.deepEqual(withStore.modes, ['nixl', 'shared-store', 'recompute'], 'recompute is always offered');
   assert.equal(new TransferCosts(model, ['nixl', 'recompute'], 'recompute').choose(100000).mode, 'recompute');
@@ -108,4 +110,14 @@ test('a hot source\'s backlog counts against nixl (its export leg queues behind 
   const before = c.estimate('nixl', 1000);
   c.observeExport(c.estimate('recompute', 60000), 60000);
   assert.ok(Math.abs(c.estimate('nixl', 1000) - before) < 0.01);
+});
+
+test('the estimates are the simulator\'s figures for the same profile, the offload store\'s default included', () => {
+  const p = tinyProfile(); // no offload section
+  const c = new TransferCosts(p, ['nixl', 'shared-store', 'recompute']);
+  assert.equal(c.estimate('shared-store', 1000), offloadLoadTime(p, 1000));
+  assert.equal(c.estimate('shared-store', 1000), DEFAULT_OFFLOAD.setup + 1000 * kvBytesPerToken(p.model) / DEFAULT_OFFLOAD.loadBytesPerSecond);
+  assert.equal(c.estimate('recompute', 1000), prefillTime(p, 1000));
+  // nixl: the first guess of the export leg (two steps) and the source's backlog, then the transfer.
+  assert.ok(Math.abs(c.estimate('nixl', 1000, 300) - (2 * p.step.stepOverhead + prefillTime(p, 300) + transferTime(p, 1000))) < 1e-12);
 });

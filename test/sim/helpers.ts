@@ -1,6 +1,6 @@
 // Shared fixtures for the simulator tests: a tiny profile with round step-time coefficients, request builders,
 // and a loop that steps an engine on its own clock until it is idle.
-import type { EngineProfile } from '../../src/sim/profile.js';
+import type { EngineProfile } from '../../src/engine-model/profile.js';
 import type { RequestOutput, SimRequest, StepResult } from '../../src/sim/engine-types.js';
 import type { SimEngine } from '../../src/sim/engine.js';
 

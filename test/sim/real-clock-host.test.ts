@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SimEngine } from '../../src/sim/engine.js';
 import { RealClockHost } from '../../src/sim/real-clock-host.js';
-import { loadProfile } from '../../src/sim/profile.js';
+import { loadProfile } from '../../src/engine-model/profile.js';
 
 // Sub-millisecond steps (a small time scale) once ran early, so modelled time outran the wall clock. Load can
 // only make the host slower, so a lower bound on wall time is a test that cannot fail by noise.

@@ -1,10 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DEFAULTS } from '../../src/config/index.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import { createSessionStore } from '../../src/store/create.js';
-import { DEFAULT_SESSION_TTL_MS, StoreConfigError, parseSessionStoreSpec, storeKeyPart } from '../../src/store/session-store.js';
+import { StoreConfigError, parseSessionStoreSpec, storeKeyPart } from '../../src/store/session-store.js';
 
 test('--session-store: memory and redis://HOST[:PORT][/DB]', () => {
   assert.deepEqual(parseSessionStoreSpec('memory'), { kind: 'memory' });
@@ -27,10 +26,6 @@ test('--session-store: anything else is a config error that names the flag and t
     }, v);
   }
   assert.throws(() => parseSessionStoreSpec(42, 'sessionStore'), /^StoreConfigError: config sessionStore: must be "memory" or redis:\/\/HOST:PORT\[\/DB\]$/);
-});
-
-test('the default session TTL is the gateway\'s sessionIdleMs', () => {
-  assert.equal(DEFAULT_SESSION_TTL_MS, DEFAULTS.sessionIdleMs);
 });
 
 test('key parts: ids up to 256 bytes as they are, longer ones by SHA-256, in a form that cannot collide', () => {

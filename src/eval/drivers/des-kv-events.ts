@@ -5,6 +5,7 @@
 // EventApplier per engine, the class the kv-events thread uses. Nothing here reads a wall clock: a batch's ts
 // and the applier's `now` are virtual, so a run stays a pure function of its seed.
 import { BlockHasher } from '../../core/block-keys.js';
+import { MAX_MAPPED_BLOCKS } from '../../core/defaults.js';
 import type { PrefixIndexWriter } from '../../core/prefix-index.js';
 import { decodeBatch, KvDecodeError } from '../../kvevents/codec.js';
 import { EventApplier, type ApplierStats } from '../../kvevents/event-applier.js';
@@ -20,9 +21,6 @@ import { encodeEngineBatch, simWireFormat } from '../../sim/vllm-event-shape.js'
  */
 export const DEFAULT_KV_DELIVERY_DELAY_MS = 5;
 
-/** Engine-hash mappings kept per engine: the gateway's default (kvMaxMappedBlocks). */
-export const DEFAULT_MAX_MAPPED_BLOCKS = 1 << 18;
-
 export interface DesKvEventFeedOptions {
   /** The driver's prefix index writer (one writer per thread: the feed writes through the driver's). */
   writer: PrefixIndexWriter;
@@ -34,7 +32,7 @@ export interface DesKvEventFeedOptions {
   hasher?: BlockHasher;
   /** The gateway's block size (the keys the router matches); events of other sizes are counted and skipped. */
   blockSize: number;
-  /** Engine-hash mappings kept per engine (default DEFAULT_MAX_MAPPED_BLOCKS). */
+  /** Engine-hash mappings kept per engine (default the gateway's, MAX_MAPPED_BLOCKS). */
   maxMappedBlocks?: number;
   /**
    * The model name requests are routed with: the root of the keys of blocks that carry no LoRA name or salt,
@@ -114,7 +112,7 @@ export class DesKvEventFeed {
     const delay = o.deliveryDelayMs ?? DEFAULT_KV_DELIVERY_DELAY_MS;
     if (!(Number.isFinite(delay) && delay >= 0)) throw new RangeError(`deliveryDelayMs must be a finite number ≥ 0, got ${delay}`);
     if (!(Number.isInteger(o.blockSize) && o.blockSize >= 1)) throw new RangeError(`blockSize must be a positive integer, got ${o.blockSize}`);
-    const maxMapped = o.maxMappedBlocks ?? DEFAULT_MAX_MAPPED_BLOCKS;
+    const maxMapped = o.maxMappedBlocks ?? MAX_MAPPED_BLOCKS;
     if (!(Number.isInteger(maxMapped) && maxMapped >= 1)) throw new RangeError(`maxMappedBlocks must be a positive integer, got ${maxMapped}`);
     this.deliveryDelayMs = delay;
     this.wire = { ...(o.wire ?? simWireFormat()) };

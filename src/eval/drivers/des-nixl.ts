@@ -4,7 +4,8 @@
 // there, evictable. Used for request-path moves (des.ts) and proactive pre-warms (des-proactive.ts) alike.
 import type { DesHost } from '../../sim/des.js';
 import type { KvImport, SimRequest } from '../../sim/engine-types.js';
-import { transferTime, type ResolvedProfile } from '../../sim/profile.js';
+import { transferTime } from '../../engine-model/figures.js';
+import type { ResolvedProfile } from '../../engine-model/profile.js';
 
 export interface ExportLeg {
   /** The export finished holding blocks: what the target's request imports, and the pull's modelled seconds. */

@@ -7,7 +7,7 @@
 // meanwhile drops the move). What differs from the gateway is only the leg: engine requests in virtual time.
 import type { DesHost } from '../../sim/des.js';
 import type { BlockDigest } from '../../sim/block-hash.js';
-import type { ResolvedProfile } from '../../sim/profile.js';
+import type { ResolvedProfile } from '../../engine-model/profile.js';
 import { exportLeg } from './des-nixl.js';
 import type { EarProactiveConfig } from '../../core/policies/ear.js';
 import type { TransferCosts, TransferMode } from '../../migration/cost.js';

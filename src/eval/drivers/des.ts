@@ -7,14 +7,14 @@ import { BlockHasher } from '../../core/block-keys.js';
 import { createPolicy } from '../../core/policies/index.js';
 import type { UserUsageOptions } from '../../core/user-usage.js';
 import { DesHost } from '../../sim/des.js';
-import { DEFAULTS } from '../../config/index.js';
+import { KV_CONNECTORS, MAX_SESSIONS, METRICS_INTERVAL_MS, PROACTIVE_INTERVAL_MS, SCHEDULER, UPKEEP_EVERY_MS } from '../../core/defaults.js';
 import { LabRouting, type KvEventsMode } from './lab-routing.js';
 import type { AdmissionStats, AdmissionWaiter, Placement, RoutingHostOptions } from '../../core/routing-host.js';
 import { DesKvEventFeed, type DesKvFeedStats } from './des-kv-events.js';
-import { loadProfile, resolveProfile } from '../../sim/profile.js';
+import { loadProfile, resolveProfile } from '../../engine-model/profile.js';
 import { exportLeg } from './des-nixl.js';
 import type { KvImport } from '../../sim/engine-types.js';
-import { costModelOf, TransferCosts, type TransferMode } from '../../migration/cost.js';
+import { TransferCosts, type TransferMode } from '../../migration/cost.js';
 import type { BlockDigest } from '../../sim/block-hash.js';
 import { ApcBound, MetricsCollector, failureCause, type MetricsSummary } from '../metrics/index.js';
 import { replay, SessionPrompt, requestId, type Workload } from '../workloads/index.js';
@@ -47,9 +47,9 @@ export interface DesRunOptions {
   kvDelayMs?: number;
   /** Assumed entries in the index expire after this long (ms); default as the gateway picks it for the mode. */
   assumedTtlMs?: number;
-  /** The engines' figures reach the router this often (ms of virtual time, on the 100 ms sampling tick); default the gateway's metricsIntervalMs. */
+  /** The engines' figures reach the router this often (ms of virtual time, on the sampling tick of UPKEEP_EVERY_MS); default the gateway's metricsIntervalMs. */
   scrapeIntervalMs?: number;
-  /** The gateway's admission scheduler (default off) and its knobs. */
+  /** The gateway's admission scheduler (default the gateway's, SCHEDULER) and its knobs. */
   scheduler?: RoutingHostOptions['scheduler'];
   admission?: RoutingHostOptions['admission'];
   capacity?: RoutingHostOptions['capacity'];
@@ -86,7 +86,8 @@ export interface DesRunResult {
   stall: DesStall | null;
 }
 
-const SAMPLE_EVERY = 0.1;
+/** The sampler's period (s): the gateway's upkeep (host tick, index expiry), and the pending-prefill samples. */
+const SAMPLE_EVERY = UPKEEP_EVERY_MS / 1000;
 const STALL_LIMIT = 24 * 3600;
 /** Open requests named in the stall warning (all are counted). */
 const STALL_NAMED = 20;
@@ -99,28 +100,28 @@ export function runDes (o: DesRunOptions): DesRunResult {
   const profile = loadProfile(o.profile);
   const resolved = resolveProfile(profile, { numGpuBlocks: o.numGpuBlocks });
   const des = new DesHost({ seed: o.seed });
-  const kvConnectors = o.kvConnectors ?? DEFAULTS.kvConnectors;
+  const kvConnectors: readonly TransferMode[] = o.kvConnectors ?? KV_CONNECTORS;
   // Engines that offer the shared-store connector share one offload store (LMCache / Mooncake with a remote
   // backend): 2^20 blocks (16M tokens at block size 16), a cluster's CPU-memory pool, well beyond the engines' KV.
   const offloadStore = kvConnectors.includes('shared-store') ? new OffloadStore(1 << 20) : null;
   for (let i = 0; i < o.engines; i++) des.addEngine({ profile, numGpuBlocks: o.numGpuBlocks, offloadStore });
   const engineHasher = des.engines[0].hasher;
 
-  const region = createAndAttach({ pods: Math.max(8, o.engines), sessions: DEFAULTS.maxSessions, scratchSlots: 16 });
+  const region = createAndAttach({ pods: Math.max(8, o.engines), sessions: MAX_SESSIONS, scratchSlots: 16 });
   const lab = new LabRouting(region, {
     policy: createPolicy(o.policy, o.policyConfig ?? {}), engines: o.engines, model: MODEL, blockSize: resolved.blockSize,
     kvEvents: o.kvEvents ?? 'approximate', random: () => des.random(), assumedTtlMs: o.assumedTtlMs,
-    scheduler: o.scheduler, admission: o.admission, capacity: o.capacity, users: o.userWindow
+    scheduler: o.scheduler ?? SCHEDULER, admission: o.admission, capacity: o.capacity, users: o.userWindow
   });
   if (o.maxConcurrent) for (let i = 0; i < o.engines; i++) lab.host.setMaxConcurrent(i, o.maxConcurrent);
   const feed = lab.kvEvents === 'precise' ? new DesKvEventFeed({ writer: lab.writer, blockSize: resolved.blockSize, model: MODEL, deliveryDelayMs: o.kvDelayMs }).attach(des) : null;
   const keyHasher = new BlockHasher(region);
   const root = keyHasher.rootSeed(MODEL);
-  const scrapeEvery = (o.scrapeIntervalMs ?? DEFAULTS.metricsIntervalMs) / 1000;
-  const transfers = new TransferCosts(costModelOf(profile), kvConnectors, o.kvConnector ?? null);
+  const scrapeEvery = (o.scrapeIntervalMs ?? METRICS_INTERVAL_MS) / 1000;
+  const transfers = new TransferCosts(profile, kvConnectors, o.kvConnector ?? null);
   const metrics = new MetricsCollector({ engines: o.engines, blockSize: w.blockSize, ttftSlo: o.ttftSlo, tCool: o.tCool, tHot: o.tHot });
   const proactive = o.policy === 'ear-proactive'
-    ? new DesProactive({ des, lab, transfers, profile: resolved, knobs: readEarProactiveKnobs(o.policyConfig ?? {}), model: MODEL, metrics, intervalMs: DEFAULTS.proactiveIntervalMs })
+    ? new DesProactive({ des, lab, transfers, profile: resolved, knobs: readEarProactiveKnobs(o.policyConfig ?? {}), model: MODEL, metrics, intervalMs: PROACTIVE_INTERVAL_MS })
     : null;
 
   // Per session: its prompt builder and the engine-side block digests of its last prompt (reused when a turn
@@ -283,8 +284,8 @@ export function runDes (o: DesRunOptions): DesRunResult {
     des.stop();
     return true;
   };
-  // One periodic timer (two would keep each other alive): a scrape when due, and every 100 ms of virtual time
-  // per-engine pending prefill (hotspot index), the index writer's upkeep, progress.
+  // One periodic timer (two would keep each other alive): a scrape when due, and every SAMPLE_EVERY of virtual
+  // time per-engine pending prefill (hotspot index), the host's and the index writer's upkeep, progress.
   const sample = (t: number): void => {
     if (stalled(t)) return;
     if (t >= nextScrape - 1e-9) scrape(t);

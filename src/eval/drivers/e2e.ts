@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import YAML from 'yaml';
 import { ADMISSION_DEFAULTS } from '../../core/admission.js';
+import { SCHEDULER } from '../../core/defaults.js';
 import type { RoutingHostOptions } from '../../core/routing-host.js';
 import { Agent, request } from 'undici';
 import pino from 'pino';
@@ -18,7 +19,7 @@ import type { TransferMode } from '../../migration/cost.js';
 import { ApcBound, HttpStatusError, MetricsCollector, failureCause, type MetricsSummary } from '../metrics/index.js';
 import { replay, SessionPrompt, requestId, type Workload } from '../workloads/index.js';
 import { runWorkload, type Scheduler } from '../workloads/runner.js';
-import { loadProfile } from '../../sim/profile.js';
+import { loadProfile } from '../../engine-model/profile.js';
 import { isolatedServiceTime } from './isolated.js';
 import { parseKvEventsConfig } from '../../sim/kv-events-config.js';
 import type { KvEventsMode } from './lab-routing.js';
@@ -60,7 +61,7 @@ const BIN = new URL('../../cli/ear.js', import.meta.url).pathname;
 /** The gateway's scheduler settings for the run; its times are wall ms, the workload's are scaled by `scale`. */
 function schedulerConfig (o: E2eRunOptions, scale: number): Record<string, unknown> {
   const a = o.admission ?? {};
-  const c: Record<string, unknown> = { scheduler: o.scheduler ?? 'atlas' };
+  const c: Record<string, unknown> = { scheduler: o.scheduler ?? SCHEDULER };
   if (a.levels !== undefined) c.schedulerLevels = a.levels;
   c.schedulerQuantumMs = Math.max(1, Math.round((a.quantumMs ?? ADMISSION_DEFAULTS.quantumMs) * scale));
   if (a.beta !== undefined) c.schedulerBeta = a.beta;

@@ -2,18 +2,19 @@
 // of the gateway's src/fleet/table-routing.ts. Engine i is pod row i. What the gateway's other threads do
 // happens here on the virtual clock, through the same code:
 // - the kv-events thread: an IndexFeeder applies the host's record ops from the same ring, right after each
-//   dispatch (the gateway's thread gathers them for 1 ms), and ages assumed entries out every 100 ms; in
-//   precise mode the engines' KV events reach the index through des-kv-events.ts;
+//   dispatch (the gateway's thread gathers them for 1 ms), and ages assumed entries out every UPKEEP_EVERY_MS
+//   (core/defaults.ts), as that thread does; in precise mode the engines' KV events reach the index through
+//   des-kv-events.ts;
 // - the metrics scrape: each engine's running / waiting / KV usage / KV capacity reach the host every
 //   `scrapeIntervalMs` (the gateway's metricsIntervalMs), and are as stale between two scrapes as there.
 import { PrefixIndex, PrefixIndexWriter } from '../../core/prefix-index.js';
 import type { Region } from '../../core/region.js';
 import { RingConsumer } from '../../core/ring.js';
-import { APPROXIMATE_ASSUMED_TTL_MS, PRECISE_ASSUMED_TTL_MS, RoutingHost, type AdmissionWaiter, type EngineReport, type HostRequest, type Placement, type Queued, type RequestOutcome, type RoutingHostOptions } from '../../core/routing-host.js';
+import { RoutingHost, type AdmissionWaiter, type EngineReport, type HostRequest, type Placement, type Queued, type RequestOutcome, type RoutingHostOptions } from '../../core/routing-host.js';
 import type { Policy } from '../../core/policy.js';
 import type { UserUsageOptions } from '../../core/user-usage.js';
 import { IndexFeeder } from '../../kvevents/index-feeder.js';
-import { DEFAULTS } from '../../config/index.js';
+import { APPROXIMATE_ASSUMED_TTL_MS, ASSUMED_EXPIRY_BUDGET, PRECISE_ASSUMED_TTL_MS, SESSION_IDLE_MS } from '../../core/defaults.js';
 
 export type KvEventsMode = 'approximate' | 'precise';
 
@@ -27,20 +28,17 @@ export interface LabRoutingOptions {
   kvEvents: KvEventsMode;
   /** A seeded uniform draw in [0, 1). */
   random: () => number;
-  /** Defaults: the gateway's (sessionIdleMs). */
+  /** Default: the gateway's (sessionIdleMs). */
   sessionTtlMs?: number;
   /** Assumed presence lifetime; default as the gateway picks it for the mode. */
   assumedTtlMs?: number;
-  /** The admission scheduler and its knobs, as the gateway's (default off). */
+  /** The admission scheduler and its knobs, as the gateway's (default the host's: off). */
   scheduler?: RoutingHostOptions['scheduler'];
   admission?: RoutingHostOptions['admission'];
   capacity?: RoutingHostOptions['capacity'];
   /** The per-user token window; default as the gateway's (user-usage.ts). */
   users?: UserUsageOptions;
 }
-
-/** The kv-events thread's expiry slice (workers/kv-events-thread.ts). */
-const EXPIRY_BUDGET = 4096;
 
 export class LabRouting {
   readonly host: RoutingHost;
@@ -53,13 +51,13 @@ export class LabRouting {
   constructor (region: Region, o: LabRoutingOptions) {
     this.kvEvents = o.kvEvents;
     this.host = new RoutingHost(region, {
-      policy: o.policy, blockSize: o.blockSize, sessionTtlMs: o.sessionTtlMs ?? DEFAULTS.sessionIdleMs, random: o.random,
+      policy: o.policy, blockSize: o.blockSize, sessionTtlMs: o.sessionTtlMs ?? SESSION_IDLE_MS, random: o.random,
       scheduler: o.scheduler, admission: o.admission, capacity: o.capacity, users: o.users
     });
     const area = region.claimScratch();
     this.writer = new PrefixIndexWriter(region, { ptr: area.ptr, bytes: Math.ceil(PrefixIndex.areaBytes(region) / 64) * 64 });
     this.assumedTtlMs = o.assumedTtlMs ?? (o.kvEvents === 'precise' ? PRECISE_ASSUMED_TTL_MS : APPROXIMATE_ASSUMED_TTL_MS);
-    this.feeder = new IndexFeeder(this.writer, new RingConsumer(region), { assumedTtlMs: this.assumedTtlMs, expiryBudget: EXPIRY_BUDGET });
+    this.feeder = new IndexFeeder(this.writer, new RingConsumer(region), { assumedTtlMs: this.assumedTtlMs, expiryBudget: ASSUMED_EXPIRY_BUDGET });
     const models = new Set([o.model]);
     // Engine i leases row i: rows are handed out lowest first.
     for (let i = 0; i < o.engines; i++) this.host.addPod({ id: `engine-${i}`, role: 'both', models, state: 'ready' });
@@ -101,7 +99,7 @@ export class LabRouting {
     this.host.engineLoad(i, r, now);
   }
 
-  /** The kv-events thread's periodic work: pending ops, then a slice of assumed expiry. */
+  /** The periodic upkeep (UPKEEP_EVERY_MS): the host's tick, then the kv-events thread's ops and expiry slice. */
   upkeep (now: number): void {
     this.host.tick(now);
     this.feeder.pump();

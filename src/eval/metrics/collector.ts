@@ -5,6 +5,7 @@
 //   sessionDone                      (a root session and all its sub-agents have finished)
 //   pendingPrefill                   (every 100 ms: per-engine prompt tokens queued or in progress)
 //   migration, routingDecision       (as they happen; a migration may carry its mode and ok: false when failed)
+import { EAR_DEFAULTS } from '../../core/policies/ear.js';
 import { ApcBound } from './apc-bound.js';
 import { amplification } from './amplification.js';
 import { Latency, percentile, type LatencySummary } from './latency.js';
@@ -21,7 +22,7 @@ export interface CollectorOptions {
   blockSize?: number;
   /** Goodput SLO on TTFT, seconds. */
   ttftSlo?: number;
-  /** A session moved again within tCool seconds of its previous move is a thrash. */
+  /** A session moved again within tCool seconds of its previous move is a thrash; default ear's tCool. */
   tCool?: number;
   /** Pending prefill (tokens) above which an engine is hot (the policy's tHot): a move was accurate when its
    *  target stayed at or below it for the session's next `accuracyTurns` sends. Unset: accuracy is null. */
@@ -173,7 +174,7 @@ export class MetricsCollector {
     if (!(Number.isInteger(o.engines) && o.engines > 0)) throw new RangeError(`engines must be an integer > 0, got ${o.engines}`);
     this.#engines = o.engines;
     this.#slo = o.ttftSlo ?? 2;
-    this.#mig = new MigrationStats({ tCool: o.tCool ?? 60, tHot: o.tHot, k: o.accuracyTurns ?? 3 });
+    this.#mig = new MigrationStats({ tCool: o.tCool ?? EAR_DEFAULTS.tCool, tHot: o.tHot, k: o.accuracyTurns ?? 3 });
     this.#lambda = o.sessionArrivalRate;
     this.#turns = o.turnsPerSession;
     this.#gapOption = o.toolGap;

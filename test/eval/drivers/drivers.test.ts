@@ -8,7 +8,7 @@ import { runDes } from '../../../src/eval/drivers/des.js';
 import { runE2e } from '../../../src/eval/drivers/e2e.js';
 import { isolatedServiceTime } from '../../../src/eval/drivers/isolated.js';
 import { loadWorkload } from '../../../src/eval/workloads/index.js';
-import { loadProfile } from '../../../src/sim/profile.js';
+import { loadProfile } from '../../../src/engine-model/profile.js';
 
 const small = () => loadWorkload('agentic', { duration: 60, rate: 0.4, seed: 3 });
 

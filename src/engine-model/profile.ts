@@ -1,20 +1,11 @@
-// Engine profiles: a model on a GPU, as JSON data in src/sim/profiles/NAME.json, read at run time.
-//
-// Formulas (all times in seconds):
-// - KV bytes per token    kvBytesPerToken = 2 (K and V) × layers × kvHeads × headDim × kvDtypeBytes
+// Engine profiles: a model on a GPU, as JSON data shipped in the package (src/engine-model/profiles/NAME.json),
+// read at run time by the simulator (ear sim, the eval lab) and by migration's cost estimate (kvCostProfile).
+// The figures derived from a profile (KV bytes per token, step, prefill and transfer times) are in figures.ts.
 // - KV capacity (blocks)  numGpuBlocks = floor((gpuCount × gpuMemoryGiB × 2^30 × gpuMemoryUtilization
 //                                               − weightsGiB × 2^30 − activationReserveGiB × 2^30)
 //                                              / (kvBytesPerToken × blockSize))
-// - Step time             t = stepOverhead
-//                           + Σ over prefill chunks (n new tokens after p computed ones):
-//                               prefillPerToken · n + prefillAttnPerTokenPair · n · (p + n/2)
-//                           + decodePerSeq · D + decodePerContextToken · Σ context of the D decoding requests
-//   The attention term counts token pairs: token i of a chunk attends to p + i earlier tokens, Σ ≈ n·(p + n/2).
-//   A decode step reads the weights once (in stepOverhead) and every decoding request's whole KV (the Σ term).
-// - KV transfer           t = transferSetup + bytes / transferBytesPerSecond, bytes = tokens × kvBytesPerToken
-// - Offload-store load    t = offload.setup + bytes / offload.loadBytesPerSecond (a shared LMCache/Mooncake store:
-//                         a hit costs load bandwidth, not prefill); DEFAULT_OFFLOAD when a profile gives none
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { kvBytesPerToken } from './figures.js';
 
 export interface ModelShape {
   name: string;
@@ -46,26 +37,16 @@ export interface EngineProfile {
     decodePerSeq: number;
     decodePerContextToken: number;
   };
+  /** Engine to engine (NIXL over RDMA). */
   transfer: { bytesPerSecond: number; setup: number };
-  /** Loading blocks from a shared offload store (remote LMCache backend, Mooncake store). Optional. */
+  /** Loading blocks from a shared offload store (remote LMCache backend, Mooncake store); else DEFAULT_OFFLOAD. */
   offload?: { loadBytesPerSecond: number; setup: number };
 }
-
-/**
- * Used when a profile has no `offload` (an assumption, like the profiles' own figures): a read from a remote store
- * over the same 400 Gb/s NIC as NIXL, but at ~15 GB/s rather than ~40, because a store read adds a lookup round
- * trip and staging through the store's CPU memory; 10 ms covers the lookup and the first chunk.
- */
-export const DEFAULT_OFFLOAD: Readonly<{ loadBytesPerSecond: number; setup: number }> = Object.freeze({ loadBytesPerSecond: 1.5e10, setup: 0.01 });
 
 /** A profile with its derived figures. */
 export interface ResolvedProfile extends EngineProfile {
   kvBytesPerToken: number;
   numGpuBlocks: number;
-}
-
-export function kvBytesPerToken (m: ModelShape): number {
-  return 2 * m.layers * m.kvHeads * m.headDim * m.kvDtypeBytes;
 }
 
 export function resolveProfile (p: EngineProfile, overrides: { numGpuBlocks?: number } = {}): ResolvedProfile {
@@ -78,38 +59,28 @@ export function resolveProfile (p: EngineProfile, overrides: { numGpuBlocks?: nu
   return { ...p, kvBytesPerToken: perToken, numGpuBlocks };
 }
 
+/** The profile `ear sim` and `ear serve --demo` run, and the one the gateway's KV connector costs read by default. */
+export const DEFAULT_PROFILE = 'h100-llama-3.1-8b';
+
+/** The shipped profiles: src/engine-model/profiles in the package (three levels above dist/src/engine-model). */
+const PROFILES = new URL('../../../src/engine-model/profiles/', import.meta.url);
+
+/** Names of the shipped profiles, sorted. */
+export function profileNames (): string[] {
+  return readdirSync(PROFILES).filter((f) => f.endsWith('.json')).map((f) => f.slice(0, -5)).sort();
+}
+
 export function loadProfile (name: string): EngineProfile {
   if (!/^[a-z0-9][a-z0-9.-]*$/.test(name)) throw new RangeError(`profile name must be lower-case letters, digits, '.', '-': ${JSON.stringify(name)}`);
-  const url = new URL(`../../../src/sim/profiles/${name}.json`, import.meta.url);
   let text: string;
   try {
-    text = readFileSync(url, 'utf8');
+    text = readFileSync(new URL(`${name}.json`, PROFILES), 'utf8');
   } catch {
-    throw new RangeError(`unknown engine profile ${JSON.stringify(name)} (no ${url.pathname})`);
+    throw new RangeError(`unknown engine profile ${JSON.stringify(name)} (known: ${profileNames().join(', ')})`);
   }
   const p = JSON.parse(text) as EngineProfile;
   validate(p);
   return p;
-}
-
-/** Seconds one step takes for the given prefill chunks and decoding requests (the formula above). */
-export function stepTime (s: EngineProfile['step'], prefillNew: ArrayLike<number>, prefillPast: ArrayLike<number>, numPrefill: number,
-  numDecode: number, decodeContext: number): number {
-  let t = s.stepOverhead + s.decodePerSeq * numDecode + s.decodePerContextToken * decodeContext;
-  for (let i = 0; i < numPrefill; i++) {
-    const n = prefillNew[i];
-    t += s.prefillPerToken * n + s.prefillAttnPerTokenPair * n * (prefillPast[i] + n / 2);
-  }
-  return t;
-}
-
-export function transferTime (p: ResolvedProfile, tokens: number): number {
-  return p.transfer.setup + tokens * p.kvBytesPerToken / p.transfer.bytesPerSecond;
-}
-
-export function offloadLoadTime (p: ResolvedProfile, tokens: number): number {
-  const o = p.offload ?? DEFAULT_OFFLOAD;
-  return o.setup + tokens * p.kvBytesPerToken / o.loadBytesPerSecond;
 }
 
 function validate (p: EngineProfile): void {

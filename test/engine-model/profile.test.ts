@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DEFAULT_OFFLOAD, kvBytesPerToken, loadProfile, offloadLoadTime, resolveProfile, stepTime, transferTime } from '../../src/sim/profile.js';
-import { tinyProfile } from './helpers.js';
+import { DEFAULT_OFFLOAD, kvBytesPerToken, offloadLoadTime, prefillTime, stepTime, transferTime } from '../../src/engine-model/figures.js';
+import { loadProfile, profileNames, resolveProfile } from '../../src/engine-model/profile.js';
+import { tinyProfile } from '../sim/helpers.js';
 
 test('shipped profiles load, cite sources, and derive KV size and capacity from the model and GPU', () => {
   const h20 = resolveProfile(loadProfile('h20-qwen3-coder'));
@@ -17,6 +18,8 @@ test('shipped profiles load, cite sources, and derive KV size and capacity from 
   let t = 0;
   for (let past = 0; past < 33600; past += 8192) t += stepTime(h20.step, [Math.min(8192, 33600 - past)], [past], 1, 0, 0);
   assert.ok(t > 3 && t < 20, `${t}`);
+  // prefillTime is those chunked steps in closed form.
+  assert.ok(Math.abs(prefillTime(h20, 33600) - t) < 1e-9, `${prefillTime(h20, 33600)} vs ${t}`);
   assert.ok(Math.abs(transferTime(h20, 33600) - (0.005 + 33600 * 98304 / 4e10)) < 1e-12);
   // A shared-store hit costs load bandwidth, not prefill: the same prefix loads an order of magnitude faster.
   assert.ok(Math.abs(offloadLoadTime(h20, 33600) - (0.01 + 33600 * 98304 / 1.5e10)) < 1e-12);
@@ -25,9 +28,18 @@ test('shipped profiles load, cite sources, and derive KV size and capacity from 
   assert.equal(offloadLoadTime(resolveProfile(tinyProfile()), 1000), DEFAULT_OFFLOAD.setup + 1000 * 32 / DEFAULT_OFFLOAD.loadBytesPerSecond);
 });
 
+test('prefill after a cached prefix: the steps of the chunks, each attending to everything before it', () => {
+  const p = tinyProfile(); // chunks of 64
+  let t = 0;
+  for (let past = 40; past < 40 + 150; past += 64) t += stepTime(p.step, [Math.min(64, 40 + 150 - past)], [past], 1, 0, 0);
+  assert.ok(Math.abs(prefillTime(p, 150, 40) - t) < 1e-12);
+  assert.equal(prefillTime(p, 0), 0);
+});
+
 test('bad profiles and names get clear errors', () => {
   assert.throws(() => loadProfile('../etc/passwd'), /profile name/);
-  assert.throws(() => loadProfile('no-such-profile'), /unknown engine profile/);
+  assert.throws(() => loadProfile('no-such-profile'), /unknown engine profile "no-such-profile" \(known: h100-llama-3.1-8b, h20-qwen3-coder\)/);
+  assert.deepEqual(profileNames(), ['h100-llama-3.1-8b', 'h20-qwen3-coder']);
   assert.throws(() => resolveProfile(tinyProfile({ blockSize: 0 })), /blockSize must be a positive integer/);
   assert.throws(() => resolveProfile(tinyProfile({ sources: [] })), /sources/);
   assert.throws(() => resolveProfile(tinyProfile({ weightsGiB: 10 })), /no memory left/);
