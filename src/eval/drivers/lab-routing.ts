@@ -39,7 +39,7 @@ export interface LabRoutingOptions {
   users?: UserUsageOptions;
 }
 
-/** The kv-events thread's expiry slice (workers/kv-events-thread.ts). */
+/** The kv-events thread's expiry slice (src/kvevents/kv-events-service.ts). */
 const EXPIRY_BUDGET = 4096;
 
 export class LabRouting {
