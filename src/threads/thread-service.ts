@@ -32,9 +32,9 @@ export function serveThread<P extends Protocol> (port: MessagePort, service: Thr
   async function handle (m: ToThread<P>): Promise<void> {
     const isCall = 'id' in m;
     const msg = isCall ? m.call : m.note;
-    const handler = (isCall ? service.calls : service.notes)[msg.type as keyof typeof service.calls] as (msg: unknown) => unknown;
+    const handlers = (isCall ? service.calls : service.notes) as Record<string, (msg: unknown) => unknown>;
     try {
-      const value = await handler(msg);
+      const value = await handlers[msg.type](msg);
       if (isCall) port.postMessage({ id: m.id, ok: true, value } satisfies FromThread<P>);
     } catch (err) {
       if (isCall) port.postMessage({ id: m.id, ok: false, error: toWireError(err) } satisfies FromThread<P>);
