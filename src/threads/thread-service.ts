@@ -19,7 +19,10 @@ export interface ThreadService<P extends Protocol> {
   notes: NoteHandlers<P>;
   /** Once this request is answered the port closes, and the thread ends when its other handles have. */
   closesOn: P['call']['type'];
-  /** A handler threw something other than a ThreadError: a bug in the thread, or a resource that failed. */
+  /**
+   * A handler threw something other than a ThreadError: a bug in the thread, or a resource that failed. Must not
+   * throw itself (the messages behind would wait forever); to end the thread, throw from a later turn (setImmediate).
+   */
   onError: (err: unknown, type: string) => void;
 }
 
