@@ -1,16 +1,18 @@
-// The route pool: worker threads that compute request features (workers/route-worker.ts) over the shared
+// The route pool: worker threads that compute request features (src/features/route-service.ts) over the shared
 // region. It is session-affine: one single-thread piscina pool per thread, a session's requests always go to
 // the same thread (by a hash of the session id), so that thread's per-session state makes a turn cost O(new
 // tokens); requests without a session go to the least busy thread. Its queue is bounded: past `maxQueue`
 // waiting tasks over all threads a request is refused with 429 rather than letting latency grow without limit.
+// Messages: src/features/route-protocol.ts.
 import { Piscina } from 'piscina';
 import type { SharedRegion } from '../core/region.js';
 import { SESSION_IDLE_MS } from '../core/defaults.js';
+import { unwrap } from '../threads/outcome.js';
 import { EarError } from '../request/errors.js';
 import type { Endpoint } from './request-body.js';
 import type { Features } from './features.js';
 import type { RemoteTokenizerOptions } from '../tokenize/remote.js';
-import type { RouteResult, RouteTask, RouteWorkerData } from '../../workers/route-worker.js';
+import { routeError, type RouteResult, type RouteTask, type RouteWorkerData } from './route-protocol.js';
 
 const WORKER = new URL('../../workers/route-worker.js', import.meta.url).href;
 // piscina loads a worker file with require() first and import() only when that throws. On Node 20.19+ require()
@@ -100,8 +102,7 @@ export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): 
       // Both clocks are the epoch in ms; a thread's timeOrigin can differ from ours by a few µs, hence the floor.
       opts.onQueueWait?.(Math.max(0, r.startedAt - queuedAt) / 1000);
       if (r.fallback) stats.tokenizerFallbacks++;
-      if (!r.ok) throw new EarError(r.code, r.message);
-      return r.features;
+      return unwrap(r, routeError);
     },
     stats: () => ({ ...stats }),
     close: async () => { await Promise.all(shards.map((s) => s.pool.destroy())); }

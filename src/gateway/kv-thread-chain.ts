@@ -12,13 +12,10 @@
 //
 // Bound: each row is queued at most once at a time (a releasing row is not released again before its purge is
 // confirmed, src/core/pod-rows.ts), so at most `rows` purges wait: the pod table's capacity.
-import type { KvBackendSpec } from '../kvevents/kv-events-thread.js';
+import type { KvBackendSpec, KvEventsThread } from '../kvevents/kv-events-thread.js';
 
-/** The kv-events thread as the chain drives it (KvEventsThread has this shape). */
-export interface KvChainTarget {
-  setBackends (backends: readonly KvBackendSpec[], assumedTtlMs?: number): Promise<void>;
-  purgePods (rows: readonly number[]): Promise<number>;
-}
+/** The kv-events thread as the chain drives it. */
+export type KvChainTarget = Pick<KvEventsThread, 'setBackends' | 'purgePods'>;
 
 export interface PurgeChainStats {
   /** Rows purged. */

@@ -1,6 +1,6 @@
-// The migration thread's messages (workers/migration-thread.ts ↔ src/migration/migration-thread.ts), one
-// discriminated union each way. MessagePort, not a ring: a move is seconds of transfer, so a message's
-// microseconds do not matter (ARCHITECTURE.md "Rings").
+// The migration thread's messages (src/migration/migration-thread.ts ↔ src/migration/migration-service.ts),
+// carried by src/threads/: notes to the thread, its two requests, and its events back. MessagePort, not a ring:
+// a move is seconds of transfer, so a message's microseconds do not matter (ARCHITECTURE.md "Rings").
 import type { SharedRegion } from '../core/region.js';
 import type { BodyCacheStats } from './body-cache.js';
 import type { TransferMode } from './cost.js';
@@ -34,13 +34,14 @@ export type ToMigrationThread =
   /** The reachable backends, whole, on start and on every change. */
   | { type: 'backends'; backends: MigrationBackend[] }
   /** A session's request completed: its forwarded body, the one a transfer replays. */
-  | { type: 'body'; key: bigint; sessionId: string; model: string; path: string; body: Uint8Array }
-  | { type: 'stats'; id: number }
-  /** Abort the transfers in flight, close the connections, reply with the last stats, exit. */
-  | { type: 'stop'; id: number };
+  | { type: 'body'; key: bigint; sessionId: string; model: string; path: string; body: Uint8Array };
+
+export type MigrationThreadCall =
+  | { type: 'stats' }
+  /** Abort the transfers in flight, close the connections, answer with the last stats, exit. */
+  | { type: 'stop' };
 
 export type FromMigrationThread =
-  | { type: 'reply'; id: number; value: MigrationThreadStats }
   /** A transfer ended (counted in ear_kv_transfers_total{kind="proactive"}). */
   | { type: 'transfer'; mode: TransferMode; ok: boolean; sourceSeconds: number; bytes: number; failure?: string; from: number; to: number; tokens: number }
   /** A transfer succeeded: the main thread rebinds the session (a compare-and-set) and counts moved or dropped. */
@@ -59,4 +60,12 @@ export interface MigrationThreadStats extends PlannerStats {
   /** Errors caught in the thread (a tick or a message that threw). */
   errors: number;
   bodies: BodyCacheStats;
+}
+
+export interface MigrationProtocol {
+  data: MigrationThreadData;
+  call: MigrationThreadCall;
+  answers: { stats: MigrationThreadStats; stop: MigrationThreadStats };
+  note: ToMigrationThread;
+  event: FromMigrationThread;
 }
