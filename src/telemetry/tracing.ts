@@ -1,8 +1,8 @@
-// What the gateway asks of tracing, as plain interfaces: the request path holds a `Tracing | null` and does
-// nothing but a null check when tracing is off. The OpenTelemetry SDK behind them (otel-tracing.ts) is imported
-// only when otel-env.ts says tracing is on, so an unconfigured gateway never loads it.
+// What EAR asks of tracing, as plain interfaces. The request path holds none of it: request-spans.ts subscribes
+// these to the pipeline's events when tracing is on. The OpenTelemetry SDK behind them (otel-tracing.ts) is
+// imported only when otel-env.ts says tracing is on, so an unconfigured gateway never loads it.
 //
-// Spans (README "Tracing"): one SERVER span per OpenAI request (continuing the client's traceparent), and under
+// Spans (docs/tracing.md): one SERVER span per OpenAI request (continuing the client's traceparent), and under
 // it `ear.admission` (queued time, scheduler level), `ear.route` (policy, pod, matched prefix blocks,
 // candidates; one per attempt), `ear.kv_transfer` (a migration's or a P/D prefill's KV move) and one CLIENT span
 // per upstream attempt, whose context is the traceparent the engine gets. ear-proactive's idle moves are root
