@@ -1,22 +1,25 @@
-// The request path of POST /v1/context: validate the body, compute its routing features as any request's,
-// place it (the injected `place`: RoutingState.route today, the admission queue later), and prefill it on the
-// chosen engine with a non-streaming `max_tokens: 1` request that warms the engine's prefix cache. The
-// bookkeeping is the completion path's (started → firstToken → finished), so load and session tables see it;
-// connect errors and 5xx are retried on another backend as completions are; an engine's 4xx (a prompt too long
-// for it) goes back to the client with the engine's status and body.
-import { NoCandidateError } from '../core/policy.js';
+// The request path of POST /v1/context: validate the body, then run it through the request pipeline as any
+// request (features, admission, routing, retries, the events metrics and traces keep), with a transport that
+// prefills it on the chosen engine with a non-streaming `max_tokens: 1` request that warms the engine's prefix
+// cache. Connect errors and 5xx are retried on another backend as completions are; an engine's 4xx (a prompt too
+// long for it) goes back to the client with the engine's status and body.
+import { DEFAULT_CLASS } from '../core/admission.js';
 import { MAX_CONTEXT_TTL_SECONDS } from '../store/session-store.js';
 import type { Backend } from '../fleet/backends.js';
-import type { ContextEntry, Place } from './contexts.js';
-import type { RoutingInput, RoutingState } from '../fleet/routing-port.js';
-import { EarError } from '../request/errors.js';
+import type { ContextEntry } from './contexts.js';
+import { RequestContext, type Abortable } from '../request/context.js';
+import { runPipeline, type Pipeline } from '../request/pipeline.js';
+import type { Send, SendResult, Transport } from '../request/transport.js';
+import { EarError, openAiError } from '../request/errors.js';
 import { badJson, reserialize, type Endpoint } from '../features/request-body.js';
-import type { Features } from '../features/features.js';
 import type { Usage } from '../upstream/stream-observer.js';
 import { post, type Answer } from '../upstream/buffered-post.js';
 
 /** Fields of the client's body that are the context's own, or that a one-token, non-streaming prefill must not carry. */
 const DROPPED = ['ttl_seconds', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens', 'min_tokens', 'n', 'best_of', 'kv_transfer_params'];
+
+/** The route a context's prefill is counted and traced under. */
+const CONTEXT_ROUTE = '/v1/context';
 
 export interface ContextRequest {
   endpoint: Endpoint;
@@ -72,87 +75,73 @@ export function parseContextRequest (raw: Buffer, defaultTtlSeconds: number): Co
   return { endpoint: hasMessages ? 'chat' : 'completions', model: b.model, ttlSeconds, body: reserialize(b) };
 }
 
-export interface PrefillDeps {
-  place: Place;
-  state: RoutingState;
-  features: (endpoint: Endpoint, body: Buffer, sessionId: string | null) => Promise<Features>;
-  backends: readonly Backend[];
-  maxAttempts: number;
-  now: () => number;
-  /** Wall clock (ms) for created/expires. */
-  clock: () => number;
-  /** A request starts / ends on a backend (its in-flight count; a draining backend leaves when idle). */
-  enter: (b: Backend) => void;
-  leave: (b: Backend) => void;
-  /** Called for every placement (metrics: decisions, retries). */
-  placed?: (b: Backend, reason: string, attempt: number, decisionSeconds: number) => void;
-}
-
 export type PrefillResult =
   | { kind: 'ok'; entry: ContextEntry; backend: Backend }
   /** The engine refused the prompt (4xx, or a 5xx on the last attempt): its answer goes to the client as is. */
   | { kind: 'engine'; status: number; contentType: string; body: Buffer; backend: Backend };
 
-const PATH: Record<Endpoint, string> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
-
-/** Routes and prefills the context `id`; throws EarError (404 model, 502, 503) when it cannot. */
-export async function prefill (deps: PrefillDeps, id: string, req: ContextRequest, rid: string, signal: { aborted: boolean; onAbort: (() => void) | null }): Promise<PrefillResult> {
-  const f = await deps.features(req.endpoint, req.body, id);
-  if (!deps.backends.some((b) => b.models.has(f.model))) throw new EarError('EAR_ERR_MODEL_NOT_FOUND', `The model \`${f.model}\` does not exist.`);
-  const body = f.forward ? Buffer.from(f.forward.buffer, f.forward.byteOffset, f.forward.byteLength) : req.body;
-  const input: RoutingInput = { model: f.model, sessionId: id, parentSessionId: null, promptTokens: f.promptTokens, blockKeys: f.blockKeys, maxTokens: 1, user: f.user };
-  const exclude = new Set<number>();
-  let lastStatus: number | null | undefined;
-  for (let n = 0; n < deps.maxAttempts; n++) {
-    if (signal.aborted) throw new EarError('EAR_ERR_INTERNAL', 'the client went away');
-    const d0 = deps.now();
-    let placement;
-    try {
-      placement = await deps.place(input, exclude, d0, n, signal);
-    } catch (err) {
-      if (!(err instanceof NoCandidateError)) throw err;
-      break;
-    }
-    if (placement === null) throw new EarError('EAR_ERR_INTERNAL', 'the client went away');
-    const b = placement.backend;
-    deps.placed?.(b, placement.reason, n, (deps.now() - d0) / 1000);
-    exclude.add(b.index);
-    const final = n === deps.maxAttempts - 1 || !deps.state.hasCandidate(f.model, exclude);
-    deps.enter(b);
-    let a: Answer;
-    try {
-      a = await post(b.pool, PATH[req.endpoint], body, rid, signal);
-    } finally {
-      deps.leave(b);
-    }
-    const ok = a.status !== null && a.status >= 200 && a.status < 300;
-    let usage: Usage | null = null;
-    if (ok) {
-      deps.state.firstToken(placement, deps.now());
-      usage = usageOf(a.body);
-    }
-    deps.state.finished(placement, input, usage, ok, deps.now());
-    if (signal.aborted) throw new EarError('EAR_ERR_INTERNAL', 'the client went away');
-    if (ok) {
-      if (usage === null) throw new EarError('EAR_ERR_UPSTREAM', `backend ${b.id} answered the prefill without usage`);
-      const createdAt = deps.clock();
-      const entry: ContextEntry = {
-        // vLLM leaves prompt_tokens_details out (null) when nothing was cached: that is 0.
-        id, model: f.model, backendId: b.id, promptTokens: usage.promptTokens, cachedTokens: usage.cachedTokens ?? 0,
-        blockKeys: f.blockKeys, createdAt, expiresAt: createdAt + req.ttlSeconds * 1000
-      };
-      return { kind: 'ok', entry, backend: b };
-    }
-    const retryable = a.status === null || (a.status >= 500 && !final);
-    if (!retryable) return { kind: 'engine', status: a.status!, contentType: a.contentType, body: a.body, backend: b };
-    lastStatus = a.status;
-  }
-  if (lastStatus !== undefined) {
-    throw new EarError('EAR_ERR_UPSTREAM', `no backend could prefill the context (last: ${lastStatus === null ? 'connection failed' : `status ${lastStatus}`})`);
-  }
-  throw new EarError('EAR_ERR_NO_BACKEND', `no healthy backend serves the model \`${f.model}\``);
+/** Who asks for the context, and when (the request's arrival, on the pipeline's clock). */
+export interface PrefillClient {
+  requestId: string;
+  keyUser: string | null;
+  startedAt: number;
+  traceparent: string;
+  tracestate: string;
 }
 
+/**
+ * Routes and prefills the context `id` through the request pipeline (admitted at normal priority, retried on
+ * another backend as a completion is); throws EarError (404 model, 502, 503) when it cannot.
+ */
+export async function prefill (pipeline: Pipeline, id: string, req: ContextRequest, client: PrefillClient, signal: Abortable, clock: () => number): Promise<PrefillResult> {
+  const ctx = new RequestContext(pipeline, {
+    id: client.requestId, endpoint: req.endpoint, route: CONTEXT_ROUTE, via: 'http', startedAt: client.startedAt, keyUser: client.keyUser,
+    priorityClass: DEFAULT_CLASS, sessionId: id, parentSessionId: null, body: req.body, traceparent: client.traceparent, tracestate: client.tracestate, abort: signal
+  });
+  const t = new PrefillTransport();
+  await runPipeline(ctx, t);
+  if (t.error !== null) throw t.error;
+  const a = t.answer;
+  const b = ctx.placement?.backend;
+  if (a === null || b === undefined || signal.aborted) throw new EarError('EAR_ERR_INTERNAL', 'the client went away');
+  if (!t.ok) return { kind: 'engine', status: a.status!, contentType: a.contentType, body: a.body, backend: b };
+  const usage = ctx.usage;
+  if (usage === null) throw new EarError('EAR_ERR_UPSTREAM', `backend ${b.id} answered the prefill without usage`);
+  const createdAt = clock();
+  const entry: ContextEntry = {
+    // vLLM leaves prompt_tokens_details out (null) when nothing was cached: that is 0.
+    id, model: ctx.input!.model, backendId: b.id, promptTokens: usage.promptTokens, cachedTokens: usage.cachedTokens ?? 0,
+    blockKeys: ctx.features!.blockKeys, createdAt, expiresAt: createdAt + req.ttlSeconds * 1000
+  };
+  return { kind: 'ok', entry, backend: b };
+}
+
+/** The prefill's transport: one buffered POST per attempt; the last answer (or error) is kept for the caller. */
+class PrefillTransport implements Transport {
+  answer: Answer | null = null;
+  ok = false;
+  error: unknown = null;
+
+  async send (ctx: RequestContext, s: Send): Promise<SendResult> {
+    const a = await post(s.backend.pool, ctx.path, s.body, ctx.id, ctx.abort, s.headers);
+    this.answer = a;
+    this.ok = a.status !== null && a.status >= 200 && a.status < 300;
+    if (a.status === null) return { result: { kind: 'retryable', status: null, error: new Error('connection failed') }, usage: null, contentEvents: 0 };
+    if (a.status >= 500 && !s.final) return { result: { kind: 'retryable', status: a.status, error: new Error(`upstream answered ${a.status}`) }, usage: null, contentEvents: 0 };
+    // Its one token is its first: the engine has the prompt.
+    if (this.ok) s.firstToken();
+    return { result: { kind: 'done', status: a.status, ok: this.ok }, usage: this.ok ? usageOf(a.body) : null, contentEvents: 0 };
+  }
+
+  fail (_ctx: RequestContext, err: unknown): void {
+    this.error = err;
+  }
+
+  settle (ctx: RequestContext): { status: number; aborted: boolean } {
+    const status = this.error !== null ? openAiError(this.error).status : this.answer?.status ?? 0;
+    return { status, aborted: ctx.abort.aborted };
+  }
+}
 function usageOf (body: Buffer): Usage | null {
   try {
     const u = (JSON.parse(body.toString('utf8')) as { usage?: { prompt_tokens?: unknown; completion_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } | null } }).usage;

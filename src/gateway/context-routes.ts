@@ -3,17 +3,28 @@
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { Backend } from '../fleet/backends.js';
 import type { GatewayConfig } from '../config/index.js';
-import { prefill, parseContextRequest, type PrefillDeps } from './context-prefill.js';
+import { prefill, parseContextRequest } from './context-prefill.js';
 import type { ContextRegistry } from './contexts.js';
 import { EarError, ERRORS, errorCodeOf } from '../request/errors.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
+import type { Pipeline } from '../request/pipeline.js';
+import type { RoutingState } from '../fleet/routing-port.js';
 import { requestId } from '../request/request-id.js';
 import { readBody, ResponseState } from './uws-io.js';
 
 export const CONTEXT_PATH = '/v1/context';
 
-export interface ContextRouteDeps extends Omit<PrefillDeps, 'maxAttempts'> {
+export interface ContextRouteDeps {
   config: Readonly<GatewayConfig>;
+  /** The request pipeline a context's prefill runs through. */
+  pipeline: Pipeline;
+  /** Session facts (where a context's session lives now). */
+  state: Pick<RoutingState, 'session'>;
+  backends: readonly Backend[];
+  /** The pipeline's clock (ms). */
+  now: () => number;
+  /** Wall clock (ms) for created/expires. */
+  clock: () => number;
   contexts: ContextRegistry;
   metrics: GatewayMetrics;
   /** The client's API key and rate limit (client-gate.ts): an error to answer, or the client. */
@@ -27,21 +38,25 @@ const JSON_TYPE: [string, string] = ['content-type', 'application/json'];
 
 export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void {
   const { contexts, config, metrics } = deps;
+  // Refusals before the prefill are counted here; the prefill's own outcome is counted by the pipeline (at done).
   const count = (status: number): void => { metrics.requests.labels(CONTEXT_PATH, String(status), '').inc(); };
-  const pdeps: PrefillDeps = { ...deps, maxAttempts: config.maxAttempts };
 
   app.post(CONTEXT_PATH, (res: HttpResponse, req: HttpRequest) => {
+    const t0 = deps.now();
     const auth = req.getHeader('authorization');
+    const traceparent = req.getHeader('traceparent');
+    const tracestate = traceparent === '' ? '' : req.getHeader('tracestate');
     const declaredLength = req.getHeader('content-length');
     const rid = requestId(req.getHeader('x-request-id'));
     const rs = new ResponseState(res);
     const ridHeader: [string, string] = ['x-request-id', rid];
+    let prefilled = false;
     const fail = (err: unknown): void => {
       if (rs.aborted) {
-        metrics.clientAborts.inc();
+        if (!prefilled) metrics.clientAborts.inc();
         return;
       }
-      count(ERRORS[errorCodeOf(err)].status);
+      if (!prefilled) count(ERRORS[errorCodeOf(err)].status);
       rs.fail(err, [ridHeader]);
     };
     if (deps.draining()) return fail(new EarError('EAR_ERR_DRAINING', 'the gateway is shutting down'));
@@ -56,17 +71,16 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
         let registered = false;
         try {
           const id = contexts.newId();
-          const r = await prefill(pdeps, id, creq, rid, rs);
+          prefilled = true;
+          const r = await prefill(deps.pipeline, id, creq, { requestId: rid, keyUser: client.user, startedAt: t0, traceparent, tracestate }, rs, deps.clock);
           if (r.kind === 'engine') {
             contexts.rejected.inc({ reason: 'engine' });
-            count(r.status);
             rs.send(r.status, r.body, [['content-type', r.contentType], ['x-ear-backend', r.backend.id], ridHeader]);
             return;
           }
           const e = r.entry;
           registered = true;
           await contexts.register(e, r.backend, creq.ttlSeconds);
-          count(200);
           rs.send(200, JSON.stringify({
             id: e.id, object: 'context', model: e.model, backend: e.backendId, prompt_tokens: e.promptTokens, cached_tokens: e.cachedTokens,
             created_at: Math.floor(e.createdAt / 1000), expires_at: Math.floor(e.expiresAt / 1000)

@@ -24,7 +24,7 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { randomBytes } from 'node:crypto';
 import type { Backend } from '../fleet/backends.js';
-import type { Placement, RouteHook, RoutingInput, RoutingState } from '../fleet/routing-port.js';
+import type { RouteHook, RoutingState } from '../fleet/routing-port.js';
 import { createSessionStore } from '../store/create.js';
 import type { SessionStore } from '../store/session-store.js';
 
@@ -70,12 +70,6 @@ export interface ContextRegistryOptions {
   /** Sweep period (ms); 0 = no timer (tests call sweep()). Default 1000. */
   sweepIntervalMs?: number;
 }
-
-/**
- * A request's placement on a backend, started (counted dispatched): the first attempt through admission (it may
- * wait for capacity; null if the client went away meanwhile), a retry routed at once.
- */
-export type Place = (input: RoutingInput, exclude: ReadonlySet<number>, now: number, attempt: number, client: { onAbort: (() => void) | null }) => Promise<Placement | null>;
 
 export class ContextRegistry implements RouteHook {
   readonly store: SessionStore;

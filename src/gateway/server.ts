@@ -5,8 +5,6 @@
 import uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { performance } from 'node:perf_hooks';
-import { NoCandidateError } from '../core/policy.js';
-import { DEFAULT_CLASS } from '../core/admission.js';
 import { UPKEEP_EVERY_MS } from '../core/defaults.js';
 import { priorityClassOf } from '../request/priority.js';
 import { registerAdmissionMetrics } from '../telemetry/admission-metrics.js';
@@ -17,7 +15,7 @@ import { EarError } from '../request/errors.js';
 import { GatewayMetrics } from '../telemetry/metrics.js';
 import { requestId } from '../request/request-id.js';
 import type { Endpoint } from '../features/request-body.js';
-import type { DropReason, RoutingState } from '../fleet/routing-port.js';
+import type { RoutingState } from '../fleet/routing-port.js';
 import { sessionOf, SESSION_ID_HEADERS } from '../request/session-id.js';
 import { ContextRegistry } from './contexts.js';
 import { CONTEXT_PATH, decodedParam, mountContexts } from './context-routes.js';
@@ -30,10 +28,9 @@ import { AdminToken, bearerToken } from '../request/credentials.js';
 import { kvTransfersFor } from '../migration/transfers-for.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { subscribeRequestSpans } from '../telemetry/request-spans.js';
-import { waitForAdmission } from '../request/admission-wait.js';
 import { ENGINE_PATH, RequestContext } from '../request/context.js';
 import { Pipeline, runPipeline, type FeatureFn } from '../request/pipeline.js';
-import { observeAdmission, subscribeRequestMetrics } from '../telemetry/request-metrics.js';
+import { subscribeRequestMetrics } from '../telemetry/request-metrics.js';
 import { UwsTransport } from './uws-transport.js';
 
 export type { FeatureFn };
@@ -106,13 +103,6 @@ function assertNativeUws (): void {
   }
 }
 
-/** An explicit context's prefill waiting for admission: a drop is its 504 or 503; no backend ends its attempts. */
-function contextDropError (reason: DropReason, waitedMs: number): Error {
-  if (reason === 'timeout') return new EarError('EAR_ERR_QUEUE_TIMEOUT', `the request waited ${Math.round(waitedMs / 1000)} s for admission and timed out; the backends are at capacity`);
-  if (reason === 'shutdown') return new EarError('EAR_ERR_DRAINING', `the gateway shut down after ${Math.round(waitedMs / 1000)} s of waiting for admission (drainTimeoutMs)`);
-  return new NoCandidateError();
-}
-
 function hasCtl (v: string): boolean {
   for (let i = 0; i < v.length; i++) {
     const c = v.charCodeAt(i);
@@ -127,7 +117,6 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const now = deps.now ?? (() => performance.now());
   const metrics = new GatewayMetrics();
   registerClientIoMetrics(metrics.registry);
-  const decisionSeconds = metrics.decisionSeconds.labels(config.policy);
   // The live backends (draining ones until their requests end). A backend's index is the pod row it leases in
   // the shared tables: a row is released when its backend has gone, and reused by a later one.
   const fleet = new BackendFleet({ config, state: deps.state, onGone: (id) => metrics.removeBackend(id), now, readiness: deps.readiness });
@@ -195,29 +184,15 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   app.post('/v1/chat/completions', completion('chat'));
   app.post('/v1/completions', completion('completions'));
   mountContexts(app, {
-    config, contexts, metrics, state,
+    config, contexts, metrics, state, pipeline,
     admit: (auth, res) => gate.admit('/v1/context', auth, () => remoteAddressOf(res)), backends, now, clock: deps.clock ?? Date.now,
-    features: deps.features,
-    // A context's prefill is admitted as its session's request would be; a retry goes at once.
-    place: async (input, exclude, t, n, client) => {
-      if (n === 0) return waitForAdmission(state, now, input, client, DEFAULT_CLASS, (r) => observeAdmission(metrics, decisionSeconds, r), contextDropError);
-      const p = state.route(input, exclude, t, n);
-      state.started(p, input, now());
-      return p;
-    },
-    placed: (b, reason, n, seconds) => {
-      decisionSeconds.observe(seconds);
-      metrics.backend(b.id).decisions(config.policy, reason).inc();
-      if (n > 0) metrics.retries.inc();
-    },
-    enter: (b) => fleet.hold(b),
-    leave: release,
     draining: () => draining,
     track: (p) => {
       inFlight++;
       void p.finally(() => { if (--inFlight === 0 && idle) idle(); });
     }
   });
+
 
   app.get('/v1/models', (res, req) => {
     const client = gate.admit('/v1/models', req.getHeader('authorization'), () => remoteAddressOf(res));

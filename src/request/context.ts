@@ -20,6 +20,8 @@ export const ENGINE_PATH: Readonly<Record<Endpoint, '/v1/chat/completions' | '/v
 export interface RequestStart {
   readonly id: string;
   readonly endpoint: Endpoint;
+  /** The route its metrics and spans name (default: the engine path of its endpoint). */
+  readonly route?: string;
   /** How it reached EAR: uWS (`ear serve`) or ext_proc (`ear epp`: Envoy sends it). */
   readonly via: 'http' | 'ext_proc';
   /** When it arrived (the pipeline's clock): TTFT and end-to-end latency count from here. */
@@ -54,7 +56,9 @@ export class RequestContext implements RequestStart {
   readonly id: string;
   readonly endpoint: Endpoint;
   readonly via: 'http' | 'ext_proc';
+  /** The engine path it is sent to. */
   readonly path: '/v1/chat/completions' | '/v1/completions';
+  readonly route: string;
   readonly startedAt: number;
   readonly keyUser: string | null;
   readonly priorityClass: number;
@@ -89,6 +93,7 @@ export class RequestContext implements RequestStart {
     this.endpoint = s.endpoint;
     this.via = s.via;
     this.path = ENGINE_PATH[s.endpoint];
+    this.route = s.route ?? this.path;
     this.startedAt = s.startedAt;
     this.keyUser = s.keyUser;
     this.priorityClass = s.priorityClass;

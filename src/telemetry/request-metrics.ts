@@ -6,7 +6,7 @@ import type { AdmissionReport } from '../request/admission-wait.js';
 import type { GatewayMetrics } from './metrics.js';
 
 /** The scheduler's decision time, and the wait of a request that had to queue (those placed at once did not wait). */
-export function observeAdmission (metrics: GatewayMetrics, decisionSeconds: { observe (s: number): void }, r: AdmissionReport): void {
+function observeAdmission (metrics: GatewayMetrics, decisionSeconds: { observe (s: number): void }, r: AdmissionReport): void {
   if (r.submitSeconds !== null) decisionSeconds.observe(r.submitSeconds);
   if (r.outcome === 'released' && r.queued) metrics.admissionWait.labels(String(r.level)).observe(r.waitMs / 1000);
 }
@@ -36,11 +36,11 @@ export function subscribeRequestMetrics (pipeline: Pipeline, metrics: GatewayMet
       if (o.aborted) metrics.clientAborts.inc();
       if (o.status === 0) return;
       if (o.backend === '') {
-        metrics.requests.labels(ctx.path, String(o.status), '').inc();
+        metrics.requests.labels(ctx.route, String(o.status), '').inc();
         return;
       }
       const series = metrics.backend(o.backend);
-      series.requests(ctx.path, o.status).inc();
+      series.requests(ctx.route, o.status).inc();
       series.e2e.observe((m.at - ctx.startedAt) / 1000);
       const out = ctx.usage?.completionTokens ?? ctx.contentEvents;
       if (ctx.firstTokenAt > 0 && out > 1) series.tpot.observe((m.at - ctx.firstTokenAt) / 1000 / (out - 1));

@@ -26,7 +26,7 @@ export function subscribeRequestSpans (pipeline: Pipeline, tracing: Tracing): ()
       // Envoy's headers are checked as serve's are before the span continues them.
       const h = ctx.via === 'ext_proc' ? clientTraceHeaders(ctx.traceparent, ctx.tracestate) : null;
       const span = tracing.request({
-        path: ctx.path, via: ctx.via, startTime: ctx.startedAt, requestId: ctx.id,
+        path: ctx.route, via: ctx.via, startTime: ctx.startedAt, requestId: ctx.id,
         traceparent: h === null ? ctx.traceparent : h[0]?.[1] ?? '', tracestate: h === null ? ctx.tracestate : h[1]?.[1] ?? ''
       });
       spans.set(ctx, { span, watch: ctx.via === 'ext_proc' ? span.proxied() : null, upstream: null, transfer: null, sent: false });

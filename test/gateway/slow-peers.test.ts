@@ -15,8 +15,8 @@ import { startGateway, type Gateway } from '../../src/gateway/server.js';
 import type { Features } from '../../src/features/features.js';
 import { parseRequestBody, type Endpoint } from '../../src/features/request-body.js';
 import uWS from 'uWebSockets.js';
-import { CLIENT_IO, MAX_HELD_BYTES, ResponseState } from '../../src/gateway/uws-io.js';
-import { GatewayMetrics } from '../../src/telemetry/metrics.js';
+import { CLIENT_IO, MAX_HELD_BYTES, registerClientIoMetrics, ResponseState } from '../../src/gateway/uws-io.js';
+import { Registry } from 'prom-client';
 import { FirstServingRouting } from '../fixtures/simple-routing.js';
 import { metric, start, stop, SIM_LISTENING, type Proc } from '../fixtures/processes.js';
 
@@ -440,7 +440,9 @@ test('a response whose unsent bytes pass MAX_HELD_BYTES is closed, and its count
   c.socket.resume(); // a paused socket reports its end only once read
   assert.notEqual(await within(c.closed, 30_000), 'timeout', 'the flooded connection was never closed');
   assert.equal(CLIENT_IO.backpressureCloses, closesBefore + 1);
-  assert.match(await new GatewayMetrics().text(), new RegExp(`^ear_client_backpressure_closes_total ${closesBefore + 1}$`, 'm'));
+  const registry = new Registry();
+  registerClientIoMetrics(registry);
+  assert.match(await registry.metrics(), new RegExp(`^ear_client_backpressure_closes_total ${closesBefore + 1}$`, 'm'));
   assert.ok(most > MAX_HELD_BYTES - (1 << 20) && most <= MAX_HELD_BYTES + (1 << 20), `held at most ${most}`);
   assert.equal(CLIENT_IO.backpressureBytes, 0, 'released with the response');
 });
