@@ -143,8 +143,11 @@ export type PolicyFactory = (config: Readonly<Record<string, unknown>>) => Polic
 
 /** A request that no policy can place (no candidate pod); the host answers 503. */
 export class NoCandidateError extends EarError {
-  constructor (message = 'no healthy backend serves this model') {
-    super('EAR_ERR_NO_BACKEND', message);
+  /** The candidate filter that left no pod (candidate-filters.ts), when the routing host knows it. */
+  readonly filter: string | null;
+  constructor (message = 'no healthy backend serves this model', filter: string | null = null) {
+    super('EAR_ERR_NO_BACKEND', filter === null ? message : `${message} (no pod passed the "${filter}" filter)`);
+    this.filter = filter;
     this.name = 'NoCandidateError';
   }
 }

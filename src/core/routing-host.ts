@@ -17,6 +17,7 @@ import { LoadTable } from './load-table.js';
 import { PodTable, type PodRole, type PodState } from './pod-table.js';
 import { PodRows } from './pod-rows.js';
 import { NoCandidateError, type Policy, type PodView } from './policy.js';
+import { emptiedBy, isCandidate, type CandidatePod, type CandidateQuery } from './candidate-filters.js';
 import { PrefixIndex } from './prefix-index.js';
 import type { Region } from './region.js';
 import { RingProducer } from './ring.js';
@@ -201,6 +202,8 @@ export interface SessionSummary {
 interface HostPod {
   spec: PodSpec;
   view: PodView;
+  /** What the candidate filters read of it. */
+  candidate: CandidatePod;
   /** From the engine's metrics; 0 until it reports one. */
   engineBlocks: number;
 }
@@ -326,7 +329,10 @@ export class RoutingHost {
     const old = this.#pods[row];
     const engineBlocks = old?.engineBlocks ?? 0;
     const kv = engineBlocks > 0 ? engineBlocks : spec.kvCapacityBlocks ?? 0;
-    this.#pods[row] = { spec, engineBlocks, view: { index: row, id: spec.id, role: spec.role, blockSize: this.blockSize, kvCapacityBlocks: kv } };
+    this.#pods[row] = {
+      spec, engineBlocks, view: { index: row, id: spec.id, role: spec.role, blockSize: this.blockSize, kvCapacityBlocks: kv },
+      candidate: { state: spec.state, role: spec.role, models: spec.models, row }
+    };
     this.#candidates.clear();
     const prev = this.pods.get(row);
     if (prev && prev.state === spec.state && prev.role === spec.role && prev.kvBlocks === kv) return;
@@ -391,15 +397,26 @@ export class RoutingHost {
     return this.#pods[row]?.view ?? null;
   }
 
+  /** A pod passes every candidate filter (candidate-filters.ts) for a request of `model` not excluding it. */
   #serves (p: HostPod | undefined, model: string, exclude: ReadonlySet<number>): p is HostPod {
-    // Prefill-only pods take no whole requests: the P/D connector sends them their half.
-    return p !== undefined && p.spec.state === 'ready' && (p.spec.role !== 'prefill' || this.#router.policy.disaggregated === true) &&
-      p.spec.models.has(model) && !exclude.has(p.view.index);
+    return p !== undefined && isCandidate(p.candidate, this.#query(model, exclude));
+  }
+
+  #query (model: string, exclude: ReadonlySet<number>): CandidateQuery {
+    return { model, exclude, disaggregated: this.#router.policy.disaggregated === true };
+  }
+
+  /** No pod is a candidate: the error names the filter that left none. */
+  #noCandidate (model: string, exclude: ReadonlySet<number>): NoCandidateError {
+    const pods: CandidatePod[] = [];
+    for (const p of this.#pods) if (p !== undefined) pods.push(p.candidate);
+    return new NoCandidateError(undefined, emptiedBy(pods, this.#query(model, exclude)) ?? 'none');
   }
 
   /** Whether any pod could take a request for `model` beyond those in `exclude`. */
   hasCandidate (model: string, exclude: ReadonlySet<number>): boolean {
-    for (const p of this.#pods) if (this.#serves(p, model, exclude)) return true;
+    const q = this.#query(model, exclude);
+    for (const p of this.#pods) if (p !== undefined && isCandidate(p.candidate, q)) return true;
     return false;
   }
 
@@ -418,8 +435,9 @@ export class RoutingHost {
     let candidates = exclude.size === 0 ? this.#candidates.get(req.model) : undefined;
     if (candidates === undefined) {
       const list: PodView[] = [];
-      for (const p of this.#pods) if (this.#serves(p, req.model, exclude)) list.push(p.view);
-      if (list.length === 0) throw new NoCandidateError();
+      const q = this.#query(req.model, exclude);
+      for (const p of this.#pods) if (p !== undefined && isCandidate(p.candidate, q)) list.push(p.view);
+      if (list.length === 0) throw this.#noCandidate(req.model, exclude);
       if (exclude.size === 0) this.#candidates.set(req.model, list);
       candidates = list;
     }
@@ -679,7 +697,7 @@ export class RoutingHost {
       q.park(job, p.pod, p);
       return new QueuedJob(job);
     }
-    if (!this.hasCandidate(req.model, req.exclude ?? NO_EXCLUSIONS)) throw new NoCandidateError();
+    if (!this.hasCandidate(req.model, req.exclude ?? NO_EXCLUSIONS)) throw this.#noCandidate(req.model, req.exclude ?? NO_EXCLUSIONS);
     const job = this.#push(qr, priorityClass, now);
     this.#release(now);
     return new QueuedJob(job);
@@ -742,7 +760,8 @@ export class RoutingHost {
   }
 
   #anyRoom (model: string, exclude: ReadonlySet<number>): boolean {
-    for (const p of this.#pods) if (this.#serves(p, model, exclude) && this.#room(p.view.index, 0)) return true;
+    const q = this.#query(model, exclude);
+    for (const p of this.#pods) if (p !== undefined && isCandidate(p.candidate, q) && this.#room(p.view.index, 0)) return true;
     return false;
   }
 

@@ -23,7 +23,7 @@ export async function admit (ctx: RequestContext): Promise<Placement | null> {
       (r) => { if (channels.admitted.hasSubscribers) channels.admitted.publish({ ctx, ...r }); },
       (reason, waitedMs) => dropError(ctx, reason, waitedMs));
   } catch (err) {
-    throw err instanceof NoCandidateError ? noBackend(ctx) : err;
+    throw err instanceof NoCandidateError ? noBackend(ctx, err.filter) : err;
   }
   if (first === null) return null;
   let placement = first;
@@ -46,11 +46,12 @@ export async function admit (ctx: RequestContext): Promise<Placement | null> {
 }
 
 /** No backend can take the request (none serves its model, or none the proxy allows). */
-export function noBackend (ctx: RequestContext): EarError {
+export function noBackend (ctx: RequestContext, filter: string | null = null): EarError {
   const model = ctx.input?.model ?? ctx.features?.model ?? '';
+  const why = filter === null ? '' : ` (no backend passed the "${filter}" filter)`;
   return new EarError('EAR_ERR_NO_BACKEND', ctx.restricted
-    ? `no healthy backend among the allowed endpoints serves the model \`${model}\``
-    : `no healthy backend serves the model \`${model}\``);
+    ? `no healthy backend among the allowed endpoints serves the model \`${model}\`${why}`
+    : `no healthy backend serves the model \`${model}\`${why}`);
 }
 
 function dropError (ctx: RequestContext, reason: DropReason, waitedMs: number): Error {
