@@ -9,27 +9,17 @@ import type { TransferFacts } from './kv-transfer-step.js';
 import type { TraceHeaders } from '../upstream/traceparent.js';
 import type { RequestContext } from './context.js';
 import type { SendResult } from './transport.js';
+import type { AdmissionReport } from './admission-wait.js';
 
 /** The request was taken in (its body read): nothing decided yet. */
 export interface StartMessage { ctx: RequestContext }
 /** Its features are known (ctx.features); `seconds` they took. */
 export interface FeaturesMessage { ctx: RequestContext; seconds: number }
 /**
- * Admission let it go (`released`; ctx.placement is set) or refused it. `submitSeconds`: the scheduler's own time
- * (its decision); `waitMs`: the time it queued; `level`: the scheduler level it left from (null: not released).
+ * Admission let it go (`released`; ctx.placement is set) or refused it: the scheduler's own time, the time it
+ * queued, the level it left from (admission-wait.ts).
  */
-export interface AdmittedMessage {
-  ctx: RequestContext;
-  outcome: 'released' | 'queue_full' | 'timeout' | 'shutdown' | 'no_candidate' | 'cancelled' | 'error';
-  /** When it was submitted; `submitSeconds` is null when submit itself threw. */
-  submittedAt: number;
-  submitSeconds: number | null;
-  waitMs: number;
-  level: number | null;
-  promoted: boolean;
-  /** It had to wait in the queue (released later than submitted). */
-  queued: boolean;
-}
+export type AdmittedMessage = { ctx: RequestContext } & AdmissionReport;
 /** A placement was made: the first (attempt 0) or a retry, or a move to the backend the proxy reports serving. */
 export interface RoutedMessage { ctx: RequestContext; placement: Placement; attempt: number; decisionSeconds: number | null; backends: readonly Backend[] }
 /** A KV transfer's source leg starts (`headers`: a subscriber's answer, the trace context the legs carry). */
@@ -50,35 +40,32 @@ export interface ErrorMessage { ctx: RequestContext; error: unknown }
 /** It ended, whatever the outcome (ctx.outcome): published once per request. */
 export interface DoneMessage { ctx: RequestContext; at: number }
 
-export const channels = {
-  start: diagnostics.channel('ear:request:start'),
-  features: diagnostics.channel('ear:request:features'),
-  admitted: diagnostics.channel('ear:request:admitted'),
-  routed: diagnostics.channel('ear:request:routed'),
-  transferStart: diagnostics.channel('ear:request:transfer-start'),
-  transferEnd: diagnostics.channel('ear:request:transfer-end'),
-  send: diagnostics.channel('ear:request:send'),
-  sent: diagnostics.channel('ear:request:sent'),
-  served: diagnostics.channel('ear:request:served'),
-  firstToken: diagnostics.channel('ear:request:first-token'),
-  error: diagnostics.channel('ear:request:error'),
-  done: diagnostics.channel('ear:request:done')
-} as const;
-
-export interface RequestEvents {
-  start?: (m: StartMessage) => void;
-  features?: (m: FeaturesMessage) => void;
-  admitted?: (m: AdmittedMessage) => void;
-  routed?: (m: RoutedMessage) => void;
-  transferStart?: (m: TransferStartMessage) => void;
-  transferEnd?: (m: TransferEndMessage) => void;
-  send?: (m: SendMessage) => void;
-  sent?: (m: SentMessage) => void;
-  served?: (m: ServedMessage) => void;
-  firstToken?: (m: FirstTokenMessage) => void;
-  error?: (m: ErrorMessage) => void;
-  done?: (m: DoneMessage) => void;
+/** Each event's message. */
+export interface RequestMessages {
+  start: StartMessage;
+  features: FeaturesMessage;
+  admitted: AdmittedMessage;
+  routed: RoutedMessage;
+  transferStart: TransferStartMessage;
+  transferEnd: TransferEndMessage;
+  send: SendMessage;
+  sent: SentMessage;
+  served: ServedMessage;
+  firstToken: FirstTokenMessage;
+  error: ErrorMessage;
+  done: DoneMessage;
 }
+
+const NAMES: Readonly<Record<keyof RequestMessages, string>> = {
+  start: 'start', features: 'features', admitted: 'admitted', routed: 'routed', transferStart: 'transfer-start', transferEnd: 'transfer-end',
+  send: 'send', sent: 'sent', served: 'served', firstToken: 'first-token', error: 'error', done: 'done'
+};
+
+/** The channels, `ear:request:<name>`. */
+export const channels = Object.fromEntries(Object.entries(NAMES).map(([k, name]) => [k, diagnostics.channel(`ear:request:${name}`)])) as
+  Readonly<Record<keyof RequestMessages, diagnostics.Channel>>;
+
+export type RequestEvents = { [K in keyof RequestMessages]?: (m: RequestMessages[K]) => void };
 
 /**
  * Subscribes `handlers` to the events of `pipeline`'s requests (others in the process are skipped). Returns the
