@@ -41,8 +41,36 @@ export interface RouterTables {
 export interface RouterOptions {
   /** Idle time after which a session is forgotten (ms). */
   sessionTtlMs: number;
-  /** Records the prompt's keys as assumed on the chosen pod (a ring op in the gateway, a direct insert in the driver). */
+  /**
+   * Records prompt keys as assumed on the chosen pod (a ring op in the gateway, a direct insert in the driver):
+   * all of them, or for a session's turn only those its pod does not hold yet (see dispatched).
+   */
   record: (pod: number, keys: KeySpan, now: number) => void;
+  /** Sessions whose last walk is remembered for the next turn's (PrefixHint); default 65536, oldest dropped first. */
+  maxHints?: number;
+}
+
+/**
+ * What a session's last turn learnt of the index, so the next turn costs what is new in its prompt rather than
+ * the whole prompt: its walk found `pod` holding the first `count` blocks (the last one `lastKey`) after reading
+ * the pod's loss epoch `epoch`; and it last recorded every key of its prompt on `fullPod` at `fullAt`.
+ */
+interface PrefixHint {
+  pod: number;
+  count: number;
+  lastKey: bigint;
+  epoch: number;
+  fullPod: number;
+  fullAt: number;
+}
+
+/** How route() matched prompts against the index: whole walks, and walks that skipped a session's known prefix. */
+export interface PrefixWalkStats {
+  full: number;
+  shortcut: number;
+  /** Keys recorded on pods, and of them those of full records (the rest are a session's new blocks). */
+  recordedKeys: number;
+  fullRecords: number;
 }
 
 export class Router {
@@ -56,11 +84,18 @@ export class Router {
   #own: { key: bigint; info: SessionInfo | null } | null = null;
   /** Decisions that placed a request with no live binding (ClusterView.placements). */
   #placements = 0;
+  readonly #hints = new Map<bigint, PrefixHint>();
+  readonly #maxHints: number;
+  /** Every pod's loss epoch as read before the current walk. */
+  readonly #epochs: Uint32Array;
+  readonly #walks: PrefixWalkStats = { full: 0, shortcut: 0, recordedKeys: 0, fullRecords: 0 };
 
   constructor (tables: RouterTables, readonly policy: Policy, opts: RouterOptions) {
     this.#t = tables;
     this.#opts = opts;
     this.#counts = new Uint32Array(tables.index.counts.length);
+    this.#epochs = new Uint32Array(tables.index.maxPods);
+    this.#maxHints = opts.maxHints ?? 65536;
     this.#loadView = loadViewOf(tables.load);
     const stored = sessionViewOf(tables.sessions);
     // The request's own session is read once per decision (route() needs it first) and served from that read.
@@ -77,8 +112,16 @@ export class Router {
     // A snapshot: the offload tier's lookup below reuses the index's output area. Copied into one array kept
     // for the purpose: a fresh slice() a request was an off-heap allocation, most of route()'s own cost.
     const counts = this.#counts;
+    const hint = req.sessionKey === null || req.keys.count === 0 ? undefined : this.#hints.get(req.sessionKey);
     if (req.keys.count > 0) {
-      index.longestPrefix(req.keys);
+      if (req.sessionKey !== null) index.lossEpochsInto(this.#epochs);
+      if (hint !== undefined && this.#holds(hint, req.keys)) {
+        index.longestPrefixFrom(req.keys, index.mask.all, hint.pod, hint.count);
+        this.#walks.shortcut++;
+      } else {
+        index.longestPrefix(req.keys);
+        this.#walks.full++;
+      }
       counts.set(index.counts);
     } else {
       index.counts.fill(0); // what offloadedBlocks reads when there are no keys
@@ -139,6 +182,7 @@ export class Router {
       }
     }
     const matchedBlocks = counts[d.pod];
+    if (req.sessionKey !== null && req.keys.count > 0) this.#learn(req.sessionKey, hint, req.keys, candidates, d.pod);
     load.countDecision(d.pod);
     if (req.sessionKey !== null) {
       sessions.upsert(req.sessionKey, now, this.#opts.sessionTtlMs);
@@ -157,7 +201,64 @@ export class Router {
     load.addInFlight(r.pod, 1);
     load.addPendingPrefill(r.pod, r.expectedPrefill);
     if (req.sessionKey !== null) sessions.addInFlight(req.sessionKey, 1, now);
-    if (req.keys.count > 0) this.#opts.record(r.pod, req.keys, now);
+    if (req.keys.count > 0) this.#record(r, req, now);
+  }
+
+  /**
+   * A session's turn records only the blocks its pod did not hold at the decision (its new ones): the index's
+   * writer then does per turn what is new, not the whole prompt again. Assumed presence expires (the writer's
+   * TTL), so every key is recorded again once the last full record on this pod is a quarter TTL old; with no
+   * TTL known yet, or without a session, every key is recorded each time.
+   */
+  #record (r: Routed, req: RouteRequest, now: number): void {
+    let from = 0;
+    if (req.sessionKey !== null) {
+      const h = this.#hints.get(req.sessionKey);
+      const ttl = this.#t.index.assumedTtlMs();
+      if (h !== undefined && ttl > 0 && h.fullPod === r.pod && now - h.fullAt < ttl / 4) from = Math.min(r.matchedBlocks, req.keys.count);
+      else if (h !== undefined) {
+        h.fullPod = r.pod;
+        h.fullAt = now;
+      } else {
+        this.#remember(req.sessionKey, { pod: -1, count: 0, lastKey: 0n, epoch: 0, fullPod: r.pod, fullAt: now });
+      }
+    }
+    if (from === 0) this.#walks.fullRecords++;
+    this.#walks.recordedKeys += req.keys.count - from;
+    if (from < req.keys.count) this.#opts.record(r.pod, from === 0 ? req.keys : { ptr: req.keys.ptr + 8 * from, count: req.keys.count - from }, now);
+  }
+
+  /** Whether the hint stands: its pod lost nothing since its walk, and this prompt starts with the same blocks. */
+  #holds (h: PrefixHint, keys: KeySpan): boolean {
+    return h.count > 0 && h.count <= keys.count && this.#epochs[h.pod] === h.epoch &&
+      this.#t.index.region.u64[(keys.ptr >>> 3) + h.count - 1] === h.lastKey;
+  }
+
+  /** Remembers this walk for the session's next turn: the candidate holding most of the prompt (the chosen pod on a tie). */
+  #learn (key: bigint, h: PrefixHint | undefined, keys: KeySpan, candidates: readonly PodView[], chosen: number): void {
+    const counts = this.#counts;
+    let pod = chosen;
+    for (const p of candidates) if (counts[p.index] > counts[pod]) pod = p.index;
+    const count = counts[pod];
+    if (h === undefined) {
+      if (count === 0) return;
+      h = this.#remember(key, { pod, count, lastKey: 0n, epoch: 0, fullPod: -1, fullAt: 0 });
+    }
+    h.pod = pod;
+    h.count = count;
+    h.epoch = this.#epochs[pod];
+    h.lastKey = count > 0 ? this.#t.index.region.u64[(keys.ptr >>> 3) + count - 1] : 0n;
+  }
+
+  #remember (key: bigint, h: PrefixHint): PrefixHint {
+    if (this.#hints.size >= this.#maxHints) this.#hints.delete(this.#hints.keys().next().value as bigint);
+    this.#hints.set(key, h);
+    return h;
+  }
+
+  /** How prompts were matched and recorded so far. */
+  walkStats (): PrefixWalkStats {
+    return { ...this.#walks };
   }
 
   /** The first token came back: the prompt is computed. */

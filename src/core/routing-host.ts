@@ -20,7 +20,7 @@ import { NoCandidateError, type Policy, type PodView } from './policy.js';
 import { PrefixIndex } from './prefix-index.js';
 import type { Region } from './region.js';
 import { RingProducer } from './ring.js';
-import { Router, type RouteRequest, type Routed } from './router.js';
+import { Router, type PrefixWalkStats, type RouteRequest, type Routed } from './router.js';
 import { SessionKeys } from './session-key.js';
 import { SessionTable, type SessionRecord } from './session-table.js';
 import { UserUsage, type UserUsageOptions } from './user-usage.js';
@@ -303,6 +303,11 @@ export class RoutingHost {
 
   get policy (): Policy {
     return this.#router.policy;
+  }
+
+  /** How prompts were matched against the index (whole walks or from a session's known prefix) and recorded. */
+  walkStats (): PrefixWalkStats {
+    return this.#router.walkStats();
   }
 
   sessionKey (sessionId: string): bigint {
