@@ -1,8 +1,9 @@
 // The prefix index: 64-bit block key -> which pods hold the block, in three kinds.
 //
 // Layout (at the table base, which createRegion aligns to 64 bytes):
-//   header, IX_HEADER_BYTES: line 0 holds what readers read (geometry, move epoch); line 1 the writer's
-//   counters and cursors (size, CLOCK hand, expiry cursor, inserts/removes/evictions/expirations as u64).
+//   header, IX_HEADER_BYTES: line 0 holds what readers read (geometry, move epoch, assumed TTL); line 1 the
+//   writer's counters and cursors (size, CLOCK hand, expiry cursor, inserts/removes/evictions/expirations as
+//   u64); then one loss epoch per pod (u32), bumped by the writer after it clears any presence bit of the pod.
 //   slots[IX_H_SLOTS], IX_ENTRY_BYTES each (two cache lines), a power of two with load <= 0.75:
 //     +0  key u64 (0 = empty slot)      +8  seq u32 (odd while the writer changes the slot)
 //     +12 flags u32 (CLOCK reference)   +16 last access u32 ms   +20 assumed-at u32 ms
@@ -66,6 +67,7 @@ export const IX_H_SHIFT: u32 = 8;        // u32 64 - log2(slots): home slot = (k
 export const IX_H_CAPACITY: u32 = 12;    // u32 max keys
 export const IX_H_MOVE_EPOCH: u32 = 16;  // u32 odd while a delete moves entries
 export const IX_H_WRITER: u32 = 20;      // u32 writer claim (host: thread id + 1), 0 = unclaimed
+export const IX_H_ASSUMED_TTL: u32 = 24; // u32 the assumed TTL (ms) of the last expiry sweep; 0 until one ran
 export const IX_H_SIZE: u32 = 64;        // u32 live keys
 export const IX_H_CLOCK_HAND: u32 = 68;  // u32 next slot the CLOCK hand examines
 export const IX_H_EXPIRE_CURSOR: u32 = 72; // u32 next slot the expiry sweep examines
@@ -73,7 +75,9 @@ export const IX_H_INSERTS: u32 = 80;     // u64 keys added
 export const IX_H_REMOVES: u32 = 88;     // u64 keys deleted by remove / clearPod
 export const IX_H_EVICTIONS: u32 = 96;   // u64 keys deleted by CLOCK at the capacity bound
 export const IX_H_EXPIRATIONS: u32 = 104; // u64 keys deleted because their assumed presence expired
-export const IX_HEADER_BYTES: u32 = 128;
+/** u32 x IX_MAX_PODS: pod p's loss epoch, bumped after any of its presence bits is cleared (see ixLongestPrefixFrom). */
+export const IX_H_LOSS_EPOCHS: u32 = 128;
+export const IX_HEADER_BYTES: u32 = 128 + IX_MAX_PODS * 4;
 
 // Entry fields (byte offsets from a slot).
 export const IX_E_KEY: u32 = 0;
@@ -146,6 +150,8 @@ export function ixInit (base: usize, capacity: u32): void {
   store<u64>(base + IX_H_REMOVES, 0);
   store<u64>(base + IX_H_EVICTIONS, 0);
   store<u64>(base + IX_H_EXPIRATIONS, 0);
+  atomic.store<u32>(base + IX_H_ASSUMED_TTL, 0);
+  memory.fill(base + IX_H_LOSS_EPOCHS, 0, IX_MAX_PODS * 4);
 }
 
 // ---------------------------------------------------------------------------------------------- writer side
@@ -165,6 +171,28 @@ export function ixInit (base: usize, capacity: u32): void {
 // @ts-ignore: decorator
 @inline function bump64 (p: usize): void {
   store<u64>(p, load<u64>(p) + 1);
+}
+
+// Loss epochs: bumped AFTER the presence bits are cleared (seq-cst), so a reader that read a pod's epoch before
+// its walk either saw the bit gone in the walk or will find the epoch moved (ixLongestPrefixFrom's hint).
+// @ts-ignore: decorator
+@inline function lost (base: usize, pod: u32): void {
+  atomic.add<u32>(base + IX_H_LOSS_EPOCHS + (<usize>pod << 2), 1);
+}
+
+/** Bumps the loss epoch of every pod set in presence word `w` (pods 64w..64w+63). */
+function lostBits (base: usize, w: u32, bits: u64): void {
+  while (bits != 0) {
+    lost(base, (w << 6) + <u32>ctz<u64>(bits));
+    bits &= bits - 1;
+  }
+}
+
+/** Pods present in word w of entry e in any kind. */
+// @ts-ignore: decorator
+@inline function anyKindWord (e: usize, w: u32): u64 {
+  const p = e + IX_E_BITS + (w << 3);
+  return load<u64>(p) | load<u64>(p + IX_KIND_BYTES) | load<u64>(p + 2 * IX_KIND_BYTES);
 }
 
 /** Writer's probe: the slot holding `key`, or -1. */
@@ -243,8 +271,16 @@ function evictOne (base: usize): void {
     if (load<u64>(e) != 0) {
       const f = load<u32>(e + IX_E_FLAGS);
       if ((f & FLAG_REF) == 0) {
+        const w0 = anyKindWord(e, 0);
+        const w1 = anyKindWord(e, 1);
+        const w2 = anyKindWord(e, 2);
+        const w3 = anyKindWord(e, 3);
         deleteAt(base, hand);
         bump64(base + IX_H_EVICTIONS);
+        lostBits(base, 0, w0);
+        lostBits(base, 1, w1);
+        lostBits(base, 2, w2);
+        lostBits(base, 3, w3);
         break;
       }
       store<u32>(e + IX_E_FLAGS, f & ~FLAG_REF);
@@ -333,6 +369,7 @@ function removeAt (base: usize, slot: u32, pod: u32, kindMask: u32): i32 {
     }
   }
   endWrite(e, s);
+  lost(base, pod);
   if (anyPresence(e)) return 1;
   deleteAt(base, slot);
   bump64(base + IX_H_REMOVES);
@@ -379,6 +416,7 @@ export function ixClearPod (base: usize, pod: u32, kindMask: u32): i32 {
     }
     i++;
   }
+  lost(base, pod);
   return changed;
 }
 
@@ -436,6 +474,10 @@ export function ixClearPods (base: usize, podsPtr: usize, kindMask: u32): i32 {
     }
     i++;
   }
+  lostBits(base, 0, m0);
+  lostBits(base, 1, m1);
+  lostBits(base, 2, m2);
+  lostBits(base, 3, m3);
   return changed;
 }
 
@@ -446,6 +488,7 @@ export function ixClearPods (base: usize, podsPtr: usize, kindMask: u32): i32 {
  */
 export function ixExpireAssumed (base: usize, now: u32, ttl: u32, budget: u32): i32 {
   const mask = load<u32>(base + IX_H_MASK);
+  atomic.store<u32>(base + IX_H_ASSUMED_TTL, ttl);
   let cur = load<u32>(base + IX_H_EXPIRE_CURSOR);
   let expired: i32 = 0;
   let n: u32 = 0;
@@ -453,10 +496,18 @@ export function ixExpireAssumed (base: usize, now: u32, ttl: u32, budget: u32): 
     const e = slotAt(base, cur);
     if (load<u64>(e) != 0 && now - load<u32>(e + IX_E_ASSUMED_AT) >= ttl) {
       const a = e + IX_E_BITS + IX_KIND_ASSUMED * IX_KIND_BYTES;
-      if ((load<u64>(a) | load<u64>(a + 8) | load<u64>(a + 16) | load<u64>(a + 24)) != 0) {
+      const a0 = load<u64>(a);
+      const a1 = load<u64>(a + 8);
+      const a2 = load<u64>(a + 16);
+      const a3 = load<u64>(a + 24);
+      if ((a0 | a1 | a2 | a3) != 0) {
         const s = beginWrite(e);
         for (let w: u32 = 0; w < 4; w++) atomic.store<u64>(a + (w << 3), 0);
         endWrite(e, s);
+        lostBits(base, 0, a0);
+        lostBits(base, 1, a1);
+        lostBits(base, 2, a2);
+        lostBits(base, 3, a3);
         expired++;
         if (!anyPresence(e)) {
           deleteAt(base, cur);
@@ -596,15 +647,47 @@ export function ixLookup (base: usize, key: u64, kindMask: u32, outPtr: usize): 
  * first block no remaining pod holds. Returns the deepest match (blocks).
  */
 export function ixLongestPrefix (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize): u32 {
+  return ixLongestPrefixFrom(base, keysPtr, n, kindMask, outPtr, 0, 0);
+}
+
+/**
+ * Reader. ixLongestPrefix given that pod `hintPod` holds the first `hintFrom` blocks (in a kind of
+ * `kindMask`): while no other pod is still matching, blocks below `hintFrom` are not looked up. The result is
+ * ixLongestPrefix's whenever the hint is true. A session's turn knows it from its previous turn's walk: that pod
+ * held that many blocks then, and it still does if its loss epoch (IX_H_LOSS_EPOCHS, read before that walk) has
+ * not moved since, as insertions only add. Then a turn looks up its new blocks, not its whole prompt.
+ */
+export function ixLongestPrefixFrom (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize, hintPod: u32, hintFrom: u32): u32 {
   memory.fill(outPtr, 0, IX_COUNTS_BYTES);
   let a0: u64 = ~0;
   let a1: u64 = ~0;
   let a2: u64 = ~0;
   let a3: u64 = ~0;
+  // The hinted pod's bit (none when there is no hint).
+  const from = hintPod < IX_MAX_PODS ? min(hintFrom, n) : 0;
+  const hw = hintPod >> 6;
+  const hb: u64 = from > 0 ? <u64>1 << <u64>(hintPod & 63) : 0;
+  const h0: u64 = hw == 0 ? hb : 0;
+  const h1: u64 = hw == 1 ? hb : 0;
+  const h2: u64 = hw == 2 ? hb : 0;
+  const h3: u64 = hw == 3 ? hb : 0;
   let depth: u32 = 0;
   touchSlots(base, keysPtr, 0, min(n, PREFETCH_BLOCKS));
-  for (let i: u32 = 0; i < n; i++) {
-    if (i % PREFETCH_BLOCKS == 0 && i + PREFETCH_BLOCKS < n) touchSlots(base, keysPtr, i + PREFETCH_BLOCKS, min(n, i + 2 * PREFETCH_BLOCKS));
+  let pf: u32 = 0; // next group boundary: the group after it is touched when the walk reaches it
+  let i: u32 = 0;
+  while (i < n) {
+    if (i < from && ((a0 & ~h0) | (a1 & ~h1) | (a2 & ~h2) | (a3 & ~h3)) == 0) {
+      // Only the hinted pod is still matching, and it holds every block below `from`.
+      i = from;
+      depth = from;
+      if (i >= n) break;
+      touchSlots(base, keysPtr, i, min(n, i + PREFETCH_BLOCKS));
+      pf = i;
+    }
+    if (i == pf) {
+      if (i + PREFETCH_BLOCKS < n) touchSlots(base, keysPtr, i + PREFETCH_BLOCKS, min(n, i + 2 * PREFETCH_BLOCKS));
+      pf += PREFETCH_BLOCKS;
+    }
     const key = normKey(load<u64>(keysPtr + (<usize>i << 3)));
     let p0: u64 = 0;
     let p1: u64 = 0;
@@ -620,6 +703,12 @@ export function ixLongestPrefix (base: usize, keysPtr: usize, n: u32, kindMask: 
       p3 = presence(e, 3, kindMask);
       if (atomic.load<u32>(e + IX_E_SEQ) == <u32>(t >> 32)) break;
     }
+    if (i < from) {
+      p0 |= h0;
+      p1 |= h1;
+      p2 |= h2;
+      p3 |= h3;
+    }
     // Pods that held blocks 0..i-1 but not block i matched exactly i blocks (out is 0 for those absent at 0).
     if (i > 0) {
       record(outPtr, 0, a0 & ~p0, i);
@@ -633,6 +722,7 @@ export function ixLongestPrefix (base: usize, keysPtr: usize, n: u32, kindMask: 
     a3 &= p3;
     if ((a0 | a1 | a2 | a3) == 0) return depth;
     depth = i + 1;
+    i++;
   }
   record(outPtr, 0, a0, depth);
   record(outPtr, 1, a1, depth);

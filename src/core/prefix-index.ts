@@ -55,7 +55,11 @@ export class PrefixIndex {
   protected readonly area: number;
   readonly #presence: Uint32Array;
   readonly #h: Record<'slots' | 'capacity' | 'size' | 'inserts' | 'removes' | 'evictions' | 'expirations', number>;
-  readonly #longest: Fn<[number, number, number, number, number]>;
+  readonly #longest: Fn<[number, number, number, number, number, number, number]>;
+  /** u32 word index of pod 0's loss epoch in region.u32, and a view of all of them. */
+  readonly #lossEpochs: number;
+  readonly #lossEpochView: Uint32Array;
+  readonly #assumedTtl: number;
   readonly #lookup: Fn<[number, bigint, number, number]>;
 
   /** Bytes of output area a PrefixIndex needs (counts, presence words, probe stats, the ring drain's counts). */
@@ -89,7 +93,10 @@ export class PrefixIndex {
       evictions: c('IX_H_EVICTIONS'),
       expirations: c('IX_H_EXPIRATIONS')
     };
-    this.#longest = region.fn('ixLongestPrefix');
+    this.#longest = region.fn('ixLongestPrefixFrom');
+    this.#lossEpochs = (this.base + c('IX_H_LOSS_EPOCHS')) >>> 2;
+    this.#lossEpochView = new Uint32Array(buf, this.base + c('IX_H_LOSS_EPOCHS'), this.maxPods);
+    this.#assumedTtl = (this.base + c('IX_H_ASSUMED_TTL')) >>> 2;
     this.#lookup = region.fn('ixLookup');
   }
 
@@ -98,7 +105,31 @@ export class PrefixIndex {
    * kinds of `kindMask`; returns the deepest match in blocks.
    */
   longestPrefix (keys: KeySpan, kindMask: number = this.mask.all): number {
-    return this.#longest(this.base, keys.ptr, keys.count, kindMask, this.area) >>> 0;
+    return this.#longest(this.base, keys.ptr, keys.count, kindMask, this.area, this.maxPods, 0) >>> 0;
+  }
+
+  /**
+   * Any thread. longestPrefix, told that `pod` holds the first `from` blocks: while no other pod still matches,
+   * those blocks are not looked up. Exact whenever that is true; it is when a walk found it after reading the
+   * pod's lossEpoch and the epoch has not moved since (asm/prefix-index.ts ixLongestPrefixFrom).
+   */
+  longestPrefixFrom (keys: KeySpan, kindMask: number, pod: number, from: number): number {
+    return this.#longest(this.base, keys.ptr, keys.count, kindMask, this.area, pod, from) >>> 0;
+  }
+
+  /** Any thread. Moves (after the fact) whenever the writer clears any presence bit of `pod`. */
+  lossEpoch (pod: number): number {
+    return Atomics.load(this.region.u32, this.#lossEpochs + pod);
+  }
+
+  /** Any thread. Every pod's loss epoch into `out` (maxPods u32), as of one moment per pod. */
+  lossEpochsInto (out: Uint32Array): void {
+    out.set(this.#lossEpochView);
+  }
+
+  /** Any thread. The assumed TTL (ms) of the writer's last expiry sweep; 0 before the first. */
+  assumedTtlMs (): number {
+    return Atomics.load(this.region.u32, this.#assumedTtl);
   }
 
   /** Any thread. Pods holding `key` in the kinds of `kindMask` (ascending), or null if the key is absent. */

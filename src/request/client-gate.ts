@@ -76,14 +76,17 @@ export class ClientGate {
       scope = 'ip';
       id = `ip:${remoteAddress()}`;
     }
-    if (limit === null || id === null) return { user };
+    if (limit === null || id === null) return user === null ? ANONYMOUS : { user };
     const waitMs = this.limiter.take(id, limit, this.now());
-    if (waitMs === 0) return { user };
+    if (waitMs === 0) return user === null ? ANONYMOUS : { user };
     this.#limited.inc({ scope, route });
     const seconds = retryAfterSeconds(waitMs);
     return new EarError('EAR_ERR_RATE_LIMITED', `rate limit reached (${limit.requestsPerSecond} requests per second, burst ${limit.burst}); retry in ${seconds} s`, { retryAfterSeconds: seconds });
   }
 }
+
+/** What admit answers for every request when there are no API keys (one object, not one a request). */
+const ANONYMOUS: { readonly user: null } = Object.freeze({ user: null });
 
 /** The text form of a uWS response's peer address (read while the handler runs). */
 export function remoteAddressOf (res: { getRemoteAddressAsText (): ArrayBuffer }): string {

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The hot path, old against new in one run (bench/RESULTS.md "The hot path, measured before and after"): built EAR
+# checkouts and nginx (1 worker, keep-alive upstream) in front of one canned upstream, alternated round by round.
+#   short: autocannon -c $C for $D s per target and round: req/s and the server's CPU per request (utime+stime of
+#          the whole process, every thread, from /proc), which a shared machine's load moves far less than req/s;
+#   big:   with BIG=N, $BIG agentic-sized turns per target (big_turns.mjs: 130-156 KB chat bodies, x-session-id,
+#          the tail growing ~2k tokens a turn, one connection), p50/p99 and the added latency over direct.
+# usage: bench/hot-path-ab.sh CHECKOUT... (each built: dist/src/cli/ear.js)   env: R rounds (3), D, C (50),
+#        POLICY (round-robin; big turns use BIG_POLICY, default ear), BENCH_TOOLS (../shared/bench-tools scripts),
+#        PORT (base port, 29500). Run from a checkout with node_modules (autocannon, uWebSockets.js).
+set -u
+T=${BENCH_TOOLS:-/work/shared/bench-tools}; D=${D:-5}; C=${C:-50}; R=${R:-3}; B=${PORT:-29500}; W=$(mktemp -d)
+DIRS=("$@"); ROOT=$(pwd)
+[ ${#DIRS[@]} -ge 1 ] || { echo "usage: $0 CHECKOUT..." >&2; exit 2; }
+command -v nginx >/dev/null || { echo "nginx not found (apt-get install -y nginx)" >&2; exit 2; }
+node "$T/canned_upstream.mjs" $B & U=$!
+printf 'worker_processes 1; daemon off; error_log %s/ng.err; pid %s/ng.pid;\nevents { worker_connections 4096; }\nhttp { access_log off; upstream up { server 127.0.0.1:%s; keepalive 64; }\n client_body_buffer_size 1m; client_max_body_size 64m;\n server { listen 127.0.0.1:%s; location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; } } }\n' "$W" "$W" $B $((B+9)) > "$W/nginx.conf"
+nginx -c "$W/nginx.conf" -p "$W" & N=$!
+start () { # $1 policy: one EAR per checkout on B+1, B+2, ...
+  P=(); for i in "${!DIRS[@]}"; do (cd "${DIRS[$i]}" && exec node dist/src/cli/ear.js serve --port $((B+1+i)) --policy "$1" --backend http://127.0.0.1:$B,id=u >"$W/e$i.log" 2>&1) & P+=($!); done
+  for i in "${!DIRS[@]}"; do for k in $(seq 1 60); do curl -sf localhost:$((B+1+i))/health >/dev/null && break; sleep 0.5; done; done
+}
+stop () { kill -INT "${P[@]}" 2>/dev/null; wait "${P[@]}" 2>/dev/null; }
+cpu () { awk '{print $14+$15}' /proc/$1/stat; }
+cannon () { node "$ROOT/node_modules/.bin/autocannon" -j -c "$C" -d "$D" -m POST -H content-type=application/json -b '{"model":"m","prompt":"hi","max_tokens":2}' "http://127.0.0.1:$1/v1/completions" 2>/dev/null |
+  node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);console.log(Math.round(j.requests.average), j.requests.total, j.non2xx+j.errors)})'; }
+one () { local c0; c0=$(cpu "$2"); read -r rps tot bad <<<"$(cannon "$1")"; local c1; c1=$(cpu "$2"); echo "$rps $(( (c1-c0)*10000/(tot>0?tot:1) )) $bad"; }
+start "${POLICY:-round-robin}"
+sleep 1; NGW=$(pgrep -P "$(cat "$W/ng.pid")" | head -1)
+for i in "${!DIRS[@]}"; do cannon $((B+1+i)) >/dev/null; done  # warm-up
+echo "short requests, autocannon -c $C -d $D, $R rounds (req/s, server CPU µs per request):"
+for r in $(seq 1 "$R"); do
+  line="round $r:"
+  for i in "${!DIRS[@]}"; do read -r a c bad <<<"$(one $((B+1+i)) "${P[$i]}")"; line="$line ${DIRS[$i]} $a req/s ${c} µs bad $bad |"; done
+  read -r a c _ <<<"$(one $((B+9)) "$NGW")"; echo "$line nginx $a req/s ${c} µs"
+done
+stop
+if [ -n "${BIG:-}" ]; then
+  start "${BIG_POLICY:-ear}"
+  for r in $(seq 1 "$R"); do
+    for i in "${!DIRS[@]}"; do echo "big turns, round $r, ${DIRS[$i]} (direct, nginx, ear):"; (cd "$ROOT" && node "$T/big_turns.mjs" "$BIG" $B $((B+9)) $((B+1+i))); done
+  done
+  stop
+fi
+kill $U $N 2>/dev/null; wait 2>/dev/null; rm -rf "$W"

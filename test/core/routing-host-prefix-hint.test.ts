@@ -1,0 +1,136 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createAndAttach } from '../../src/core/region.js';
+import { BlockHasher } from '../../src/core/block-keys.js';
+import { PrefixIndexWriter } from '../../src/core/prefix-index.js';
+import { RingConsumer } from '../../src/core/ring.js';
+import { RoutingHost, type HostRequest } from '../../src/core/routing-host.js';
+import { createPolicy } from '../../src/core/policies/index.js';
+import { IndexFeeder } from '../../src/kvevents/index-feeder.js';
+
+// A session's turn costs what is new in its prompt: its walk of the index starts from what its pod was found
+// holding last turn (while that pod lost nothing), and only the blocks the pod does not hold are recorded, with
+// every key recorded again once a quarter of the assumed TTL has passed.
+const MODEL = 'm';
+const TTL = 60_000;
+
+function setup () {
+  const region = createAndAttach({ prefixIndexKeys: 1 << 12, sessions: 256, heapJobs: 16, recordRingOps: 4096, pods: 8, scratchSlots: 12, scratchBytes: 1 << 16 });
+  const host = new RoutingHost(region, { policy: createPolicy('ear'), blockSize: 16, sessionTtlMs: 600_000, random: () => 0.5 });
+  const models = new Set([MODEL]);
+  for (let i = 0; i < 3; i++) host.addPod({ id: `p${i}`, role: 'both', models, state: 'ready' });
+  const writer = new PrefixIndexWriter(region);
+  const feeder = new IndexFeeder(writer, new RingConsumer(region), { assumedTtlMs: TTL, expiryBudget: 16 });
+  feeder.expire(0); // the writer publishes its TTL with its first sweep, as the kv-events thread does at start
+  const hasher = new BlockHasher(region);
+  const keysOf = (n: number): BigUint64Array => {
+    const tokens = Array.from({ length: n }, (_, i) => (i * 7919) % 50_000);
+    const span = hasher.hash(tokens, 16, hasher.rootSeed(MODEL));
+    return new BigUint64Array(region.memory.buffer, span.ptr, span.count).slice();
+  };
+  /** One turn of session `s` with the prompt's first `blocks` blocks: routed, dispatched, ended; its ring ops applied. */
+  const turn = (s: string, blocks: number, now: number) => {
+    const keys = keysOf(blocks * 16).subarray(0, blocks);
+    const r: HostRequest = { model: MODEL, sessionId: s, parentSessionId: null, promptTokens: blocks * 16, blockKeys: keys, maxTokens: null, user: null };
+    const p = host.route(r, new Set(), now);
+    host.dispatched(p, now);
+    host.finished(p, { promptTokens: blocks * 16, completionTokens: 1 }, now + 1);
+    const recorded = feeder.pump();
+    return { pod: p.pod, matched: p.matchedBlocks, recorded, keys };
+  };
+  return { host, writer, feeder, turn };
+}
+
+test('a session\'s turns: the walk starts from the blocks its pod held last turn, and only new blocks are recorded', () => {
+  const { host, turn } = setup();
+  const t1 = turn('s', 100, 1000);
+  assert.equal(t1.recorded, 100, 'the first turn records its whole prompt');
+  const t2 = turn('s', 120, 2000);
+  assert.equal(t2.pod, t1.pod, 'the session stays on its host');
+  assert.equal(t2.matched, 100);
+  assert.equal(t2.recorded, 20, 'the second turn records only its 20 new blocks');
+  const t3 = turn('s', 140, 3000);
+  assert.equal(t3.matched, 120);
+  assert.equal(t3.recorded, 20);
+  assert.equal(host.prefixOf(t3.keys, t3.pod).assumed, 140, 'the index holds the whole prompt on the pod');
+  const w = host.walkStats();
+  assert.equal(w.full, 2, 'turns 1 and 2 walk the whole prompt (turn 2 had no count from a walk yet)');
+  assert.equal(w.shortcut, 1, 'turn 3 starts from the 100 blocks turn 2 found');
+  assert.equal(w.fullRecords, 1);
+  assert.equal(w.recordedKeys, 140);
+});
+
+test('a block lost in the middle of the prefix (an engine removed it): the next walk is whole and finds the hole', () => {
+  const { host, writer, turn } = setup();
+  turn('s', 100, 1000);
+  const t2 = turn('s', 120, 2000);
+  writer.remove(t2.keys[50], t2.pod, writer.mask.all);
+  const before = host.walkStats().shortcut;
+  const t3 = turn('s', 140, 3000);
+  assert.equal(host.walkStats().shortcut, before, 'the pod\'s loss epoch moved: no shortcut');
+  assert.equal(t3.matched, 50, 'matched up to the hole, as the whole walk says');
+  assert.equal(t3.recorded, 90, 'and from the hole on, the blocks are recorded again');
+  const t4 = turn('s', 150, 4000);
+  assert.equal(t4.matched, 140, 'the hole is filled');
+});
+
+test('a block evicted by CLOCK at the index\'s bound: the next walk is whole', () => {
+  const { host, writer, turn } = setup();
+  turn('s', 100, 1000);
+  const t2 = turn('s', 120, 2000);
+  // Another pod's blocks, a full index's worth: CLOCK evicts, the session's blocks among others.
+  const other = (t2.pod + 1) % 3;
+  const cap = writer.stats().capacity;
+  for (let i = 0; i < cap; i++) writer.insert(BigInt(1_000_000 + i), other, writer.kind.assumed, 2500);
+  const lost = t2.keys.findIndex((k) => writer.lookup(k) === null);
+  assert.ok(lost >= 0 && lost < 120, 'a block of the session was evicted');
+  const before = host.walkStats().shortcut;
+  const t3 = turn('s', 140, 3000);
+  assert.equal(host.walkStats().shortcut, before, 'evictions moved the pod\'s loss epoch: no shortcut');
+  assert.equal(t3.matched, lost, 'matched up to the first evicted block, as the whole walk says');
+});
+
+test('the pod\'s row purged (its backend left and came back on the row): the walk is whole, the prompt recorded whole', () => {
+  const { host, writer, turn } = setup();
+  turn('s', 100, 1000);
+  const t2 = turn('s', 120, 2000);
+  writer.clearPods([t2.pod], writer.mask.all);
+  const before = host.walkStats().shortcut;
+  const t3 = turn('s', 140, 3000);
+  assert.equal(host.walkStats().shortcut, before);
+  assert.equal(t3.matched, 0);
+  assert.equal(t3.recorded, 140, 'nothing held: every block recorded');
+});
+
+test('every key is recorded again once the last full record is a quarter TTL old, so a live session\'s blocks never expire', () => {
+  const { host, feeder, turn } = setup();
+  turn('s', 100, 1000);
+  assert.equal(turn('s', 110, 1000 + TTL / 8).recorded, 10);
+  const t = turn('s', 120, 1000 + TTL / 4);
+  assert.equal(t.recorded, 120, 'a quarter TTL after the first: all of it');
+  assert.equal(turn('s', 130, 1000 + TTL / 4 + 10).recorded, 10);
+  // Sweep the index at a time when the first record's entries would have expired without the refresh.
+  for (let i = 0; i < 400; i++) feeder.expire(1000 + TTL + TTL / 8);
+  const t5 = turn('s', 140, 1000 + TTL + TTL / 8);
+  assert.equal(t5.matched, 130, 'nothing of the session expired');
+  assert.ok(host.walkStats().fullRecords >= 2);
+});
+
+test('without a TTL from the writer (no sweep yet), or without a session, every key is recorded each time', () => {
+  const region = createAndAttach({ prefixIndexKeys: 1 << 12, sessions: 256, heapJobs: 16, recordRingOps: 4096, pods: 8, scratchSlots: 12, scratchBytes: 1 << 16 });
+  const host = new RoutingHost(region, { policy: createPolicy('ear'), blockSize: 16, sessionTtlMs: 600_000, random: () => 0.5 });
+  host.addPod({ id: 'p0', role: 'both', models: new Set([MODEL]), state: 'ready' });
+  const feeder = new IndexFeeder(new PrefixIndexWriter(region), new RingConsumer(region), { assumedTtlMs: TTL, expiryBudget: 16 });
+  const keys = new BigUint64Array(Array.from({ length: 30 }, (_, i) => BigInt(i + 1)));
+  const go = (s: string | null, now: number): number => {
+    const p = host.route({ model: MODEL, sessionId: s, parentSessionId: null, promptTokens: 480, blockKeys: keys, maxTokens: null, user: null }, new Set(), now);
+    host.dispatched(p, now);
+    return feeder.pump();
+  };
+  assert.equal(go('s', 1), 30);
+  assert.equal(go('s', 2), 30, 'no TTL known: whole');
+  feeder.expire(3);
+  assert.equal(go(null, 4), 30, 'no session: whole');
+  go('s', 5);
+  assert.equal(go('s', 6), 0, 'a session with a TTL known: only what is new (nothing)');
+});
