@@ -4,12 +4,14 @@
 // session's move is done at once so that later turns do not wait on it.
 import type { TransferStepResult } from './kv-transfer-step.js';
 import type { Placement } from '../fleet/routing-port.js';
+import type { Backend } from '../fleet/backends.js';
 import { channels, type TransferStartMessage } from './channels.js';
 import type { RequestContext } from './context.js';
 
 const NO_TRANSFER = { mode: 'none', ok: false, bytes: 0, tokens: 0 };
 
-export async function migrate (ctx: RequestContext, placement: Placement): Promise<TransferStepResult> {
+/** What the request is sent as, after the transfer its placement names (at once when it names none). */
+export function migrate (ctx: RequestContext, placement: Placement): TransferStepResult | Promise<TransferStepResult> {
   const p = ctx.pipeline;
   const src = placement.transferFrom ?? null;
   if (p.kvTransfers === null) {
@@ -17,9 +19,14 @@ export async function migrate (ctx: RequestContext, placement: Placement): Promi
     return { placement, body: ctx.forward, arrived: null };
   }
   if (src === null || src === placement.backend) return { placement, body: ctx.forward, arrived: null };
+  return transfer(ctx, placement, src);
+}
+
+async function transfer (ctx: RequestContext, placement: Placement, src: Backend): Promise<TransferStepResult> {
+  const p = ctx.pipeline;
   const start: TransferStartMessage = { ctx, kind: placement.migrating === true ? 'migration' : 'pd', source: src, target: placement.backend, headers: undefined };
   if (channels.transferStart.hasSubscribers) channels.transferStart.publish(start);
-  const step = await p.kvTransfers.run(placement, ctx.input!, ctx.path, ctx.forward, ctx.id, ctx.abort, start.headers);
+  const step = await p.kvTransfers!.run(placement, ctx.input!, ctx.path, ctx.forward, ctx.id, ctx.abort, start.headers);
   if (channels.transferEnd.hasSubscribers) channels.transferEnd.publish({ ctx, transfer: step.transfer ?? NO_TRANSFER, servedBy: step.placement.backend });
   // A failed migration went back to its source: the shared binding follows.
   if (ctx.shared !== null && step.placement.backend.id !== placement.backend.id) ctx.shared.reverted(step.placement.backend.id);

@@ -108,7 +108,8 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
       if (next === null) break;
       placement = next;
     }
-    const step = await migrate(ctx, placement);
+    const migrated = migrate(ctx, placement);
+    const step = migrated instanceof Promise ? await migrated : migrated;
     ctx.placement = step.placement;
     if (ctx.abort.aborted) {
       const t = now();
