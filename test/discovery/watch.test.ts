@@ -9,6 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startPodDiscovery, type PodDiscovery } from '../../src/discovery/k8s-pods.js';
 import { DISCOVERY_DEFAULTS, type BackendConfig, type DiscoveryConfig } from '../../src/gateway/config.js';
 import { INFERENCE_POOLS, inferencePool, KubeApiStub, PODS, pod, status } from '../fixtures/k8s-api-server.js';
+import { until } from '../fixtures/wait.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ear-k8s-watch-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -28,12 +29,8 @@ class Lists {
     return this.last.map((b) => b.id);
   }
 
-  async until (check: (b: BackendConfig[]) => boolean, what: string, ms = 10_000): Promise<BackendConfig[]> {
-    const end = Date.now() + ms;
-    while (!check(this.last)) {
-      if (Date.now() > end) throw new Error(`discovery never handed on ${what}; last: ${JSON.stringify(this.ids())}`);
-      await sleep(10);
-    }
+  async until (check: (b: BackendConfig[]) => boolean, what: string, timeoutMs?: number): Promise<BackendConfig[]> {
+    await until(() => check(this.last), { what: () => `discovery to hand on ${what}; last: ${JSON.stringify(this.ids())}`, timeoutMs });
     return this.last;
   }
 }
@@ -292,9 +289,7 @@ test('a server that answers every watch with an ERROR event is retried with back
     assert.equal(watches >= 3 && watches <= 12, true, `${watches} watches in 1.5 s`);
     assert.equal(d.stats.relists, 0);
     code = 410;
-    const end = Date.now() + 5000;
-    while (d.stats.relists === 0 && Date.now() < end) await sleep(20);
-    assert.equal(d.stats.relists > 0, true, 'a 410 ERROR event relists');
+    await until(() => d.stats.relists > 0, 'a 410 ERROR event to relist');
   } finally {
     await d.close();
     await s.stub.close();

@@ -5,7 +5,6 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
-import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { readEarProactiveKnobs } from '../../src/core/policies/ear.js';
 import { LoadTable } from '../../src/core/load-table.js';
@@ -18,6 +17,7 @@ import type { TransferMode } from '../../src/migration/cost.js';
 import type { FromMigrationThread } from '../../src/migration/thread-protocol.js';
 import { prewarmBody } from '../../src/migration/proactive-transfer.js';
 import { MODEL, routingHost } from '../fixtures/host.js';
+import { once } from '../fixtures/wait.js';
 
 const TTL = 3_600_000;
 const KNOBS = { tHot: 1000, minGain: 1000, tCool: 60, maxMovesPerPod: 2 };
@@ -152,14 +152,11 @@ test('proactive loop: a session whose body is not cached is skipped, counted, an
 test('proactive loop: stop aborts a transfer in flight; nothing is handed over', async () => {
   const { src, loop, sent, body } = await setup('nixl');
   // The source takes the export leg and never answers.
-  let reached = false;
   src.server.removeAllListeners('request');
-  src.server.on('request', () => { reached = true; });
+  const reached = once(src.server, 'request', { what: 'the export leg to reach the source' });
   body();
   loop.tick();
-  const deadline = Date.now() + 10_000;
-  while (!reached && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
-  assert.ok(reached);
+  await reached;
   assert.equal(loop.stats().inFlight, 1);
   const s = await loop.stop();
   assert.equal(s.inFlight, 0);
