@@ -218,10 +218,10 @@ describe('b, c. precise mode (KV events): an engine restarted with a new event s
     const before = await stored();
     let n = 0;
     await until(async () => {
+      if (await stored() > before) return true;
       await direct(i, text(`${seed} warm-up ${n++}`, 64));
-      await sleep(100);
-      return await stored() > before;
-    }, `sim-${i}'s events reaching the gateway`);
+      return false;
+    }, { what: `sim-${i}'s events reaching the gateway`, intervalMs: 100 });
     const content = text(seed, 3000);
     const from = await stored();
     await direct(i, content);
@@ -326,12 +326,14 @@ describe('e. SIGTERM drain with queued, streaming and migrating requests in flig
       await sleep(50);
       const migrationsBefore = await metric(fleet.url, 'ear_kv_transfers_total', '{kind="migration",mode="nixl",outcome="ok"}');
       exit = once(fleet.gateway.child, 'exit');
+      const drains = (): number => fleet.gateway.out().split('"msg":"draining"').length - 1;
+      const drainsBefore = drains();
       down.push({ from: Date.now(), to: Infinity, kind: 'drain' });
       fleet.gateway.child.kill('SIGTERM');
-      await sleep(200);
-      assert.equal(fleet.gateway.child.exitCode, null, 'it waits for the requests in flight');
+      await until(() => drains() > drainsBefore, 'the gateway to start draining');
       const refused = await answer(ask(fleet.url, 'e-late', 4));
       assert.ok(refused.status === 0 || refused.status === 503, `a request after SIGTERM got ${refused.status}: ${refused.body}`);
+      assert.equal(fleet.gateway.child.exitCode, null, 'it waits for the requests in flight');
       // Bounded: a gateway that never exits (clients still sending on keep-alive connections) fails here, not at the runner's timeout.
       const [code] = await Promise.race([exit, sleep(60_000).then(() => assert.fail(`still running 60 s after SIGTERM: ${fleet.gateway.out().slice(-1000)}`))]) as [number | null];
       assert.equal(code, 0, fleet.gateway.out().slice(-2000));
@@ -456,8 +458,7 @@ describe('f, g. the shared session store (redis-server): Redis down and back; a 
       assert.ok(back.filter((o) => o.session === id).every((o) => o.backend === hosts.get(id)), `${id} stays on ${hosts.get(id)}`);
       assert.equal((await adminSession(fleet.url, id)).host, hosts.get(id));
     }
-    await sleep(100); // the marker's bind reply, long since
-    assert.equal((await adminSession(fleet.url, 'g-marker')).host, markerHost, 'the restarted gateway reads the session\'s binding from Redis');
+    await until(async () => (await adminSession(fleet.url, 'g-marker')).host === markerHost, 'the restarted gateway to read the session\'s binding from Redis');
     console.log(`# g. sessions resumed on their backend after the restart: ${resumed.length}; requests after it ${back.length}`);
     assertNoAvoidable('g. a gateway (Redis store) SIGKILLed and restarted under load', load.outcomes, { down });
   });

@@ -127,15 +127,15 @@ test('a backend whose connection queue is full is busy, not failed: the request 
   after(() => Promise.all([slow.close(), fine.close()]));
   const ac = new AbortController();
   after(() => ac.abort());
-  const hold = async (url: string): Promise<void> => {
+  const hold = async ({ url, gw }: Awaited<ReturnType<typeof gateway>>): Promise<void> => {
     // One request holds e0's only connection (a stream that never ends), one waits in its queue.
     const first = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat(true), signal: ac.signal });
     first.body.on('data', () => {}).on('error', () => {});
     void request(`${url}/v1/chat/completions`, { method: 'POST', body: chat(true), signal: ac.signal }).catch(() => {});
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await until(() => gw.backends[0].pool.queued === 1, 'a request waiting in e0\'s connection queue');
   };
   const two = await gateway([slow, fine], { connectionsPerBackend: 1, upstreamMaxQueued: 1 });
-  await hold(two.url);
+  await hold(two);
   const r = await request(`${two.url}/v1/chat/completions`, { method: 'POST', body: chat() });
   assert.equal(r.statusCode, 200);
   assert.equal(r.headers['x-ear-backend'], 'e1');
@@ -145,7 +145,7 @@ test('a backend whose connection queue is full is busy, not failed: the request 
   assert.doesNotMatch(m, /ear_upstream_errors_total\{backend="e0"/, 'no error is counted against a busy backend');
 
   const one = await gateway([slow], { connectionsPerBackend: 1, upstreamMaxQueued: 1 });
-  await hold(one.url);
+  await hold(one);
   const busy = await request(`${one.url}/v1/chat/completions`, { method: 'POST', body: chat() });
   assert.equal(busy.statusCode, 503);
   assert.equal(busy.headers['retry-after'], '1');

@@ -103,9 +103,9 @@ test('a 409 from a write made meanwhile by someone else is re-read, and the lead
         assert.equal(res.status, 200, text);
         break;
       }
-      await sleep(300);
+      // The leader's next renewal replaces what it wrote last, now stale: a 409, whichever way the two raced.
+      await until(() => a.stats.conflicts > i, `the leader's renewal to meet write ${i}`);
     }
-    await until(() => a.stats.conflicts >= 1, 'a conflict');
     const rv = Number(stub.api.lease(NS, 'ear-leader')!.metadata.resourceVersion);
     await until(() => Number(stub.api.lease(NS, 'ear-leader')!.metadata.resourceVersion) > rv, 'a renewal after the conflicts');
     assert.ok(a.isLeader);
@@ -124,7 +124,9 @@ test('two replicas starting together: one leads, the other got a conflict or saw
     a.start();
     b.start();
     await until(() => a.isLeader || b.isLeader, 'a leader');
-    await sleep(1500);
+    // The other one reads the lease held, and from then on stays a follower.
+    const [leader, other] = a.isLeader ? [a, b] : [b, a];
+    await until(() => other.state.holder === leader.state.identity, 'the other replica to see the lease held');
     assert.equal(Number(a.isLeader) + Number(b.isLeader), 1);
     const holder = stub.api.lease(NS, 'ear-leader')!.spec.holderIdentity;
     assert.equal(holder, a.isLeader ? 'pod-a' : 'pod-b');
@@ -208,7 +210,10 @@ for (const outage of ['paused', '503'] as const) {
       if (outage === 'paused') stub.api.resume();
       else stub.api.failStatus = null;
       await until(() => a.isLeader || b.isLeader, 'a leader again');
-      await sleep(500);
+      // The other one reads the lease again (the leader renews without reading: the next GET is the follower's).
+      const reads = stub.api.counts.GET ?? 0;
+      const [leader, other] = a.isLeader ? [a, b] : [b, a];
+      await until(() => (stub.api.counts.GET ?? 0) > reads && other.state.holder === leader.state.identity, 'the follower to read the lease held');
       assert.equal(Number(a.isLeader) + Number(b.isLeader), 1);
     });
   });

@@ -140,8 +140,7 @@ describe('redis store', { skip: redisServerMissing }, () => {
     assert.equal(value(await s.createContext('c', CTX, 1)), true);
     const got = value(await s.getContext('c'));
     assert.ok(got !== null && got.ttlMs > 0 && got.ttlMs <= 1000, `ttlMs ${got?.ttlMs}`);
-    await sleep(1150);
-    assert.equal(value(await s.getContext('c')), null);
+    await until(async () => value(await s.getContext('c')) === null, { what: 'Redis to expire the context', timeoutMs: 2000 });
     assert.equal(value(await s.createContext('c', CTX, 1)), true, 'the id is free again');
     await s.close();
   });
@@ -149,12 +148,13 @@ describe('redis store', { skip: redisServerMissing }, () => {
   test('sessions expire after sessionTtlMs without writes; a write refreshes it, a load does not', async () => {
     const s = await upStore(server, { prefix: newPrefix(), sessionTtlMs: 1000 });
     value(await s.bind('s', 'pod-a'));
+    // Time passing is what this tests: a write 600 ms in, then a load 1.2 s in, past the bind's TTL.
     await sleep(600);
     value(await s.addService('s', { serviceMs: 1 }));
     await sleep(600);
     assert.equal(value(await s.load('s'))?.host, 'pod-a', 'alive: refreshed 600 ms ago');
-    await sleep(600);
-    assert.equal(value(await s.load('s')), null, 'gone: the load did not refresh it');
+    // Loads every few ms until it expires: had a load refreshed it, it never would.
+    await until(async () => value(await s.load('s')) === null, { what: 'the session to expire (a load does not refresh it)', timeoutMs: 1000 });
     await s.close();
   });
 
@@ -165,7 +165,9 @@ describe('redis store', { skip: redisServerMissing }, () => {
     const [r, ms] = await timed(s.bind('s', 'pod-a'));
     assert.deepEqual(r, { ok: false, reason: 'down' });
     assert.ok(ms < 40, `answered in ${ms} ms`);
-    await sleep(200); // reconnection attempts go on: each fails, none logs
+    // Reconnection attempts go on (one every 20 ms) and each fails: proves that none logs, so there is no event to
+    // wait for; a few attempts' time.
+    await sleep(100);
     assert.equal(log.warn.length, 1);
     assert.match(log.warn[0][1], /unreachable/);
     assert.equal(s.state, 'down');
@@ -268,7 +270,9 @@ describe('redis store: Redis down and back', { skip: redisServerMissing }, () =>
       const [r, ms] = await timed(a.addService('s', { serviceMs: 4 }));
       assert.deepEqual(r, { ok: false, reason: 'down' });
       assert.ok(ms < 40, `a call while down is answered at once (${ms.toFixed(1)} ms)`);
-      await sleep(350); // probes time out meanwhile: no more logs
+      // Probes (every 100 ms, each timing out after 50 ms) go unanswered meanwhile: proves that they log nothing
+      // more, so there is no event to wait for; two probes' time.
+      await sleep(250);
       assert.equal(log.warn.length, 1);
       assert.match(log.warn[0][1], /down/);
     } finally {
