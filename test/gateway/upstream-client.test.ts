@@ -242,7 +242,7 @@ test('connection: close and a server that drops idle sockets: the next request o
     assert.equal(srv.connections, 2);
     // The server closes its idle sockets; once the client has seen it, a request reconnects without an error.
     for (const s of srv.sockets) s.end();
-    while (pool.size > 0) await new Promise((r) => setTimeout(r, 5));
+    await until(() => pool.size === 0, 'the client to see its sockets closed');
     const r = await send(pool);
     assert.equal(r.error, null);
     assert.equal(r.body, 'more');
@@ -332,7 +332,7 @@ test('abort: a queued request leaves the queue, one in flight closes its connect
     queued!.abort(gone);
     assert.equal((await b).error, gone);
     assert.equal(pool.queued, 0);
-    while (srv.requests.length === 0) await new Promise((r) => setTimeout(r, 5));
+    await until(() => srv.requests.length > 0, 'the in-flight request to reach the server');
     inflight!.abort(gone);
     assert.equal((await a).error, gone);
     assert.equal(pool.size, 0);
