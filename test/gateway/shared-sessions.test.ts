@@ -13,7 +13,6 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { RedisServer, redisServerMissing } from '../store/redis-server.js';
 import { ADMIN, start, stop, type Proc } from '../fixtures/processes.js';
 import { alternate, replicaTurn as turn, seriesValue as metric, split } from '../fixtures/replicas.js';

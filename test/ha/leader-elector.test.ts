@@ -124,9 +124,11 @@ test('two replicas starting together: one leads, the other got a conflict or saw
     a.start();
     b.start();
     await until(() => a.isLeader || b.isLeader, 'a leader');
-    // The other one reads the lease held, and from then on stays a follower.
+    // The other one reads the lease held, and from then on stays a follower; the leader renews after that.
     const [leader, other] = a.isLeader ? [a, b] : [b, a];
     await until(() => other.state.holder === leader.state.identity, 'the other replica to see the lease held');
+    const seen = performance.now();
+    await until(() => stub.api.history.some((w) => w.holder === leader.state.identity && w.at > seen), 'a renewal after that');
     assert.equal(Number(a.isLeader) + Number(b.isLeader), 1);
     const holder = stub.api.lease(NS, 'ear-leader')!.spec.holderIdentity;
     assert.equal(holder, a.isLeader ? 'pod-a' : 'pod-b');
