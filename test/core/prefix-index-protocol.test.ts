@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import { createRegion, Region } from '../../src/core/region.js';
 import { PrefixIndexWriter } from '../../src/core/prefix-index.js';
+import { until } from '../fixtures/wait.js';
 
 const WORKER = new URL('./prefix-index-probe-worker.js', import.meta.url);
 const KEY = 0x0123456789abcdefn;
@@ -40,7 +41,7 @@ for (const op of ['lookup', 'longestPrefix'] as const) {
       const flagPtr = r.claimScratch().ptr;
       const w = new Worker(WORKER, { workerData: { shared, key: KEY, op, flagPtr } });
       const answer = new Promise((resolve, reject) => { w.once('message', resolve); w.once('error', reject); });
-      while (Atomics.load(r.i32, flagPtr >>> 2) === 0) await sleep(5);
+      await until(() => Atomics.load(r.i32, flagPtr >>> 2) !== 0, 'the reader to start reading');
       await sleep(50); // the reader is reading now: a reader that ignores the protocol answers in this time
 
       // Finish the write: pod 9 joins.

@@ -1,22 +1,17 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createAndAttach } from '../../src/core/region.js';
-import { RoutingHost, QueueFullError, type AdmissionWaiter, type HostRequest, type Placement, type ReleaseInfo, type DropReason, type Queued } from '../../src/core/routing-host.js';
+import { QueueFullError, type RoutingHost, type AdmissionWaiter, type HostRequest, type Placement, type ReleaseInfo, type DropReason, type Queued } from '../../src/core/routing-host.js';
 import type { SchedulerKind } from '../../src/core/admission.js';
-import { createPolicy } from '../../src/core/policies/index.js';
+import { MODEL, routingHost } from '../fixtures/host.js';
 
-const MODEL = 'm';
 const NO_KEYS = new BigUint64Array(0);
 
 function setup (scheduler: SchedulerKind, pods = 1, policy = 'sticky', o: { beta?: number; queueTimeoutMs?: number; maxQueued?: number; prefillBudgetTokens?: number; learnLimit?: boolean } = {}) {
-  const region = createAndAttach({ prefixIndexKeys: 1 << 12, sessions: 256, heapJobs: 64, recordRingOps: 4096, pods: 8, scratchSlots: 12, scratchBytes: 1 << 16 });
-  const host = new RoutingHost(region, {
-    policy: createPolicy(policy), blockSize: 16, sessionTtlMs: 600_000, random: () => 0.5, scheduler,
+  return routingHost({
+    policy, pods, sessionTtlMs: 600_000, scheduler, tables: { heapJobs: 64 },
     admission: { quantumMs: 1000, levels: 4, beta: o.beta ?? 100, queueTimeoutMs: o.queueTimeoutMs ?? 60_000, maxQueued: o.maxQueued ?? 64 },
     capacity: { prefillBudgetTokens: o.prefillBudgetTokens ?? 0, learnLimit: o.learnLimit ?? false }
   });
-  for (let i = 0; i < pods; i++) host.addPod({ id: `p${i}`, role: 'both', models: new Set([MODEL]), state: 'ready' });
-  return { host };
 }
 
 const req = (sessionId: string | null, parentSessionId: string | null = null, promptTokens = 100): HostRequest =>

@@ -3,22 +3,13 @@
 // The placement names the pod the session moved from (migrateFrom), for the migration mechanics.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createAndAttach } from '../../src/core/region.js';
-import { BlockHasher } from '../../src/core/block-keys.js';
-import { RoutingHost, type HostRequest } from '../../src/core/routing-host.js';
-import { createPolicy } from '../../src/core/policies/index.js';
+import { routingHost } from '../fixtures/host.js';
 
-const MODEL = 'm';
 const NONE = new Set<number>();
 
 test('ear on the routing host: a hot host moves the session once, the cool-down holds it, then it may move again', () => {
-  const region = createAndAttach({ prefixIndexKeys: 1 << 12, sessions: 256, heapJobs: 16, recordRingOps: 4096, pods: 8, scratchSlots: 12, scratchBytes: 1 << 16 });
-  const host = new RoutingHost(region, { policy: createPolicy('ear'), blockSize: 16, sessionTtlMs: 3_600_000, random: () => 0.5 });
-  for (let i = 0; i < 3; i++) host.addPod({ id: `p${i}`, role: 'both', models: new Set([MODEL]), state: 'ready' });
-  const hasher = new BlockHasher(region);
-  const span = hasher.hash(Array.from({ length: 64 }, (_, i) => i + 1), 16, hasher.rootSeed(MODEL));
-  const keys = new BigUint64Array(region.memory.buffer, span.ptr, span.count).slice();
-  const req: HostRequest = { model: MODEL, sessionId: 's', parentSessionId: null, promptTokens: 64, blockKeys: keys, maxTokens: null, user: null };
+  const { host, keysOf, request } = routingHost({ policy: 'ear', pods: 3, sessionTtlMs: 3_600_000 });
+  const req = request({ sessionId: 's', promptTokens: 64, blockKeys: keysOf(Array.from({ length: 64 }, (_, i) => i + 1)) });
   const key = host.sessionKey('s');
   const turn = (now: number) => {
     const p = host.route(req, NONE, now);

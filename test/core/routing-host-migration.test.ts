@@ -4,14 +4,12 @@
 // on the source (not counted as a move, the cool-down kept), unless the source no longer serves.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createAndAttach } from '../../src/core/region.js';
-import { BlockHasher } from '../../src/core/block-keys.js';
-import { RoutingHost, type HostRequest, type Placement } from '../../src/core/routing-host.js';
+import type { Placement } from '../../src/core/routing-host.js';
 import type { Policy } from '../../src/core/policy.js';
 import { readEarProactiveKnobs } from '../../src/core/policies/ear.js';
 import { ProactivePlanner } from '../../src/migration/proactive-planner.js';
+import { MODEL, routingHost } from '../fixtures/host.js';
 
-const MODEL = 'm';
 const NONE = new Set<number>();
 
 /** Moves every session that has a host to the next pod (a stand-in for ear's hot trigger, to isolate the host). */
@@ -26,13 +24,8 @@ const mover: Policy = {
 };
 
 function setup () {
-  const region = createAndAttach({ prefixIndexKeys: 1 << 12, sessions: 256, heapJobs: 16, recordRingOps: 4096, pods: 8, scratchSlots: 12, scratchBytes: 1 << 16 });
-  const host = new RoutingHost(region, { policy: mover, blockSize: 16, sessionTtlMs: 3_600_000, random: () => 0.5 });
-  for (let i = 0; i < 2; i++) host.addPod({ id: `p${i}`, role: 'both', models: new Set([MODEL]), state: 'ready' });
-  const hasher = new BlockHasher(region);
-  const span = hasher.hash(Array.from({ length: 64 }, (_, i) => i + 1), 16, hasher.rootSeed(MODEL));
-  const keys = new BigUint64Array(region.memory.buffer, span.ptr, span.count).slice();
-  const req: HostRequest = { model: MODEL, sessionId: 's', parentSessionId: null, promptTokens: 64, blockKeys: keys, maxTokens: null, user: null };
+  const { host, keysOf, request } = routingHost({ policy: mover, sessionTtlMs: 3_600_000 });
+  const req = request({ sessionId: 's', promptTokens: 64, blockKeys: keysOf(Array.from({ length: 64 }, (_, i) => i + 1)) });
   const send = (now: number): Placement => {
     const p = host.route(req, NONE, now);
     host.dispatched(p, now);

@@ -4,28 +4,21 @@
 // the load, session or index tables, and the table never fills up.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createAndAttach } from '../../src/core/region.js';
-import { BlockHasher } from '../../src/core/block-keys.js';
 import { PrefixIndexWriter } from '../../src/core/prefix-index.js';
 import { RingConsumer } from '../../src/core/ring.js';
-import { RoutingHost } from '../../src/core/routing-host.js';
-import { createPolicy } from '../../src/core/policies/index.js';
 import { IndexFeeder } from '../../src/kvevents/index-feeder.js';
+import { MODEL, routingHost } from '../fixtures/host.js';
 
 const CYCLES = 10_000;
 const ROWS = 256;
-const MODEL = 'm';
 
 test(`${CYCLES} pods join and leave ${ROWS} rows through the host: each leaves nothing behind`, () => {
-  const region = createAndAttach({ prefixIndexKeys: 1 << 14, sessions: 1 << 14, heapJobs: 16, recordRingOps: 1 << 14, pods: ROWS, scratchSlots: 12, scratchBytes: 1 << 16 });
-  const host = new RoutingHost(region, { policy: createPolicy('sticky'), blockSize: 16, sessionTtlMs: 1 << 30, random: () => 0.5 });
+  const { region, host, keysOf: keysOfTokens, request } = routingHost({
+    pods: [], sessionTtlMs: 1 << 30, tables: { prefixIndexKeys: 1 << 14, sessions: 1 << 14, recordRingOps: 1 << 14, pods: ROWS }
+  });
   const feeder = new IndexFeeder(new PrefixIndexWriter(region), new RingConsumer(region), { assumedTtlMs: 1 << 30, expiryBudget: 0 });
-  const hasher = new BlockHasher(region);
   const models = new Set([MODEL]);
-  const keysOf = (n: number): BigUint64Array => {
-    const span = hasher.hash(Array.from({ length: 64 }, (_, i) => n * 100 + i), 16, hasher.rootSeed(MODEL));
-    return new BigUint64Array(region.memory.buffer, span.ptr, span.count).slice();
-  };
+  const keysOf = (n: number): BigUint64Array => keysOfTokens(Array.from({ length: 64 }, (_, i) => n * 100 + i));
   // A steady fleet of 200 live pods; each cycle one joins and the oldest leaves (the session table holds every
   // session of the run, so none is evicted at its bound before its pod leaves).
   const live: Array<{ id: string; row: number; keys: BigUint64Array; session: string }> = [];
@@ -38,7 +31,7 @@ test(`${CYCLES} pods join and leave ${ROWS} rows through the host: each leaves n
     const session = `s-${n}`;
     // A request that can only go to this pod: every other row is excluded.
     const exclude = new Set(live.map((p) => p.row));
-    const p = host.route({ model: MODEL, sessionId: session, parentSessionId: null, promptTokens: 64, blockKeys: keys, maxTokens: 1, user: null }, exclude, n);
+    const p = host.route(request({ sessionId: session, promptTokens: 64, blockKeys: keys, maxTokens: 1 }), exclude, n);
     assert.equal(p.pod, row);
     host.dispatched(p, n);
     feeder.pump();
@@ -60,7 +53,7 @@ test(`${CYCLES} pods join and leave ${ROWS} rows through the host: each leaves n
     join(n);
     if (n % 997 === 0) {
       // The departed pod's keys are nowhere in the index (its row now holds another pod's, not these).
-      const probe = host.route({ model: MODEL, sessionId: null, parentSessionId: null, promptTokens: 64, blockKeys: gone.keys, maxTokens: 1, user: null }, new Set(), n);
+      const probe = host.route(request({ promptTokens: 64, blockKeys: gone.keys, maxTokens: 1 }), new Set(), n);
       assert.equal(probe.matchedBlocks, 0);
       assert.equal(host.index.counts[gone.row], 0);
     }

@@ -1,30 +1,19 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createAndAttach } from '../../src/core/region.js';
-import { BlockHasher } from '../../src/core/block-keys.js';
 import { PrefixIndexWriter } from '../../src/core/prefix-index.js';
 import { RingConsumer } from '../../src/core/ring.js';
-import { RoutingHost, type HostRequest, type PodSpec } from '../../src/core/routing-host.js';
-import { createPolicy } from '../../src/core/policies/index.js';
+import type { HostRequest, PodSpec } from '../../src/core/routing-host.js';
 import { NoCandidateError, type Policy, type RequestFeatures, type ClusterView } from '../../src/core/policy.js';
 import { IndexFeeder } from '../../src/kvevents/index-feeder.js';
+import { MODEL, routingHost } from '../fixtures/host.js';
 
-const MODEL = 'm';
 
 function setup (policy: string | Policy, pods = 3, sessionTtlMs = 60_000) {
-  const region = createAndAttach({ prefixIndexKeys: 1 << 12, sessions: 256, heapJobs: 16, recordRingOps: 4096, pods: 8, scratchSlots: 12, scratchBytes: 1 << 16 });
-  const host = new RoutingHost(region, { policy: typeof policy === 'string' ? createPolicy(policy) : policy, blockSize: 16, sessionTtlMs, random: () => 0.5 });
-  const models = new Set([MODEL]);
-  for (let i = 0; i < pods; i++) host.addPod({ id: `p${i}`, role: 'both', models, state: 'ready' });
+  const { region, host, keysOf } = routingHost({ policy, pods, sessionTtlMs });
   // The index's writer, as the kv-events thread holds it: it applies the host's ring ops.
   const writer = new PrefixIndexWriter(region);
   const feeder = new IndexFeeder(writer, new RingConsumer(region), { assumedTtlMs: 60_000, expiryBudget: 4096 });
-  const hasher = new BlockHasher(region);
-  const keysOf = (tokens: number[]): BigUint64Array => {
-    const span = hasher.hash(tokens, 16, hasher.rootSeed(MODEL));
-    return new BigUint64Array(region.memory.buffer, span.ptr, span.count).slice();
-  };
-  return { region, host, writer, feeder, keysOf, models };
+  return { region, host, writer, feeder, keysOf, models: new Set([MODEL]) };
 }
 
 function req (blockKeys: BigUint64Array, promptTokens: number, sessionId: string | null = null, parentSessionId: string | null = null): HostRequest {

@@ -6,12 +6,12 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeApiStub, PODS, pod } from '../fixtures/k8s-api-server.js';
 import { configFile, podIp, podSim } from '../fixtures/k8s-pods.js';
 import { ADMIN, metric, SERVE_LISTENING, start, stop, type Proc } from '../fixtures/processes.js';
 import { alternate, split } from '../fixtures/replicas.js';
 import { freePort, RedisServer, redisServerMissing } from '../store/redis-server.js';
+import { until } from '../fixtures/wait.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ear-k8s-aa-'));
 const procs: Proc[] = [];
@@ -46,23 +46,12 @@ test('two replicas follow every KV-events pod and route a session consistently',
   const used = new Set([...seen.values()].flatMap((s) => [...s]));
   assert.equal(used.size >= 2, true, `sessions spread over ${[...used].join(', ')}`);
   // Both replicas apply the batches of every pod that served, whichever replica sent the request.
-  const end = Date.now() + 20_000;
   for (const gw of [a, b]) {
-    for (const n of used) {
-      while (await metric(gw.url, 'ear_kv_batches_total', `{backend="${n}"}`) === 0) {
-        if (Date.now() > end) assert.fail(`${gw.url} never applied a KV batch of ${n}`);
-        await sleep(50);
-      }
-    }
+    for (const n of used) await until(async () => await metric(gw.url, 'ear_kv_batches_total', `{backend="${n}"}`) > 0, `${gw.url} to apply a KV batch of ${n}`);
   }
   // A pod leaving is seen by both.
   stub.remove(PODS, 'default', 'vllm-2');
-  for (const gw of [a, b]) {
-    while (await metric(gw.url, 'ear_discovery_pods', '') !== 2) {
-      if (Date.now() > end) assert.fail(`${gw.url} still lists vllm-2`);
-      await sleep(50);
-    }
-  }
+  for (const gw of [a, b]) await until(async () => await metric(gw.url, 'ear_discovery_pods', '') === 2, `${gw.url} to drop vllm-2`);
   const again = await alternate(a.url, b.url, 'aa2', 6, 3);
   assert.deepEqual(split(again), []);
   assert.equal([...again.values()].every((s) => !s.has('vllm-2')), true);

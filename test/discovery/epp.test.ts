@@ -9,7 +9,8 @@ import { KubeApiStub, PODS, pod } from '../fixtures/k8s-api-server.js';
 import { configFile, podIp, podSim } from '../fixtures/k8s-pods.js';
 import { stop, type Proc } from '../fixtures/processes.js';
 import { freePort } from '../store/redis-server.js';
-import { chat, epp, metric, until, type Epp } from '../epp/epp-process.js';
+import { chat, epp, metric, type Epp } from '../epp/epp-process.js';
+import { until } from '../fixtures/wait.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ear-k8s-epp-'));
 const procs: Proc[] = [];
@@ -42,7 +43,7 @@ test('ear epp --discovery k8s picks among the discovered pods, by POD_IP:PORT', 
   }
   assert.equal(seen.size, 2, 'both pods picked');
   stub.remove(PODS, 'default', 'vllm-1');
-  await until(() => metric(p.http, 'ear_discovery_pods'), (n) => n === 1);
+  await until(async () => await metric(p.http, 'ear_discovery_pods') === 1, 'ear_discovery_pods = 1');
   for (let i = 0; i < 4; i++) {
     const x = await p.envoy.exchange({ body: chat(`after ${i}`), headers: { 'x-session-id': `d-${i}` } });
     assert.equal((x.endpointHeader ?? '').split(',')[0], endpoints[0]);

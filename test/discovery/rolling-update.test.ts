@@ -16,6 +16,7 @@ import { configFile, podIp } from '../fixtures/k8s-pods.js';
 import { classify, Load, report } from '../fixtures/load.js';
 import { ADMIN, metric, SERVE_LISTENING, start, stop, type Proc } from '../fixtures/processes.js';
 import { freePort } from '../store/redis-server.js';
+import { until } from '../fixtures/wait.js';
 
 const REPLICAS = 150;
 const SURGE = 30;
@@ -103,13 +104,8 @@ test(`a rolling update of ${REPLICAS * ROLLS} pods under traffic fails no reques
   }
   await Promise.all(terminating);
   const want = new Set(current);
-  await (async () => {
-    const end = Date.now() + 20_000;
-    while (await metric(gw!.url, 'ear_discovery_pods', '') !== REPLICAS || !(await (await fetch(`${gw!.url}/metrics`)).text()).includes(`backend="${current.at(-1)}"`)) {
-      if (Date.now() > end) throw new Error('the gateway never settled on the last revision');
-      await sleep(100);
-    }
-  })();
+  await until(async () => await metric(gw!.url, 'ear_discovery_pods', '') === REPLICAS && (await (await fetch(`${gw!.url}/metrics`)).text()).includes(`backend="${current.at(-1)}"`),
+    { what: 'the gateway to settle on the last revision', intervalMs: 100 });
   await load.served(50);
   const outcomes = await load.stop();
   if (process.env.EAR_TEST_GATEWAY_LOG !== undefined) writeFileSync(`${process.env.EAR_TEST_GATEWAY_LOG}.outcomes`, JSON.stringify(outcomes.filter((o) => o.error !== null)));

@@ -6,11 +6,11 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeApiStub, PODS, pod } from '../fixtures/k8s-api-server.js';
 import { configFile, podIp, podSim } from '../fixtures/k8s-pods.js';
 import { ADMIN, metric, SERVE_LISTENING, start, stop, turn, type Proc } from '../fixtures/processes.js';
 import { freePort } from '../store/redis-server.js';
+import { until } from '../fixtures/wait.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ear-k8s-serve-'));
 const procs: Proc[] = [];
@@ -20,14 +20,6 @@ after(async () => {
   await stub?.close();
   rmSync(dir, { recursive: true, force: true });
 });
-
-async function until (check: () => Promise<boolean>, what: string, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 test('ear serve --discovery k8s serves through the pods it finds and follows the KV events of those that opt in', async () => {
   stub = await new KubeApiStub().start();

@@ -9,12 +9,24 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startPodDiscovery, type PodDiscovery } from '../../src/discovery/k8s-pods.js';
 import { DISCOVERY_DEFAULTS, type BackendConfig, type DiscoveryConfig } from '../../src/config/index.js';
 import { INFERENCE_POOLS, inferencePool, KubeApiStub, PODS, pod, status } from '../fixtures/k8s-api-server.js';
+import { until } from '../fixtures/wait.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ear-k8s-watch-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 const quiet = { info () {}, warn () {} };
 const FAST = { coalesceMs: 20, backoffMinMs: 50, backoffMaxMs: 400, initialSyncTimeoutMs: 5000 };
+
+/**
+ * Tries that back off as FAST says: the k-th pause is at least 0.75 × min(50 ms × 2^k, 400 ms) (±25 % jitter), so
+ * the gaps between tries grow; a busy loop would make them a few milliseconds.
+ */
+function assertBackoff (what: string, times: number[]): void {
+  for (let k = 1; k < times.length; k++) {
+    const floor = 0.75 * Math.min(FAST.backoffMaxMs, FAST.backoffMinMs * 2 ** (k - 1));
+    assert.ok(times[k] - times[k - 1] >= floor, `${what}: try ${k + 1} came ${(times[k] - times[k - 1]).toFixed(1)} ms after the one before, under the ${floor} ms backoff`);
+  }
+}
 
 /** What discovery handed on, and a way to wait for a list that passes a check. */
 class Lists {
@@ -28,12 +40,8 @@ class Lists {
     return this.last.map((b) => b.id);
   }
 
-  async until (check: (b: BackendConfig[]) => boolean, what: string, ms = 10_000): Promise<BackendConfig[]> {
-    const end = Date.now() + ms;
-    while (!check(this.last)) {
-      if (Date.now() > end) throw new Error(`discovery never handed on ${what}; last: ${JSON.stringify(this.ids())}`);
-      await sleep(10);
-    }
+  async until (check: (b: BackendConfig[]) => boolean, what: string, timeoutMs?: number): Promise<BackendConfig[]> {
+    await until(() => check(this.last), { what: () => `discovery to hand on ${what}; last: ${JSON.stringify(this.ids())}`, timeoutMs });
     return this.last;
   }
 }
@@ -86,11 +94,14 @@ test('bookmarks move the resourceVersion on: a watch resumed after a compaction 
     s.stub.apply(PODS, pod('vllm-a', '10.0.0.1', { app: 'vllm' }, { namespace: 'llm' }));
     const d = await startPodDiscovery(s.cfg, s.lists.push, quiet, FAST);
     try {
-      await sleep(100);
+      // The bookmark goes to open watches only.
+      await until(() => s.stub.watches === 1, 'the watch to open');
       // Changes elsewhere move the server's version, none of them for this watch.
       for (let i = 0; i < 20; i++) s.stub.apply(PODS, pod(`web-${i}`, '10.0.1.1', { app: 'web' }, { namespace: 'llm' }));
       const rv = s.stub.resourceVersion;
       if (withBookmark) s.stub.bookmark();
+      // A moment for the bookmark to reach the reflector before the watch is cut: nothing it exposes says one
+      // arrived (ReflectorStats counts no bookmarks), and without it the other branch has nothing to wait for.
       await sleep(100);
       s.stub.compact();
       s.stub.dropWatches();
@@ -176,7 +187,8 @@ test('an InferencePool is the source: its selector picks the pods, targetPorts[0
     assert.equal(s.lists.all.every((b) => b.length > 0), true);
     // Another pool's changes are not this one's.
     s.stub.apply(INFERENCE_POOLS, inferencePool('pool-b', { app: 'vllm' }, 1, 'llm'));
-    await sleep(200);
+    // Proves a change does not arrive, so there is no event to wait for: a short while for one that would.
+    await sleep(100);
     assert.deepEqual(s.lists.ids(), ['s1']);
     const poolWatch = s.stub.requests.find((r) => r.path.endsWith('/inferencepools') && r.query.watch !== undefined);
     assert.equal(poolWatch?.query.fieldSelector, 'metadata.name=pool-a');
@@ -194,7 +206,7 @@ test('at most maxPods pods are backends: the ones chosen stay, an extra joins wh
     assert.deepEqual(s.lists.ids(), ['p1', 'p2']);
     assert.equal(d.stats.skipped['over-max-pods'], 1);
     s.stub.apply(PODS, pod('p0', '10.0.0.9', { app: 'vllm' }, { namespace: 'llm' }));
-    await sleep(150);
+    await until(() => d.stats.skipped['over-max-pods'] === 2, 'the newcomer to be seen and left out');
     assert.deepEqual(s.lists.ids(), ['p1', 'p2'], 'a newcomer does not push a chosen pod out');
     s.stub.remove(PODS, 'llm', 'p1');
     await s.lists.until((b) => b.length === 2 && !b.some((x) => x.id === 'p1'), 'a waiting pod in p1\'s place');
@@ -216,11 +228,10 @@ test('a failing API server is retried with backoff, not in a busy loop, and star
   try {
     assert.equal(Date.now() - t0 < 2000, true, 'start went on without the first list');
     assert.deepEqual(s.lists.all, [], 'nothing handed on without a list');
-    await sleep(1500);
-    const lists = s.stub.requests.filter((r) => r.path === '/api/v1/namespaces/llm/pods').length;
-    // 50 ms doubling to 400 ms (±25 %): about 7 tries in 1.8 s; a busy loop would make thousands.
-    assert.equal(lists >= 3 && lists <= 12, true, `${lists} list attempts`);
-    assert.equal(d.stats.errors, lists);
+    const lists = (): number[] => s.stub.requests.filter((r) => r.path === '/api/v1/namespaces/llm/pods').map((r) => r.at);
+    await until(() => lists().length >= 5, 'five list attempts');
+    assertBackoff('lists', lists().slice(0, 5));
+    await until(() => d.stats.errors === lists().length, { what: () => `every failed list counted: ${d.stats.errors} errors, ${lists().length} lists` });
   } finally {
     await d.close();
     await s.stub.close();
@@ -287,14 +298,12 @@ test('a server that answers every watch with an ERROR event is retried with back
   });
   const d = await startPodDiscovery(s.cfg, s.lists.push, quiet, FAST);
   try {
-    await sleep(1500);
-    const watches = s.stub.requests.filter((r) => r.query.watch !== undefined).length;
-    assert.equal(watches >= 3 && watches <= 12, true, `${watches} watches in 1.5 s`);
+    const watches = (): number[] => s.stub.requests.filter((r) => r.query.watch !== undefined).map((r) => r.at);
+    await until(() => watches().length >= 5, 'five watch attempts');
+    assertBackoff('watches', watches().slice(0, 5));
     assert.equal(d.stats.relists, 0);
     code = 410;
-    const end = Date.now() + 5000;
-    while (d.stats.relists === 0 && Date.now() < end) await sleep(20);
-    assert.equal(d.stats.relists > 0, true, 'a 410 ERROR event relists');
+    await until(() => d.stats.relists > 0, 'a 410 ERROR event to relist');
   } finally {
     await d.close();
     await s.stub.close();

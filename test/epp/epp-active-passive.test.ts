@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startLeaseServer } from '../fixtures/k8s-lease-server.js';
 import { stop } from '../fixtures/processes.js';
-import { epp, sims, until, health, type Epp } from './epp-process.js';
+import { epp, sims, health, type Epp } from './epp-process.js';
+import { until } from '../fixtures/wait.js';
 
 const NS = 'ear-epp-ha';
 const LEASE = 'ear-epp-leader';
@@ -31,7 +32,9 @@ test('ear epp active-passive: only the leader is SERVING on gRPC readiness and 2
     const leading = (r: [string, string, string, number]): boolean => JSON.stringify(r) === JSON.stringify(['SERVING', 'SERVING', 'SERVING', 200]);
     const standby = (r: [string, string, string, number]): boolean => JSON.stringify(r) === JSON.stringify(['NOT_SERVING', 'NOT_SERVING', 'SERVING', 503]);
     const one = (s: Array<[string, string, string, number]>): boolean => s.filter(leading).length === 1 && s.filter(standby).length === 1;
-    let s = await until(states, one, 30_000);
+    let last: unknown = null;
+    const seen = (s: Array<[string, string, string, number]>): Array<[string, string, string, number]> => { last = s; return s; };
+    let s = await until(async () => { const x = seen(await states()); return one(x) && x; }, { what: () => `one leader and one standby (last ${JSON.stringify(last)})`, timeoutMs: 30_000 });
     const leader = s.findIndex((r) => r[0] === 'SERVING');
     const follower = 1 - leader;
     assert.deepEqual(s[leader], ['SERVING', 'SERVING', 'SERVING', 200]);
@@ -41,7 +44,7 @@ test('ear epp active-passive: only the leader is SERVING on gRPC readiness and 2
 
     // SIGTERM: the leader releases the lease as it drains; the follower becomes ready well before the lease's 3 s.
     await stop(picks[leader].proc);
-    s = await until(async () => [await readiness(picks[follower])], (x) => leading(x[0]), 30_000);
+    s = await until(async () => { const x = seen([await readiness(picks[follower])]); return leading(x[0]) && x; }, { what: () => `the follower to lead (last ${JSON.stringify(last)})`, timeoutMs: 30_000 });
     assert.deepEqual(s[0], ['SERVING', 'SERVING', 'SERVING', 200]);
   } finally {
     await Promise.all(picks.map((p) => p.close()));

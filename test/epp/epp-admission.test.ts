@@ -5,7 +5,8 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { stop, type Proc } from '../fixtures/processes.js';
-import { chat, epp, health, metric, metricSum, sims, until, watchFirst, type Epp } from './epp-process.js';
+import { chat, epp, health, metric, metricSum, sims, watchFirst, type Epp } from './epp-process.js';
+import { until } from '../fixtures/wait.js';
 
 let engines: Proc[] = [];
 let e: Epp;
@@ -31,7 +32,7 @@ test('shed: with the engine full and the queue full, the next request is answere
     beforeUpstream: async () => {
       // A is admitted and holds the engine's one slot: B waits in the queue, C finds it full.
       queued = e.envoy.exchange({ body: chat('waiter') });
-      await until(() => metricSum(e.http, 'ear_admission_queue_depth'), (n) => n === 1);
+      await until(async () => await metricSum(e.http, 'ear_admission_queue_depth') === 1, 'ear_admission_queue_depth = 1');
       shed = await e.envoy.exchange({ body: chat('shed') });
     }
   });
@@ -49,8 +50,8 @@ test('a client abort mid-stream (the gRPC call cancelled) releases the admission
   // Long enough that two chunks cannot be the whole stream, even on a loaded machine.
   const x = await e.envoy.exchange({ body: chat('aborted', { stream: true, max_tokens: 400 }), abortAfterChunks: 2 });
   assert.ok(x.responseBody.includes('data:'), 'it was streaming when cancelled');
-  assert.equal(await until(() => metric(e.http, 'ear_epp_stream_aborts_total', '{phase="response"}'), (n) => n === 1), 1);
-  assert.equal(await until(() => metric(e.http, 'ear_backend_in_flight', '{backend="sim-0"}'), (n) => n === 0), 0);
+  await until(async () => await metric(e.http, 'ear_epp_stream_aborts_total', '{phase="response"}') === 1, 'ear_epp_stream_aborts_total{phase="response"} = 1');
+  await until(async () => await metric(e.http, 'ear_backend_in_flight', '{backend="sim-0"}') === 0, 'ear_backend_in_flight{backend="sim-0"} = 0');
   assert.equal(await metric(e.http, 'ear_epp_streams_active'), 0);
   // With the slot leaked this one would wait for the queue timeout (504); it goes at once.
   const t0 = Date.now();
@@ -67,15 +68,15 @@ test('a client that goes away while queued leaves the queue', async () => {
     body: long('holder 2'),
     beforeUpstream: async () => {
       waiting = e.envoy.exchange({ body: chat('gives up'), cancelWhen: cancelled }).catch((err: Error) => err);
-      await until(() => metricSum(e.http, 'ear_admission_queue_depth'), (n) => n === 1);
+      await until(async () => await metricSum(e.http, 'ear_admission_queue_depth') === 1, 'ear_admission_queue_depth = 1');
       cancel();
-      assert.equal(await until(() => metricSum(e.http, 'ear_admission_queue_depth'), (n) => n === 0), 0);
+      await until(async () => await metricSum(e.http, 'ear_admission_queue_depth') === 0, 'ear_admission_queue_depth = 0');
     }
   });
   assert.equal(a.status, 200);
   assert.ok(await waiting! instanceof Error, 'the cancelled exchange ended');
   assert.equal(await metric(e.http, 'ear_epp_stream_aborts_total', '{phase="queued"}'), 1);
-  assert.equal(await until(() => metric(e.http, 'ear_backend_in_flight', '{backend="sim-0"}'), (n) => n === 0), 0);
+  await until(async () => await metric(e.http, 'ear_backend_in_flight', '{backend="sim-0"}') === 0, 'ear_backend_in_flight{backend="sim-0"} = 0');
 });
 
 test('gRPC health: liveness, readiness and the ext_proc service; an unknown service is NOT_FOUND', async () => {
@@ -140,7 +141,7 @@ test('SIGTERM: readiness turns NOT_SERVING, the open stream finishes, the proces
       body: long('draining'),
       beforeUpstream: async () => {
         d.proc.child.kill('SIGTERM');
-        assert.equal(await until(() => health(d.health, 'readiness'), (s) => s === 'NOT_SERVING'), 'NOT_SERVING');
+        await until(async () => await health(d.health, 'readiness') === 'NOT_SERVING', 'readiness NOT_SERVING');
       }
     });
     assert.equal(x.status, 200);

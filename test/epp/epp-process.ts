@@ -47,16 +47,6 @@ export async function metric (http: string, name: string, labels = ''): Promise<
   return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
 }
 
-/** Polls `read` until `ok` holds (or fails with the last value after `ms`). */
-export async function until<T> (read: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (ok(v) || Date.now() > end) return v;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 export function chat (content: string, extra: Record<string, unknown> = {}): Buffer {
   return Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content }], max_tokens: 8, ...extra }));
 }

@@ -9,10 +9,10 @@ import { request, getGlobalDispatcher } from 'undici';
 import { buildConfig } from '../../src/config/index.js';
 import { startEar, type Ear } from '../../src/gateway/ear.js';
 import { startSim, type SimServer } from '../../src/sim/server.js';
+import { until } from '../fixtures/wait.js';
 
 after(() => getGlobalDispatcher().close());
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 let sim: SimServer;
 async function engine (): Promise<SimServer> {
@@ -39,11 +39,6 @@ function send (url: string, session: string, maxTokens: number, headers: Record<
   });
 }
 
-async function waitFor (cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 400 && !cond(); i++) await sleep(10);
-  assert.ok(cond(), what);
-}
-
 test('at capacity requests wait and are released one at a time, the higher class first', async () => {
   const { ear, url } = await gateway({ scheduler: 'plas' });
   try {
@@ -54,11 +49,11 @@ test('at capacity requests wait and are released one at a time, the higher class
       order.push(name);
     };
     const first = send(url, 'first', 30).then(done('first'));
-    await waitFor(() => ear.routing.host.load.inFlight(0) === 1, 'the first request runs');
+    await until(() => ear.routing.host.load.inFlight(0) === 1, 'the first request runs');
     const low = send(url, 'low', 5, { 'x-ear-priority': 'low' }).then(done('low'));
-    await waitFor(() => ear.routing.admissionStats(0).waiting === 1, 'the low one waits');
+    await until(() => ear.routing.admissionStats(0).waiting === 1, 'the low one waits');
     const high = send(url, 'high', 5, { 'x-ear-priority': 'high' }).then(done('high'));
-    await waitFor(() => ear.routing.admissionStats(0).waiting === 2, 'both wait');
+    await until(() => ear.routing.admissionStats(0).waiting === 2, 'both wait');
     await Promise.all([first, low, high]);
     assert.deepEqual(order, ['first', 'high', 'low']);
     const s = ear.routing.admissionStats(performance.timeOrigin + performance.now());
@@ -80,9 +75,9 @@ test('the bound answers 429 with Retry-After; a queue timeout answers 504 timeou
   const { ear, url } = await gateway({ scheduler: 'fcfs', maxQueued: 1, queueTimeoutMs: 300 });
   try {
     const first = send(url, 'a', 400);
-    await waitFor(() => ear.routing.host.load.inFlight(0) === 1, 'the first request runs');
+    await until(() => ear.routing.host.load.inFlight(0) === 1, 'the first request runs');
     const second = send(url, 'b', 5);
-    await waitFor(() => ear.routing.admissionStats(0).waiting === 1, 'the second waits');
+    await until(() => ear.routing.admissionStats(0).waiting === 1, 'the second waits');
     const third = await send(url, 'c', 5);
     assert.equal(third.statusCode, 429);
     assert.ok(Number(third.headers['retry-after']) >= 1, String(third.headers['retry-after']));
@@ -106,15 +101,15 @@ test('a client that goes away while queued leaves the queue; a queued request is
   let closed = false;
   try {
     const first = send(url, 'a', 40);
-    await waitFor(() => ear.routing.host.load.inFlight(0) === 1, 'the first request runs');
+    await until(() => ear.routing.host.load.inFlight(0) === 1, 'the first request runs');
     const ac = new AbortController();
     const gone = send(url, 'gone', 5, {}, ac.signal).catch((e: Error) => e);
-    await waitFor(() => ear.routing.admissionStats(0).waiting === 1, 'it waits');
+    await until(() => ear.routing.admissionStats(0).waiting === 1, 'it waits');
     ac.abort();
     assert.ok((await gone) instanceof Error);
-    await waitFor(() => ear.routing.admissionStats(0).waiting === 0, 'the abort took it out of the queue');
+    await until(() => ear.routing.admissionStats(0).waiting === 0, 'the abort took it out of the queue');
     const queued = send(url, 'queued', 5);
-    await waitFor(() => ear.routing.admissionStats(0).waiting === 1, 'another waits');
+    await until(() => ear.routing.admissionStats(0).waiting === 1, 'another waits');
     const closing = ear.close();
     closed = true;
     // It was accepted and the backend is healthy: it is released when the running request ends, as in flight.
@@ -131,9 +126,9 @@ test('a client that goes away while queued leaves the queue; a queued request is
 test('what still waits for admission at the drain deadline is answered 503', async () => {
   const { ear, url } = await gateway({ scheduler: 'atlas', drainTimeoutMs: 200 });
   const first = send(url, 'long', 400);
-  await waitFor(() => ear.routing.host.load.inFlight(0) === 1, 'the first request runs');
+  await until(() => ear.routing.host.load.inFlight(0) === 1, 'the first request runs');
   const queued = send(url, 'queued', 5);
-  await waitFor(() => ear.routing.admissionStats(0).waiting === 1, 'another waits');
+  await until(() => ear.routing.admissionStats(0).waiting === 1, 'another waits');
   const closing = ear.close();
   const r = await queued;
   assert.equal(r.statusCode, 503);

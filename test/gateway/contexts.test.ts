@@ -9,6 +9,7 @@ import { startEar, type Ear } from '../../src/gateway/ear.js';
 import { parseKvEventsConfig } from '../../src/sim/kv-events-config.js';
 import { startSim, type SimServer } from '../../src/sim/server.js';
 import { MAX_CONTEXT_TTL_SECONDS } from '../../src/store/session-store.js';
+import { until } from '../fixtures/wait.js';
 
 const silent = pino({ level: 'silent' });
 let sims: SimServer[] = [];
@@ -62,16 +63,6 @@ async function call (method: 'GET' | 'POST' | 'DELETE' | 'PUT', url: string, bod
   return { status: r.statusCode, headers: r.headers, doc };
 }
 
-async function until<T> (what: string, fn: () => Promise<T | null>, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== null) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 test('a context is prefilled on one engine; a request carrying its id lands there and is served from its cache; GET shows it on the GPU; DELETE ends it', async () => {
   const c = await call('POST', `${pbase}/v1/context`, { model: 'm', messages, ttl_seconds: 600 });
   assert.equal(c.status, 200, JSON.stringify(c.doc));
@@ -98,11 +89,11 @@ test('a context is prefilled on one engine; a request carrying its id lands ther
   assert.ok(r.doc.usage.prompt_tokens_details.cached_tokens >= blocks * 16, `cached ${r.doc.usage.prompt_tokens_details.cached_tokens}, context blocks ${blocks}`);
 
   // Precise mode: once the engine's events arrive, the index has the context's blocks in GPU memory.
-  const shown = await until('tier gpu', async () => {
+  const shown = await until(async () => {
     const g = await call('GET', `${pbase}/v1/context/${ctx.id}`);
     assert.equal(g.status, 200, JSON.stringify(g.doc));
     return (g.doc as Shown).kv.tier === 'gpu' ? g.doc as Shown : null;
-  });
+  }, 'tier gpu');
   assert.equal(shown.id, ctx.id);
   assert.equal(shown.backend, ctx.backend);
   assert.equal(shown.prompt_tokens, ctx.prompt_tokens);
@@ -166,10 +157,10 @@ test('a context ends at its TTL: swept by the timer, counted, then 404', async (
   assert.equal(c.status, 200, JSON.stringify(c.doc));
   assert.equal((await call('GET', `${pbase}/v1/context/${c.doc.id}`)).status, 200);
   // No read in between: the sweep (every second) ends it and counts it.
-  await until('the sweep to expire it', async () => {
+  await until(async () => {
     const m = await (await request(`${pbase}/metrics`)).body.text();
     return /ear_contexts_expired_total [1-9]/.test(m) ? true : null;
-  }, 5000);
+  }, { what: 'the sweep to expire it', timeoutMs: 5000 });
   assert.equal(precise.gateway.contexts.local(c.doc.id), undefined);
   const g = await call('GET', `${pbase}/v1/context/${c.doc.id}`);
   assert.equal(g.status, 404);
@@ -181,12 +172,12 @@ test('approximate mode: the KV location is what routing assumed; at maxContexts 
   const a = await call('POST', `${abase}/v1/context`, body(1), KEY);
   assert.equal(a.status, 200, JSON.stringify(a.doc));
   // The routing decision reaches the index through the kv-events thread's ring: a moment later.
-  const g = await until('tier assumed', async () => {
+  const g = await until(async () => {
     const x = await call('GET', `${abase}/v1/context/${a.doc.id}`, undefined, KEY);
     assert.equal(x.status, 200);
     assert.ok(['assumed', 'unknown'].includes(x.doc.kv.tier), x.doc.kv.tier);
     return x.doc.kv.tier === 'assumed' ? x : null;
-  });
+  }, 'tier assumed');
   assert.equal(g.doc.kv.blocks_gpu, 0);
   assert.ok(g.doc.kv.blocks_total > 0);
   const b = await call('POST', `${abase}/v1/context`, body(2), KEY);

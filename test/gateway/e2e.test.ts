@@ -6,6 +6,7 @@ import { request, getGlobalDispatcher } from 'undici';
 import type { Ear } from '../../src/gateway/ear.js';
 import type { SimServer } from '../../src/sim/server.js';
 import { fleet, type Fleet } from '../fixtures/fleet.js';
+import { until } from '../fixtures/wait.js';
 
 let f: Fleet;
 let sims: SimServer[];
@@ -72,8 +73,7 @@ test('a client abort mid-stream ends the request on the engine', async () => {
   for await (const _ of r.body) break;
   assert.equal(sim.engine.stats().running, 1);
   ac.abort();
-  for (let i = 0; i < 200 && sim.engine.stats().running + sim.engine.stats().waiting > 0; i++) await new Promise((res) => setTimeout(res, 10));
-  assert.equal(sim.engine.stats().running + sim.engine.stats().waiting, 0);
+  await until(() => sim.engine.stats().running + sim.engine.stats().waiting === 0, 'the engine to drop the aborted request');
 });
 
 test('unknown model is 404; malformed JSON 400; with every engine down, 503', async () => {

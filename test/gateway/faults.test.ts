@@ -18,6 +18,7 @@ import { classify, Load, report, type GatewayDown } from '../fixtures/load.js';
 import { ADMIN, adminSession, kvEventsFlags, metric, simFleet, stop, text, type Proc, type SimFleet } from '../fixtures/processes.js';
 import { alternate, seriesValue, split } from '../fixtures/replicas.js';
 import { freePort, RedisServer, redisServerMissing } from '../store/redis-server.js';
+import { until } from '../fixtures/wait.js';
 
 const client = new Agent({ connections: 16 });
 after(() => client.close());
@@ -30,14 +31,6 @@ async function ask (gw: string, session: string, maxTokens: number, stream = fal
     headers: { 'content-type': 'application/json', 'x-session-id': session },
     body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content }], max_tokens: maxTokens, ignore_eos: true, stream })
   });
-}
-
-async function until (what: string, cond: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
 }
 
 async function adminBackends (gw: string): Promise<Array<{ id: string; draining: boolean; health: string }>> {
@@ -138,23 +131,23 @@ describe('d. SIGHUP reload under load: a backend added, one removed, then added 
       let body = String((await it.next()).value);
       fleet.writeConfig(specs.slice(1));
       fleet.gateway.child.kill('SIGHUP');
-      await until('sim-2 added and sim-0 draining', async () => {
+      await until(async () => {
         const bs = await adminBackends(fleet.url);
         return bs.some((b) => b.id === 'sim-2' && b.health === 'healthy') && bs.some((b) => b.id === 'sim-0' && b.draining);
-      });
+      }, 'sim-2 added and sim-0 draining');
       const since = Date.now();
-      await until('the added backend serving', () => load.outcomes.some((o) => o.t0 > since && o.backend === 'sim-2' && o.error === null), 30_000);
+      await until(() => load.outcomes.some((o) => o.t0 > since && o.backend === 'sim-2' && o.error === null), { what: 'the added backend serving', timeoutMs: 30_000 });
       assert.ok(!load.outcomes.some((o) => o.t0 > since && o.backend === 'sim-0'), 'the removed backend takes no new request');
       // The draining backend's stream flows to its end.
       for (let x = await it.next(); !x.done; x = await it.next()) body += String(x.value);
       assert.ok(body.endsWith('data: [DONE]\n\n') && !body.includes('"error"'), body.slice(-300));
-      await until('sim-0 gone once its stream ended', async () => !(await adminBackends(fleet.url)).some((b) => b.id === 'sim-0'));
+      await until(async () => !(await adminBackends(fleet.url)).some((b) => b.id === 'sim-0'), 'sim-0 gone once its stream ended');
       // Back again.
       fleet.writeConfig(specs);
       fleet.gateway.child.kill('SIGHUP');
-      await until('sim-0 back', async () => (await adminBackends(fleet.url)).some((b) => b.id === 'sim-0' && b.health === 'healthy' && !b.draining));
+      await until(async () => (await adminBackends(fleet.url)).some((b) => b.id === 'sim-0' && b.health === 'healthy' && !b.draining), 'sim-0 back');
       const back = Date.now();
-      await until('sim-0 serving again', () => load.outcomes.some((o) => o.t0 > back && o.backend === 'sim-0' && o.error === null), 30_000);
+      await until(() => load.outcomes.some((o) => o.t0 > back && o.backend === 'sim-0' && o.error === null), { what: 'sim-0 serving again', timeoutMs: 30_000 });
     } finally {
       await load.stop();
     }
@@ -224,15 +217,15 @@ describe('b, c. precise mode (KV events): an engine restarted with a new event s
     // prompts until the gateway applies one, so its subscriber is known to be following.
     const before = await stored();
     let n = 0;
-    await until(`sim-${i}'s events reaching the gateway`, async () => {
+    await until(async () => {
+      if (await stored() > before) return true;
       await direct(i, text(`${seed} warm-up ${n++}`, 64));
-      await sleep(100);
-      return await stored() > before;
-    });
+      return false;
+    }, { what: `sim-${i}'s events reaching the gateway`, intervalMs: 100 });
     const content = text(seed, 3000);
     const from = await stored();
     await direct(i, content);
-    await until(`sim-${i}'s events for "${seed}"`, async () => await stored() >= from + Math.floor(3000 / 16));
+    await until(async () => await stored() >= from + Math.floor(3000 / 16), `sim-${i}'s events for "${seed}"`);
     const r = await ask(fleet.url, `learnt-${seed}`, 1, false, content);
     assert.equal(r.statusCode, 200);
     assert.equal(r.headers['x-ear-backend'], `sim-${i}`, `"${seed}" routed where the engine's events put it`);
@@ -252,9 +245,9 @@ describe('b, c. precise mode (KV events): an engine restarted with a new event s
       const batches = await metric(fleet.url, 'ear_kv_batches_total', '{backend="sim-0"}');
       await fleet.restartSim(0, 'SIGKILL');
       const restarted = Date.now();
-      await until('the new engine\'s sequence resynced', async () => await metric(fleet.url, 'ear_kv_resyncs_total', '{backend="sim-0"}') > resyncs);
+      await until(async () => await metric(fleet.url, 'ear_kv_resyncs_total', '{backend="sim-0"}') > resyncs, 'the new engine\'s sequence resynced');
       console.log(`# b. the old engine had published ${batches} batches; the gateway resynced on the new sequence`);
-      await until('the restarted engine serving the load', () => load.outcomes.some((o) => o.t0 > restarted && o.backend === 'sim-0' && o.error === null));
+      await until(() => load.outcomes.some((o) => o.t0 > restarted && o.backend === 'sim-0' && o.error === null), 'the restarted engine serving the load');
       await learntFrom(0, 'after the restart');
       await load.served(12);
     } finally {
@@ -323,22 +316,24 @@ describe('e. SIGTERM drain with queued, streaming and migrating requests in flig
       const pair = [0, 1].map(() => answer(request(`${fleet.url}/v1/chat/completions`, {
         method: 'POST', dispatcher: client, headers: { 'content-type': 'application/json', 'x-session-id': 'e-migrating' }, body: hot
       })).then((r) => { pairEnded.push(Date.now()); return r; }));
-      await until('requests waiting for admission', async () => {
+      await until(async () => {
         const t = await (await request(`${fleet.url}/metrics`, { dispatcher: client })).body.text();
         return /^ear_admission_queue_depth\{level="\d+"\} [1-9]/m.test(t);
-      });
+      }, 'requests waiting for admission');
       // Four more just before the signal (queued if the engines are still full then): they must be served. That a
       // request waiting for admission is served during the drain is pinned down in admission.test.ts.
       const queued = [0, 1, 2, 3].map((i) => answer(ask(fleet.url, `e-queued-${i}`, 4)));
       await sleep(50);
       const migrationsBefore = await metric(fleet.url, 'ear_kv_transfers_total', '{kind="migration",mode="nixl",outcome="ok"}');
       exit = once(fleet.gateway.child, 'exit');
+      const drains = (): number => fleet.gateway.out().split('"msg":"draining"').length - 1;
+      const drainsBefore = drains();
       down.push({ from: Date.now(), to: Infinity, kind: 'drain' });
       fleet.gateway.child.kill('SIGTERM');
-      await sleep(200);
-      assert.equal(fleet.gateway.child.exitCode, null, 'it waits for the requests in flight');
+      await until(() => drains() > drainsBefore, 'the gateway to start draining');
       const refused = await answer(ask(fleet.url, 'e-late', 4));
       assert.ok(refused.status === 0 || refused.status === 503, `a request after SIGTERM got ${refused.status}: ${refused.body}`);
+      assert.equal(fleet.gateway.child.exitCode, null, 'it waits for the requests in flight');
       // Bounded: a gateway that never exits (clients still sending on keep-alive connections) fails here, not at the runner's timeout.
       const [code] = await Promise.race([exit, sleep(60_000).then(() => assert.fail(`still running 60 s after SIGTERM: ${fleet.gateway.out().slice(-1000)}`))]) as [number | null];
       assert.equal(code, 0, fleet.gateway.out().slice(-2000));
@@ -463,8 +458,7 @@ describe('f, g. the shared session store (redis-server): Redis down and back; a 
       assert.ok(back.filter((o) => o.session === id).every((o) => o.backend === hosts.get(id)), `${id} stays on ${hosts.get(id)}`);
       assert.equal((await adminSession(fleet.url, id)).host, hosts.get(id));
     }
-    await sleep(100); // the marker's bind reply, long since
-    assert.equal((await adminSession(fleet.url, 'g-marker')).host, markerHost, 'the restarted gateway reads the session\'s binding from Redis');
+    await until(async () => (await adminSession(fleet.url, 'g-marker')).host === markerHost, 'the restarted gateway to read the session\'s binding from Redis');
     console.log(`# g. sessions resumed on their backend after the restart: ${resumed.length}; requests after it ${back.length}`);
     assertNoAvoidable('g. a gateway (Redis store) SIGKILLed and restarted under load', load.outcomes, { down });
   });

@@ -14,6 +14,7 @@ import { BlockHasher } from '../../src/core/block-keys.js';
 import { createTokenizerSync } from '../../src/tokenize/index.js';
 import { parseKvEventsConfig } from '../../src/sim/kv-events-config.js';
 import { startSim, type SimServer } from '../../src/sim/server.js';
+import { until } from '../fixtures/wait.js';
 
 const silent = pino({ level: 'silent' });
 const tokenizer = createTokenizerSync('hf:qwen3');
@@ -56,14 +57,6 @@ function matchIn (ear: Ear, hasher: BlockHasher, body: object): { blocks: number
   return { blocks: keys.length, deepest, counts: sims.map((_, i) => ix.counts[i]) };
 }
 
-async function until (what: string, cond: () => boolean, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 before(async () => {
   sims = await Promise.all([0, 1].map((i) => startSim({
     host: '127.0.0.1', port: 0, profile: 'h100-llama-3.1-8b', timeScale: 0.02, tokenizer: 'hf:qwen3', servedModelName: ['m'],
@@ -97,10 +90,10 @@ test('a prompt warmed on an engine directly is in the gateway\'s index for that 
   // (another system prompt: the two share no block)
   const body0 = chat('open a pull request with the fix and describe it', 'You review pull requests for a storage engine team. '.repeat(20));
   await post(sims[0].url, body0);
-  await until('the warmed prompt in the index', () => {
+  await until(() => {
     const m = matchIn(ear, hasher, body);
     return m.blocks > 20 && m.counts[1] === m.blocks;
-  });
+  }, 'the warmed prompt in the index');
   assert.equal(matchIn(ear, hasher, body).counts[0], 0);
   // /metrics carries the thread's counters.
   const metrics = await (await request(`http://127.0.0.1:${ear.gateway.port}/metrics`)).body.text();
@@ -112,15 +105,15 @@ test('a prompt warmed on an engine directly is in the gateway\'s index for that 
   await stop(ear);
   ear = await gateway('prefix-cache');
   const h2 = hasherFor(ear);
-  await until('the prompt in the restarted gateway\'s index', () => {
+  await until(() => {
     const m = matchIn(ear, h2, body);
     return m.counts[1] === m.blocks && m.counts[0] === 0;
-  });
+  }, 'the prompt in the restarted gateway\'s index');
   // A prefix-aware policy (AIBrix's prefix-cache) sends the prompt where the engine says it is cached.
-  await until('the other prompt on engine 0', () => {
+  await until(() => {
     const m = matchIn(ear, h2, body0);
     return m.counts[0] === m.blocks && m.counts[1] === 0;
-  });
+  }, 'the other prompt on engine 0');
   const routed = await post(`http://127.0.0.1:${ear.gateway.port}`, body);
   assert.equal(routed.backend, 'sim-1');
   assert.equal((await post(`http://127.0.0.1:${ear.gateway.port}`, body0)).backend, 'sim-0');
@@ -129,7 +122,7 @@ test('a prompt warmed on an engine directly is in the gateway\'s index for that 
   await ear.gateway.reload(buildConfig({}, { backend: [`${sims[0].url},id=sim-0,kv-events=${sims[0].kvEventsEndpoint},replay=${sims[0].kvReplayEndpoint}`] }));
   await ear.kvSynced();
   // The purge lands when the thread next applies its ops (the forgetPod on the ring, the dropped subscriber).
-  await until('the removed engine purged from the index', () => matchIn(ear, h2, body).counts[1] === 0);
+  await until(() => matchIn(ear, h2, body).counts[1] === 0, 'the removed engine purged from the index');
   await stop(ear);
 });
 
@@ -140,10 +133,10 @@ test('what one gateway replica routes, another replica\'s index learns from the 
   const body = chat('run the test suite and summarise the failures');
   const { backend } = await post(`http://127.0.0.1:${a.gateway.port}`, body);
   const pod = Number(backend.slice('sim-'.length));
-  await until('replica b to learn the prompt', () => {
+  await until(() => {
     const m = matchIn(b, hb, body);
     return m.counts[pod] === m.blocks;
-  });
+  }, 'replica b to learn the prompt');
   // The engine holds it: a second request for it there is served mostly from cache.
   const again = await post(sims[pod].url, body);
   assert.ok(again.cached >= matchIn(b, hb, body).blocks * 16 - 16, `cached ${again.cached}`);

@@ -7,16 +7,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { adminSession as session, metric, simFleet, text, turn, type SimFleet } from '../fixtures/processes.js';
-
-/** Polls until `ok` holds (generous deadline: two shared cores, other suites running); returns the last value. */
-async function until<T> (read: () => Promise<T>, ok: (v: T) => boolean, deadlineMs: number): Promise<T> {
-  const end = Date.now() + deadlineMs;
-  for (;;) {
-    const v = await read();
-    if (ok(v) || Date.now() > end) return v;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+import { until } from '../fixtures/wait.js';
 
 describe('proactive migration end to end: ear serve --policy ear-proactive in front of two ear sim processes', () => {
   let fleet: SimFleet;
@@ -50,8 +41,8 @@ describe('proactive migration end to end: ear serve --policy ear-proactive in fr
     // The hot session's long turn stays on its host (cold when routed) and fills its prefill queue.
     const long = turn(gw.url, hot, [{ role: 'user', content: text(`probe ${hot.slice(1)}`, 200) }, { role: 'assistant', content: 'ok' },
       { role: 'user', content: text('long', 90000) }]);
-    const moved = await until(() => session(gw.url, 'S'), (s) => s.host === other, 30_000);
-    assert.equal(moved.host, other, `S moved to the idle engine (gateway log: ${fleet.gateway.out().slice(-2000)})`);
+    const moved = await until(async () => { const s = await session(gw.url, 'S'); return s.host === other && s; },
+      { what: () => `S to move to the idle engine (gateway log: ${fleet.gateway.out().slice(-2000)})`, timeoutMs: 30_000 });
     assert.equal(moved.migrations, 1);
     assert.equal(moved.inFlight, 0);
     assert.equal(await metric(gw.url, 'ear_proactive_migrations_total', '{outcome="moved"}'), 1);

@@ -4,21 +4,16 @@
 // for two replicas, as in shared-sessions-unit.test.ts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createAndAttach } from '../../src/core/region.js';
-import { RoutingHost } from '../../src/core/routing-host.js';
-import { createPolicy } from '../../src/core/policies/index.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { DEGRADED, type SessionStore } from '../../src/store/session-store.js';
 import { SharedSessions } from '../../src/store/shared-sessions.js';
 import { applyIdleMove } from '../../src/gateway/proactive-rebind.js';
+import { routingHost } from '../fixtures/host.js';
 
-const MODEL = 'm';
 const TTL = 60_000;
 
 function replica (store: SessionStore | null, clock: { t: number }) {
-  const region = createAndAttach({ prefixIndexKeys: 1 << 10, sessions: 64, heapJobs: 16, recordRingOps: 1024, pods: 8, scratchSlots: 12, scratchBytes: 1 << 16 });
-  const host = new RoutingHost(region, { policy: createPolicy('ear-proactive'), blockSize: 16, sessionTtlMs: TTL, random: () => 0.5 });
-  for (const id of ['e0', 'e1']) host.addPod({ id, role: 'both', models: new Set([MODEL]), state: 'ready' });
+  const { host } = routingHost({ policy: 'ear-proactive', pods: ['e0', 'e1'], sessionTtlMs: TTL });
   const shared = store === null ? null : new SharedSessions({ store, routing: () => ({ host }), sessionTtlMs: TTL, now: () => clock.t });
   const move = (id: string, from: number, to: number) => applyIdleMove(host, shared, { key: host.sessionKey(id), sessionId: id, from, to }, () => clock.t);
   return { host, shared, move };

@@ -5,9 +5,9 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fakeEngine } from '../fixtures/fake-engine.js';
 import { SERVE_LISTENING, start, stop } from '../fixtures/processes.js';
+import { until } from '../fixtures/wait.js';
 
 async function chat (url: string, key: string): Promise<number> {
   const res = await fetch(`${url}/v1/chat/completions`, {
@@ -24,14 +24,6 @@ const admin = async (url: string, token: string): Promise<number> => {
   return res.status;
 };
 
-async function until (what: string, check: () => Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
 test('SIGHUP: a rotated API key, a new rate limit and a new admin token apply without a restart', async () => {
   const engine = await fakeEngine('m');
   const dir = mkdtempSync(join(tmpdir(), 'ear-reload-keys-'));
@@ -47,7 +39,7 @@ test('SIGHUP: a rotated API key, a new rate limit and a new admin token apply wi
     // Rotate: key-old out, key-new in, key-kept limited to a burst of 2 at a trickle; a new admin token.
     write(['apiKeys: [key-new, key-kept]', 'adminToken: admin-new', 'rateLimits:', '  keys:', '    key-kept: {requestsPerSecond: 0.01, burst: 2}']);
     gw.child.kill('SIGHUP');
-    await until('key-new admitted', async () => await chat(gw.url, 'key-new') === 200);
+    await until(async () => await chat(gw.url, 'key-new') === 200, 'key-new admitted');
     assert.equal(await chat(gw.url, 'key-old'), 401, 'a removed key is refused');
     assert.equal(await admin(gw.url, 'admin-old'), 401);
     assert.equal(await admin(gw.url, 'admin-new'), 200);
@@ -60,7 +52,7 @@ test('SIGHUP: a rotated API key, a new rate limit and a new admin token apply wi
     // An invalid file is refused whole: what was loaded stays.
     writeFileSync(cfg, 'apiKeys: 12\n');
     gw.child.kill('SIGHUP');
-    await until('the refusal logged', async () => gw.out().includes('reload refused'));
+    await until(async () => gw.out().includes('reload refused'), 'the refusal logged');
     assert.equal(await chat(gw.url, 'key-new'), 200);
     assert.equal(await chat(gw.url, 'key-old'), 401);
   } finally {

@@ -8,6 +8,7 @@ import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { until } from '../fixtures/wait.js';
 
 const ear = fileURLToPath(new URL('../../src/cli/ear.js', import.meta.url));
 const TOKEN = 'reload-test-token';
@@ -38,7 +39,6 @@ async function stop (child: ChildProcess): Promise<void> {
   await exited;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 test('300 SIGHUP reloads, each to a backend of a new id, recycle pod rows; the gateway then serves', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'ear-reload-'));
@@ -67,12 +67,8 @@ test('300 SIGHUP reloads, each to a backend of a new id, recycle pod rows; the g
       gw.child.kill('SIGHUP');
       // The reload is done when the new backend is healthy and the old one has gone (its row released).
       let seen: string[] = [];
-      for (let t = 0; t < 500; t++) {
-        seen = await backends();
-        if (seen.length === 1 && seen[0] === `b${i}:healthy`) break;
-        await sleep(5);
-      }
-      assert.deepEqual(seen, [`b${i}:healthy`], `after reload ${i}`);
+      await until(async () => { seen = await backends(); return seen.length === 1 && seen[0] === `b${i}:healthy`; },
+        { what: () => `reload ${i}: b${i} healthy and alone; seen ${JSON.stringify(seen)}`, intervalMs: 5 });
       if (i % 50 === 0) {
         const r = await complete();
         assert.equal(r.status, 200, await r.clone().text());
@@ -88,12 +84,11 @@ test('300 SIGHUP reloads, each to a backend of a new id, recycle pod rows; the g
     // They go once a departed backend's row is purged (the kv-events thread, one row after another: ~25 ms
     // each here, the first touch of the index ~1 s), so the last few may still be on their way.
     let ids: string[] = [];
-    for (let t = 0; t < 300; t++) {
+    await until(async () => {
       const metrics = await (await fetch(`${url}/metrics`)).text();
       ids = [...new Set([...metrics.matchAll(/backend="(b\d+)"/g)].map((m) => m[1]))];
-      if (ids.length === 1) break;
-      await sleep(100);
-    }
+      return ids.length === 1;
+    }, { what: () => `the departed backends' series to go; left ${ids.join(', ')}`, timeoutMs: 30_000, intervalMs: 100 });
     assert.deepEqual(ids, ['b300']);
     assert.doesNotMatch(gw.out(), /reload failed|reload refused/);
   } finally {

@@ -8,6 +8,7 @@ import type { Features } from '../../src/features/features.js';
 import { parseRequestBody, type Endpoint } from '../../src/features/request-body.js';
 import { BIG_STREAM_EVENTS, fakeEngine, type FakeEngine } from '../fixtures/fake-engine.js';
 import { FirstServingRouting } from '../fixtures/simple-routing.js';
+import { until } from '../fixtures/wait.js';
 
 async function features (endpoint: Endpoint, body: Buffer): Promise<Features> {
   const p = parseRequestBody(endpoint, body);
@@ -126,15 +127,15 @@ test('a backend whose connection queue is full is busy, not failed: the request 
   after(() => Promise.all([slow.close(), fine.close()]));
   const ac = new AbortController();
   after(() => ac.abort());
-  const hold = async (url: string): Promise<void> => {
+  const hold = async ({ url, gw }: Awaited<ReturnType<typeof gateway>>): Promise<void> => {
     // One request holds e0's only connection (a stream that never ends), one waits in its queue.
     const first = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat(true), signal: ac.signal });
     first.body.on('data', () => {}).on('error', () => {});
     void request(`${url}/v1/chat/completions`, { method: 'POST', body: chat(true), signal: ac.signal }).catch(() => {});
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await until(() => gw.backends[0].pool.queued === 1, 'a request waiting in e0\'s connection queue');
   };
   const two = await gateway([slow, fine], { connectionsPerBackend: 1, upstreamMaxQueued: 1 });
-  await hold(two.url);
+  await hold(two);
   const r = await request(`${two.url}/v1/chat/completions`, { method: 'POST', body: chat() });
   assert.equal(r.statusCode, 200);
   assert.equal(r.headers['x-ear-backend'], 'e1');
@@ -144,7 +145,7 @@ test('a backend whose connection queue is full is busy, not failed: the request 
   assert.doesNotMatch(m, /ear_upstream_errors_total\{backend="e0"/, 'no error is counted against a busy backend');
 
   const one = await gateway([slow], { connectionsPerBackend: 1, upstreamMaxQueued: 1 });
-  await hold(one.url);
+  await hold(one);
   const busy = await request(`${one.url}/v1/chat/completions`, { method: 'POST', body: chat() });
   assert.equal(busy.statusCode, 503);
   assert.equal(busy.headers['retry-after'], '1');
@@ -205,10 +206,9 @@ test('a client abort mid-stream aborts the upstream request', async () => {
   const ac = new AbortController();
   const r = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat(true), signal: ac.signal });
   for await (const _ of r.body) { ac.abort(); break; }
-  for (let i = 0; i < 100 && e.closedEarly === 0; i++) await new Promise((res) => setTimeout(res, 10));
+  await until(() => e.closedEarly > 0, 'the upstream request to close');
   assert.equal(e.closedEarly, 1);
-  for (let i = 0; i < 100 && routing.inFlight.get(0) !== 0; i++) await new Promise((res) => setTimeout(res, 10));
-  assert.equal(routing.inFlight.get(0), 0);
+  await until(() => routing.inFlight.get(0) === 0, 'nothing in flight');
 });
 
 test('a stream larger than the socket buffers reaches a slow client whole: the upstream is paused, then resumed', async () => {
@@ -218,8 +218,7 @@ test('a stream larger than the socket buffers reaches a slow client whole: the u
   const r = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat(true) });
   assert.equal(r.statusCode, 200);
   // The client reads nothing until the engine has had to wait: everything in between is held by sockets or the gateway.
-  for (let i = 0; i < 500 && e.drainWaits === 0; i++) await new Promise((res) => setTimeout(res, 10));
-  assert.ok(e.drainWaits > 0);
+  await until(() => e.drainWaits > 0, 'the engine to wait for a drain');
   const text = await r.body.text();
   assert.equal(text.split('\n\n').filter((x) => x.includes('"content":"xxx')).length, BIG_STREAM_EVENTS);
   assert.ok(text.endsWith('data: [DONE]\n\n'));
@@ -232,12 +231,10 @@ test('a client that aborts while the upstream is paused for it ends the upstream
   const { url, routing } = await gateway([e]);
   const ac = new AbortController();
   const r = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat(true), signal: ac.signal });
-  for (let i = 0; i < 500 && e.drainWaits === 0; i++) await new Promise((res) => setTimeout(res, 10));
-  assert.ok(e.drainWaits > 0);
+  await until(() => e.drainWaits > 0, 'the engine to wait for a drain');
   ac.abort();
   await r.body.dump().catch(() => {});
-  for (let i = 0; i < 200 && e.closedEarly === 0; i++) await new Promise((res) => setTimeout(res, 10));
+  await until(() => e.closedEarly > 0, 'the upstream request to close');
   assert.equal(e.closedEarly, 1);
-  for (let i = 0; i < 100 && routing.inFlight.get(0) !== 0; i++) await new Promise((res) => setTimeout(res, 10));
-  assert.equal(routing.inFlight.get(0), 0);
+  await until(() => routing.inFlight.get(0) === 0, 'nothing in flight');
 });

@@ -3,25 +3,19 @@
 // tested against a real server in test/store, and end to end in shared-sessions.test.ts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createAndAttach } from '../../src/core/region.js';
-import { RoutingHost, type HostRequest } from '../../src/core/routing-host.js';
-import { createPolicy } from '../../src/core/policies/index.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { DEGRADED, type SessionStore } from '../../src/store/session-store.js';
 import { SharedSessions } from '../../src/store/shared-sessions.js';
 import { buildConfig, ConfigError } from '../../src/config/index.js';
+import { MODEL, routingHost } from '../fixtures/host.js';
 
-const MODEL = 'm';
 const NONE = new Set<number>();
 const TTL = 60_000;
 
 function replica (store: SessionStore, clock: { t: number }) {
-  const region = createAndAttach({ prefixIndexKeys: 1 << 10, sessions: 64, heapJobs: 16, recordRingOps: 1024, pods: 8, scratchSlots: 12, scratchBytes: 1 << 16 });
-  const host = new RoutingHost(region, { policy: createPolicy('sticky'), blockSize: 16, sessionTtlMs: TTL, random: () => 0.5 });
-  const models = new Set([MODEL]);
-  for (const id of ['e0', 'e1']) host.addPod({ id, role: 'both', models, state: 'ready' });
+  const { host, request } = routingHost({ pods: ['e0', 'e1'], sessionTtlMs: TTL });
   const shared = new SharedSessions({ store, routing: () => ({ host }), sessionTtlMs: TTL, now: () => clock.t });
-  const input = (sessionId: string | null): HostRequest => ({ model: MODEL, sessionId, parentSessionId: null, promptTokens: 32, blockKeys: new BigUint64Array(0), maxTokens: null, user: null });
+  const input = (sessionId: string | null) => request({ sessionId, promptTokens: 32 });
   const place = (sessionId: string | null, exclude: ReadonlySet<number> = NONE, attempt = 0) => {
     const p = host.route(input(sessionId), exclude, clock.t, attempt);
     return { p, backend: { id: host.pod(p.pod)!.id } };

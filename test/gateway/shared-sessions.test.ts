@@ -13,10 +13,10 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { RedisServer, redisServerMissing } from '../store/redis-server.js';
 import { ADMIN, start, stop, type Proc } from '../fixtures/processes.js';
 import { alternate, replicaTurn as turn, seriesValue as metric, split } from '../fixtures/replicas.js';
+import { until } from '../fixtures/wait.js';
 
 async function admin (gw: string, session: string): Promise<{ host: string | null; attainedServiceMs: number }> {
   const res = await fetch(`${gw}/admin/sessions/${encodeURIComponent(session)}`, { headers: { authorization: `Bearer ${ADMIN}` } });
@@ -62,9 +62,14 @@ describe('shared sessions: two ear serve replicas over one redis-server', { skip
     assert.deepEqual(split(shared), [], 'with the shared store every session keeps one backend');
     assert.ok(split(control).length > 0, 'the control (memory store) splits sessions: the test can tell');
     assert.equal(used.size, 2, 'sessions are spread over both backends');
-    await sleep(100); // the last turns' addService replies
     for (const id of ['alt-0', 'alt-1', 'alt-7']) {
-      const [a, b] = await Promise.all([admin(A.url, id), admin(B.url, id)]);
+      // The last turn's service reaches the other replica through the store after its reply (addService).
+      let a!: Awaited<ReturnType<typeof admin>>;
+      let b!: Awaited<ReturnType<typeof admin>>;
+      await until(async () => {
+        [a, b] = await Promise.all([admin(A.url, id), admin(B.url, id)]);
+        return Math.abs(a.attainedServiceMs - b.attainedServiceMs) < 1e-6 * a.attainedServiceMs;
+      }, { what: () => `${id}: the replicas to agree on its attained service (${a?.attainedServiceMs} vs ${b?.attainedServiceMs})` });
       assert.equal(a.host, [...shared.get(id)!][0]);
       assert.equal(b.host, a.host);
       assert.ok(a.attainedServiceMs > 0);

@@ -19,6 +19,7 @@ import { CLIENT_IO, MAX_HELD_BYTES, registerClientIoMetrics, ResponseState } fro
 import { Registry } from 'prom-client';
 import { FirstServingRouting } from '../fixtures/simple-routing.js';
 import { metric, start, stop, SIM_LISTENING, type Proc } from '../fixtures/processes.js';
+import { until } from '../fixtures/wait.js';
 
 let sim: Proc;
 before(async () => {
@@ -50,9 +51,8 @@ async function gateway (urls: string[], over: Record<string, unknown> = {}): Pro
 
 /** Nothing is left in flight or held for clients: every attempt's bookkeeping ran. */
 async function settled (g: Gw): Promise<void> {
-  for (let i = 0; i < 200 && (g.gw.backends.some((b) => b.inFlight !== 0) || [...g.routing.inFlight.values()].some((n) => n !== 0)); i++) await sleep(10);
-  for (const b of g.gw.backends) assert.equal(b.inFlight, 0, `backend ${b.id} in flight`);
-  for (const [i, n] of g.routing.inFlight) assert.equal(n, 0, `routing in flight of row ${i}`);
+  await until(() => g.gw.backends.every((b) => b.inFlight === 0) && [...g.routing.inFlight.values()].every((n) => n === 0),
+    { what: () => `nothing in flight: backends ${g.gw.backends.map((b) => `${b.id}=${b.inFlight}`).join(' ')}, rows ${[...g.routing.inFlight].map(([i, n]) => `${i}=${n}`).join(' ')}` });
   assert.equal(await metric(g.url, 'ear_client_backpressure_bytes', ''), 0);
   assert.equal(await metric(g.url, 'ear_client_body_bytes', ''), 0);
 }
@@ -298,22 +298,20 @@ test('a client that stops reading a long stream: the gateway holds a bounded num
   c.socket.pause(); // reads nothing: the kernel buffers fill, then uWS reports backpressure
   const body = chat(true, 100_000);
   c.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
-  for (let i = 0; i < 500 && e.drainWaits === 0; i++) await sleep(10);
-  assert.ok(e.drainWaits > 0, 'the engine had to wait: the gateway stopped reading it');
-  // A while without reading (under uWS's own ~10 s cut-off for a client that takes nothing at all).
+  await until(() => e.drainWaits > 0, 'the engine to wait: the gateway stops reading it');
   let most = 0;
-  for (let i = 0; i < 20; i++) {
-    most = Math.max(most, await metric(g.url, 'ear_client_backpressure_bytes', ''));
+  const sample = async (): Promise<number> => (most = Math.max(most, await metric(g.url, 'ear_client_backpressure_bytes', '')));
+  await until(async () => await sample() > 0, 'the bytes uWS holds for the client to be counted');
+  // Then a while more without reading (under uWS's own ~10 s cut-off for a client that takes nothing at all):
+  // what is held must stay bounded, a thing no event says, so it is sampled.
+  for (let i = 0; i < 5; i++) {
     await sleep(100);
+    await sample();
   }
-  assert.ok(most > 0, 'the bytes uWS holds for the client are counted');
   assert.ok(most <= 256 << 10, `the gateway held ${most} bytes for one client`);
   assert.equal(e.finished, 0, 'the engine is held back, not drained into the gateway');
   c.socket.resume();
-  const done = (async () => {
-    while (!c.received().subarray(-32).toString().endsWith('data: [DONE]\n\n\r\n0\r\n\r\n')) await sleep(20);
-  })();
-  assert.notEqual(await within(done, 60_000), 'timeout', 'the stream never completed');
+  await until(() => c.received().subarray(-32).toString().endsWith('data: [DONE]\n\n\r\n0\r\n\r\n'), { what: 'the stream to complete', timeoutMs: 60_000 });
   const events = dechunk(c.received()).toString().split('\n\n').filter((x) => x !== '');
   assert.equal(events.length, STREAM_EVENTS + 1);
   for (let n = 0; n < STREAM_EVENTS; n++) {
@@ -335,8 +333,8 @@ test('a client that never reads a long stream is closed by uWS: the engine reque
   const body = chat(true, 100_000);
   c.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
   try {
-    for (let i = 0; i < 4000 && e.closedByPeer === 0; i++) await sleep(10);
-    assert.equal(e.closedByPeer, 1, 'the gateway cancelled the engine request');
+    await until(() => e.closedByPeer > 0, { what: 'the gateway to cancel the engine request', timeoutMs: 40_000 });
+    assert.equal(e.closedByPeer, 1, 'the gateway cancelled the engine request once');
     assert.equal(e.finished, 0);
     assert.equal(await metric(g.url, 'ear_client_aborts_total', ''), 1);
   } finally {
@@ -356,8 +354,8 @@ test('an engine that accepts and never answers: past upstreamHeadersTimeoutMs th
     assert.ok(stream ? text.endsWith('data: [DONE]\n\n') : (JSON.parse(text) as { object: string }).object === 'chat.completion');
   }
   assert.equal(silent.posts, 2, 'each request went to the silent engine first');
-  for (let i = 0; i < 100 && silent.closedByPeer < 2; i++) await sleep(10);
-  assert.equal(silent.closedByPeer, 2, 'the gateway gave up on its connections');
+  await until(() => silent.closedByPeer >= 2, 'the gateway to give up on its connections');
+  assert.equal(silent.closedByPeer, 2);
   await settled(g);
 
   const a = await fakeEngine('no-answer');
@@ -381,8 +379,8 @@ test('an engine that stalls mid-stream: upstreamBodyTimeoutMs ends the client st
   const text = await r.body.text();
   assert.match(text, /^data: .*"content":"one".*\n\ndata: .*"content":"two".*\n\n/);
   assert.match(text, /data: \{"error":\{"message":"[^"]*","type":"upstream_error","code":"EAR_ERR_UPSTREAM_TIMEOUT"\}\}\n\ndata: \[DONE\]\n\n$/);
-  for (let i = 0; i < 100 && stall.closedByPeer === 0; i++) await sleep(10);
-  assert.equal(stall.closedByPeer, 1, 'the stalled upstream connection was closed');
+  await until(() => stall.closedByPeer > 0, 'the stalled upstream connection to close');
+  assert.equal(stall.closedByPeer, 1);
   assert.match(await g.gw.metrics.text(), /ear_upstream_errors_total\{backend="e0",kind="midstream"\} 1/);
   await settled(g);
 
@@ -435,8 +433,7 @@ test('a response whose unsent bytes pass MAX_HELD_BYTES is closed, and its count
   const c = await rawClient(uWS.us_socket_local_port(token));
   c.socket.pause();
   c.socket.write('GET /flood HTTP/1.1\r\nHost: x\r\n\r\n');
-  for (let i = 0; i < 1000 && !aborted; i++) await sleep(10);
-  assert.ok(aborted, 'the response was aborted (its upstream would be cancelled)');
+  await until(() => aborted, 'the response to be aborted (its upstream would be cancelled)');
   c.socket.resume(); // a paused socket reports its end only once read
   assert.notEqual(await within(c.closed, 30_000), 'timeout', 'the flooded connection was never closed');
   assert.equal(CLIENT_IO.backpressureCloses, closesBefore + 1);

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import fc from 'fast-check';
 import { ResponseParser, UpstreamError, UpstreamPool, type ParserSink, type UpstreamCall, type UpstreamHandler } from '../../src/upstream/client.js';
+import { until } from '../fixtures/wait.js';
 
 // ---- the parser, fed bytes directly ----
 
@@ -241,7 +242,7 @@ test('connection: close and a server that drops idle sockets: the next request o
     assert.equal(srv.connections, 2);
     // The server closes its idle sockets; once the client has seen it, a request reconnects without an error.
     for (const s of srv.sockets) s.end();
-    while (pool.size > 0) await new Promise((r) => setTimeout(r, 5));
+    await until(() => pool.size === 0, 'the client to see its sockets closed');
     const r = await send(pool);
     assert.equal(r.error, null);
     assert.equal(r.body, 'more');
@@ -331,7 +332,7 @@ test('abort: a queued request leaves the queue, one in flight closes its connect
     queued!.abort(gone);
     assert.equal((await b).error, gone);
     assert.equal(pool.queued, 0);
-    while (srv.requests.length === 0) await new Promise((r) => setTimeout(r, 5));
+    await until(() => srv.requests.length > 0, 'the in-flight request to reach the server');
     inflight!.abort(gone);
     assert.equal((await a).error, gone);
     assert.equal(pool.size, 0);
@@ -417,19 +418,17 @@ test('idle sockets close after keepAliveTimeoutMs, or sooner when the server say
   const srv = await rawServer((req, socket) => { socket.write(ok('k', req.includes('"hint"') ? 'keep-alive: timeout=1\r\n' : '')); });
   const short = new UpstreamPool(srv.url, { ...options, keepAliveTimeoutMs: 100 });
   const long = new UpstreamPool(srv.url, { ...options, keepAliveTimeoutMs: 60_000 });
-  const gone = async (pool: UpstreamPool): Promise<boolean> => {
-    for (let i = 0; i < 300 && pool.size > 0; i++) await new Promise((r) => setTimeout(r, 10));
-    return pool.size === 0;
-  };
+  // Within 3 s: the idle socket goes at its keep-alive timeout, long before the pool's own 60 s.
+  const gone = (pool: UpstreamPool, what: string): Promise<boolean> => until(() => pool.size === 0, { what, timeoutMs: 3000 });
   try {
     assert.equal((await send(short)).body, 'k');
     assert.equal(short.size, 1);
-    assert.ok(await gone(short), 'idle socket outlived keepAliveTimeoutMs');
+    await gone(short, 'the idle socket to go after keepAliveTimeoutMs');
     assert.equal((await send(short)).body, 'k');
     assert.equal(short.stats.connects, 2);
     // timeout=1 leaves no second to spare: the socket goes at the next check, long before 60 s.
     assert.equal((await send(long, '"hint"')).body, 'k');
-    assert.ok(await gone(long), 'the server\'s keep-alive hint was ignored');
+    await gone(long, 'the idle socket to go after the server\'s keep-alive hint');
   } finally {
     await short.close();
     await long.close();

@@ -9,10 +9,10 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { startLeaseServer } from '../fixtures/k8s-lease-server.js';
 import { fakeEngine } from '../fixtures/fake-engine.js';
 import { start, stop, metric, SERVE_LISTENING, type Proc } from '../fixtures/processes.js';
+import { until } from '../fixtures/wait.js';
 
 const NS = 'ear-e2e';
 const LEASE = 'ear-e2e-leader';
@@ -31,13 +31,8 @@ async function probe (url: string): Promise<Probe | null> {
 
 /** The replicas' /ready answers, until `cond` holds for them (rejects after `ms`). */
 async function readyUntil (what: string, urls: string[], cond: (p: Array<Probe | null>) => boolean, ms = 30_000): Promise<Array<Probe | null>> {
-  const t0 = performance.now();
-  for (;;) {
-    const p = await Promise.all(urls.map(probe));
-    if (cond(p)) return p;
-    if (performance.now() - t0 > ms) throw new Error(`timed out after ${ms} ms waiting for ${what}: ${JSON.stringify(p)}`);
-    await sleep(50);
-  }
+  let p: Array<Probe | null> = [];
+  return await until(async () => { p = await Promise.all(urls.map(probe)); return cond(p) && p; }, { what: () => `${what}: ${JSON.stringify(p)}`, timeoutMs: ms });
 }
 
 const readyOnes = (p: Array<Probe | null>): Probe[] => p.filter((x): x is Probe => x !== null && x.status === 200);
@@ -56,13 +51,16 @@ test('active-passive: one ready replica; SIGTERM hands over at once, SIGKILL aft
     procs.push(...await Promise.all([0, 1, 2].map(() => start(args, SERVE_LISTENING))));
     const urls = procs.map((p) => p.url);
 
-    // Exactly one ready, and it stays so.
+    // Exactly one ready, and it stays so while the leader renews three times (the followers read the lease
+    // between two renewals: retry period 0.4 s here, with jitter).
     let p = await readyUntil('one leader', urls, (x) => readyOnes(x).length === 1 && x.every((r) => r !== null));
-    for (let i = 0; i < 10; i++) {
+    const holder = readyOnes(p)[0].body.ha!.identity;
+    const since = performance.now();
+    await until(async () => {
       p = await Promise.all(urls.map(probe));
       assert.equal(readyOnes(p).length, 1, JSON.stringify(p));
-      await sleep(200);
-    }
+      return stub.api.history.filter((w) => w.holder === holder && w.at > since).length >= 3;
+    }, { what: 'three renewals by the leader, one replica ready throughout', intervalMs: 200 });
     const leaderUrl = readyOnes(p)[0].url;
     const leader = procs[urls.indexOf(leaderUrl)];
     const leaderId = readyOnes(p)[0].body.ha!.identity;

@@ -7,23 +7,15 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeApiStub, PODS, pod } from '../fixtures/k8s-api-server.js';
 import { LeaseApi, mountLeases } from '../fixtures/k8s-lease-server.js';
 import { configFile, podIp, podSim } from '../fixtures/k8s-pods.js';
 import { metric, SERVE_LISTENING, start, stop, turn, type Proc } from '../fixtures/processes.js';
 import { freePort } from '../store/redis-server.js';
+import { until } from '../fixtures/wait.js';
 
 const NS = 'ear-ha-discovery';
 const LEASE = 'ear-leader';
-
-async function until (check: () => Promise<boolean>, what: string, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 const readyStatus = async (url: string): Promise<number> => {
   try {

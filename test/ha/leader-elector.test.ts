@@ -12,6 +12,7 @@ import { startLeaseServer, type LeaseServer } from '../fixtures/k8s-lease-server
 import { kubeTarget } from '../../src/kube/kube-target.js';
 import { kubeLeaseClient } from '../../src/ha/lease-client.js';
 import { LeaderElector } from '../../src/ha/leader-elector.js';
+import { until } from '../fixtures/wait.js';
 
 const NS = 'ear-test';
 const MICRO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/;
@@ -37,22 +38,12 @@ async function withStub (fn: (stub: LeaseServer, elector: (id: string, t?: Timin
   }
 }
 
-/** Polls `cond` every 20 ms until true (resolves with the ms it took) or `ms` pass (rejects). */
-async function until (what: string, cond: () => boolean, ms = 20_000): Promise<number> {
-  const t0 = performance.now();
-  while (!cond()) {
-    if (performance.now() - t0 > ms) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(20);
-  }
-  return performance.now() - t0;
-}
-
 test('the first replica creates the lease and leads; renewals keep acquireTime and move renewTime', async () => {
   await withStub(async (stub, elector) => {
     const a = await elector('pod-a');
     assert.equal(a.isLeader, false);
     a.start();
-    await until('pod-a to lead', () => a.isLeader);
+    await until(() => a.isLeader, 'pod-a to lead');
     const first = structuredClone(stub.api.lease(NS, 'ear-leader')!);
     assert.equal(first.spec.holderIdentity, 'pod-a');
     assert.equal(first.spec.leaseDurationSeconds, 2);
@@ -61,7 +52,7 @@ test('the first replica creates the lease and leads; renewals keep acquireTime a
     assert.match(first.spec.renewTime!, MICRO);
     assert.equal(a.state.role, 'leader');
     assert.equal(a.state.holder, 'pod-a');
-    await until('three renewals', () => stub.api.history.filter((w) => w.method === 'PUT' && w.holder === 'pod-a').length >= 3);
+    await until(() => stub.api.history.filter((w) => w.method === 'PUT' && w.holder === 'pod-a').length >= 3, 'three renewals');
     const later = stub.api.lease(NS, 'ear-leader')!;
     assert.equal(later.spec.acquireTime, first.spec.acquireTime);
     assert.ok(Date.parse(later.spec.renewTime!) > Date.parse(first.spec.renewTime!));
@@ -76,7 +67,7 @@ test('a second replica stays a follower while the leader renews', async () => {
   await withStub(async (stub, elector) => {
     const a = await elector('pod-a');
     a.start();
-    await until('pod-a to lead', () => a.isLeader);
+    await until(() => a.isLeader, 'pod-a to lead');
     const b = await elector('pod-b');
     b.start();
     // Three lease durations: were renewals not seen as changes, b would take over after one.
@@ -96,7 +87,7 @@ test('a 409 from a write made meanwhile by someone else is re-read, and the lead
   await withStub(async (stub, elector) => {
     const a = await elector('pod-a');
     a.start();
-    await until('pod-a to lead', () => a.isLeader);
+    await until(() => a.isLeader, 'pod-a to lead');
     // Another writer (kubectl label, say) changes the object: the leader's next replace carries a stale version.
     for (let i = 0; i < 3; i++) {
       // The other writer meets the same rule: a renewal landing between its read and its write is a 409, and it
@@ -112,11 +103,11 @@ test('a 409 from a write made meanwhile by someone else is re-read, and the lead
         assert.equal(res.status, 200, text);
         break;
       }
-      await sleep(300);
+      // The leader's next renewal replaces what it wrote last, now stale: a 409, whichever way the two raced.
+      await until(() => a.stats.conflicts > i, `the leader's renewal to meet write ${i}`);
     }
-    await until('a conflict', () => a.stats.conflicts >= 1);
     const rv = Number(stub.api.lease(NS, 'ear-leader')!.metadata.resourceVersion);
-    await until('a renewal after the conflicts', () => Number(stub.api.lease(NS, 'ear-leader')!.metadata.resourceVersion) > rv);
+    await until(() => Number(stub.api.lease(NS, 'ear-leader')!.metadata.resourceVersion) > rv, 'a renewal after the conflicts');
     assert.ok(a.isLeader);
     assert.equal(a.stats.lost, 0);
     const lease = stub.api.lease(NS, 'ear-leader')!;
@@ -132,8 +123,12 @@ test('two replicas starting together: one leads, the other got a conflict or saw
     const b = await elector('pod-b');
     a.start();
     b.start();
-    await until('a leader', () => a.isLeader || b.isLeader);
-    await sleep(1500);
+    await until(() => a.isLeader || b.isLeader, 'a leader');
+    // The other one reads the lease held, and from then on stays a follower; the leader renews after that.
+    const [leader, other] = a.isLeader ? [a, b] : [b, a];
+    await until(() => other.state.holder === leader.state.identity, 'the other replica to see the lease held');
+    const seen = performance.now();
+    await until(() => stub.api.history.some((w) => w.holder === leader.state.identity && w.at > seen), 'a renewal after that');
     assert.equal(Number(a.isLeader) + Number(b.isLeader), 1);
     const holder = stub.api.lease(NS, 'ear-leader')!.spec.holderIdentity;
     assert.equal(holder, a.isLeader ? 'pod-a' : 'pod-b');
@@ -151,7 +146,7 @@ test('a lease whose holder stopped renewing is taken over only after leaseDurati
     const b = await elector('pod-b');
     const t0 = performance.now();
     b.start();
-    await until('pod-b to take over', () => b.isLeader);
+    await until(() => b.isLeader, 'pod-b to take over');
     // Counted from when pod-b first saw the lease (after t0): never from the stale renewTime in it.
     assert.ok(performance.now() - t0 >= 2000, `took over after ${Math.round(performance.now() - t0)} ms, before the lease duration`);
     const lease = stub.api.lease(NS, 'ear-leader')!;
@@ -166,10 +161,10 @@ test('close releases the lease and a follower takes over at once, not a lease du
   await withStub(async (stub, elector) => {
     const a = await elector('pod-a', long);
     a.start();
-    await until('pod-a to lead', () => a.isLeader);
+    await until(() => a.isLeader, 'pod-a to lead');
     const b = await elector('pod-b', long);
     b.start();
-    await until('pod-b to see pod-a hold it', () => b.state.holder === 'pod-a');
+    await until(() => b.state.holder === 'pod-a', 'pod-b to see pod-a hold it');
     const t0 = performance.now();
     const closed = a.close();
     // Not ready from the moment it closes, before the release is even written.
@@ -177,7 +172,7 @@ test('close releases the lease and a follower takes over at once, not a lease du
     await closed;
     const released = stub.api.lease(NS, 'ear-leader')!;
     assert.ok(released.spec.holderIdentity === '' || released.spec.holderIdentity === 'pod-b');
-    await until('pod-b to lead', () => b.isLeader);
+    await until(() => b.isLeader, 'pod-b to lead');
     assert.ok(performance.now() - t0 < 15_000, 'taken over well within the 30 s lease');
     const lease = stub.api.lease(NS, 'ear-leader')!;
     assert.equal(lease.spec.holderIdentity, 'pod-b');
@@ -192,21 +187,21 @@ for (const outage of ['paused', '503'] as const) {
     await withStub(async (stub, elector) => {
       const a = await elector('pod-a');
       a.start();
-      await until('pod-a to lead', () => a.isLeader);
+      await until(() => a.isLeader, 'pod-a to lead');
       const b = await elector('pod-b');
       b.start();
-      await until('pod-b to see pod-a hold it', () => b.state.holder === 'pod-a');
+      await until(() => b.state.holder === 'pod-a', 'pod-b to see pod-a hold it');
       // The last renewal that got through: the leader's claim runs renewDeadline from (before) it.
       const lastOk = (): number => stub.api.history.filter((w) => w.holder === 'pod-a').at(-1)!.at;
       if (outage === 'paused') stub.api.pause();
       else stub.api.failStatus = 503;
       const downAt = performance.now();
-      await until('pod-a to step down', () => !a.isLeader, 10_000);
+      await until(() => !a.isLeader, { what: 'pod-a to step down', timeoutMs: 10_000 });
       const last = lastOk();
       assert.ok(performance.now() - last >= SHORT.renewDeadlineSeconds * 1000 - 300, 'not before the renew deadline');
       assert.ok(performance.now() - downAt < 8000);
       // The step-down timer fires at the deadline the getter already applies.
-      await until('the step-down counted', () => a.stats.lost === 1, 5000);
+      await until(() => a.stats.lost === 1, { what: 'the step-down counted', timeoutMs: 5000 });
       assert.ok(a.stats.errors >= 1);
       // Followers cannot write either: nobody is ready, for more than a lease duration.
       const t0 = performance.now();
@@ -216,8 +211,11 @@ for (const outage of ['paused', '503'] as const) {
       }
       if (outage === 'paused') stub.api.resume();
       else stub.api.failStatus = null;
-      await until('a leader again', () => a.isLeader || b.isLeader);
-      await sleep(500);
+      await until(() => a.isLeader || b.isLeader, 'a leader again');
+      // The other one reads the lease again (the leader renews without reading: the next GET is the follower's).
+      const reads = stub.api.counts.GET ?? 0;
+      const [leader, other] = a.isLeader ? [a, b] : [b, a];
+      await until(() => (stub.api.counts.GET ?? 0) > reads && other.state.holder === leader.state.identity, 'the follower to read the lease held');
       assert.equal(Number(a.isLeader) + Number(b.isLeader), 1);
     });
   });
@@ -227,21 +225,21 @@ test('an API server slower than the renew deadline: the leader steps down, late 
   await withStub(async (stub, elector) => {
     const a = await elector('pod-a');
     a.start();
-    await until('pod-a to lead', () => a.isLeader);
+    await until(() => a.isLeader, 'pod-a to lead');
     const b = await elector('pod-b');
     b.start();
-    await until('pod-b to see pod-a hold it', () => b.state.holder === 'pod-a');
+    await until(() => b.state.holder === 'pod-a', 'pod-b to see pod-a hold it');
     stub.api.delayMs = 2000;
     let both = false;
     const t0 = performance.now();
-    await until('pod-a to step down', () => { both ||= a.isLeader && b.isLeader; return !a.isLeader; }, 10_000);
+    await until(() => { both ||= a.isLeader && b.isLeader; return !a.isLeader; }, { what: 'pod-a to step down', timeoutMs: 10_000 });
     while (performance.now() - t0 < 5000) {
       both ||= a.isLeader && b.isLeader;
       assert.equal(b.isLeader, false, 'no answer within the deadline: nobody may claim the lease');
       await sleep(20);
     }
     stub.api.delayMs = 0;
-    await until('a leader again', () => a.isLeader || b.isLeader);
+    await until(() => a.isLeader || b.isLeader, 'a leader again');
     for (let i = 0; i < 50; i++) {
       both ||= a.isLeader && b.isLeader;
       await sleep(20);
@@ -298,7 +296,7 @@ test('never two leaders: three replicas with a 2 s lease through API outages and
         again.start();
       }
     }
-    await until('a leader at the end', () => [...live.values()].some((e) => e.isLeader));
+    await until(() => [...live.values()].some((e) => e.isLeader), 'a leader at the end');
     sampling = false;
     await sampler;
     assert.ok(samples > 100, `${samples} samples`);

@@ -5,16 +5,9 @@ import { BlockHasher } from '../../src/core/block-keys.js';
 import { PrefixIndex } from '../../src/core/prefix-index.js';
 import { RingProducer } from '../../src/core/ring.js';
 import { startKvEventsThread } from '../../src/kvevents/kv-events-thread.js';
+import { until } from '../fixtures/wait.js';
 
 const small = { prefixIndexKeys: 1 << 12, sessions: 64, heapJobs: 16, recordRingOps: 1 << 12, pods: 8, scratchSlots: 8, scratchBytes: 1 << 16 };
-
-async function until (cond: () => boolean, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
 
 test('record ops pushed on the main thread reach the index through the kv-events thread, and age out', async () => {
   const shared = createRegion(small);
@@ -28,17 +21,17 @@ test('record ops pushed on the main thread reach the index through the kv-events
     const keys = hasher.hash(Array.from({ length: 320 }, (_, i) => i * 7), 16, hasher.rootSeed('m'));
     const now = performance.timeOrigin + performance.now();
     assert.equal(ring.pushKeysAt(ring.layout.opcodes.assumed, 3, keys.ptr, keys.count, now), 20);
-    await until(() => reader.longestPrefix(keys) === 20);
+    await until(() => reader.longestPrefix(keys) === 20, 'the 20 keys in the index');
     assert.equal(reader.counts[3], 20);
     assert.equal(reader.counts[2], 0);
     // forgetting the pod clears it everywhere
     ring.push(ring.layout.opcodes.forgetPod, 3, 0n, 0n, 0n);
-    await until(() => reader.longestPrefix(keys) === 0);
+    await until(() => reader.longestPrefix(keys) === 0, 'the forgotten pod\'s keys to go');
     // assumed entries expire after their TTL without any further op
     ring.pushKeysAt(ring.layout.opcodes.assumed, 1, keys.ptr, keys.count, performance.timeOrigin + performance.now());
-    await until(() => reader.longestPrefix(keys) === 20);
+    await until(() => reader.longestPrefix(keys) === 20, 'the 20 keys in the index');
     // expiry works in slices from a cursor: wait until every key, not just block 0, has aged out
-    await until(() => [...keys.keys].every((k) => reader.lookup(k) === null));
+    await until(() => [...keys.keys].every((k) => reader.lookup(k) === null), 'every key to age out');
     const stats = await thread.stats();
     assert.equal(stats.forgotten, 1);
     assert.ok(stats.expired >= 20, JSON.stringify(stats));

@@ -7,7 +7,8 @@ import { createRegion } from '../../src/core/region.js';
 import { PodTable } from '../../src/core/pod-table.js';
 import { RingProducer } from '../../src/core/ring.js';
 import { startKvEventsThread, type KvBackendSpec } from '../../src/kvevents/kv-events-thread.js';
-import { BLOCK, complete, eventSim, prompt, startRig, until } from './sim-rig.js';
+import { BLOCK, complete, eventSim, prompt, startRig } from './sim-rig.js';
+import { until } from '../fixtures/wait.js';
 
 test('purgePod unfollows the backend and purges its confirmed and assumed entries; old-lease ops are dropped', async () => {
   const rig = startRig();
@@ -20,10 +21,10 @@ test('purgePod unfollows the backend and purges its confirmed and assumed entrie
     await rig.thread.setBackends([s.spec]);
     const p = prompt(12 * BLOCK + 3, 5);
     await complete(s.sim, p);
-    await until('the confirmed blocks', () => rig.match(p, 1).pod === 12);
+    await until(() => rig.match(p, 1).pod === 12, 'the confirmed blocks');
     const hinted = [101n, 102n, 103n];
     ring.pushKeys(assumed, 1, hinted, Date.now());
-    await until('the assumed blocks', () => hinted.every((k) => rig.index.lookup(k)?.includes(1)));
+    await until(() => hinted.every((k) => rig.index.lookup(k)?.includes(1)), 'the assumed blocks');
     // The row is released: lease first (0 → 1), then the purge.
     assert.equal(pods.release(1), 1);
     ring.pushKeys(assumed, 1, [104n], Date.now(), 0, 0); // decided before the release, pushed after it
@@ -41,7 +42,7 @@ test('purgePod unfollows the backend and purges its confirmed and assumed entrie
     // A late op of the old lease after the purge is dropped; the row's next backend (lease 1) records as usual.
     ring.pushKeys(assumed, 1, [105n], Date.now(), 0, 0);
     ring.pushKeys(assumed, 1, [106n], Date.now());
-    await until('the next backend\'s op', () => rig.index.lookup(106n) !== null);
+    await until(() => rig.index.lookup(106n) !== null, 'the next backend\'s op');
     assert.equal(rig.index.lookup(105n), null);
     st = await rig.thread.stats();
     assert.equal(st.stale, 2);
@@ -66,12 +67,12 @@ test('purgePods purges several released rows in one sweep, unfollowing those sti
     await rig.thread.setBackends([s.spec]);
     const p = prompt(6 * BLOCK, 7);
     await complete(s.sim, p);
-    await until('row 2\'s confirmed blocks', () => rig.match(p, 2).pod === 6);
+    await until(() => rig.match(p, 2).pod === 6, 'row 2\'s confirmed blocks');
     // Keys shared by rows: a key goes only when its last row does.
     ring.pushKeys(assumed, 0, [201n, 202n], Date.now());
     ring.pushKeys(assumed, 3, [202n, 203n], Date.now());
     ring.pushKeys(assumed, 5, [203n, 204n], Date.now());
-    await until('the assumed blocks', () => rig.index.lookup(204n) !== null && rig.index.lookup(201n) !== null);
+    await until(() => rig.index.lookup(204n) !== null && rig.index.lookup(201n) !== null, 'the assumed blocks');
     // Bad lists are refused whole, before anything is purged.
     await assert.rejects(rig.thread.purgePods([0, 256]), /pod row must be/);
     await assert.rejects(rig.thread.purgePods([0, 0]), /listed twice/);

@@ -9,7 +9,8 @@ import { encode } from '@msgpack/msgpack';
 import { Publisher, Subscriber } from 'zeromq';
 import { encodeBatch } from '../../src/kvevents/codec.js';
 import { buildPubMessage, seqFromBytes } from '../../src/kvevents/frames.js';
-import { BLOCK, complete, eventSim, prompt, startRig, until } from './sim-rig.js';
+import { BLOCK, complete, eventSim, prompt, startRig } from './sim-rig.js';
+import { until } from '../fixtures/wait.js';
 
 const json = (v: unknown): string => JSON.stringify(v, (_, x) => (typeof x === 'bigint' ? String(x) : x));
 
@@ -24,7 +25,7 @@ test('an engine restart on the same addresses resyncs: the old cache is forgotte
     await rig.thread.setBackends([s.spec]);
     const old = [0, 1, 2, 3, 4].map((i) => prompt(8 * BLOCK, 10 + i));
     for (const p of old) await complete(s.sim, p);
-    await until('the old prompts', () => old.every((p) => rig.match(p, 0).pod === 8));
+    await until(() => old.every((p) => rig.match(p, 0).pod === 8), 'the old prompts');
     const ports = { http: s.sim.port, pub: s.spec.kvEvents, replay: s.spec.replay! };
     await s.sim.close();
     s = await eventSim(0, { kvEventFormat: 'map' }, ports);
@@ -73,7 +74,7 @@ test('messages dropped by a lossy relay between PUB and SUB are recovered from t
       await complete(s.sim, p);
       await new Promise((r) => setTimeout(r, 5));
     }
-    await until('every prompt', () => prompts.every((p) => rig.match(p, 2).pod === 6));
+    await until(() => prompts.every((p) => rig.match(p, 2).pod === 6), 'every prompt');
     const st = await rig.backend(2);
     assert.ok(dropped > 0 && forwarded > 0, `relay dropped ${dropped}, forwarded ${forwarded}`);
     assert.ok(st.gaps >= 1 && st.replayedBatches >= 1, json(st));
@@ -121,10 +122,10 @@ test('fuzzed payloads and frames never crash the thread; a good batch afterwards
   try {
     await rig.thread.setBackends([{ index: 3, id: 'fuzz', model: 'm', kvEvents: pub.lastEndpoint!, replay: null, topic: '' }]);
     // PUB/SUB joins asynchronously: send good batches until one has been applied.
-    await until('the subscriber joined', async () => {
+    await until(async () => {
       await pub.send(buildPubMessage('', seq++, good()));
       return (await rig.backend(3)).batches > 0;
-    });
+    }, 'the subscriber joined');
     const valid = good();
     for (let i = 0; i < 3000; i++) {
       const kind = int(5);
@@ -143,10 +144,10 @@ test('fuzzed payloads and frames never crash the thread; a good batch afterwards
       await pub.send(frames);
     }
     // The thread still answers, has counted the garbage, and applies a good batch.
-    await until('the fuzz to be consumed', async () => (await rig.backend(3)).lastSeq === seq - 1n, 20_000);
+    await until(async () => (await rig.backend(3)).lastSeq === seq - 1n, { what: 'the fuzz to be consumed', timeoutMs: 20_000 });
     await pub.send(buildPubMessage('', seq++, encodeBatch({ ts: Date.now() / 1000, dataParallelRank: 0, events: [{ type: 'AllBlocksCleared' }] }, { batchLayout: 'array', eventLayout: 'map', hashFormat: 'int' })));
     await pub.send(buildPubMessage('', seq++, good()));
-    await until('the good batch', () => rig.match(String.fromCharCode(...tokens), 3).pod === 4);
+    await until(() => rig.match(String.fromCharCode(...tokens), 3).pod === 4, 'the good batch');
     const st = await rig.backend(3);
     assert.ok(st.decodeErrors > 100, json(st));
     assert.equal(st.handlerErrors, 0, json(st));

@@ -3,7 +3,8 @@
 // goes; a backend removed from the list is purged.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BLOCK, complete, eventSim, prompt, startRig, until, type EventSim } from './sim-rig.js';
+import { BLOCK, complete, eventSim, prompt, startRig, type EventSim } from './sim-rig.js';
+import { until } from '../fixtures/wait.js';
 
 const COMBOS = [
   { kvEventFormat: 'array', kvHashFormat: 'int' },
@@ -21,18 +22,18 @@ test('stored blocks are found, per engine, in every layout and hash format; pref
     const early = prompt(10 * BLOCK + 5, 99);
     await complete(sims[0].sim, early);
     await rig.thread.setBackends(sims.map((s) => s.spec));
-    await until('the early prompt', () => rig.match(early, 0).pod === 10);
+    await until(() => rig.match(early, 0).pod === 10, 'the early prompt');
     for (const [pod, s] of sims.entries()) {
       const p = prompt(12 * BLOCK + 3, pod);
       await complete(s.sim, p);
-      await until(`pod ${pod}'s prompt`, () => rig.match(p, pod).pod === 12);
+      await until(() => rig.match(p, pod).pod === 12, `pod ${pod}'s prompt`);
       const m = rig.match(p, pod);
       assert.equal(m.deepest, 12);
       for (let other = 0; other < COMBOS.length; other++) if (other !== pod) assert.equal(rig.index.counts[other], 0);
       // a longer turn of the same conversation extends the chain through the parent's mapping
       const next = `${p}${prompt(4 * BLOCK, 100 + pod)}`;
       await complete(s.sim, next);
-      await until(`pod ${pod}'s next turn`, () => rig.match(next, pod).pod === 16);
+      await until(() => rig.match(next, pod).pod === 16, `pod ${pod}'s next turn`);
       const st = await rig.backend(pod);
       assert.equal(st.unplaceable + st.malformed + st.decodeErrors + st.resyncs + st.blockSizeMismatch, 0, JSON.stringify(st, (_, v) => typeof v === 'bigint' ? String(v) : v));
       assert.ok(st.blocksStored >= 16);
@@ -43,7 +44,7 @@ test('stored blocks are found, per engine, in every layout and hash format; pref
     const salted = prompt(6 * BLOCK, 7);
     await complete(sims[2].sim, salted, { cache_salt: 'tenant-a' });
     const keys = rig.keys(salted);
-    await until('the salted blocks', async () => (await rig.backend(2)).blocksStored >= 22);
+    await until(async () => (await rig.backend(2)).blocksStored >= 22, 'the salted blocks');
     assert.equal(rig.match(salted, 2).pod, 0, 'unsalted keys do not match salted blocks');
     assert.equal(keys.length, 6);
     // removed from the list: purged
@@ -64,10 +65,10 @@ test('blocks the engine evicts leave the index (small KV cache)', async () => {
     await rig.thread.setBackends([s.spec]);
     const prompts = [0, 1, 2, 3].map((i) => prompt(12 * BLOCK, 40 + i));
     await complete(s.sim, prompts[0]);
-    await until('the first prompt', () => rig.match(prompts[0], 1).pod === 12);
+    await until(() => rig.match(prompts[0], 1).pod === 12, 'the first prompt');
     for (const p of prompts.slice(1)) await complete(s.sim, p);
-    await until('the last prompt', () => rig.match(prompts[3], 1).pod === 12);
-    await until('the first prompt evicted', () => rig.match(prompts[0], 1).pod < 12);
+    await until(() => rig.match(prompts[3], 1).pod === 12, 'the last prompt');
+    await until(() => rig.match(prompts[0], 1).pod < 12, 'the first prompt evicted');
     const st = await rig.backend(1);
     assert.ok(st.blocksRemoved > 0);
     // The index holds exactly what the engine's events say it holds: no more than its KV cache.

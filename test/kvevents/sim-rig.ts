@@ -91,13 +91,5 @@ export async function complete (s: SimServer, prompt: string, extra: Record<stri
   assert.equal(r.status, 200, await r.text());
 }
 
-export async function until (what: string, cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 /** A prompt of n lowercase letters (n tokens with the character tokenizer), different for every seed. */
 export { text as prompt } from '../sim/http-helpers.js';

@@ -5,6 +5,7 @@ import { encodeBatch } from '../../src/kvevents/codec.js';
 import type { BlockStored } from '../../src/kvevents/types.js';
 import { KvEventSubscriber, subscriberBinds, type KvBackendConfig, type KvSubscriberOptions } from '../../src/kvevents/subscriber.js';
 import { TestPublisher, type TestPublisherOptions } from './test-publisher.js';
+import { until } from '../fixtures/wait.js';
 
 type Entry = { kind: 'batch'; seq: number; hash: bigint | null; replayed: boolean; topic: string } | { kind: 'resync'; reason: string; nextSeq: number; lastSeq: number | null };
 
@@ -15,14 +16,6 @@ function payload (n: number): Uint8Array {
     loraId: null, medium: 'GPU', loraName: null, extraKeys: null, groupIdx: 0,
   };
   return encodeBatch({ ts: Date.now() / 1000, events: [e], dataParallelRank: 0 }, { batchLayout: 'array', eventLayout: 'map', hashFormat: 'int' });
-}
-
-async function waitFor (what: string, cond: () => boolean, ms = 10_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 interface Rig { pub: TestPublisher; sub: KvEventSubscriber; log: Entry[]; seqs: () => number[]; close: () => Promise<void> }
@@ -50,7 +43,7 @@ test('in-order delivery: every batch once, decoded, with its seq, topic and back
   const r = await rig();
   try {
     for (let i = 0; i < 20; i++) await r.pub.publish(payload(i));
-    await waitFor('20 batches', () => r.seqs().length === 20);
+    await until(() => r.seqs().length === 20, '20 batches');
     assert.deepEqual(r.seqs(), range(0, 19));
     assert.ok(r.log.every((e) => e.kind === 'batch' && e.hash === BigInt(e.seq) && !e.replayed && e.topic === 'kv@pod-a@m'));
     const s = r.sub.stats();
@@ -69,7 +62,7 @@ test('batches dropped on the PUB side are recovered from the replay buffer, in o
   try {
     const dropped = new Set([3, 4, 7, 12]);
     for (let i = 0; i <= 15; i++) await r.pub.publish(payload(i), { drop: dropped.has(i) });
-    await waitFor('seq 15', () => r.sub.stats().lastSeq === 15n);
+    await until(() => r.sub.stats().lastSeq === 15n, 'seq 15');
     assert.deepEqual(r.seqs(), range(0, 15));
     assert.ok(r.log.every((e) => e.kind === 'batch' && e.hash === BigInt(e.seq)));
     for (const e of r.log) if (e.kind === 'batch' && dropped.has(e.seq)) assert.ok(e.replayed, `seq ${e.seq} came from the replay`);
@@ -86,10 +79,10 @@ test('a sequence that goes backwards (engine restart) resyncs, then follows the 
   const r = await rig();
   try {
     for (let i = 0; i < 5; i++) await r.pub.publish(payload(i));
-    await waitFor('5 batches', () => r.seqs().length === 5);
+    await until(() => r.seqs().length === 5, '5 batches');
     r.pub.restart();
     for (let i = 0; i < 3; i++) await r.pub.publish(payload(i));
-    await waitFor('8 batches', () => r.seqs().length === 8);
+    await until(() => r.seqs().length === 8, '8 batches');
     assert.deepEqual(r.log[5], { kind: 'resync', reason: 'seq-reset', nextSeq: 0, lastSeq: 4 });
     assert.deepEqual(r.seqs(), [0, 1, 2, 3, 4, 0, 1, 2]);
     assert.equal(r.sub.stats().resyncs, 1);
@@ -103,12 +96,12 @@ test('an engine process restart on the same address: the SUB reconnects by itsel
   let second: TestPublisher | null = null;
   try {
     for (let i = 0; i < 4; i++) await r.pub.publish(payload(i));
-    await waitFor('4 batches', () => r.seqs().length === 4);
+    await until(() => r.seqs().length === 4, '4 batches');
     await r.pub.close();
     second = await TestPublisher.start({ topic: 'kv@pod-a@m', replay: false, bindTo: r.pub.endpoint });
     await second.waitForSubscriber();
     for (let i = 0; i < 2; i++) await second.publish(payload(i));
-    await waitFor('6 batches', () => r.seqs().length === 6);
+    await until(() => r.seqs().length === 6, '6 batches');
     assert.deepEqual(r.log[4], { kind: 'resync', reason: 'seq-reset', nextSeq: 0, lastSeq: 3 });
     assert.deepEqual(r.seqs(), [0, 1, 2, 3, 0, 1]);
   } finally {
@@ -121,10 +114,10 @@ test('a restart noticed late is caught up from the new engine\'s replay buffer a
   const r = await rig();
   try {
     for (let i = 0; i < 6; i++) await r.pub.publish(payload(i));
-    await waitFor('6 batches', () => r.seqs().length === 6);
+    await until(() => r.seqs().length === 6, '6 batches');
     r.pub.restart();
     for (let i = 0; i < 3; i++) await r.pub.publish(payload(i), { drop: i < 2 });
-    await waitFor('the new seq 2', () => r.seqs().length === 9);
+    await until(() => r.seqs().length === 9, 'the new seq 2');
     assert.deepEqual(r.log[6], { kind: 'resync', reason: 'seq-reset', nextSeq: 2, lastSeq: 5 });
     assert.deepEqual(r.seqs().slice(6), [0, 1, 2]);
   } finally {
@@ -137,10 +130,10 @@ test('a gap older than the replay buffer resyncs and continues from the oldest b
   try {
     await r.pub.publish(payload(0));
     await r.pub.publish(payload(1));
-    await waitFor('2 batches', () => r.seqs().length === 2);
+    await until(() => r.seqs().length === 2, '2 batches');
     for (let i = 2; i <= 9; i++) await r.pub.publish(payload(i), { drop: true });
     await r.pub.publish(payload(10));
-    await waitFor('seq 10', () => r.sub.stats().lastSeq === 10n);
+    await until(() => r.sub.stats().lastSeq === 10n, 'seq 10');
     assert.deepEqual(r.log[2], { kind: 'resync', reason: 'gap-unrecoverable', nextSeq: 7, lastSeq: 1 });
     assert.deepEqual(r.seqs(), [0, 1, 7, 8, 9, 10]);
     const s = r.sub.stats();
@@ -160,7 +153,7 @@ test('malformed payloads and frames are counted and skipped without a gap', asyn
     await r.pub.sendRaw([Buffer.from('kv@pod-a@m'), Buffer.from('abc')]);
     await r.pub.sendRaw([Buffer.from('kv@pod-a@m'), Buffer.from('1234567'), payload(9)]);
     await r.pub.publish(payload(3));
-    await waitFor('seq 3', () => r.sub.stats().lastSeq === 3n);
+    await until(() => r.sub.stats().lastSeq === 3n, 'seq 3');
     assert.deepEqual(r.seqs(), [0, 1, 3]);
     const s = r.sub.stats();
     assert.equal(s.decodeErrors, 3);
@@ -176,7 +169,7 @@ test('without a replay endpoint a gap resyncs at once', async () => {
     await r.pub.publish(payload(0));
     await r.pub.publish(payload(1), { drop: true });
     await r.pub.publish(payload(2));
-    await waitFor('seq 2', () => r.sub.stats().lastSeq === 2n);
+    await until(() => r.sub.stats().lastSeq === 2n, 'seq 2');
     assert.deepEqual(r.log.map((e) => e.kind), ['batch', 'resync', 'batch']);
     assert.equal(r.sub.stats().replays, 0);
   } finally {
@@ -190,10 +183,10 @@ test('a replay that never answers times out into a resync, and the next gap asks
     await r.pub.publish(payload(0));
     await r.pub.publish(payload(1), { drop: true });
     await r.pub.publish(payload(2));
-    await waitFor('seq 2', () => r.sub.stats().lastSeq === 2n);
+    await until(() => r.sub.stats().lastSeq === 2n, 'seq 2');
     await r.pub.publish(payload(3), { drop: true });
     await r.pub.publish(payload(4));
-    await waitFor('seq 4', () => r.sub.stats().lastSeq === 4n);
+    await until(() => r.sub.stats().lastSeq === 4n, 'seq 4');
     assert.deepEqual(r.seqs(), [0, 2, 4]);
     const s = r.sub.stats();
     assert.equal(s.replays, 2);
@@ -209,7 +202,7 @@ test('joining late, the subscriber catches up from the replay buffer before the 
   try {
     for (let i = 0; i < 5; i++) await r.pub.publish(payload(i), { drop: true });
     await r.pub.publish(payload(5));
-    await waitFor('seq 5', () => r.sub.stats().lastSeq === 5n);
+    await until(() => r.sub.stats().lastSeq === 5n, 'seq 5');
     assert.deepEqual(r.seqs(), range(0, 5));
     assert.equal(r.sub.stats().resyncs, 0);
   } finally {
@@ -230,7 +223,7 @@ test('bind mode: engines connect to us (centralized mode)', async () => {
   try {
     await pub.waitForSubscriber();
     for (let i = 0; i < 3; i++) await pub.publish(payload(i));
-    await waitFor('3 batches', () => log.length === 3);
+    await until(() => log.length === 3, '3 batches');
     assert.deepEqual(log, [0, 1, 2]);
   } finally {
     await sub.close();
@@ -243,7 +236,7 @@ test('close() during a pending replay returns promptly and no callback fires aft
   await r.pub.publish(payload(0));
   await r.pub.publish(payload(1), { drop: true });
   await r.pub.publish(payload(2));
-  await waitFor('the replay request', () => r.pub.replayRequests === 1);
+  await until(() => r.pub.replayRequests === 1, 'the replay request');
   const before = r.log.length;
   await r.sub.close();
   await r.sub.close();
@@ -269,7 +262,7 @@ test('a throwing handler is counted and does not stop the stream; the apply lag 
     await pub.waitForSubscriber();
     const fmt = { batchLayout: 'map', eventLayout: 'map', hashFormat: 'int' } as const;
     for (let i = 0; i < 3; i++) await pub.publish(encodeBatch({ ts: 1_700_000_000 + i, events: [{ type: 'AllBlocksCleared' }], dataParallelRank: null }, fmt));
-    await waitFor('3 batches', () => seen.length === 3);
+    await until(() => seen.length === 3, '3 batches');
     const s = sub.stats();
     assert.deepEqual(seen, [0, 1, 2]);
     assert.equal(s.handlerErrors, 1);
@@ -298,7 +291,7 @@ test('a consumer that falls behind: ZMQ drops past the high-water marks, replay 
   };
   try {
     for (let i = 0; i < 300; i++) await r.pub.publish(big(i));
-    await waitFor('seq 299', () => r.sub.stats().lastSeq === 299n, 20_000);
+    await until(() => r.sub.stats().lastSeq === 299n, { what: 'seq 299', timeoutMs: 20_000 });
     assert.deepEqual(r.seqs(), range(0, 299));
     assert.ok(r.log.every((e) => e.kind === 'batch' && e.hash === BigInt(e.seq)));
     const s = r.sub.stats();
@@ -317,7 +310,7 @@ test('the last batches of a burst dropped on the live stream: a tail check after
     for (let i = 0; i < 8; i++) await r.pub.publish(payload(i));
     // Lost on the live socket, kept in the engine's replay buffer; nothing after them would reveal the gap.
     for (let i = 8; i < 10; i++) await r.pub.publish(payload(i), { drop: true });
-    await waitFor('seq 9', () => r.sub.stats().lastSeq === 9n);
+    await until(() => r.sub.stats().lastSeq === 9n, 'seq 9');
     assert.deepEqual(r.seqs(), range(0, 9));
     assert.ok(r.log.slice(8).every((e) => e.kind === 'batch' && e.replayed));
     const s = r.sub.stats();
@@ -343,17 +336,17 @@ test('replayOnStart: what the engine published before we started is replayed wit
   try {
     await sub.start();
     await pub.waitForSubscriber();
-    await waitFor('the 5 buffered batches', () => log.length === 5);
+    await until(() => log.length === 5, 'the 5 buffered batches');
     assert.ok(log.every((e, i) => e.kind === 'batch' && e.seq === i && e.replayed && e.hash === BigInt(i)));
     // The engine restarts while idle: its seq 0 is not the seq 0 we replayed (other bytes), so it resyncs.
     pub.restart();
     await pub.publish(payload(100));
-    await waitFor('the new engine\'s batch', () => log.length === 7);
+    await until(() => log.length === 7, 'the new engine\'s batch');
     assert.deepEqual(log[5], { kind: 'resync', reason: 'seq-reset', nextSeq: 0, lastSeq: 4 });
     assert.deepEqual(log[6], { kind: 'batch', seq: 0, hash: 100n, replayed: false, topic: 'kv@pod-a@m' });
     // From there the live stream goes on as usual.
     await pub.publish(payload(101));
-    await waitFor('seq 1', () => log.length === 8);
+    await until(() => log.length === 8, 'seq 1');
     assert.equal(sub.stats().resyncs, 1);
     assert.equal(sub.stats().duplicates, 0);
   } finally {

@@ -5,13 +5,10 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { createRegion, Region } from '../../src/core/region.js';
-import { RoutingHost } from '../../src/core/routing-host.js';
-import { createPolicy } from '../../src/core/policies/index.js';
 import { startMigrationThread } from '../../src/migration/migration-thread.js';
 import type { FromMigrationThread } from '../../src/migration/thread-protocol.js';
+import { MODEL, routingHost } from '../fixtures/host.js';
 
-const MODEL = 'm';
 const TTL = 3_600_000;
 const KNOBS = { tHot: 1000, minGain: 1000, tCool: 60 };
 
@@ -31,10 +28,7 @@ test('migration thread: plans over the tables the main thread writes, pre-warms 
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const shared = createRegion({ prefixIndexKeys: 1 << 10, sessions: 64, heapJobs: 16, recordRingOps: 1024, pods: 8, scratchSlots: 12, scratchBytes: 1 << 16 });
-  const host = new RoutingHost(new Region(shared), { policy: createPolicy('ear-proactive', KNOBS), blockSize: 16, sessionTtlMs: TTL, random: () => 0.5 });
-  const a = host.addPod({ id: 'a', role: 'both', models: new Set([MODEL]), state: 'ready' });
-  const b = host.addPod({ id: 'b', role: 'both', models: new Set([MODEL]), state: 'ready' });
+  const { region, host, rows: [a, b] } = routingHost({ policy: 'ear-proactive', knobs: KNOBS, pods: ['a', 'b'], sessionTtlMs: TTL });
   const now = performance.timeOrigin + performance.now();
   host.holdSession('s', a, TTL, now);
   const key = host.sessionKey('s');
@@ -46,7 +40,7 @@ test('migration thread: plans over the tables the main thread writes, pre-warms 
     policyConfig: KNOBS, intervalMs: 20, bodyCacheBytes: 1 << 20,
     transfers: { kvCostProfile: 'h100-llama-3.1-8b', kvConnectors: ['nixl'], kvConnector: 'nixl' },
     upstream: { connections: 2, headersTimeoutMs: 10_000, bodyTimeoutMs: 10_000 }
-  }, shared, {
+  }, { memory: region.memory, module: region.module }, {
     onMoved: (m) => { moved.push(m); arrived(); },
     onTransfer: () => {},
     onError: (e) => errors.push(e)

@@ -5,11 +5,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
-import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { createAndAttach } from '../../src/core/region.js';
-import { RoutingHost } from '../../src/core/routing-host.js';
-import { createPolicy } from '../../src/core/policies/index.js';
 import { readEarProactiveKnobs } from '../../src/core/policies/ear.js';
 import { LoadTable } from '../../src/core/load-table.js';
 import { PodTable } from '../../src/core/pod-table.js';
@@ -20,8 +16,9 @@ import { kvTransfersFor } from '../../src/migration/transfers-for.js';
 import type { TransferMode } from '../../src/migration/cost.js';
 import type { FromMigrationThread } from '../../src/migration/thread-protocol.js';
 import { prewarmBody } from '../../src/migration/proactive-transfer.js';
+import { MODEL, routingHost } from '../fixtures/host.js';
+import { once } from '../fixtures/wait.js';
 
-const MODEL = 'm';
 const TTL = 3_600_000;
 const KNOBS = { tHot: 1000, minGain: 1000, tCool: 60, maxMovesPerPod: 2 };
 const PARAMS = { do_remote_prefill: true, do_remote_decode: false, remote_block_ids: [1, 2, 3], remote_engine_id: 'src-engine', remote_host: 'localhost', remote_port: 5600 };
@@ -56,10 +53,7 @@ async function setup (mode: TransferMode, targetStatus = 200) {
   const src = await engine();
   const dst = await engine(targetStatus);
   servers.push(src.server, dst.server);
-  const region = createAndAttach({ prefixIndexKeys: 1 << 10, sessions: 64, heapJobs: 16, recordRingOps: 1024, pods: 8, scratchSlots: 12, scratchBytes: 1 << 16 });
-  const host = new RoutingHost(region, { policy: createPolicy('ear-proactive', KNOBS), blockSize: 16, sessionTtlMs: TTL, random: () => 0.5 });
-  const a = host.addPod({ id: 'a', role: 'both', models: new Set([MODEL]), state: 'ready' });
-  const b = host.addPod({ id: 'b', role: 'both', models: new Set([MODEL]), state: 'ready' });
+  const { region, host, rows: [a, b] } = routingHost({ policy: 'ear-proactive', knobs: KNOBS, pods: ['a', 'b'], sessionTtlMs: TTL });
   host.holdSession('s', a, TTL, 0);
   const key = host.sessionKey('s');
   host.sessions.setCount(key, 'contextTokens', 2000);
@@ -158,14 +152,11 @@ test('proactive loop: a session whose body is not cached is skipped, counted, an
 test('proactive loop: stop aborts a transfer in flight; nothing is handed over', async () => {
   const { src, loop, sent, body } = await setup('nixl');
   // The source takes the export leg and never answers.
-  let reached = false;
   src.server.removeAllListeners('request');
-  src.server.on('request', () => { reached = true; });
+  const reached = once(src.server, 'request', { what: 'the export leg to reach the source' });
   body();
   loop.tick();
-  const deadline = Date.now() + 10_000;
-  while (!reached && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
-  assert.ok(reached);
+  await reached;
   assert.equal(loop.stats().inFlight, 1);
   const s = await loop.stop();
   assert.equal(s.inFlight, 0);

@@ -4,23 +4,21 @@
 // bounds: transfers in flight per source pod across ticks, and one attempt per idle period.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createAndAttach, type Region } from '../../src/core/region.js';
-import { RoutingHost } from '../../src/core/routing-host.js';
-import { createPolicy } from '../../src/core/policies/index.js';
+import type { Region } from '../../src/core/region.js';
+import type { RoutingHost } from '../../src/core/routing-host.js';
 import { readEarProactiveKnobs } from '../../src/core/policies/ear.js';
 import { LoadTable } from '../../src/core/load-table.js';
 import { PodTable } from '../../src/core/pod-table.js';
 import { SessionTable } from '../../src/core/session-table.js';
 import { isIdle, ProactivePlanner, type PlannerBackend } from '../../src/migration/proactive-planner.js';
+import { MODEL, routingHost } from '../fixtures/host.js';
 
-const MODEL = 'm';
 const TTL = 3_600_000;
 const KNOBS = { tHot: 1000, minGain: 1000, tCool: 60, maxMovesPerPod: 2 };
 
 function cluster (pods: Array<{ id: string; role?: 'both' | 'prefill' | 'decode'; state?: 'ready' | 'down'; kv?: number }>) {
-  const region = createAndAttach({ prefixIndexKeys: 1 << 10, sessions: 256, heapJobs: 16, recordRingOps: 1024, pods: 8, scratchSlots: 12, scratchBytes: 1 << 16 });
-  const host = new RoutingHost(region, { policy: createPolicy('ear-proactive', KNOBS), blockSize: 16, sessionTtlMs: TTL, random: () => 0.5 });
-  const rows = pods.map((p) => host.addPod({ id: p.id, role: p.role ?? 'both', models: new Set([MODEL]), state: p.state ?? 'ready', kvCapacityBlocks: p.kv }));
+  const { region, host, rows } = routingHost({ policy: 'ear-proactive', knobs: KNOBS, sessionTtlMs: TTL,
+    pods: pods.map((p) => ({ id: p.id, role: p.role, state: p.state, kvCapacityBlocks: p.kv })) });
   return { region, host, rows };
 }
 

@@ -1,9 +1,9 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { RemoteOffloadStore } from '../../src/sim/offload-store-client.js';
 import type { SimServer } from '../../src/sim/server.js';
 import { post, sim, text } from './http-helpers.js';
+import { until } from '../fixtures/wait.js';
 
 const common = { stopProbability: 0, enablePromptTokensDetails: true, servedModelName: ['m'] };
 let host: SimServer;
@@ -16,14 +16,6 @@ after(async () => { await Promise.all([host.close(), user.close()]); });
 
 // vLLM leaves prompt_tokens_details null when nothing was cached.
 const cached = (r: { json: any }): number => r.json.usage.prompt_tokens_details?.cached_tokens ?? 0;
-
-async function until (what: string, ok: () => boolean | Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (await ok()) return;
-    await sleep(10);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 test('a prompt computed on the hosting sim is loaded by the other: cached_tokens counts the loaded blocks', async () => {
   const prompt = text(400, 5);
@@ -50,7 +42,7 @@ test('blocks computed on the other sim are saved to the host\'s store after thei
   const r = await post(`${user.url}/v1/chat/completions`, { model: 'm', messages: [{ role: 'user', content: prompt }], max_tokens: 3 });
   assert.equal(r.status, 200);
   assert.equal(cached(r), 0);
-  await until('the saves to reach the host', () => host.offloadStore!.stores >= before + 18);
+  await until(() => host.offloadStore!.stores >= before + 18, 'the saves to reach the host');
   const again = await post(`${host.url}/v1/chat/completions`, { model: 'm', messages: [{ role: 'user', content: prompt }], max_tokens: 3 });
   assert.ok(cached(again) >= 288, JSON.stringify(again.json.usage));
   assert.ok(host.engine.offloadLoadedTokens >= 288);
@@ -77,7 +69,7 @@ test('a store that cannot be reached costs nothing but the hit: requests prefill
     assert.equal(r.status, 200);
     assert.equal(cached(r), 0);
     assert.equal(lost.offloadClient!.stats().prefetchErrors, 1);
-    await until('the failed save', () => lost.offloadClient!.stats().saveErrors > 0);
+    await until(() => lost.offloadClient!.stats().saveErrors > 0, 'the failed save');
   } finally {
     await lost.close();
   }
@@ -99,14 +91,14 @@ test('the client answers each request from its own prefetch, and bounds what it 
     client.save(digests.slice(0, 8));
     assert.equal(client.stats().droppedBlocks, 3, 'a store that falls behind loses the oldest saves, not memory');
     client.flush();
-    await until('the save', () => client.stats().savedBlocks === 5);
+    await until(() => client.stats().savedBlocks === 5, 'the save');
     // Blocks 3..7 are stored, block 0 is not: a prefix lookup from block 0 finds nothing.
     assert.equal(await client.prefetch(digests), 0);
     // Same content hashed again: a prefetch for other digest objects does not answer for these.
     assert.equal(client.lookup(hasher.extend([], prompt, null, null), 12), 0);
     client.save(digests.slice(0, 3));
     client.flush();
-    await until('the second save', () => client.stats().savedBlocks === 8);
+    await until(() => client.stats().savedBlocks === 8, 'the second save');
     const fresh = hasher.extend([], prompt, null, null);
     assert.equal(await client.prefetch(fresh), 8);
     assert.equal(client.lookup(fresh, 12), 8);

@@ -5,9 +5,9 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { parseSimArgs } from '../../src/cli/sim.js';
 import { post, text } from './http-helpers.js';
+import { until } from '../fixtures/wait.js';
 
 const ear = fileURLToPath(new URL('../../src/cli/ear.js', import.meta.url));
 
@@ -89,7 +89,7 @@ test('two ear sim processes share one store: a prompt computed on either is serv
     assert.equal(first.status, 200);
     const promptTokens = first.json.usage.prompt_tokens as number;
     const need = Math.floor((promptTokens - 1) / 16);
-    for (let i = 0; i < 200 && (await stats(a)).store.size < sizeBefore + need; i++) await sleep(10);
+    await until(async () => (await stats(a!)).store.size >= sizeBefore + need, `A to store the prompt's ${need} blocks`);
     const again = await post(`${a.url}/v1/chat/completions`, { model: 'm', messages, max_tokens: 4 });
     assert.ok(cached(again) >= need * 16, `A reported ${cached(again)} cached tokens of ${promptTokens}`);
     const s = await stats(a);

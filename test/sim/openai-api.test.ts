@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import type { SimServer } from '../../src/sim/server.js';
 import { post, sim, sseData, text } from './http-helpers.js';
+import { until } from '../fixtures/wait.js';
 
 let s: SimServer;
 let client: OpenAI;
@@ -219,8 +220,7 @@ test('a client that disconnects mid-stream aborts its engine request', async () 
   await reader.read();
   ac.abort();
   await reader.closed.catch(() => {});
-  for (let i = 0; i < 200 && (s.engine.stats().running + s.engine.stats().waiting) > 0; i++) await new Promise((r) => setTimeout(r, 10));
-  assert.equal(s.engine.stats().running + s.engine.stats().waiting, 0);
+  await until(() => s.engine.stats().running + s.engine.stats().waiting === 0, 'the engine to drop the aborted request');
   const metrics = await (await fetch(`${s.url}/metrics`)).text();
   assert.match(metrics, /vllm:request_success_total\{model_name="sim-model",engine="0",finished_reason="abort"\} [1-9]/);
 });

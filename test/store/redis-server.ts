@@ -3,6 +3,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, connect } from 'node:net';
+import { until } from '../fixtures/wait.js';
 
 function missing (): string | false {
   const r = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
@@ -56,12 +57,10 @@ export class RedisServer {
     this.#proc = p;
     p.stdout?.on('data', (b: Buffer) => { this.#log = (this.#log + b.toString()).slice(-4000); });
     p.stderr?.on('data', (b: Buffer) => { this.#log = (this.#log + b.toString()).slice(-4000); });
-    const deadline = Date.now() + 10_000;
-    while (!(await accepts(this.port))) {
+    await until(async () => {
       if (p.exitCode !== null) throw new Error(`redis-server exited (${p.exitCode}) on port ${this.port}: ${this.#log}`);
-      if (Date.now() > deadline) throw new Error(`redis-server did not listen on ${this.port} within 10 s: ${this.#log}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
+      return await accepts(this.port);
+    }, { what: () => `redis-server to listen on ${this.port}: ${this.#log}`, timeoutMs: 10_000 });
   }
 
   /** SIGKILL, and waits for the exit (the port is free again). */

@@ -8,6 +8,7 @@ import { RedisStore, type RedisStoreOptions } from '../../src/store/redis-store.
 import type { StoreLogger, StoreReply } from '../../src/store/session-store.js';
 import { contractSuite, value, CTX } from './contract.js';
 import { RedisServer, redisServerMissing } from './redis-server.js';
+import { until } from '../fixtures/wait.js';
 
 let prefixes = 0;
 const newPrefix = (): string => `t${process.pid}.${prefixes++}:`;
@@ -29,14 +30,6 @@ async function timed<T> (p: Promise<T>): Promise<[T, number]> {
   const t0 = performance.now();
   const v = await p;
   return [v, performance.now() - t0];
-}
-
-async function until (what: string, cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
 }
 
 describe('redis store', { skip: redisServerMissing }, () => {
@@ -147,8 +140,7 @@ describe('redis store', { skip: redisServerMissing }, () => {
     assert.equal(value(await s.createContext('c', CTX, 1)), true);
     const got = value(await s.getContext('c'));
     assert.ok(got !== null && got.ttlMs > 0 && got.ttlMs <= 1000, `ttlMs ${got?.ttlMs}`);
-    await sleep(1150);
-    assert.equal(value(await s.getContext('c')), null);
+    await until(async () => value(await s.getContext('c')) === null, { what: 'Redis to expire the context', timeoutMs: 2000 });
     assert.equal(value(await s.createContext('c', CTX, 1)), true, 'the id is free again');
     await s.close();
   });
@@ -156,12 +148,13 @@ describe('redis store', { skip: redisServerMissing }, () => {
   test('sessions expire after sessionTtlMs without writes; a write refreshes it, a load does not', async () => {
     const s = await upStore(server, { prefix: newPrefix(), sessionTtlMs: 1000 });
     value(await s.bind('s', 'pod-a'));
+    // Time passing is what this tests: a write 600 ms in, then a load 1.2 s in, past the bind's TTL.
     await sleep(600);
     value(await s.addService('s', { serviceMs: 1 }));
     await sleep(600);
     assert.equal(value(await s.load('s'))?.host, 'pod-a', 'alive: refreshed 600 ms ago');
-    await sleep(600);
-    assert.equal(value(await s.load('s')), null, 'gone: the load did not refresh it');
+    // Loads every few ms until it expires: had a load refreshed it, it never would.
+    await until(async () => value(await s.load('s')) === null, { what: 'the session to expire (a load does not refresh it)', timeoutMs: 1000 });
     await s.close();
   });
 
@@ -172,7 +165,9 @@ describe('redis store', { skip: redisServerMissing }, () => {
     const [r, ms] = await timed(s.bind('s', 'pod-a'));
     assert.deepEqual(r, { ok: false, reason: 'down' });
     assert.ok(ms < 40, `answered in ${ms} ms`);
-    await sleep(200); // reconnection attempts go on: each fails, none logs
+    // Reconnection attempts go on (one every 20 ms) and each fails: proves that none logs, so there is no event to
+    // wait for; a few attempts' time.
+    await sleep(100);
     assert.equal(log.warn.length, 1);
     assert.match(log.warn[0][1], /unreachable/);
     assert.equal(s.state, 'down');
@@ -204,7 +199,7 @@ describe('redis store: Redis down and back', { skip: redisServerMissing }, () =>
       degraded++;
       await sleep(5);
     }
-    await until('the store to be down', () => a.state === 'down');
+    await until(() => a.state === 'down', 'the store to be down');
     assert.equal(log.warn.length, 1, 'one warning for the change, not one per call or per reconnection attempt');
     assert.match(log.warn[0][1], /session store down/);
     const st = a.stats();
@@ -230,14 +225,14 @@ describe('redis store: Redis down and back', { skip: redisServerMissing }, () =>
     const log = logCapture();
     const a = await upStore(server, { commandTimeoutMs: 50, logger: log.logger, prefix: 'r:', reconnectMaxMs: 50 });
     await server.kill();
-    await until('the store to be down', () => a.state === 'down');
+    await until(() => a.state === 'down', 'the store to be down');
     for (const ms of [10, 20, 30]) assert.deepEqual(await a.addService('x', { serviceMs: ms, criticalPathMs: ms, contextTokens: ms }), { ok: false, reason: 'down' });
     assert.deepEqual(await a.bind('y', 'pod-a'), { ok: false, reason: 'down' });
     assert.deepEqual(await a.casHost('y', 'pod-a', 'pod-b', 77), { ok: false, reason: 'down' });
     assert.equal(a.stats().backlog, 2);
     await server.start();
     assert.equal(await a.whenUp(10_000), true);
-    await until('the backlog to drain', () => a.stats().backlog === 0 && a.stats().replayed === 2);
+    await until(() => a.stats().backlog === 0 && a.stats().replayed === 2, 'the backlog to drain');
     assert.deepEqual(value(await a.load('x')), { host: null, attainedMs: 60, criticalPathMs: 30, contextTokens: 30, lastMigration: -Infinity, migrations: 0, version: 1 });
     // bind(pod-a) then pod-a → pod-b, folded into one change from unbound: on an empty server it binds pod-b.
     assert.equal(value(await a.load('y'))?.host, 'pod-b');
@@ -247,12 +242,12 @@ describe('redis store: Redis down and back', { skip: redisServerMissing }, () =>
   test('the backlog is bounded: the oldest sessions go first, counted', async () => {
     const a = await upStore(server, { commandTimeoutMs: 50, prefix: 'b:', maxBacklog: 2, reconnectMaxMs: 50 });
     await server.kill();
-    await until('the store to be down', () => a.state === 'down');
+    await until(() => a.state === 'down', 'the store to be down');
     for (const id of ['s1', 's2', 's3', 's2']) await a.addService(id, { serviceMs: 1 });
     assert.deepEqual([a.stats().backlog, a.stats().backlogDropped], [2, 1]);
     await server.start();
     assert.equal(await a.whenUp(10_000), true);
-    await until('the backlog to drain', () => a.stats().backlog === 0);
+    await until(() => a.stats().backlog === 0, 'the backlog to drain');
     assert.equal(value(await a.load('s1')), null, 's1 was dropped');
     assert.equal(value(await a.load('s2'))?.attainedMs, 2);
     assert.equal(value(await a.load('s3'))?.attainedMs, 1);
@@ -275,7 +270,9 @@ describe('redis store: Redis down and back', { skip: redisServerMissing }, () =>
       const [r, ms] = await timed(a.addService('s', { serviceMs: 4 }));
       assert.deepEqual(r, { ok: false, reason: 'down' });
       assert.ok(ms < 40, `a call while down is answered at once (${ms.toFixed(1)} ms)`);
-      await sleep(350); // probes time out meanwhile: no more logs
+      // Probes (every 100 ms, each timing out after 50 ms) go unanswered meanwhile: proves that they log nothing
+      // more, so there is no event to wait for; two probes' time.
+      await sleep(250);
       assert.equal(log.warn.length, 1);
       assert.match(log.warn[0][1], /down/);
     } finally {
@@ -283,7 +280,7 @@ describe('redis store: Redis down and back', { skip: redisServerMissing }, () =>
     }
     assert.equal(await a.whenUp(5000), true, 'a probe finds it answering again');
     assert.equal(log.info.length, 2);
-    await until('the backlog to drain', () => a.stats().backlog === 0);
+    await until(() => a.stats().backlog === 0, 'the backlog to drain');
     assert.equal(value(await a.load('s'))?.attainedMs, 4, 'the increment answered `down` was replayed');
     const st = a.stats();
     assert.deepEqual([st.timeouts, st.fastFails, st.stateChanges], [3, 1, 3]);

@@ -9,7 +9,8 @@ import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { KIND, otlpReceiver, STATUS, type OtlpReceiver, type ReceivedSpan } from '../fixtures/otlp-receiver.js';
 import { stop, type Proc } from '../fixtures/processes.js';
-import { chat, epp, hostPort, metricSum, sims, until, type Epp } from '../epp/epp-process.js';
+import { chat, epp, hostPort, metricSum, sims, type Epp } from '../epp/epp-process.js';
+import { until } from '../fixtures/wait.js';
 
 const PROBE = fileURLToPath(new URL('../fixtures/otel-modules-probe.js', import.meta.url));
 const LOADED = /opentelemetry-modules-loaded=(\d+)/;
@@ -53,7 +54,7 @@ describe('tracing on: ear epp spans each picked request and names its server spa
     // Streams slow enough that an abort after two chunks is mid-response.
     engines = await sims(2, ['--stop-probability', '0', '--time-scale', '0.5']);
     e = await epp(engines.map((s, i) => `${s.url},id=sim-${i}`), ['--policy', 'ear', '--fallbacks', '1'], { env: otelEnv(receiver) });
-    await until(() => metricSum(e.http, 'ear_backend_up'), (n) => n === 2);
+    await until(async () => await metricSum(e.http, 'ear_backend_up') === 2, 'ear_backend_up = 2');
   });
   after(async () => {
     await e?.close();
@@ -184,7 +185,7 @@ describe('tracing on: a request shed by admission', () => {
       beforeUpstream: async () => {
         // The holder has the engine's one slot: the waiter queues, the next finds the queue full.
         queued = e.envoy.exchange({ body: chat('waiter'), headers: { 'x-request-id': 'rid-waiter' } });
-        await until(() => metricSum(e.http, 'ear_admission_queue_depth'), (n) => n === 1);
+        await until(async () => await metricSum(e.http, 'ear_admission_queue_depth') === 1, 'ear_admission_queue_depth = 1');
         shed = await e.envoy.exchange({ body: chat('shed'), headers: { 'x-request-id': 'rid-429', traceparent: `00-${hex(16, 'shed')}-${hex(8, 'c')}-01` } });
       }
     });
@@ -216,9 +217,9 @@ describe('tracing on: a request shed by admission', () => {
       body: streamed('holder 2', 60),
       beforeUpstream: async () => {
         waiting = e.envoy.exchange({ body: chat('gives up'), cancelWhen: cancelled, headers: { 'x-request-id': 'rid-gave-up' } }).catch((err: Error) => err);
-        await until(() => metricSum(e.http, 'ear_admission_queue_depth'), (n) => n === 1);
+        await until(async () => await metricSum(e.http, 'ear_admission_queue_depth') === 1, 'ear_admission_queue_depth = 1');
         cancel();
-        await until(() => metricSum(e.http, 'ear_admission_queue_depth'), (n) => n === 0);
+        await until(async () => await metricSum(e.http, 'ear_admission_queue_depth') === 0, 'ear_admission_queue_depth = 0');
       }
     });
     assert.equal(a.status, 200);

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { fakeEngine, type FakeEngine } from '../fixtures/fake-engine.js';
 import { KIND, otlpReceiver, STATUS, type OtlpReceiver, type ReceivedSpan } from '../fixtures/otlp-receiver.js';
 import { SERVE_LISTENING, start, stop, type Proc } from '../fixtures/processes.js';
+import { until } from '../fixtures/wait.js';
 
 const PROBE = fileURLToPath(new URL('../fixtures/otel-modules-probe.js', import.meta.url));
 const LOADED = /opentelemetry-modules-loaded=(\d+)/;
@@ -198,7 +199,9 @@ describe('tracing on: an engine failure and the flush on SIGTERM', () => {
     const traceId = hex(16, 'failing');
     const answer = await chat(gw.url, { traceparent: `00-${traceId}-${hex(8, 'c')}-01` });
     assert.equal(answer.status, 500);
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Proves nothing is exported yet, so there is no event to wait for: a processor that exported each span as it
+    // ended would have posted within this while.
+    await new Promise((resolve) => setTimeout(resolve, 100));
     assert.equal(receiver.spans.filter((s) => s.traceId === traceId).length, 0, 'nothing exported before the drain');
     assert.equal(await stop(gw), 0);
     assert.ok(stderrCount(gw) > 0, 'the SDK was loaded');
@@ -240,7 +243,9 @@ describe('tracing on: a request that waits for admission', () => {
     engine.mode = 'ok';
     const traceId = hex(16, 'queued');
     const waiting = chat(gw.url, { traceparent: `00-${traceId}-${hex(8, 'q')}-01` });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await until(async () => /^ear_admission_queue_depth\{level="\d+"\} [1-9]/m.test(await (await fetch(`${gw.url}/metrics`)).text()), 'the request to wait for admission');
+    // The wait the span must cover: it is released only when the first request goes.
+    await new Promise((resolve) => setTimeout(resolve, 200));
     holder.abort();
     await reader.cancel().catch(() => {});
     assert.equal((await waiting).status, 200);

@@ -3,9 +3,8 @@ import assert from 'node:assert/strict';
 import { createPolicy } from '../../../src/core/policies/index.js';
 import { VTC_BASIC_DEFAULTS, podDraw, vtcBasicScores } from '../../../src/core/policies/vtc-basic.js';
 import type { ClusterView, UserView } from '../../../src/core/policy.js';
-import { createAndAttach } from '../../../src/core/region.js';
-import { RoutingHost } from '../../../src/core/routing-host.js';
 import { cluster, request, type PodLoad } from '../../fixtures/cluster.js';
+import { routingHost } from '../../fixtures/host.js';
 
 const U = 42n;
 
@@ -96,11 +95,8 @@ test('vtc-basic: knobs are checked', () => {
 });
 
 test('vtc-basic over the routing host: a user\'s finished tokens move its next requests toward the last pods', () => {
-  const region = createAndAttach({ prefixIndexKeys: 1 << 12, sessions: 256, heapJobs: 16, recordRingOps: 4096, pods: 8, scratchSlots: 12, scratchBytes: 1 << 16 });
-  const host = new RoutingHost(region, { policy: createPolicy('vtc-basic', { jitter: 0 }), blockSize: 16, sessionTtlMs: 60_000, random: () => 0, users: { windowMs: 60_000, buckets: 6 } });
-  const models = new Set(['m']);
-  for (let i = 0; i < 4; i++) host.addPod({ id: `p${i}`, role: 'both', models, state: 'ready' });
-  const route = (user: string | null, now: number) => host.route({ model: 'm', sessionId: null, parentSessionId: null, promptTokens: 10, blockKeys: new BigUint64Array(0), maxTokens: null, user }, new Set(), now);
+  const { host, request: hostRequest } = routingHost({ policy: 'vtc-basic', knobs: { jitter: 0 }, pods: 4, random: () => 0, users: { windowMs: 60_000, buckets: 6 } });
+  const route = (user: string | null, now: number) => host.route(hostRequest({ promptTokens: 10, user }), new Set(), now);
   const serve = (user: string, prompt: number, completion: number, now: number) => {
     const p = route(user, now);
     host.dispatched(p, now);
