@@ -1,5 +1,5 @@
 // Who may call the gateway and how often: the admin token, client API keys and per-client token buckets
-// (src/gateway/rate-limit.ts). SIGHUP reloads this section alone (Gateway.reconfigure).
+// (src/request/rate-limit.ts). SIGHUP reloads this section alone (Gateway.reconfigure).
 import type { BucketLimit } from '../request/rate-limit.js';
 import { ConfigError } from './config-error.js';
 import { checkInt, checkNumber, checkString, isMapping, type FieldCheck } from './checks.js';

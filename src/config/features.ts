@@ -1,5 +1,5 @@
 // How a request's features are computed: the tokenizer and block size of its block keys, and the route pool's
-// threads and per-session cache of previous turns (src/gateway/route-pool.ts).
+// threads and per-session cache of previous turns (src/features/route-pool.ts).
 import { REMOTE_TOKENIZER_DEFAULTS, remoteTokenizerUrl, type RemoteTokenizerOptions } from '../tokenize/remote.js';
 import { ConfigError } from './config-error.js';
 import { checkInt, checkString, isMapping, type FieldCheck } from './checks.js';

@@ -1,5 +1,5 @@
 // Sessions and explicit contexts: the session table's bound and idle expiry, where session state lives (this
-// process, or Redis shared by replicas: src/gateway/shared-sessions.ts), and the bounds of POST /v1/context.
+// process, or Redis shared by replicas: src/store/shared-sessions.ts), and the bounds of POST /v1/context.
 import { MAX_CONTEXT_TTL_SECONDS, parseSessionStoreSpec } from '../store/session-store.js';
 import { ConfigError } from './config-error.js';
 import { checkInt, type FieldCheck } from './checks.js';
@@ -11,7 +11,7 @@ export interface SessionsConfig {
   sessionIdleMs: number;
   /**
    * Where session state lives: `memory` (the local session table only) or `redis://HOST[:PORT][/DB]`, shared by
-   * every replica that names the same server (src/gateway/shared-sessions.ts).
+   * every replica that names the same server (src/store/shared-sessions.ts).
    */
   sessionStore: string;
   /** Longest wait for a shared store's reply (ms); past it the request goes on from the local table. */

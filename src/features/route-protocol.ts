@@ -32,7 +32,7 @@ export type RouteResult = Outcome<Features> & {
   startedAt: number;
 };
 
-/** The EarError a failed task was answered with (the service sends only GatewayErrors' codes). */
+/** The EarError a failed task was answered with (the service sends only EarErrors' codes). */
 export function routeError (e: WireError): EarError {
   return new EarError(e.code as ErrorCode, e.message);
 }

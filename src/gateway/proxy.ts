@@ -2,7 +2,7 @@
 // uWS with backpressure (the upstream socket is paused while uWS holds unsent bytes). The caller decides
 // what to do with an attempt that failed before any byte reached the client (retry on the next-best backend).
 // Everything one socket read brings (many SSE events) goes to the client in one uWS write, at the read's end.
-import { UpstreamError, type UpstreamCall, type UpstreamHandler, type UpstreamPool } from '../upstream/client.js';
+import { isUpstreamTimeout, UpstreamError, type UpstreamCall, type UpstreamHandler, type UpstreamPool } from '../upstream/client.js';
 import { EarError } from '../request/errors.js';
 import { StreamObserver } from '../upstream/stream-observer.js';
 import type { ResponseState } from './uws-io.js';
@@ -170,25 +170,11 @@ class UpstreamAttempt implements UpstreamHandler {
     // No answer at all (connect error, timeout before headers): always retryable; the caller answers 502 at the end.
     if (this.#status === 0) return this.#settle({ kind: 'retryable', status: null, error });
     if (!state.headersSent && !this.opts.final) return this.#settle({ kind: 'retryable', status: this.#status, error });
-    state.fail(isTimeout(error)
+    state.fail(isUpstreamTimeout(error)
       ? new EarError('EAR_ERR_UPSTREAM_TIMEOUT', 'upstream stopped sending mid-response (upstream body timeout)', { cause: error })
       : new EarError('EAR_ERR_UPSTREAM', 'upstream connection failed mid-response', { cause: error }));
     this.#settle({ kind: 'broken', error });
   }
-}
-
-/** The engine was too slow (no head within upstreamHeadersTimeoutMs, or a gap in the body past upstreamBodyTimeoutMs). */
-function isTimeout (error: unknown): boolean {
-  return error instanceof UpstreamError && (error.code === 'EAR_ERR_UPSTREAM_HEADERS_TIMEOUT' || error.code === 'EAR_ERR_UPSTREAM_BODY_TIMEOUT');
-}
-
-/**
- * The client's answer when every attempt was retryable: 504 if the last backend tried did not answer in time
- * (engines that accept and never answer), else 502.
- */
-export function noBackendAnswered (last: AttemptResult & { kind: 'retryable' }): EarError {
-  if (isTimeout(last.error)) return new EarError('EAR_ERR_UPSTREAM_TIMEOUT', `no backend answered in time (last: ${(last.error as Error).message})`);
-  return new EarError('EAR_ERR_UPSTREAM', `no backend could serve the request (last: ${last.status === null ? 'connection failed' : `status ${last.status}`})`);
 }
 
 /**

@@ -9,7 +9,7 @@ import type { KvTransferStep } from './kv-transfer-step.js';
 import type { Placements } from '../fleet/routing-port.js';
 import type { SharedSessions } from '../store/shared-sessions.js';
 import { EarError } from './errors.js';
-import { noBackendAnswered } from '../gateway/proxy.js';
+import { isUpstreamTimeout } from '../upstream/client.js';
 import { clientTraceHeaders, type TraceHeaders } from '../upstream/traceparent.js';
 import { admit, noBackend } from './admit.js';
 import { channels, type SendMessage } from './channels.js';
@@ -167,6 +167,15 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
   if (last !== null && last.kind === 'busy') throw new EarError('EAR_ERR_OVERLOADED', 'every backend that serves the model has its connection queue full; retry later', { retryAfterSeconds: 1 });
   if (last !== null && last.kind === 'retryable') throw noBackendAnswered(last);
   throw noBackend(ctx);
+}
+
+/**
+ * The client's answer when every attempt was retryable: 504 if the last backend tried did not answer in time
+ * (engines that accept and never answer), else 502.
+ */
+function noBackendAnswered (last: AttemptResult & { kind: 'retryable' }): EarError {
+  if (isUpstreamTimeout(last.error)) return new EarError('EAR_ERR_UPSTREAM_TIMEOUT', `no backend answered in time (last: ${(last.error as Error).message})`);
+  return new EarError('EAR_ERR_UPSTREAM', `no backend could serve the request (last: ${last.status === null ? 'connection failed' : `status ${last.status}`})`);
 }
 
 /** Whether a backend other than `failed` (and those excluded) could take a retry. */

@@ -25,6 +25,11 @@ export class UpstreamError extends EarError {
   }
 }
 
+/** The engine was too slow (no head within upstreamHeadersTimeoutMs, or a gap in the body past upstreamBodyTimeoutMs). */
+export function isUpstreamTimeout (error: unknown): boolean {
+  return error instanceof UpstreamError && (error.code === 'EAR_ERR_UPSTREAM_HEADERS_TIMEOUT' || error.code === 'EAR_ERR_UPSTREAM_BODY_TIMEOUT');
+}
+
 /** What the caller controls of a request in flight. */
 export interface UpstreamCall {
   /** Cancels the request: onError(err) follows unless it already ended. The connection is closed, not reused. */
