@@ -3,7 +3,8 @@
 // scheduler on (`atlas`) against route() + dispatched() with it off, interleaved rounds in one process.
 // Issue 11's target: ≤ 5 µs a request. Run: node dist/bench/admission.js [rounds]
 import { createAndAttach } from '../src/core/region.js';
-import { RoutingHost, type AdmissionWaiter, type HostRequest, type Placement } from '../src/core/routing-host.js';
+import { RoutingHost, type HostRequest, type Placement } from '../src/core/routing-host.js';
+import { type AdmissionWaiter } from '../src/core/admission-control.js';
 import type { SchedulerKind } from '../src/core/admission.js';
 import { createPolicy } from '../src/core/policies/index.js';
 

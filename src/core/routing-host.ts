@@ -1,6 +1,7 @@
 // The routing host: everything around the Router that the gateway and the discrete-event driver both need,
 // written once (ARCHITECTURE.md "The routing host"). It keeps the pods (model, role, state, KV capacity) and
-// picks the candidates of a request, turns session ids into keys, puts the prompt's block keys where the
+// picks the candidates of a request (candidate-filters.ts), holds admission control (admission-control.ts: when
+// a request runs), turns session ids into keys, puts the prompt's block keys where the
 // kernels read them, asks the Router, records each step of a request's life in the tables (dispatch, first
 // token, end), expires idle sessions, takes engine load, and tells a retry from a migration. The adapters bring
 // requests, a clock and engines: src/fleet/table-routing.ts (uWS + real engines) and
@@ -9,15 +10,15 @@
 //
 // Single-threaded: the thread that writes the load, session and pod tables (the gateway's main thread). The
 // prefix index is read here and written by its own thread; routing decisions reach it as ring ops.
-import { AdmissionQueue, ADMISSION_DEFAULTS, before, DEFAULT_CLASS, type AdmissionOptions, type Job, type SchedulerKind } from './admission.js';
+import { DEFAULT_CLASS, type AdmissionOptions, type SchedulerKind } from './admission.js';
+import { AdmissionControl, type AdmissionStats, type AdmissionWaiter, type DropReason, type Queued } from './admission-control.js';
 import type { KeySpan } from './block-keys.js';
-import { CapacityEstimator, type CapacityOptions } from './capacity.js';
-import { AdmissionHeap } from './heap.js';
+import type { CapacityOptions } from './capacity.js';
 import { LoadTable } from './load-table.js';
-import { PodTable, type PodRole, type PodState } from './pod-table.js';
+import { PodTable } from './pod-table.js';
 import { PodRows } from './pod-rows.js';
 import { NoCandidateError, type Policy, type PodView } from './policy.js';
-import { emptiedBy, isCandidate, type CandidatePod, type CandidateQuery } from './candidate-filters.js';
+import { HostPods, type PodSpec } from './host-pods.js';
 import { PrefixIndex } from './prefix-index.js';
 import type { Region } from './region.js';
 import { RingProducer } from './ring.js';
@@ -25,20 +26,9 @@ import { Router, type PrefixWalkStats, type RouteRequest, type Routed } from './
 import { SessionKeys } from './session-key.js';
 import { SessionTable, type SessionRecord } from './session-table.js';
 import { UserUsage, type UserUsageOptions } from './user-usage.js';
-import { VtcAccounts } from './vtc-admission.js';
-import { EarError } from '../request/errors.js';
 
 /** A pod as its adapter describes it. Its row in the shared tables is the adapter's (backend index, engine number). */
-export interface PodSpec {
-  id: string;
-  role: PodRole;
-  /** Models it serves now (an engine's /v1/models). */
-  models: ReadonlySet<string>;
-  /** ready: takes new requests; draining: finishes what it has; down: failed its health checks. */
-  state: PodState;
-  /** KV capacity in blocks from configuration; what the engine itself reports (engineLoad) takes precedence. */
-  kvCapacityBlocks?: number;
-}
+export type { PodSpec };
 
 /** What an engine reports about itself (vLLM's /metrics; the simulator's figures in the lab). */
 export interface EngineReport {
@@ -126,67 +116,6 @@ export interface RoutingHostOptions {
   capacity?: Partial<CapacityOptions>;
 }
 
-/** Told what became of a request submitted to admission. */
-export interface AdmissionWaiter {
-  /** The request was routed and is counted as dispatched on its pod: send it. */
-  released (p: Placement, info: ReleaseInfo): void;
-  /** It leaves the queue unserved. */
-  dropped (reason: DropReason, now: number): void;
-}
-
-export type DropReason = 'timeout' | 'no_backend' | 'shutdown';
-
-export interface ReleaseInfo {
-  now: number;
-  /** Time it waited for admission (ms). */
-  waitMs: number;
-  level: number;
-  promoted: boolean;
-}
-
-/** A request waiting for admission (cancel() takes it out). */
-export interface Queued {
-  readonly queued: true;
-}
-
-/** The queue is at its bound: the request is refused (the gateway answers 429 with Retry-After). */
-export class QueueFullError extends EarError {
-  declare readonly retryAfterSeconds: number;
-  constructor (retryAfterSeconds: number) {
-    super('EAR_ERR_QUEUE_FULL', 'too many requests are waiting for admission; retry later', { retryAfterSeconds });
-    this.name = 'QueueFullError';
-  }
-}
-
-export interface AdmissionStats {
-  scheduler: SchedulerKind;
-  waiting: number;
-  parked: number;
-  /** Waiting jobs by level. */
-  depthByLevel: number[];
-  promotions: number;
-  rejected: number;
-  timedOut: number;
-  released: number;
-  /** The oldest waiting job's wait, and the longest wait any released job had (ms). */
-  oldestWaitMs: number;
-  longestWaitMs: number;
-  /** Each pod's concurrency limit (Infinity when nothing limits it). */
-  limits: Array<{ pod: number; id: string; limit: number }>;
-}
-
-interface QueuedRequest {
-  req: HostRequest;
-  waiter: AdmissionWaiter;
-  /** VTC: the account charged (hashed once, at submit); 0n otherwise. */
-  vtcUser: bigint;
-}
-
-class QueuedJob implements Queued {
-  readonly queued = true;
-  constructor (readonly job: Job<QueuedRequest>) {}
-}
-
 export interface SessionSummary {
   host: string | null;
   inFlight: number;
@@ -199,14 +128,6 @@ export interface SessionSummary {
   lastActivity: number;
 }
 
-interface HostPod {
-  spec: PodSpec;
-  view: PodView;
-  /** What the candidate filters read of it. */
-  candidate: CandidatePod;
-  /** From the engine's metrics; 0 until it reports one. */
-  engineBlocks: number;
-}
 
 class HostPlacement implements Placement {
   sawFirstToken = false;
@@ -250,27 +171,12 @@ export class RoutingHost {
   readonly #noKeys: KeySpan;
   readonly #expiryBudget: number;
   readonly #random: () => number;
-  readonly #pods: Array<HostPod | undefined> = [];
-  /**
-   * Candidate lists of requests that exclude nothing, per model, kept while the pods do not change: the same
-   * array for the same pods, so a policy may key what it derives from the list (a hash ring) on its identity.
-   * Only models some pod serves get one, so the map is bounded by the pods' models.
-   */
-  readonly #candidates = new Map<string, readonly PodView[]>();
+  /** The pods as this thread sees them, and their candidates (host-pods.ts). */
+  readonly #pods: HostPods;
   /** The placement whose keys are in the key area now (dispatched() rewrites them if another came between). */
   #keysOwner: HostPlacement | null = null;
-  readonly scheduler: SchedulerKind;
-  readonly #queue: AdmissionQueue<QueuedRequest>;
-  readonly capacity: CapacityEstimator;
-  /** VTC's accounts, with --scheduler vtc. */
-  readonly #vtc: VtcAccounts<QueuedRequest> | null;
-  #releasing = false;
-  #again = false;
-  #released = 0;
-  #longestWait = 0;
-  /** EMA of the time between two releases (ms), for Retry-After. */
-  #releaseGap = 1000;
-  #lastRelease = -1;
+  /** When requests run: the queue, the pods' capacity, the scheduler (admission-control.ts). */
+  readonly admission: AdmissionControl;
   readonly #migrationStats: MigrationStats = { started: 0, done: 0, failed: 0, stayedOnTarget: 0, turnsToSource: 0, proactive: 0 };
 
   constructor (region: Region, opts: RoutingHostOptions) {
@@ -290,13 +196,11 @@ export class RoutingHost {
     this.index = new PrefixIndex(region);
     this.ring = new RingProducer(region);
     this.rows = new PodRows(this.pods);
+    this.#pods = new HostPods(opts.blockSize, () => this.#router.policy.disaggregated === true);
     this.#expiryBudget = opts.sessionExpiryBudget ?? 8;
-    this.scheduler = opts.scheduler ?? 'off';
-    this.#queue = new AdmissionQueue(new AdmissionHeap(region), { ...ADMISSION_DEFAULTS, ...opts.admission, kind: this.scheduler });
-    this.capacity = new CapacityEstimator(opts.capacity);
     this.#random = opts.random ?? Math.random;
     this.users = new UserUsage(opts.users);
-    this.#vtc = this.scheduler === 'vtc' ? new VtcAccounts(this.users) : null;
+    this.admission = new AdmissionControl(region, this, { scheduler: opts.scheduler, admission: opts.admission, capacity: opts.capacity });
     const assumed = this.ring.layout.opcodes.assumed;
     this.#router = new Router({ index: this.index, load: this.load, sessions: this.sessions, users: this.users }, opts.policy, {
       sessionTtlMs: opts.sessionTtlMs,
@@ -336,14 +240,7 @@ export class RoutingHost {
   /** Changes a pod (health, draining, role, models). */
   setPod (row: number, spec: PodSpec): void {
     if (this.rows.occupant(row) !== spec.id) throw new RangeError(`pod ${spec.id}: row ${row} is not its row (held by ${this.rows.occupant(row) ?? 'no pod'})`);
-    const old = this.#pods[row];
-    const engineBlocks = old?.engineBlocks ?? 0;
-    const kv = engineBlocks > 0 ? engineBlocks : spec.kvCapacityBlocks ?? 0;
-    this.#pods[row] = {
-      spec, engineBlocks, view: { index: row, id: spec.id, role: spec.role, blockSize: this.blockSize, kvCapacityBlocks: kv },
-      candidate: { state: spec.state, role: spec.role, models: spec.models, row }
-    };
-    this.#candidates.clear();
+    const kv = this.#pods.set(row, spec).view.kvCapacityBlocks;
     const prev = this.pods.get(row);
     if (prev && prev.state === spec.state && prev.role === spec.role && prev.kvBlocks === kv) return;
     this.pods.set(row, { state: spec.state, role: spec.role, blockSize: this.blockSize, kvBlocks: kv, model: 0 });
@@ -351,7 +248,7 @@ export class RoutingHost {
     if (spec.state !== 'ready' && prev?.state === 'ready') {
       this.ring.push(this.ring.layout.opcodes.forgetPod, row, 0n, 0n, 0n);
       // Jobs parked on it are routed again to the pods that serve.
-      if (this.#queue.unparkAll(row) > 0) this.#release(this.#lastNow);
+      this.admission.podUnavailable(row);
     }
   }
 
@@ -360,13 +257,13 @@ export class RoutingHost {
    * as migrations), so a turn that arrives while it drains is placed as a new session would be.
    */
   retirePod (row: number): void {
-    const p = this.#pods[row];
+    const p = this.#pods.get(row);
     if (p === undefined) throw new RangeError(`no pod on row ${row}`);
     if (p.spec.state !== 'draining') this.setPod(row, { ...p.spec, state: 'draining' });
     this.rows.retire(row);
     this.sessions.unbindPod(row);
     // Jobs waiting for this pod are routed again, to the pods that stay.
-    if (this.#queue.unparkAll(row) > 0) this.#release(this.#lastNow);
+    this.admission.podUnavailable(row);
   }
 
   /**
@@ -378,9 +275,8 @@ export class RoutingHost {
     if (this.rows.state(row) !== 'releasing') throw new RangeError(`row ${row} is not retired`);
     this.pods.release(row);
     this.load.resetRow(row);
-    this.capacity.reset(row);
-    this.#pods[row] = undefined;
-    this.#candidates.clear();
+    this.admission.podLeft(row);
+    this.#pods.remove(row);
   }
 
   /** The index holds nothing of the released row any more: it is free for the next pod. */
@@ -390,44 +286,30 @@ export class RoutingHost {
 
   /** An engine's own figures, as of `now` (the time of the scrape that read them). */
   engineLoad (row: number, r: EngineReport, now: number): void {
-    if (this.#pods[row] === undefined) return; // a scrape that raced the pod's release
+    const p = this.#pods.get(row);
+    if (p === undefined) return; // a scrape that raced the pod's release
     this.load.setEngine(row, { running: r.running, waiting: r.waiting, kvUsage: r.kvUsage, time: now });
-    this.capacity.report(row, r.running, r.waiting, r.kvUsage);
-    const p = this.#pods[row];
     const blocks = r.numGpuBlocks ?? 0;
-    if (p !== undefined && blocks > 0 && blocks !== p.engineBlocks) {
+    if (blocks > 0 && blocks !== p.engineBlocks) {
       p.engineBlocks = blocks;
       this.setPod(row, p.spec);
     }
-    if (this.#queue.size > 0) this.#release(now);
+    this.admission.engineReport(row, r.running, r.waiting, r.kvUsage, now);
   }
 
   /** The pod as policies see it (null for a row never set). */
   pod (row: number): PodView | null {
-    return this.#pods[row]?.view ?? null;
-  }
-
-  /** A pod passes every candidate filter (candidate-filters.ts) for a request of `model` not excluding it. */
-  #serves (p: HostPod | undefined, model: string, exclude: ReadonlySet<number>): p is HostPod {
-    return p !== undefined && isCandidate(p.candidate, this.#query(model, exclude));
-  }
-
-  #query (model: string, exclude: ReadonlySet<number>): CandidateQuery {
-    return { model, exclude, disaggregated: this.#router.policy.disaggregated === true };
+    return this.#pods.get(row)?.view ?? null;
   }
 
   /** No pod is a candidate: the error names the filter that left none. */
-  #noCandidate (model: string, exclude: ReadonlySet<number>): NoCandidateError {
-    const pods: CandidatePod[] = [];
-    for (const p of this.#pods) if (p !== undefined) pods.push(p.candidate);
-    return new NoCandidateError(undefined, emptiedBy(pods, this.#query(model, exclude)) ?? 'none');
+  noCandidate (model: string, exclude: ReadonlySet<number>): NoCandidateError {
+    return this.#pods.noCandidate(model, exclude);
   }
 
   /** Whether any pod could take a request for `model` beyond those in `exclude`. */
   hasCandidate (model: string, exclude: ReadonlySet<number>): boolean {
-    const q = this.#query(model, exclude);
-    for (const p of this.#pods) if (p !== undefined && isCandidate(p.candidate, q)) return true;
-    return false;
+    return this.#pods.hasCandidate(model, exclude);
   }
 
   /** Puts the block keys where the kernels read them; a prompt longer than the area is matched on its head. */
@@ -443,15 +325,7 @@ export class RoutingHost {
    * it), and records the decision. `attempt` > 0 is a retry. Throws NoCandidateError when no pod qualifies.
    */
   route (req: HostRequest, exclude: ReadonlySet<number>, now: number, attempt = 0): Placement {
-    let candidates = exclude.size === 0 ? this.#candidates.get(req.model) : undefined;
-    if (candidates === undefined) {
-      const list: PodView[] = [];
-      const q = this.#query(req.model, exclude);
-      for (const p of this.#pods) if (p !== undefined && isCandidate(p.candidate, q)) list.push(p.view);
-      if (list.length === 0) throw this.#noCandidate(req.model, exclude);
-      if (exclude.size === 0) this.#candidates.set(req.model, list);
-      candidates = list;
-    }
+    const candidates = this.#pods.candidates(req.model, exclude);
     const request: RouteRequest = {
       model: req.model,
       sessionKey: req.sessionId === null ? null : this.sessionKey(req.sessionId),
@@ -462,7 +336,7 @@ export class RoutingHost {
       expectedOutputTokens: req.maxTokens,
       userKey: req.user === null ? null : this.userKey(req.user)
     };
-    const callPriority = this.#criticalPath(request.sessionKey, request.parentSessionKey);
+    const callPriority = this.criticalPathOf(request.sessionKey, request.parentSessionKey);
     const routed = this.#router.route(request, candidates, now, this.#random(), attempt > 0);
     if (this.#expiryBudget > 0) this.sessions.expire(now, this.#expiryBudget);
     if (routed.reason === 'migration-in-flight') this.#migrationStats.turnsToSource++;
@@ -496,8 +370,8 @@ export class RoutingHost {
       return null;
     }
     this.#migrationStats.failed++;
-    const src = this.#pods[from];
-    if (!this.#current(p) || !this.#serves(src, p.request.model, NO_EXCLUSIONS) || s === undefined) {
+    const src = this.#pods.get(from);
+    if (!this.#current(p) || !this.#pods.serves(src, p.request.model, NO_EXCLUSIONS) || s === undefined) {
       this.#migrationStats.stayedOnTarget++;
       return null;
     }
@@ -519,7 +393,7 @@ export class RoutingHost {
   rebindIdle (key: bigint, from: number, to: number, now: number): boolean {
     const s = this.sessions.get(key);
     if (s === undefined || s.host !== from || s.inFlight !== 0 || s.migratingFrom >= 0) return false;
-    if (this.#pods[to]?.spec.state !== 'ready') return false;
+    if (this.#pods.get(to)?.spec.state !== 'ready') return false;
     this.sessions.setHost(key, to, now);
     this.#migrationStats.proactive++;
     return true;
@@ -552,7 +426,7 @@ export class RoutingHost {
     p.sawFirstToken = true;
     if (!this.#current(p)) return;
     this.#router.firstToken(p.routed);
-    if (this.#queue.size > 0) this.#release(_now);
+    this.admission.released(_now);
   }
 
   /** The request ended, any outcome. Service = time from dispatch to end (the session's attained service). */
@@ -561,13 +435,7 @@ export class RoutingHost {
     const contextTokens = out !== null && out.promptTokens !== null ? out.promptTokens + (out.completionTokens ?? 0) : null;
     // The user's tokens count whatever became of the pod's row; an engine that reported no usage counts the prompt.
     if (out !== null) this.#router.usage(p.request, out.promptTokens ?? p.request.promptTokens, out.completionTokens ?? 0, now);
-    if (p.vtcUser !== null && this.#vtc !== null) {
-      const user = p.vtcUser;
-      p.vtcUser = null;
-      const { counter, queued } = this.#vtc.charge(user, 0, out?.completionTokens ?? 0);
-      if (queued !== null) for (const job of queued) this.#queue.reprioritize(job, counter);
-      this.#vtc.leave(user);
-    }
+    this.admission.ended(p, out?.completionTokens ?? 0);
     if (!this.#current(p)) return;
     const serviceMs = now - p.dispatchedAt;
     this.#router.finished(p.routed, p.request, { sawFirstToken: p.sawFirstToken, contextTokens, serviceMs }, now);
@@ -579,7 +447,7 @@ export class RoutingHost {
       const cp = p.callPriority + serviceMs;
       if (s && cp > s.criticalPath) this.sessions.setTime(key, 'criticalPath', cp);
     }
-    if (this.#queue.size > 0) this.#release(now);
+    this.admission.released(now);
   }
 
   /**
@@ -590,7 +458,7 @@ export class RoutingHost {
   holdSession (sessionId: string, pod: number, ttlMs: number, now: number): void {
     const key = this.sessionKey(sessionId);
     this.sessions.upsert(key, now, ttlMs);
-    if (pod >= 0 && this.#pods[pod] !== undefined) {
+    if (pod >= 0 && this.#pods.get(pod) !== undefined) {
       const s = this.sessions.get(key);
       if (s !== undefined && s.host < 0) this.sessions.setCount(key, 'host', pod);
     }
@@ -624,17 +492,17 @@ export class RoutingHost {
   session (sessionId: string): SessionSummary | null {
     const s = this.sessions.get(this.sessionKey(sessionId));
     if (!s) return null;
-    const host = s.host >= 0 ? this.#pods[s.host]?.spec.id ?? null : null;
+    const host = s.host >= 0 ? this.#pods.get(s.host)?.spec.id ?? null : null;
     return {
       host, inFlight: s.inFlight, contextTokens: s.contextTokens, attainedServiceMs: s.attained, criticalPathMs: s.criticalPath,
       waitMs: s.wait, migrations: s.migrations, lastActivity: s.lastActivity
     };
   }
 
-  // ---- Admission (ARCHITECTURE.md "Request lifecycle" step 3) ----
+  // ---- Admission (admission-control.ts): the host's entry points, and what admission reads of it ----
 
   /** The critical path a call of this session starts from: the session's, or for a new sub-agent its parent's. */
-  #criticalPath (key: bigint | null, parent: bigint | null): number {
+  criticalPathOf (key: bigint | null, parent: bigint | null): number {
     if (key === null) return 0;
     const s = this.sessions.get(key);
     if (s && (s.criticalPath > 0 || s.attained > 0)) return s.criticalPath;
@@ -642,228 +510,45 @@ export class RoutingHost {
     return this.sessions.get(parent)?.criticalPath ?? 0;
   }
 
-  /**
-   * The priority a request waits with (lower first), in ms of service. Service is time: dispatch to end of each
-   * call, as Autellix measures it. Tokens would need per-model cost weights and miss what the engine's batch did
-   * to the call; with admission holding engines at their capacity, the time a call holds an engine is its service.
-   * - plas: the session's attained service, plus its parent's (a sub-agent spends its program's share);
-   * - atlas: the critical path (a new sub-agent inherits its parent's);
-   * - fcfs: 0 for all (arrival order).
-   */
-  #priorityOf (req: HostRequest, vtcUser: bigint): number {
-    if (this.scheduler === 'vtc') return this.users.counter(vtcUser);
-    if (req.sessionId === null || this.scheduler === 'fcfs') return 0;
-    const key = this.sessionKey(req.sessionId);
-    const parent = req.parentSessionId === null ? null : this.sessionKey(req.parentSessionId);
-    if (this.scheduler === 'atlas') return this.#criticalPath(key, parent);
-    const own = this.sessions.get(key)?.attained ?? 0;
-    return own + (parent === null ? 0 : this.sessions.get(parent)?.attained ?? 0);
-  }
-
-  #lastNow = 0;
-
-  /** VTC's user: the OpenAI `user` (or API key), else the session; requests with neither share one account. */
-  #vtcKey (req: HostRequest): bigint {
-    return req.user !== null ? this.userKey(req.user) : req.sessionId !== null ? this.userKey(`session:${req.sessionId}`) : 0n;
-  }
-
-  /** VTC: the request was dispatched; its user is charged its prompt and its queued jobs re-keyed. */
-  #vtcDispatched (p: HostPlacement, req: HostRequest, user: bigint): void {
-    p.vtcUser = user;
-    const { counter, queued } = this.#vtc!.charge(user, req.promptTokens, 0);
-    if (queued !== null) for (const job of queued) this.#queue.reprioritize(job, counter);
+  get scheduler (): SchedulerKind {
+    return this.admission.scheduler;
   }
 
   /**
    * Admits a request: routes and dispatches it now when the scheduler is off or it can go at once (returns
    * its placement, already dispatched), else queues it (returns a handle for cancel) and tells `waiter` when
-   * it is released or dropped. `priorityClass` ranks above the session's priority (0 best). Throws
-   * QueueFullError at the queue's bound, NoCandidateError when no pod serves the model.
+   * it is released or dropped. Throws QueueFullError at the queue's bound, NoCandidateError when no pod serves.
    */
   submit (req: HostRequest, waiter: AdmissionWaiter, now: number, priorityClass = DEFAULT_CLASS): Placement | Queued {
-    this.#lastNow = now;
-    const vtcUser = this.#vtc === null ? 0n : this.#vtcKey(req);
-    if (this.#vtc !== null) this.#vtc.enter(vtcUser);
-    try {
-      return this.#submit({ req, waiter, vtcUser }, now, priorityClass);
-    } catch (err) {
-      if (this.#vtc !== null) this.#vtc.leave(vtcUser);
-      throw err;
-    }
+    return this.admission.submit(req, waiter, now, priorityClass);
   }
 
-  #submit (qr: QueuedRequest, now: number, priorityClass: number): Placement | Queued {
-    const q = this.#queue;
-    const { req } = qr;
-    if (this.scheduler === 'off' || q.size === 0) {
-      const p = this.route(req, req.exclude ?? NO_EXCLUSIONS, now) as HostPlacement; // NoCandidateError when no pod serves the model
-      if (this.scheduler === 'off' || this.#room(p.pod, p.expectedPrefill)) {
-        this.dispatched(p, now);
-        if (this.#vtc !== null) this.#vtcDispatched(p, req, qr.vtcUser);
-        this.#noteRelease(now, 0);
-        return p;
-      }
-      const job = this.#push(qr, priorityClass, now);
-      q.pop();
-      q.park(job, p.pod, p);
-      return new QueuedJob(job);
-    }
-    if (!this.hasCandidate(req.model, req.exclude ?? NO_EXCLUSIONS)) throw this.#noCandidate(req.model, req.exclude ?? NO_EXCLUSIONS);
-    const job = this.#push(qr, priorityClass, now);
-    this.#release(now);
-    return new QueuedJob(job);
-  }
-
-  /** Queues a request (QueueFullError at the bound). */
-  #push (qr: QueuedRequest, priorityClass: number, now: number): Job<QueuedRequest> {
-    const job = this.#queue.push(qr, priorityClass, this.#priorityOf(qr.req, qr.vtcUser), now);
-    if (job === null) throw new QueueFullError(this.#retryAfter());
-    if (this.#vtc !== null) this.#vtc.queued(qr.vtcUser, job);
-    return job;
-  }
-
-  /** A queued job leaves unserved (cancelled, timed out, dropped). */
-  #unqueued (job: Job<QueuedRequest>): void {
-    if (this.#vtc === null) return;
-    this.#vtc.unqueued(job.payload.vtcUser, job);
-    this.#vtc.leave(job.payload.vtcUser);
-  }
-
-  /** Takes a queued request out (its client went away). False if it was released or dropped already. */
   cancel (q: Queued): boolean {
-    const job = (q as QueuedJob).job;
-    if (!this.#queue.remove(job)) return false;
-    this.#unqueued(job);
-    return true;
+    return this.admission.cancel(q);
   }
 
-  /** The backstop of event-driven release, and the queue's clock: timeouts, anti-starvation, release. */
   tick (now: number): void {
-    this.#lastNow = now;
-    const q = this.#queue;
-    if (q.size === 0) return;
-    for (const job of q.timedOut(now)) {
-      this.#unqueued(job);
-      job.payload.waiter.dropped('timeout', now);
-    }
-    if (this.scheduler !== 'vtc' && this.scheduler !== 'fcfs') q.promoteStarved(now, this.#starvation);
-    this.#release(now);
+    this.admission.tick(now);
   }
 
-  /** Every queued request is dropped with `reason` (shutdown). */
   dropAll (reason: DropReason, now: number): void {
-    for (const job of this.#queue.all()) {
-      this.#queue.remove(job);
-      this.#unqueued(job);
-      job.payload.waiter.dropped(reason, now);
-    }
-  }
-
-  /** (session wait + job wait) / the service its priority came from. */
-  readonly #starvation = (job: Job<QueuedRequest>, now: number): number => {
-    const id = job.payload.req.sessionId;
-    const sessionWait = id === null ? 0 : this.sessions.get(this.sessionKey(id))?.wait ?? 0;
-    return (sessionWait + now - job.enqueuedAt) / Math.max(job.value, 1);
-  };
-
-  #room (pod: number, prefill: number): boolean {
-    return this.capacity.hasRoom(pod, this.load.inFlight(pod), this.load.pendingPrefill(pod), prefill);
-  }
-
-  #anyRoom (model: string, exclude: ReadonlySet<number>): boolean {
-    const q = this.#query(model, exclude);
-    for (const p of this.#pods) if (p !== undefined && isCandidate(p.candidate, q) && this.#room(p.view.index, 0)) return true;
-    return false;
-  }
-
-  #release (now: number): void {
-    if (this.#releasing) {
-      this.#again = true;
-      return;
-    }
-    this.#releasing = true;
-    try {
-      do {
-        this.#again = false;
-        this.#cycle(now);
-      } while (this.#again);
-    } finally {
-      this.#releasing = false;
-    }
-  }
-
-  /** Releases jobs while pods have room: the best of the heap's top and the parked jobs whose pod has room. */
-  #cycle (now: number): void {
-    const q = this.#queue;
-    while (q.size > 0) {
-      let parked: Job<QueuedRequest> | null = null;
-      for (const pod of q.parkedPods()) {
-        const j = q.parkedHead(pod)!;
-        if ((parked === null || before(j, parked)) && this.#room(pod, (j.placement as HostPlacement).expectedPrefill)) parked = j;
-      }
-      const top = q.peek();
-      if (top !== null && (parked === null || before(top, parked))) {
-        const exclude = top.payload.req.exclude ?? NO_EXCLUSIONS;
-        if (!this.#anyRoom(top.payload.req.model, exclude)) break;
-        q.pop();
-        let p: HostPlacement;
-        try {
-          p = this.route(top.payload.req, exclude, now) as HostPlacement;
-        } catch (err) {
-          if (!(err instanceof NoCandidateError)) throw err;
-          q.remove(top);
-          this.#unqueued(top);
-          top.payload.waiter.dropped('no_backend', now);
-          continue;
-        }
-        if (this.#room(p.pod, p.expectedPrefill)) this.#dispatchJob(top, p, now);
-        else q.park(top, p.pod, p);
-      } else if (parked !== null) {
-        this.#dispatchJob(parked, parked.placement as HostPlacement, now);
-      } else {
-        break;
-      }
-    }
-  }
-
-  #dispatchJob (job: Job<QueuedRequest>, p: HostPlacement, now: number): void {
-    this.#queue.remove(job);
-    this.dispatched(p, now);
-    if (this.#vtc !== null) {
-      this.#vtc.unqueued(job.payload.vtcUser, job);
-      this.#vtcDispatched(p, job.payload.req, job.payload.vtcUser);
-    }
-    const waitMs = now - job.enqueuedAt;
-    if (p.request.sessionKey !== null) this.sessions.setTime(p.request.sessionKey, 'wait', waitMs, true);
-    this.#noteRelease(now, waitMs);
-    job.payload.waiter.released(p, { now, waitMs, level: job.level, promoted: job.promoted });
-  }
-
-  #noteRelease (now: number, waitMs: number): void {
-    this.#released++;
-    if (waitMs > this.#longestWait) this.#longestWait = waitMs;
-    if (this.#lastRelease >= 0) this.#releaseGap += 0.1 * (now - this.#lastRelease - this.#releaseGap);
-    this.#lastRelease = now;
-  }
-
-  /** Seconds until the queue has likely room again: its length at the recent release rate, in [1, 60]. */
-  #retryAfter (): number {
-    return Math.min(60, Math.max(1, Math.ceil(this.#queue.size * this.#releaseGap / 1000)));
+    this.admission.dropAll(reason, now);
   }
 
   admissionStats (now: number): AdmissionStats {
-    const s = this.#queue.stats();
-    const limits: AdmissionStats['limits'] = [];
-    for (const p of this.#pods) if (p !== undefined) limits.push({ pod: p.view.index, id: p.spec.id, limit: this.capacity.limit(p.view.index) });
-    return {
-      scheduler: this.scheduler, waiting: s.waiting, parked: s.parked, depthByLevel: this.#queue.depthByLevel(), promotions: s.promotions,
-      rejected: s.rejected, timedOut: s.timedOut, released: this.#released, oldestWaitMs: this.#queue.oldestWait(now), longestWaitMs: this.#longestWait, limits
-    };
+    return this.admission.admissionStats(now);
   }
 
-  /** A pod's configured limit on requests in flight (0 = none). */
   setMaxConcurrent (row: number, n: number): void {
-    this.capacity.configure(row, n);
+    this.admission.setMaxConcurrent(row, n);
+  }
+
+  candidateRows (model: string, exclude: ReadonlySet<number>): Iterable<number> {
+    return this.#pods.rows(model, exclude);
+  }
+
+  podIds (): Iterable<{ row: number; id: string }> {
+    return this.#pods.ids();
   }
 
   /** Table sizes and what their bounds dropped, for /metrics and reports. */
@@ -897,7 +582,7 @@ export class RoutingHost {
     if (shared.criticalPathMs > s.criticalPath) f.criticalPath = shared.criticalPathMs;
     if (shared.lastMigration > s.lastMigration) f.lastMigration = shared.lastMigration;
     if (shared.contextTokens > s.contextTokens) f.contextTokens = Math.min(shared.contextTokens, 0x7FFFFFFF);
-    const ready = shared.hostRow !== null && this.#pods[shared.hostRow]?.spec.state === 'ready';
+    const ready = shared.hostRow !== null && this.#pods.get(shared.hostRow)?.spec.state === 'ready';
     if (ready && s.host !== shared.hostRow) f.host = shared.hostRow as number;
     if (Object.keys(f).length > 0) this.sessions.update(key, f);
     return ready;

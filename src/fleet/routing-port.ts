@@ -5,7 +5,8 @@
 import type { Backend } from './backends.js';
 import type { Usage } from '../upstream/stream-observer.js';
 import type { EngineLoad } from './engine-metrics.js';
-import type { AdmissionStats, DropReason, HostRequest, MigrationStats, Queued, ReleaseInfo } from '../core/routing-host.js';
+import type { HostRequest, MigrationStats } from '../core/routing-host.js';
+import type { AdmissionStats, DropReason, Queued, ReleaseInfo } from '../core/admission-control.js';
 
 export type { Queued, ReleaseInfo, DropReason };
 

@@ -1,7 +1,8 @@
 // The gateway's adapter over the routing host (src/core/routing-host.ts): backends are pods (a backend's index
 // is its pod row), its request path's bookkeeping calls go to the host unchanged, and health, reloads and
 // engine scrapes become pod changes and engine reports. Nothing here decides anything. Main thread only.
-import { RoutingHost, type AdmissionStats, type DropReason, type MigrationStats, type Placement as HostPlacement, type Queued, type RoutingHostOptions } from '../core/routing-host.js';
+import { RoutingHost, type MigrationStats, type Placement as HostPlacement, type RoutingHostOptions } from '../core/routing-host.js';
+import { type AdmissionStats, type DropReason, type Queued } from '../core/admission-control.js';
 import type { PodState } from '../core/pod-table.js';
 import type { Policy } from '../core/policy.js';
 import type { Region } from '../core/region.js';

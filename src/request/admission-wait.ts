@@ -2,7 +2,7 @@
 // cancellation when the client (or the proxy's stream) goes away. What happened is reported once, to one callback
 // (the pipeline publishes it; an explicit context's prefill records its metrics).
 import { NoCandidateError } from '../core/policy.js';
-import { QueueFullError } from '../core/routing-host.js';
+import { QueueFullError } from '../core/admission-control.js';
 import type { DropReason, Placement, RoutingInput, Placements } from '../fleet/routing-port.js';
 import type { Abortable } from './context.js';
 

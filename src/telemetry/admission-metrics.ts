@@ -2,7 +2,7 @@
 // /metrics is scraped. The wait histogram by level is recorded per release in GatewayMetrics.admissionWait.
 import { Gauge, type Registry } from 'prom-client';
 import { registerTotal } from './metrics.js';
-import type { AdmissionStats } from '../core/routing-host.js';
+import type { AdmissionStats } from '../core/admission-control.js';
 
 export function registerAdmissionMetrics (registry: Registry, read: () => AdmissionStats): void {
   new Gauge({

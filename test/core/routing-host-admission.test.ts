@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { QueueFullError, type RoutingHost, type AdmissionWaiter, type HostRequest, type Placement, type ReleaseInfo, type DropReason, type Queued } from '../../src/core/routing-host.js';
+import { type RoutingHost, type HostRequest, type Placement } from '../../src/core/routing-host.js';
+import { QueueFullError, type AdmissionWaiter, type ReleaseInfo, type DropReason, type Queued } from '../../src/core/admission-control.js';
 import type { SchedulerKind } from '../../src/core/admission.js';
 import { MODEL, routingHost } from '../fixtures/host.js';
 

@@ -7,7 +7,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { EarError, ERRORS, errorCodeOf, openAiError, type ErrorCode } from '../../src/request/errors.js';
-import { QueueFullError } from '../../src/core/routing-host.js';
+import { QueueFullError } from '../../src/core/admission-control.js';
 import { NoCandidateError } from '../../src/core/policy.js';
 import { UpstreamError } from '../../src/upstream/client.js';
 import { statusLine } from '../../src/gateway/uws-io.js';

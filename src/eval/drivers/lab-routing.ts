@@ -10,7 +10,8 @@
 import { PrefixIndex, PrefixIndexWriter } from '../../core/prefix-index.js';
 import type { Region } from '../../core/region.js';
 import { RingConsumer } from '../../core/ring.js';
-import { RoutingHost, type AdmissionWaiter, type EngineReport, type HostRequest, type Placement, type Queued, type RequestOutcome, type RoutingHostOptions } from '../../core/routing-host.js';
+import { RoutingHost, type EngineReport, type HostRequest, type Placement, type RequestOutcome, type RoutingHostOptions } from '../../core/routing-host.js';
+import { type AdmissionWaiter, type Queued } from '../../core/admission-control.js';
 import type { Policy } from '../../core/policy.js';
 import type { UserUsageOptions } from '../../core/user-usage.js';
 import { IndexFeeder } from '../../kvevents/index-feeder.js';
