@@ -12,8 +12,15 @@ import type { EngineLoad } from './engine-metrics.js';
 import type { GatewayWaiter, Placement, RouteHook, RoutingInput, RoutingState } from './routing-port.js';
 import type { Usage } from '../upstream/stream-observer.js';
 
-interface TablePlacement extends Placement {
-  readonly host: HostPlacement;
+/** A host placement with its backends (a class: an object literal with a getter is built slowly, per request). */
+class TablePlacement implements Placement {
+  constructor (readonly host: HostPlacement, readonly backend: Backend, readonly transferFrom: Backend | null) {}
+  get reason (): string { return this.host.reason; }
+  get expectedPrefill (): number { return this.host.expectedPrefill; }
+  get matchedBlocks (): number { return this.host.matchedBlocks; }
+  get decidedAt (): number { return this.host.decidedAt; }
+  get dispatchedAt (): number | undefined { return this.host.dispatchedAt; }
+  get migrating (): boolean { return this.host.migrateFrom !== null; }
 }
 
 export interface TableRoutingOptions {
@@ -105,12 +112,7 @@ export class TableRouting implements RoutingState {
 
   #wrap (host: HostPlacement): TablePlacement {
     const from = host.transferFrom;
-    return {
-      backend: this.#byRow[host.pod]!, reason: host.reason, expectedPrefill: host.expectedPrefill, matchedBlocks: host.matchedBlocks, decidedAt: host.decidedAt, host,
-      get dispatchedAt () { return host.dispatchedAt; },
-      transferFrom: from === null ? null : this.#byRow[from] ?? null,
-      migrating: host.migrateFrom !== null
-    };
+    return new TablePlacement(host, this.#byRow[host.pod]!, from === null ? null : this.#byRow[from] ?? null);
   }
 
   migrationEnded (p: Placement, ok: boolean, now: number): Placement | null {
