@@ -1,6 +1,6 @@
 // The floor under EAR's proxy path: a minimal uWS server that forwards completions to bench/upstream.ts and
 // streams the answer back, with nothing else (no routing, parsing, metrics), through (a) undici's
-// Pool.dispatch() and (b) EAR's own HTTP/1.1 client (src/gateway/upstream-client.ts), measured in one run
+// Pool.dispatch() and (b) EAR's own HTTP/1.1 client (src/upstream/pool.ts), measured in one run
 // next to the upstream alone, nginx and EAR: server CPU per response, which the shared machine's load moves
 // far less than req/s. `node dist/bench/proxy-floor.js [--duration S] [--connections 16] [--only a,b]`.
 import uWS from 'uWebSockets.js';
@@ -8,7 +8,7 @@ import type { HttpResponse } from 'uWebSockets.js';
 import { Pool, type Dispatcher } from 'undici';
 import { parseArgs } from 'node:util';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { UpstreamPool, type UpstreamCall } from '../src/upstream/client.js';
+import { UpstreamPool, type UpstreamCall } from '../src/upstream/pool.js';
 import {
   cannon, nginxBinary, percentile, sanity, startChild, startEar, startNginx, startUpstream, stopAll, waitForOutput,
   type Cell, type Target

@@ -4,7 +4,7 @@
 import { request as undiciRequest } from 'undici';
 import type { BackendConfig, GatewayConfig } from '../config/index.js';
 import { parseEngineMetrics, type EngineLoad } from './engine-metrics.js';
-import { UpstreamPool } from '../upstream/client.js';
+import { UpstreamPool } from '../upstream/pool.js';
 import { backendHeaders } from '../upstream/headers.js';
 
 export type BackendHealth = 'unknown' | 'healthy' | 'unhealthy';

@@ -2,7 +2,8 @@
 // uWS with backpressure (the upstream socket is paused while uWS holds unsent bytes). The caller decides
 // what to do with an attempt that failed before any byte reached the client (retry on the next-best backend).
 // Everything one socket read brings (many SSE events) goes to the client in one uWS write, at the read's end.
-import { isUpstreamTimeout, UpstreamError, type UpstreamCall, type UpstreamHandler, type UpstreamPool } from '../upstream/client.js';
+import { isUpstreamTimeout, UpstreamError } from '../upstream/errors.js';
+import { type UpstreamCall, type UpstreamHandler, type UpstreamPool } from '../upstream/pool.js';
 import { EarError } from '../request/errors.js';
 import { StreamObserver } from '../upstream/stream-observer.js';
 import type { ResponseState } from './uws-io.js';

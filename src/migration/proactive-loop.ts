@@ -5,7 +5,7 @@
 // Kept apart from the worker entry point so tests can drive it on any thread.
 import { randomBytes } from 'node:crypto';
 import { post } from '../upstream/buffered-post.js';
-import { UpstreamPool, type UpstreamPoolOptions } from '../upstream/client.js';
+import { UpstreamPool, type UpstreamPoolOptions } from '../upstream/pool.js';
 import { backendHeaders } from '../upstream/headers.js';
 import { BodyCache, type SessionBody } from './body-cache.js';
 import type { LegSignal, TransferPeer } from './connector.js';

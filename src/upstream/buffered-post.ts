@@ -1,6 +1,6 @@
 // One non-streaming POST to an engine through its backend's pool, the whole answer buffered (bounded): the
 // prefill of an explicit context and the source leg of a KV transfer. Never throws: a failure is status null.
-import type { UpstreamCall, UpstreamHandler, UpstreamPool } from './client.js';
+import type { UpstreamCall, UpstreamHandler, UpstreamPool } from './pool.js';
 import { requestHeaders } from './headers.js';
 import type { TraceHeaders } from './traceparent.js';
 

@@ -2,7 +2,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import fc from 'fast-check';
-import { ResponseParser, UpstreamError, UpstreamPool, type ParserSink, type UpstreamCall, type UpstreamHandler } from '../../src/upstream/client.js';
+import { ResponseParser, type ParserSink } from '../../src/upstream/parser.js';
+import { UpstreamError } from '../../src/upstream/errors.js';
+import { UpstreamPool, type UpstreamCall, type UpstreamHandler } from '../../src/upstream/pool.js';
 import { until } from '../fixtures/wait.js';
 
 // ---- the parser, fed bytes directly ----

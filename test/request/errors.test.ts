@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { EarError, ERRORS, errorCodeOf, openAiError, type ErrorCode } from '../../src/request/errors.js';
 import { QueueFullError } from '../../src/core/admission-control.js';
 import { NoCandidateError } from '../../src/core/policy.js';
-import { UpstreamError } from '../../src/upstream/client.js';
+import { UpstreamError } from '../../src/upstream/errors.js';
 import { statusLine } from '../../src/gateway/uws-io.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));

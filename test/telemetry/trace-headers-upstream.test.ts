@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { post } from '../../src/upstream/buffered-post.js';
-import { UpstreamPool } from '../../src/upstream/client.js';
+import { UpstreamPool } from '../../src/upstream/pool.js';
 import { fakeEngine } from '../fixtures/fake-engine.js';
 
 const TP = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
