@@ -17,29 +17,14 @@ export interface Abortable {
 /** The engine path each endpoint is sent to (the route label of the request's metrics and spans). */
 export const ENGINE_PATH: Readonly<Record<Endpoint, '/v1/chat/completions' | '/v1/completions'>> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
 
-export interface RequestStart {
-  readonly id: string;
-  readonly endpoint: Endpoint;
+/** What the transport knows of a request when it hands it over: the context's fields of the same names. */
+export type RequestStart = Pick<RequestContext, 'id' | 'endpoint' | 'via' | 'startedAt' | 'keyUser' | 'priorityClass' | 'sessionId' |
+  'parentSessionId' | 'body' | 'traceparent' | 'tracestate' | 'abort'> & {
   /** The route its metrics and spans name (default: the engine path of its endpoint). */
   readonly route?: string;
-  /** How it reached EAR: uWS (`ear serve`) or ext_proc (`ear epp`: Envoy sends it). */
-  readonly via: 'http' | 'ext_proc';
-  /** When it arrived (the pipeline's clock): TTFT and end-to-end latency count from here. */
-  readonly startedAt: number;
-  /** The user its API key stands for (an HMAC id), used when the body names none. */
-  readonly keyUser: string | null;
-  /** Its priority class (0 high, 1 normal, 2 low). */
-  readonly priorityClass: number;
-  readonly sessionId: string | null;
-  readonly parentSessionId: string | null;
-  readonly body: Buffer;
-  /** The client's traceparent and tracestate ('' when absent). */
-  readonly traceparent: string;
-  readonly tracestate: string;
-  readonly abort: Abortable;
   /** Backends it may not go to from the start (ext_proc: those the proxy's subset leaves out). */
   readonly exclude?: Set<number>;
-}
+};
 
 /** How a request ended, as its client saw it. */
 export interface Outcome {
@@ -52,19 +37,25 @@ export interface Outcome {
   backend: string;
 }
 
-export class RequestContext implements RequestStart {
+export class RequestContext {
   readonly id: string;
   readonly endpoint: Endpoint;
+  /** How it reached EAR: uWS (`ear serve`) or ext_proc (`ear epp`: Envoy sends it). */
   readonly via: 'http' | 'ext_proc';
   /** The engine path it is sent to. */
   readonly path: '/v1/chat/completions' | '/v1/completions';
+  /** The route its metrics and spans name. */
   readonly route: string;
+  /** When it arrived (the pipeline's clock): TTFT and end-to-end latency count from here. */
   readonly startedAt: number;
+  /** The user its API key stands for (an HMAC id), used when the body names none. */
   readonly keyUser: string | null;
+  /** Its priority class (0 high, 1 normal, 2 low). */
   readonly priorityClass: number;
   readonly sessionId: string | null;
   readonly parentSessionId: string | null;
   readonly body: Buffer;
+  /** The client's traceparent and tracestate ('' when absent). */
   readonly traceparent: string;
   readonly tracestate: string;
   readonly abort: Abortable;
