@@ -28,7 +28,7 @@ function run (h: RoutingHost, viaSubmit: boolean): number {
     const req: HostRequest = { model: 'm', sessionId: `s${i & 1023}`, parentSessionId: null, promptTokens: 100, blockKeys: KEYS, maxTokens: null, user: null };
     let p: Placement;
     if (viaSubmit) {
-      p = h.submit(req, WAITER, i) as Placement;
+      p = h.admission.submit(req, WAITER, i) as Placement;
     } else {
       p = h.route(req, NONE, i);
       h.dispatched(p, i);

@@ -10,8 +10,8 @@
 //
 // Single-threaded: the thread that writes the load, session and pod tables (the gateway's main thread). The
 // prefix index is read here and written by its own thread; routing decisions reach it as ring ops.
-import { DEFAULT_CLASS, type AdmissionOptions, type SchedulerKind } from './admission.js';
-import { AdmissionControl, type AdmissionStats, type AdmissionWaiter, type DropReason, type Queued } from './admission-control.js';
+import type { AdmissionOptions, SchedulerKind } from './admission.js';
+import { AdmissionControl } from './admission-control.js';
 import type { KeySpan } from './block-keys.js';
 import type { CapacityOptions } from './capacity.js';
 import { LoadTable } from './load-table.js';
@@ -499,7 +499,7 @@ export class RoutingHost {
     };
   }
 
-  // ---- Admission (admission-control.ts): the host's entry points, and what admission reads of it ----
+  // ---- What admission control (admission-control.ts, `host.admission`) reads of the host ----
 
   /** The critical path a call of this session starts from: the session's, or for a new sub-agent its parent's. */
   criticalPathOf (key: bigint | null, parent: bigint | null): number {
@@ -512,35 +512,6 @@ export class RoutingHost {
 
   get scheduler (): SchedulerKind {
     return this.admission.scheduler;
-  }
-
-  /**
-   * Admits a request: routes and dispatches it now when the scheduler is off or it can go at once (returns
-   * its placement, already dispatched), else queues it (returns a handle for cancel) and tells `waiter` when
-   * it is released or dropped. Throws QueueFullError at the queue's bound, NoCandidateError when no pod serves.
-   */
-  submit (req: HostRequest, waiter: AdmissionWaiter, now: number, priorityClass = DEFAULT_CLASS): Placement | Queued {
-    return this.admission.submit(req, waiter, now, priorityClass);
-  }
-
-  cancel (q: Queued): boolean {
-    return this.admission.cancel(q);
-  }
-
-  tick (now: number): void {
-    this.admission.tick(now);
-  }
-
-  dropAll (reason: DropReason, now: number): void {
-    this.admission.dropAll(reason, now);
-  }
-
-  admissionStats (now: number): AdmissionStats {
-    return this.admission.admissionStats(now);
-  }
-
-  setMaxConcurrent (row: number, n: number): void {
-    this.admission.setMaxConcurrent(row, n);
   }
 
   candidateRows (model: string, exclude: ReadonlySet<number>): Iterable<number> {

@@ -132,7 +132,7 @@ export class TableRouting implements RoutingState {
   submit (input: RoutingInput, waiter: GatewayWaiter, now: number, priorityClass: number): Placement | Queued {
     const id = this.#hooks.length === 0 ? null : input.sessionId;
     if (id !== null) for (const h of this.#hooks) h.beforeRoute(id, this.#byId);
-    const r = this.host.submit(input, {
+    const r = this.host.admission.submit(input, {
       released: (p, info) => {
         if (id !== null) for (const h of this.#hooks) h.afterRoute(id);
         waiter.released(this.#wrap(p), info);
@@ -145,19 +145,19 @@ export class TableRouting implements RoutingState {
   }
 
   cancel (q: Queued): boolean {
-    return this.host.cancel(q);
+    return this.host.admission.cancel(q);
   }
 
   tick (now: number): void {
-    this.host.tick(now);
+    this.host.admission.tick(now);
   }
 
   dropAll (reason: DropReason, now: number): void {
-    this.host.dropAll(reason, now);
+    this.host.admission.dropAll(reason, now);
   }
 
   admissionStats (now: number): AdmissionStats {
-    return this.host.admissionStats(now);
+    return this.host.admission.admissionStats(now);
   }
 
   hasCandidate (model: string, exclude: ReadonlySet<number>): boolean {
@@ -197,7 +197,7 @@ export class TableRouting implements RoutingState {
     if (b.gone) return; // a probe or scrape that outlived the backend's row
     this.#byRow[b.index] = b;
     this.host.setPod(b.index, { id: b.id, role: b.config.role, models: b.models, state: podState(b), kvCapacityBlocks: b.config.kvCapacityBlocks ?? 0 });
-    this.host.setMaxConcurrent(b.index, b.config.maxConcurrent ?? 0);
+    this.host.admission.setMaxConcurrent(b.index, b.config.maxConcurrent ?? 0);
     this.#onChanged?.(b);
   }
 

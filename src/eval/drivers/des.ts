@@ -114,7 +114,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
     kvEvents: o.kvEvents ?? 'approximate', random: () => des.random(), assumedTtlMs: o.assumedTtlMs,
     scheduler: o.scheduler ?? SCHEDULER, admission: o.admission, capacity: o.capacity, users: o.userWindow
   });
-  if (o.maxConcurrent) for (let i = 0; i < o.engines; i++) lab.host.setMaxConcurrent(i, o.maxConcurrent);
+  if (o.maxConcurrent) for (let i = 0; i < o.engines; i++) lab.host.admission.setMaxConcurrent(i, o.maxConcurrent);
   const feed = lab.kvEvents === 'precise' ? new DesKvEventFeed({ writer: lab.writer, blockSize: resolved.blockSize, model: MODEL, deliveryDelayMs: o.kvDelayMs }).attach(des) : null;
   const keyHasher = new BlockHasher(region);
   const root = keyHasher.rootSeed(MODEL);
@@ -302,7 +302,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
   const idealRun = replay(w, (sessionId, turn) => isolated.get(requestId(sessionId, turn)) ?? 0);
   return {
     summary: metrics.summary({ idealMakespan: idealRun.makespan, idealSessionCompletion: idealRun.sessionCompletion }),
-    kvEvents: { mode: lab.kvEvents, feed: feed?.stats() ?? null }, admission: lab.host.admissionStats(des.now * 1000), wallSeconds: (performance.now() - wall0) / 1000, virtualSeconds: des.now,
+    kvEvents: { mode: lab.kvEvents, feed: feed?.stats() ?? null }, admission: lab.host.admission.admissionStats(des.now * 1000), wallSeconds: (performance.now() - wall0) / 1000, virtualSeconds: des.now,
     stall
   };
 }

@@ -79,7 +79,7 @@ export class LabRouting {
    * hands one to its engine.
    */
   submit (req: HostRequest, waiter: AdmissionWaiter, now: number): Placement | Queued {
-    return this.host.submit(req, waiter, now);
+    return this.host.admission.submit(req, waiter, now);
   }
 
   /** A released request went to its engine: its record ops reach the index now. */
@@ -102,7 +102,7 @@ export class LabRouting {
 
   /** The periodic upkeep (UPKEEP_EVERY_MS): the host's tick, then the kv-events thread's ops and expiry slice. */
   upkeep (now: number): void {
-    this.host.tick(now);
+    this.host.admission.tick(now);
     this.feeder.pump();
     this.feeder.expire(now);
   }
