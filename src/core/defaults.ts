@@ -12,6 +12,8 @@ export const SESSION_IDLE_MS = 30 * 60_000;
 
 /** Sessions the session table holds at once (its capacity in the shared region). */
 export const MAX_SESSIONS = 1 << 16;
+/** How long EAR remembers which engine produced a stored response (Responses API previous_response_id), in s. */
+export const RESPONSE_ORIGIN_TTL_S = 24 * 3600;
 
 /** Assumed presence lives this long when the index learns only from routing (approximate mode, ms). */
 export const APPROXIMATE_ASSUMED_TTL_MS = 20 * 60_000;

@@ -5,18 +5,22 @@
 // which served and how the response went.
 import type { Backend } from '../fleet/backends.js';
 import type { GatewayConfig } from '../config/index.js';
-import { EarError, openAiError } from '../request/errors.js';
+import { EarError, errorAnswer } from '../request/errors.js';
 import type { FeatureSource } from '../features/inline-features.js';
-import type { Endpoint } from '../features/request-body.js';
+import { dialectAt, type Dialect } from '../dialects/dialect.js';
+import { contentCodings, decodeBody } from '../request/body-encoding.js';
+import { ResponseOrigins } from '../request/response-origin.js';
+import { createSessionStore } from '../store/create.js';
+import { RESPONSE_ORIGIN_TTL_S } from '../core/defaults.js';
 import { priorityClassOf } from '../request/priority.js';
 import type { BackendFleet } from '../fleet/fleet.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import type { ClientGate } from '../request/client-gate.js';
 import type { GatedRoute } from '../request/client-gate.js';
-import { bearerToken } from '../request/credentials.js';
+import { bearerToken, clientCredential } from '../request/credentials.js';
 import type { RoutingState } from '../fleet/routing-port.js';
 import { sessionOf } from '../request/session-id.js';
-import type { Usage } from '../upstream/stream-observer.js';
+import type { StreamObserver } from '../upstream/stream-observer.js';
 import type { SharedSessions } from '../store/shared-sessions.js';
 import { subscribeRequestMetrics } from '../telemetry/request-metrics.js';
 import type { Tracing } from '../telemetry/tracing.js';
@@ -29,7 +33,6 @@ import { moveTo } from '../request/route.js';
 import type { Send, SendResult, Transport } from '../request/transport.js';
 import { endpointOf, type EndpointFilter } from './endpoints.js';
 
-const ENDPOINTS: Record<string, Endpoint> = { '/v1/chat/completions': 'chat', '/v1/completions': 'completions' };
 
 /** The address Envoy saw the client connect from (its own header, not one a client writes); '' when absent. */
 const CLIENT_ADDRESS = 'x-envoy-external-address';
@@ -73,8 +76,13 @@ export interface Picked {
   /** routed: admitted and placed by the policy; passthrough: not an inference call, named unrecorded. */
   readonly kind: 'routed' | 'passthrough';
   readonly endpoints: readonly string[];
-  /** The body to send upstream when it differs from the client's (client kv_transfer_params stripped); else null. */
+  /**
+   * The body to send upstream when it differs from the client's (client kv_transfer_params stripped, or a
+   * compressed body decoded: content-encoding is removed then); else null.
+   */
   readonly forward: Buffer | null;
+  /** Request headers the proxy must drop (content-encoding of a body EAR decoded). */
+  readonly removeHeaders: readonly string[];
   /** The backend charged with the request now (after a fallback, the one that served). */
   readonly backend: Backend;
   /** traceparent (and tracestate) to set on the request for the engine: EAR's server span; null with tracing off. */
@@ -83,10 +91,20 @@ export interface Picked {
   served (endpoint: string | null): 'primary' | 'fallback' | 'unlisted' | 'unreported';
   firstToken (): void;
   /**
-   * The response ended (ok: a complete 2xx; `status` the engine's, 0 if none came), or the stream did
-   * (`abandoned`: the phase it ended in): idempotent.
+   * The response ended (ok: a complete 2xx; `status` the engine's, 0 if none came; `seen`: what its observer
+   * read), or the stream did (`abandoned`: the phase it ended in): idempotent.
    */
-  finish (usage: Usage | null, ok: boolean, status?: number, abandoned?: 'queued' | 'response' | null): void;
+  finish (seen: StreamObserver | null, ok: boolean, status?: number, abandoned?: 'queued' | 'response' | null): void;
+}
+
+const pathOf = (path: string): string => {
+  const q = path.indexOf('?');
+  return q < 0 ? path : path.slice(0, q);
+};
+
+/** The API a request's :path names (its query string aside); null for a path that is no inference call. */
+export function dialectOfRequest (path: string): Dialect | null {
+  return dialectAt(pathOf(path));
 }
 
 export class EndpointPicker {
@@ -100,7 +118,9 @@ export class EndpointPicker {
     // One attempt: the proxy does the fallbacks, and tells which endpoint served (the request is moved there).
     this.#pipeline = new Pipeline({
       policy: deps.config.policy, maxAttempts: 1, state: deps.routing, features: deps.features, backends: fleet.backends, sessions: deps.sessions ?? null,
-      kvTransfers: null, now: deps.now, hold: (b) => fleet.hold(b), release: (b) => fleet.release(b)
+      kvTransfers: null, now: deps.now, hold: (b) => fleet.hold(b), release: (b) => fleet.release(b),
+      // With a shared store, the origins every replica (and `ear serve`) recorded; else this process's own.
+      responses: new ResponseOrigins({ store: deps.sessions?.store ?? createSessionStore({ kind: 'memory' }), ttlSeconds: RESPONSE_ORIGIN_TTL_S })
     });
     this.#unsubscribe = [subscribeRequestMetrics(this.#pipeline, deps.metrics)];
     if (deps.tracing != null) this.#unsubscribe.push(subscribeRequestSpans(this.#pipeline, deps.tracing));
@@ -126,27 +146,30 @@ export class EndpointPicker {
    * queueTimeoutMs. Resolves null when the stream ended while the request waited for admission (nothing is held then).
    */
   async pick (input: PickInput, signal: AbortSignalLike): Promise<Picked | null> {
-    const qmark = input.path.indexOf('?');
-    const path = qmark < 0 ? input.path : input.path.slice(0, qmark);
-    const endpoint = ENDPOINTS[path];
+    const dialect = dialectOfRequest(input.path);
+    const endpoint = dialect?.endpoint;
     // API keys and rate limits as `ear serve` applies them to the same routes (the proxy may check keys too).
+    const auth = clientCredential(input.headers.get('authorization') ?? '', input.headers.get('x-api-key') ?? '');
     let keyUser: string | null = null;
-    if (endpoint !== undefined || path === '/v1/models') {
-      const client = this.#d.gate.admit(path as GatedRoute, input.headers.get('authorization') ?? '', () => input.headers.get(CLIENT_ADDRESS) ?? '');
+    if (dialect !== null || pathOf(input.path) === '/v1/models') {
+      const client = this.#d.gate.admit((dialect?.path ?? '/v1/models') as GatedRoute, auth, () => input.headers.get(CLIENT_ADDRESS) ?? '');
       if (client instanceof EarError) throw client;
       keyUser = client.user;
     }
     const exclude = this.#excluded(input.allowed);
     if (endpoint === undefined || input.body === null || input.body.length === 0) return this.#passthrough(exclude);
-    const priorityClass = priorityClassOf(input.headers.get('x-ear-priority') ?? '', bearerToken(input.headers.get('authorization') ?? ''), this.#d.config.apiKeyPriority);
+    const priorityClass = priorityClassOf(input.headers.get('x-ear-priority') ?? '', bearerToken(auth), this.#d.config.apiKeyPriority);
+    // A compressed body is decoded for its features and sent on decoded (engines do not decode request bodies).
+    const codings = contentCodings(input.headers.get('content-encoding') ?? '');
+    const body = codings.length === 0 ? input.body : await decodeBody(input.body, codings, this.#d.config.maxBodyBytes);
     const { sessionId, parentSessionId } = sessionOf((h) => input.headers.get(h) ?? '');
     const traceparent = input.headers.get('traceparent') ?? '';
     const ctx = new RequestContext(this.#pipeline, {
       id: input.headers.get('x-request-id') ?? '', endpoint, via: 'ext_proc', startedAt: input.receivedAt ?? this.#d.now(), keyUser, priorityClass,
-      sessionId, parentSessionId, body: input.body, traceparent, tracestate: traceparent === '' ? '' : input.headers.get('tracestate') ?? '', abort: signal, exclude
+      sessionId, parentSessionId, body, traceparent, tracestate: traceparent === '' ? '' : input.headers.get('tracestate') ?? '', abort: signal, exclude
     });
     return await new Promise<Picked | null>((resolve, reject) => {
-      void runPipeline(ctx, new ExtProcTransport(this.#d, resolve, reject));
+      void runPipeline(ctx, new ExtProcTransport(this.#d, resolve, reject, codings.length > 0));
     });
   }
 
@@ -174,7 +197,7 @@ class ExtProcTransport implements Transport {
   #status = 0;
   #picked: PickedRequest | null = null;
 
-  constructor (readonly d: PickerDeps, readonly resolve: (p: Picked | null) => void, readonly reject: (err: unknown) => void) {}
+  constructor (readonly d: PickerDeps, readonly resolve: (p: Picked | null) => void, readonly reject: (err: unknown) => void, readonly decoded: boolean) {}
 
   /**
    * The proxy's next choices should the primary fail: other backends serving the model, least pending prefill
@@ -194,7 +217,7 @@ class ExtProcTransport implements Transport {
 
   send (ctx: RequestContext, s: Send): Promise<SendResult> {
     return new Promise((done) => {
-      const picked = new PickedRequest(this.d, ctx, s, (r) => {
+      const picked = new PickedRequest(this.d, ctx, s, this.decoded, (r) => {
         this.#status = r.status;
         done(r.sent);
       });
@@ -204,10 +227,10 @@ class ExtProcTransport implements Transport {
     });
   }
 
-  fail (_ctx: RequestContext, err: unknown): void {
+  fail (ctx: RequestContext, err: unknown): void {
     if (this.#answered) return;
     this.#answered = true;
-    this.#status = openAiError(err).status;
+    this.#status = errorAnswer(ctx.dialect, err).status;
     this.reject(err);
   }
 
@@ -225,6 +248,7 @@ class PassthroughRequest implements Picked {
   readonly kind = 'passthrough';
   readonly endpoints: readonly string[];
   readonly forward = null;
+  readonly removeHeaders: readonly string[] = [];
   /** Not an inference call: no span, and the client's own trace headers go through as Envoy has them. */
   readonly traceHeaders = null;
   #done = false;
@@ -253,14 +277,16 @@ class PickedRequest implements Picked {
   readonly kind = 'routed';
   readonly endpoints: readonly string[];
   readonly forward: Buffer | null;
+  readonly removeHeaders: readonly string[];
   readonly traceHeaders: TraceHeaders | null;
   /** The stream ended before the response did. */
   abandoned = false;
   #done = false;
 
-  constructor (readonly d: PickerDeps, readonly ctx: RequestContext, readonly send: Send, readonly ended: (r: { sent: SendResult; status: number }) => void) {
+  constructor (readonly d: PickerDeps, readonly ctx: RequestContext, readonly send: Send, decoded: boolean, readonly ended: (r: { sent: SendResult; status: number }) => void) {
     this.endpoints = send.endpoints ?? [endpointOf(send.backend)];
-    this.forward = send.body === ctx.body ? null : send.body;
+    this.forward = send.body === ctx.body && !decoded ? null : send.body;
+    this.removeHeaders = decoded ? ['content-encoding'] : [];
     this.traceHeaders = send.headers.length === 0 ? null : send.headers;
   }
 
@@ -295,10 +321,11 @@ class PickedRequest implements Picked {
    * The response ended (ok: a complete 2xx; `status` the engine's, 0 if none came), or the stream did
    * (`abandoned`: the phase it ended in): idempotent.
    */
-  finish (usage: Usage | null, ok: boolean, status = 0, abandoned: 'queued' | 'response' | null = null): void {
+  finish (seen: StreamObserver | null, ok: boolean, status = 0, abandoned: 'queued' | 'response' | null = null): void {
     if (this.#done) return;
     this.#done = true;
     this.abandoned = abandoned !== null;
-    this.ended({ sent: { result: abandoned !== null ? { kind: 'aborted' } : { kind: 'done', status, ok }, usage, contentEvents: 0 }, status });
+    const result = abandoned !== null ? { kind: 'aborted' as const } : { kind: 'done' as const, status, ok };
+    this.ended({ sent: { result, usage: seen?.usage ?? null, contentEvents: seen?.contentEvents ?? 0, responseId: seen?.responseId ?? null }, status });
   }
 }

@@ -7,11 +7,11 @@
 // the response ends or the stream does, whichever comes first.
 import type * as grpc from '@grpc/grpc-js';
 import type { GatewayConfig } from '../config/index.js';
-import { EarError, errorCodeOf, openAiError, type ErrorCode } from '../request/errors.js';
+import { EarError, errorAnswer, errorCodeOf, type ErrorCode } from '../request/errors.js';
 import { StreamObserver } from '../upstream/stream-observer.js';
 import { EndpointFilter, endpointList } from './endpoints.js';
 import type { EppMetrics, EppOutcome } from './metrics.js';
-import type { AbortSignalLike, EndpointPicker, Picked } from './picker.js';
+import { dialectOfRequest, type AbortSignalLike, type EndpointPicker, type Picked } from './picker.js';
 import {
   BODY_CHUNK_BYTES, CONFORMANCE_SERVED, DESTINATION_ENDPOINT, DESTINATION_ENDPOINT_SERVED, DESTINATION_NAMESPACE, SUBSET_KEY, SUBSET_NAMESPACE,
   TEST_ENDPOINT_SELECTION, filterMetadata, headerRecord, namespacedMetadata, setHeader,
@@ -165,7 +165,7 @@ export class ExtProcStream {
     // the client's own trace headers.
     const trace = picked.traceHeaders;
     if (trace !== null) for (const [k, v] of trace) set.push(setHeader(k, v));
-    const common: CommonResponse = { header_mutation: { set_headers: set }, clear_route_cache: true };
+    const common: CommonResponse = { header_mutation: { set_headers: set, ...(picked.removeHeaders.length > 0 ? { remove_headers: [...picked.removeHeaders] } : {}) }, clear_route_cache: true };
     const dynamic = namespacedMetadata(DESTINATION_NAMESPACE, { [DESTINATION_ENDPOINT]: value });
     if (body === null) {
       this.#send({ request_headers: { response: common }, dynamic_metadata: dynamic });
@@ -203,7 +203,7 @@ export class ExtProcStream {
     const set = [];
     if (this.#picked !== null) {
       this.#o.metrics.served.inc({ kind: this.#picked.served(served) });
-      this.#observer = new StreamObserver(headers.get('content-type') ?? '');
+      this.#observer = new StreamObserver(headers.get('content-type') ?? '', undefined, dialectOfRequest(this.#path)?.stream);
       set.push(setHeader('x-ear-backend', this.#picked.backend.id));
     }
     if (this.#conformance && served !== null) set.push(setHeader(CONFORMANCE_SERVED, served));
@@ -229,7 +229,7 @@ export class ExtProcStream {
     const obs = this.#observer;
     obs?.end();
     if (obs !== null && obs.firstTokenSeen) p.firstToken();
-    p.finish(obs?.usage ?? null, this.#status >= 200 && this.#status < 300 && obs?.streamError == null, this.#status);
+    p.finish(obs, this.#status >= 200 && this.#status < 300 && obs?.streamError == null, this.#status);
   }
 
   /** The stream ended (half-close, cancel, error): what is open is released, never held. */
@@ -246,11 +246,11 @@ export class ExtProcStream {
     this.#picked?.finish(null, false, this.#status, 'response');
   }
 
-  /** Answers the client directly (the OpenAI-style error serve would answer, openAiError) and ends the exchange. */
+  /** Answers the client directly (the error serve would answer, in the shape of the request's API) and ends the exchange. */
   #immediate (err: unknown, outcome: EppOutcome): void {
     this.#phase = 'done';
     this.#o.metrics.requests.inc({ outcome });
-    const { status, body, headers } = openAiError(err);
+    const { status, body, headers } = errorAnswer(dialectOfRequest(this.#path), err);
     const set = headers.map(([k, v]) => setHeader(k, v));
     this.#send({ immediate_response: { status: { code: status }, headers: { set_headers: set }, body: Buffer.from(body), details: errorCodeOf(err) } });
   }

@@ -7,7 +7,8 @@ import type { BlockHasher } from '../core/block-keys.js';
 import type { Tokenizer } from '../tokenize/types.js';
 import { renderPieces, type RenderedPieces } from '../tokenize/chat-template.js';
 import { EarError } from '../request/errors.js';
-import { parseRequestBody, type Endpoint, type ParsedRequest } from './request-body.js';
+import { parseRequestBody, type ParsedRequest } from './request-body.js';
+import { DIALECTS, type Endpoint } from '../dialects/dialect.js';
 import type { SessionFeatures } from './session-features.js';
 
 export interface Features {
@@ -21,6 +22,9 @@ export interface Features {
   user: string | null;
   /** The body to forward when it differs from the client's (client kv_transfer_params stripped); null = forward as received. */
   forward: Uint8Array | null;
+  /** Responses API: the response this one continues (its engine holds it), and whether the engine stores this one. */
+  previousResponseId: string | null;
+  store: boolean;
 }
 
 export interface FeatureContext {
@@ -68,6 +72,12 @@ export function featuresFromTokens (ctx: FeatureContext, p: ParsedRequest, body:
   return featuresOf(p, body, tokens?.length ?? Math.ceil(body.length / 4), blockKeys);
 }
 
-function featuresOf (p: ParsedRequest, body: Buffer, promptTokens: number, blockKeys: BigUint64Array): Features {
-  return { model: p.model, stream: p.stream, promptTokens, blockKeys, maxTokens: p.maxTokens, user: p.user, forward: p.forward === body ? null : p.forward };
+const NO_KEYS = new BigUint64Array(0);
+
+export function featuresOf (p: ParsedRequest, body: Buffer, promptTokens: number, blockKeys: BigUint64Array): Features {
+  return {
+    // A request that computes no KV (count_tokens) leaves no keys to match or record.
+    model: p.model, stream: p.stream, promptTokens, blockKeys: DIALECTS[p.endpoint].fillsCache ? blockKeys : NO_KEYS, maxTokens: p.maxTokens, user: p.user, forward: p.forward === body ? null : p.forward,
+    previousResponseId: p.previousResponseId, store: p.store
+  };
 }

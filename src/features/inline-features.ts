@@ -8,7 +8,7 @@ import type { Region } from '../core/region.js';
 import { createTokenizerSync } from '../tokenize/index.js';
 
 import { computeFeatures, type FeatureContext, type Features } from './features.js';
-import type { Endpoint } from './request-body.js';
+import type { Endpoint } from '../dialects/dialect.js';
 import type { RoutePool } from './route-pool.js';
 
 export const INLINE_FEATURES_MAX_BYTES = 4096;

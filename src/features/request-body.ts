@@ -1,10 +1,12 @@
-// Reads an OpenAI request body into what routing needs, and the body to forward. Runs in the route pool.
-// The body forwarded upstream is the client's own bytes unless something must change: a client's
+// Reads a request body (OpenAI chat or completions; Anthropic Messages and OpenAI Responses, converted to the chat
+// request the engine renders, src/dialects/) into what routing needs, and the body to forward. Runs in the route
+// pool. The body forwarded upstream is the client's own bytes unless something must change: a client's
 // kv_transfer_params are never forwarded (they would let a client steer an engine's KV transfers).
 import { EarError } from '../request/errors.js';
 import type { ChatMessage, RenderOptions } from '../tokenize/types.js';
-
-export type Endpoint = 'chat' | 'completions';
+import type { Endpoint } from '../dialects/dialect.js';
+import { anthropicToChat } from '../dialects/anthropic-request.js';
+import { responsesToChat } from '../dialects/responses-request.js';
 
 export interface ParsedRequest {
   endpoint: Endpoint;
@@ -24,6 +26,10 @@ export interface ParsedRequest {
   render: RenderOptions;
   /** The body to send upstream (the client's bytes when nothing had to change). */
   forward: Buffer;
+  /** Responses API: the stored response this one continues; null elsewhere. */
+  previousResponseId: string | null;
+  /** Responses API: whether the engine stores the response (vLLM's default true); false elsewhere. */
+  store: boolean;
 }
 
 function bad (message: string): EarError {
@@ -67,6 +73,7 @@ export function parseRequestBody (endpoint: Endpoint, raw: Buffer): ParsedReques
 export function requestFromDoc (endpoint: Endpoint, raw: Buffer, doc: unknown): ParsedRequest {
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw bad('request body must be a JSON object');
   const b = doc as Record<string, unknown>;
+  if (endpoint !== 'chat' && endpoint !== 'completions') return dialectRequest(endpoint, raw, b);
   if (typeof b.model !== 'string' || b.model === '') throw bad('"model" is required and must be a non-empty string');
   if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean') throw bad('"stream" must be a boolean');
   const max = b.max_completion_tokens ?? b.max_tokens;
@@ -88,8 +95,7 @@ export function requestFromDoc (endpoint: Endpoint, raw: Buffer, doc: unknown): 
     else if (Array.isArray(p) && p.length > 0 && p.every((x) => typeof x === 'string' || isTokenIds(x))) prompt = null; // a batch
     else throw bad('"prompt" must be a string, a list of token ids, or a non-empty list of those');
   }
-  const salt = b.cache_salt;
-  if (salt !== undefined && salt !== null && (typeof salt !== 'string' || salt === '')) throw bad("Parameter 'cache_salt' must be a non-empty string if provided.");
+  const salt = cacheSaltOf(b);
   const user = b.user;
   if (user !== undefined && user !== null && typeof user !== 'string') throw bad('"user" must be a string');
   const kwargs = b.chat_template_kwargs;
@@ -100,10 +106,35 @@ export function requestFromDoc (endpoint: Endpoint, raw: Buffer, doc: unknown): 
     tools: Array.isArray(b.tools) ? b.tools : undefined,
     chatTemplateKwargs: (kwargs ?? undefined) as Record<string, unknown> | undefined
   };
-  let forward = raw;
-  if ('kv_transfer_params' in b) {
-    delete b.kv_transfer_params;
-    forward = reserialize(b);
-  }
-  return { endpoint, model: b.model, stream: b.stream === true, messages, prompt, maxTokens: typeof max === 'number' ? max : null, cacheSalt: typeof salt === 'string' ? salt : null, user: typeof user === 'string' && user !== '' ? user : null, render, forward };
+  return {
+    endpoint, model: b.model, stream: b.stream === true, messages, prompt, maxTokens: typeof max === 'number' ? max : null, cacheSalt: salt,
+    user: typeof user === 'string' && user !== '' ? user : null, render, forward: forwardOf(raw, b), previousResponseId: null, store: false
+  };
+}
+
+/** An Anthropic Messages, count_tokens or Responses body, as the chat request the engine renders from it. */
+function dialectRequest (endpoint: Exclude<Endpoint, 'chat' | 'completions'>, raw: Buffer, b: Record<string, unknown>): ParsedRequest {
+  const responses = endpoint === 'responses' ? responsesToChat(b) : null;
+  const c = responses ?? anthropicToChat(b, { countTokens: endpoint === 'count_tokens' });
+  // vLLM serves its one model to a Responses body without one; a fleet may serve many, and EAR routes by it.
+  if (c.model === '') throw bad('"model" is required: EAR routes each request to the engines that serve its model');
+  return {
+    endpoint, model: c.model, stream: c.stream, messages: c.messages, prompt: null, maxTokens: c.maxTokens, cacheSalt: cacheSaltOf(b), user: c.user,
+    render: c.render, forward: forwardOf(raw, b), previousResponseId: responses?.previousResponseId ?? null, store: responses?.store ?? false
+  };
+}
+
+/** vLLM's cache_salt (it salts block 0, so it seeds the block keys too); null when absent. */
+function cacheSaltOf (b: Record<string, unknown>): string | null {
+  const salt = b.cache_salt;
+  if (salt === undefined || salt === null) return null;
+  if (typeof salt !== 'string' || salt === '') throw bad("Parameter 'cache_salt' must be a non-empty string if provided.");
+  return salt;
+}
+
+/** The body engines get: the client's bytes, unless it carried kv_transfer_params (dropped, `b` rewritten). */
+function forwardOf (raw: Buffer, b: Record<string, unknown>): Buffer {
+  if (!('kv_transfer_params' in b)) return raw;
+  delete b.kv_transfer_params;
+  return reserialize(b);
 }

@@ -9,7 +9,7 @@ import type { SharedRegion } from '../core/region.js';
 import { SESSION_IDLE_MS } from '../core/defaults.js';
 import { unwrap } from '../threads/outcome.js';
 import { EarError } from '../request/errors.js';
-import type { Endpoint } from './request-body.js';
+import type { Endpoint } from '../dialects/dialect.js';
 import type { Features } from './features.js';
 import type { RemoteTokenizerOptions } from '../tokenize/remote.js';
 import { routeError, type RouteResult, type RouteTask, type RouteWorkerData } from './route-protocol.js';

@@ -6,7 +6,7 @@ import type { RemoteTokenizerOptions } from '../tokenize/remote.js';
 import type { Outcome, WireError } from '../threads/outcome.js';
 import { EarError, type ErrorCode } from '../request/errors.js';
 import type { Features } from './features.js';
-import type { Endpoint } from './request-body.js';
+import type { Endpoint } from '../dialects/dialect.js';
 
 export interface RouteWorkerData {
   shared: SharedRegion;

@@ -11,7 +11,8 @@ import { RequestContext, type Abortable } from '../request/context.js';
 import { runPipeline, type Pipeline } from '../request/pipeline.js';
 import type { Send, SendResult, Transport } from '../request/transport.js';
 import { EarError, openAiError } from '../request/errors.js';
-import { badJson, reserialize, type Endpoint } from '../features/request-body.js';
+import { badJson, reserialize } from '../features/request-body.js';
+import type { Endpoint } from '../dialects/dialect.js';
 import type { Usage } from '../upstream/stream-observer.js';
 import { post, type Answer } from '../upstream/buffered-post.js';
 

@@ -5,7 +5,8 @@
 import uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { performance } from 'node:perf_hooks';
-import { UPKEEP_EVERY_MS } from '../core/defaults.js';
+import { RESPONSE_ORIGIN_TTL_S, UPKEEP_EVERY_MS } from '../core/defaults.js';
+import { ResponseOrigins } from '../request/response-origin.js';
 import { priorityClassOf } from '../request/priority.js';
 import { registerAdmissionMetrics } from '../telemetry/admission-metrics.js';
 import type { Backend } from '../fleet/backends.js';
@@ -14,7 +15,8 @@ import type { GatewayConfig } from '../config/index.js';
 import { EarError } from '../request/errors.js';
 import { GatewayMetrics } from '../telemetry/metrics.js';
 import { requestId } from '../request/request-id.js';
-import type { Endpoint } from '../features/request-body.js';
+import { DIALECTS, type Endpoint } from '../dialects/dialect.js';
+import { contentCodings, decodeBody } from '../request/body-encoding.js';
 import type { RoutingState } from '../fleet/routing-port.js';
 import { sessionOf, SESSION_ID_HEADERS } from '../request/session-id.js';
 import { ContextRegistry } from './contexts.js';
@@ -24,11 +26,11 @@ import { readBody, registerClientIoMetrics, ResponseState } from './uws-io.js';
 import type { SharedSessions } from '../store/shared-sessions.js';
 import { KvTransferStep } from '../request/kv-transfer-step.js';
 import { ClientGate, remoteAddressOf } from '../request/client-gate.js';
-import { AdminToken, bearerToken } from '../request/credentials.js';
+import { AdminToken, bearerToken, clientCredential } from '../request/credentials.js';
 import { kvTransfersFor } from '../migration/transfers-for.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { subscribeRequestSpans } from '../telemetry/request-spans.js';
-import { ENGINE_PATH, RequestContext } from '../request/context.js';
+import { RequestContext } from '../request/context.js';
 import { Pipeline, runPipeline, type FeatureFn } from '../request/pipeline.js';
 import { subscribeRequestMetrics } from '../telemetry/request-metrics.js';
 import { UwsTransport } from './uws-transport.js';
@@ -136,7 +138,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
 
   const pipeline = new Pipeline({
     policy: config.policy, maxAttempts: config.maxAttempts, state, features: deps.features, backends, sessions: deps.sessions ?? null, kvTransfers, now,
-    hold: (b) => fleet.hold(b), release, onSessionCompleted: deps.onSessionCompleted
+    hold: (b) => fleet.hold(b), release, onSessionCompleted: deps.onSessionCompleted,
+    responses: new ResponseOrigins({ store: contexts.store, ttlSeconds: RESPONSE_ORIGIN_TTL_S })
   });
   // The path publishes; metrics (and spans, with tracing on) subscribe.
   const unsubscribe = [subscribeRequestMetrics(pipeline, metrics)];
@@ -145,11 +148,15 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const app: TemplatedApp = uWS.App();
 
   function completion (endpoint: Endpoint) {
+    const dialect = DIALECTS[endpoint];
     return (res: HttpResponse, req: HttpRequest) => {
       // Everything from req is read now: it is gone after this handler returns.
       const t0 = now();
-      const auth = req.getHeader('authorization');
+      // Anthropic's clients (Claude Code) send their key as x-api-key: a credential as a bearer token is.
+      const auth = clientCredential(req.getHeader('authorization'), req.getHeader('x-api-key'));
       const declaredLength = req.getHeader('content-length');
+      const encoding = req.getHeader('content-encoding');
+      const query = req.getQuery() ?? '';
       const priorityHeader = req.getHeader('x-ear-priority');
       const rid = requestId(req.getHeader('x-request-id'));
       const traceparent = req.getHeader('traceparent');
@@ -158,31 +165,39 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const { sessionId, parentSessionId } = sessionOf((h) => headerValues[SESSION_ID_HEADERS.indexOf(h)] ?? '');
       const apiKey = bearerToken(auth);
       const rs = new ResponseState(res);
+      rs.dialect = dialect;
       const ridHeader: [string, string] = ['x-request-id', rid];
       if (draining) return rs.fail(new EarError('EAR_ERR_DRAINING', 'the gateway is shutting down'), [ridHeader]);
-      const client = gate.admit(ENGINE_PATH[endpoint], auth, () => remoteAddressOf(res));
+      const client = gate.admit(dialect.path, auth, () => remoteAddressOf(res));
       if (client instanceof EarError) return rs.fail(client, [ridHeader]);
-      if (headerValues.some(hasCtl)) {
-        return rs.fail(new EarError('EAR_ERR_BAD_HEADER', 'header values must not contain CR, LF or NUL'), [ridHeader]);
+      if (headerValues.some(hasCtl) || hasCtl(query)) {
+        return rs.fail(new EarError('EAR_ERR_BAD_HEADER', 'header values (and the query string) must not contain CR, LF or NUL'), [ridHeader]);
       }
       let priorityClass: number;
+      let codings: string[];
       try {
         priorityClass = priorityClassOf(priorityHeader, apiKey, config.apiKeyPriority);
+        codings = contentCodings(encoding);
       } catch (err) {
         return rs.fail(err, [ridHeader]);
       }
-      readBody(rs, config, (body) => {
+      const run = (body: Buffer): void => {
         inFlight++;
         const ctx = new RequestContext(pipeline, {
-          id: rid, endpoint, via: 'http', startedAt: t0, keyUser: client.user, priorityClass, sessionId, parentSessionId, body, traceparent, tracestate, abort: rs
+          id: rid, endpoint, via: 'http', startedAt: t0, keyUser: client.user, priorityClass, sessionId, parentSessionId, body, traceparent, tracestate, abort: rs, query
         });
         void runPipeline(ctx, new UwsTransport(rs, rid)).finally(() => { if (--inFlight === 0 && idle) idle(); });
+      };
+      readBody(rs, config, (body) => {
+        if (codings.length === 0) return run(body);
+        decodeBody(body, codings, config.maxBodyBytes).then((decoded) => { if (!rs.aborted) run(decoded); }, (err) => rs.fail(err, [ridHeader]));
       }, declaredLength);
     };
   }
 
-  app.post('/v1/chat/completions', completion('chat'));
-  app.post('/v1/completions', completion('completions'));
+  for (const d of Object.values(DIALECTS)) app.post(d.path, completion(d.endpoint));
+  // Claude Code's first call: whether the base URL answers at all.
+  app.head('/', (res) => { res.cork(() => res.writeStatus('200 OK').end()); });
   mountContexts(app, {
     config, contexts, metrics, state, pipeline,
     admit: (auth, res) => gate.admit('/v1/context', auth, () => remoteAddressOf(res)), backends, now, clock: deps.clock ?? Date.now,
@@ -247,7 +262,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   app.any('/*', (res, req) => {
     const rs = new ResponseState(res);
     const url = req.getUrl();
-    const known = ['/v1/chat/completions', '/v1/completions', '/v1/models', '/health', '/ready', '/metrics', CONTEXT_PATH].includes(url) || url.startsWith(`${CONTEXT_PATH}/`);
+    const known = Object.values(DIALECTS).some((d) => d.path === url) || ['/', '/v1/models', '/health', '/ready', '/metrics', CONTEXT_PATH].includes(url) || url.startsWith(`${CONTEXT_PATH}/`);
     // The path is echoed cut short: uWS takes paths of tens of KB, and an error need not reflect them whole.
     const shown = url.length > 256 ? `${url.slice(0, 256)}…` : url;
     rs.fail(known ? new EarError('EAR_ERR_METHOD', `method ${req.getMethod().toUpperCase()} is not allowed on ${shown}`) : new EarError('EAR_ERR_NOT_FOUND', `no route ${shown}`));

@@ -4,7 +4,8 @@
 // under backpressure (wait for onWritable, never resend).
 import type { HttpResponse } from 'uWebSockets.js';
 import { Gauge, type Registry } from 'prom-client';
-import { EarError, openAiError } from '../request/errors.js';
+import { EarError, errorAnswer, openAiError } from '../request/errors.js';
+import type { Dialect } from '../dialects/dialect.js';
 import { ReadDeadlines } from './read-deadlines.js';
 
 /**
@@ -35,6 +36,8 @@ export class ResponseState {
   headersSent = false;
   /** The status sent to the client (0 until the head is out). */
   status = 0;
+  /** The API the client speaks (its errors' shape); null: OpenAI's. */
+  dialect: Dialect | null = null;
   /** Called once if the client goes away (cancels the upstream request); a field, not an AbortController, to spare one a request. */
   onAbort: (() => void) | null = null;
   #writable: (() => void) | null = null;
@@ -148,26 +151,35 @@ export class ResponseState {
   }
 
   /**
-   * Answers with an OpenAI-style error (openAiError: status, body, Retry-After) if nothing was sent yet, with
-   * `headers` too; otherwise ends the stream with an error event. A header in `headers` replaces the error's own
-   * of that name (server.ts passes its Retry-After still).
+   * Answers with an error in the shape of the client's API (openAiError or anthropicError: status, body,
+   * Retry-After) if nothing was sent yet, with `headers` too; otherwise ends the stream with an error event. A
+   * header in `headers` replaces the error's own of that name (server.ts passes its Retry-After still).
    */
   fail (err: unknown, headers: ReadonlyArray<[string, string]> = [], close = false): void {
     if (!this.live) return;
-    const { status, body, headers: own } = openAiError(err);
+    const anthropic = this.dialect?.errors === 'anthropic';
+    const { status, body, headers: own } = errorAnswer(this.dialect, err);
     if (!this.headersSent) {
       this.send(status, body, [...own, ...headers], close);
       return;
     }
-    // Mid-stream: engines send errors in-band as an SSE data line, then [DONE]; do the same.
-    this.end(`data: ${body}\n\ndata: [DONE]\n\n`);
+    // Mid-stream: engines send errors in-band, each API in its own event; do the same.
+    if (anthropic) this.end(`event: error\ndata: ${body}\n\n`);
+    else if (this.dialect?.stream.name === 'responses') this.end(`event: error\ndata: ${responsesErrorEvent(err)}\n\n`);
+    else this.end(`data: ${body}\n\ndata: [DONE]\n\n`);
   }
+}
+
+/** The Responses API's in-band error event: {"type":"error","code","message","param"}. */
+function responsesErrorEvent (err: unknown): string {
+  const e = JSON.parse(openAiError(err).body).error as { message: string; code: string };
+  return JSON.stringify({ type: 'error', code: e.code, message: e.message, param: null });
 }
 
 const REASONS: Record<number, string> = {
   200: 'OK', 201: 'Created', 204: 'No Content', 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found',
-  405: 'Method Not Allowed', 408: 'Request Timeout', 409: 'Conflict', 413: 'Payload Too Large', 422: 'Unprocessable Entity',
-  429: 'Too Many Requests', 500: 'Internal Server Error', 502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout'
+  405: 'Method Not Allowed', 408: 'Request Timeout', 409: 'Conflict', 413: 'Payload Too Large', 415: 'Unsupported Media Type', 422: 'Unprocessable Entity',
+  429: 'Too Many Requests', 500: 'Internal Server Error', 502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout', 529: 'Overloaded'
 };
 
 export function statusLine (status: number): string {

@@ -8,8 +8,6 @@ import { StreamObserver } from '../upstream/stream-observer.js';
 import { requestHeaders } from '../upstream/headers.js';
 import type { ResponseState } from './uws-io.js';
 
-const newObserver = (contentType: string): StreamObserver => new StreamObserver(contentType);
-
 export class UwsTransport implements Transport {
   readonly #rs: ResponseState;
   readonly #rid: [string, string];
@@ -21,16 +19,17 @@ export class UwsTransport implements Transport {
 
   async send (ctx: RequestContext, s: Send): Promise<SendResult> {
     const b = s.backend;
+    const shape = ctx.dialect.stream;
     const { result, observer } = await attempt(this.#rs, b.pool, {
-      path: ctx.path,
+      path: ctx.target,
       body: s.body,
       headers: requestHeaders(ctx.id, s.headers),
       responseHeaders: [['x-ear-backend', b.id], this.#rid],
       final: s.final,
-      observer: newObserver,
+      observer: (contentType) => new StreamObserver(contentType, undefined, shape),
       onFirstToken: s.firstToken
     });
-    return { result, usage: observer?.usage ?? null, contentEvents: observer?.contentEvents ?? 0 };
+    return { result, usage: observer?.usage ?? null, contentEvents: observer?.contentEvents ?? 0, responseId: observer?.responseId ?? null };
   }
 
   fail (_ctx: RequestContext, err: unknown): void {

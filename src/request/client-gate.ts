@@ -4,6 +4,7 @@
 // Buckets are per API key (its own `rateLimits.keys` entry, else `rateLimits.default`), or per client IP
 // address when no keys are configured (`rateLimits.perIp`): the address the connection comes from, never a
 // header (x-forwarded-for is the client's to write). Behind a proxy every client shares the proxy's address.
+import type { EnginePath } from '../dialects/dialect.js';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { GatewayConfig } from '../config/index.js';
 import { ApiKeys } from './credentials.js';
@@ -14,7 +15,7 @@ import { RateLimiter, retryAfterSeconds, type BucketLimit } from './rate-limit.j
 export type LimitScope = 'key' | 'default' | 'ip';
 
 /** The routes that may be limited: the other label (fixed). */
-export type GatedRoute = '/v1/chat/completions' | '/v1/completions' | '/v1/context' | '/v1/models';
+export type GatedRoute = EnginePath | '/v1/context' | '/v1/models';
 
 export class ClientGate {
   readonly keys: ApiKeys;

@@ -1,7 +1,7 @@
 // One request as it moves through the pipeline (ARCHITECTURE.md "Request lifecycle"): what the transport took in
 // (who asks, for which session, with which body), what the phases learn (features, the placement, the attempt,
 // the backends that failed it), and how it ended. Made once per request by the transport; the phases fill it in.
-import type { Endpoint } from '../features/request-body.js';
+import { DIALECTS, type Dialect, type Endpoint, type EnginePath } from '../dialects/dialect.js';
 import type { Features } from '../features/features.js';
 import type { Placement, RoutingInput } from '../fleet/routing-port.js';
 import type { SharedTurn } from '../store/shared-sessions.js';
@@ -14,12 +14,11 @@ export interface Abortable {
   onAbort: (() => void) | null;
 }
 
-/** The engine path each endpoint is sent to (the route label of the request's metrics and spans). */
-export const ENGINE_PATH: Readonly<Record<Endpoint, '/v1/chat/completions' | '/v1/completions'>> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
-
 /** What the transport knows of a request when it hands it over: the context's fields of the same names. */
 export type RequestStart = Pick<RequestContext, 'id' | 'endpoint' | 'via' | 'startedAt' | 'keyUser' | 'priorityClass' | 'sessionId' |
   'parentSessionId' | 'body' | 'traceparent' | 'tracestate' | 'abort'> & {
+  /** The client's query string ('' or without its '?'), sent on to the engine (Claude Code's `?beta=true`). */
+  readonly query?: string;
   /** The route its metrics and spans name (default: the engine path of its endpoint). */
   readonly route?: string;
   /** Backends it may not go to from the start (ext_proc: those the proxy's subset leaves out). */
@@ -40,10 +39,14 @@ export interface Outcome {
 export class RequestContext {
   readonly id: string;
   readonly endpoint: Endpoint;
+  /** The API it speaks: its engine path, error shape and stream shape. */
+  readonly dialect: Dialect;
   /** How it reached EAR: uWS (`ear serve`) or ext_proc (`ear epp`: Envoy sends it). */
   readonly via: 'http' | 'ext_proc';
-  /** The engine path it is sent to. */
-  readonly path: '/v1/chat/completions' | '/v1/completions';
+  /** The engine path it is sent to (the route label of its metrics and spans). */
+  readonly path: EnginePath;
+  /** What it is sent to: the engine path with the client's query string. */
+  readonly target: string;
   /** The route its metrics and spans name. */
   readonly route: string;
   /** When it arrived (the pipeline's clock): TTFT and end-to-end latency count from here. */
@@ -52,6 +55,7 @@ export class RequestContext {
   readonly keyUser: string | null;
   /** Its priority class (0 high, 1 normal, 2 low). */
   readonly priorityClass: number;
+  /** Its session (none for a request that leaves no KV behind: count_tokens is routed by load alone). */
   readonly sessionId: string | null;
   readonly parentSessionId: string | null;
   readonly body: Buffer;
@@ -82,14 +86,16 @@ export class RequestContext {
   constructor (readonly pipeline: Pipeline, s: RequestStart) {
     this.id = s.id;
     this.endpoint = s.endpoint;
+    this.dialect = DIALECTS[s.endpoint];
     this.via = s.via;
-    this.path = ENGINE_PATH[s.endpoint];
+    this.path = this.dialect.path;
+    this.target = s.query === undefined || s.query === '' ? this.path : `${this.path}?${s.query}`;
     this.route = s.route ?? this.path;
     this.startedAt = s.startedAt;
     this.keyUser = s.keyUser;
     this.priorityClass = s.priorityClass;
-    this.sessionId = s.sessionId;
-    this.parentSessionId = s.parentSessionId;
+    this.sessionId = this.dialect.fillsCache ? s.sessionId : null;
+    this.parentSessionId = this.dialect.fillsCache ? s.parentSessionId : null;
     this.body = s.body;
     this.forward = s.body;
     this.traceparent = s.traceparent;

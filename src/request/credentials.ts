@@ -12,6 +12,15 @@ export function bearerToken (auth: string): string | null {
   return auth.startsWith('Bearer ') ? auth.slice(7).trim() : null;
 }
 
+/**
+ * The credential a client presents, as an Authorization value: its own, or Anthropic's `x-api-key` (what Claude
+ * Code sends with ANTHROPIC_API_KEY) as a bearer token. Neither is ever sent to an engine (upstream/headers.ts).
+ */
+export function clientCredential (authorization: string, xApiKey: string): string {
+  if (authorization !== '' || xApiKey === '') return authorization;
+  return `Bearer ${xApiKey.trim()}`;
+}
+
 const sha256 = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
 
 /** The admin token (null: admin endpoints are off, every request to them is refused). */

@@ -32,9 +32,11 @@ export const ERRORS = {
   EAR_ERR_NOT_FOUND: { status: 404, type: 'not_found_error', anthropic: 'not_found_error', when: 'No such route, or no such session under /admin/sessions.' },
   EAR_ERR_MODEL_NOT_FOUND: { status: 404, type: 'not_found_error', anthropic: 'not_found_error', when: 'No backend serves the model the request names.' },
   EAR_ERR_CONTEXT_NOT_FOUND: { status: 404, type: 'not_found_error', anthropic: 'not_found_error', when: 'The explicit context id does not exist (never created, deleted, or past its TTL).' },
+  EAR_ERR_RESPONSE_NOT_FOUND: { status: 404, type: 'invalid_request_error', anthropic: 'not_found_error', when: 'previous_response_id names a response whose engine has left the fleet (engines keep stored responses in their own memory).' },
   EAR_ERR_METHOD: { status: 405, type: 'invalid_request_error', anthropic: 'invalid_request_error', when: 'The route exists but not with this method.' },
   EAR_ERR_CLIENT_TIMEOUT: { status: 408, type: 'timeout_error', anthropic: 'invalid_request_error', when: 'The request body did not arrive within clientBodyTimeoutMs (stalled or trickling); the connection closes.' },
   EAR_ERR_BODY_TOO_LARGE: { status: 413, type: 'invalid_request_error', anthropic: 'request_too_large', when: 'The body (or its Content-Length) exceeds maxBodyBytes.' },
+  EAR_ERR_UNSUPPORTED_ENCODING: { status: 415, type: 'invalid_request_error', anthropic: 'invalid_request_error', when: 'The body\'s content-encoding is not one EAR decodes (gzip, deflate, br, zstd).' },
   // ---- limits ----
   EAR_ERR_QUEUE_FULL: { status: 429, type: 'rate_limit_error', anthropic: 'overloaded_error', when: 'The admission queue (with Retry-After) or the route pool\'s queue is at its bound.' },
   EAR_ERR_RATE_LIMITED: { status: 429, type: 'rate_limit_error', anthropic: 'rate_limit_error', when: 'The client\'s token bucket (rateLimits) is empty; Retry-After says when it holds one again.' },
@@ -136,4 +138,23 @@ export function openAiError (err: unknown): ErrorResponse {
   const headers: Array<[string, string]> = [['content-type', 'application/json']];
   if (known && err.retryAfterSeconds !== null) headers.push(['retry-after', String(err.retryAfterSeconds)]);
   return { status: spec.status, body: JSON.stringify({ error: { message, type: spec.type, code } }), headers };
+}
+
+/** Any thrown value as the answer of the API a request speaks (`dialect.errors`: OpenAI's shape or Anthropic's). */
+export function errorAnswer (dialect: { readonly errors: 'openai' | 'anthropic' } | null, err: unknown): ErrorResponse {
+  return dialect?.errors === 'anthropic' ? anthropicError(err) : openAiError(err);
+}
+
+/**
+ * Any thrown value as Anthropic's answer, {"type":"error","error":{"type","message"}}, for a client of its
+ * Messages API: the same status as openAiError's except that overloaded_error is 529, as Anthropic answers it.
+ */
+export function anthropicError (err: unknown): ErrorResponse {
+  const known = err instanceof EarError;
+  const spec = ERRORS[known ? err.code : 'EAR_ERR_INTERNAL'];
+  const message = known ? err.message : 'internal error';
+  const headers: Array<[string, string]> = [['content-type', 'application/json']];
+  if (known && err.retryAfterSeconds !== null) headers.push(['retry-after', String(err.retryAfterSeconds)]);
+  const status = spec.anthropic === 'overloaded_error' ? 529 : spec.status;
+  return { status, body: JSON.stringify({ type: 'error', error: { type: spec.anthropic, message } }), headers };
 }

@@ -16,9 +16,11 @@ export async function features (ctx: RequestContext): Promise<void> {
   if (!backends.some((b) => b.models.has(f.model)) && backends.some((b) => b.models.size > 0)) {
     throw new EarError('EAR_ERR_MODEL_NOT_FOUND', `The model \`${f.model}\` does not exist.`);
   }
+  // A Responses continuation goes to the engine that holds the previous response (response-origin.ts).
+  if (f.previousResponseId !== null && p.responses !== null) await p.responses.pin(ctx, f.previousResponseId, backends);
   ctx.input = {
     model: f.model, sessionId: ctx.sessionId, parentSessionId: ctx.parentSessionId, promptTokens: f.promptTokens, blockKeys: f.blockKeys,
-    maxTokens: f.maxTokens, user: f.user ?? ctx.keyUser, ...(ctx.restricted ? { exclude: ctx.exclude } : {})
+    maxTokens: f.maxTokens, user: f.user ?? ctx.keyUser, ...(ctx.exclude.size > 0 ? { exclude: ctx.exclude } : {})
   };
   if (f.forward) ctx.forward = Buffer.from(f.forward.buffer, f.forward.byteOffset, f.forward.byteLength);
 }

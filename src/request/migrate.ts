@@ -1,7 +1,8 @@
 // Phase 5, migrate (ARCHITECTURE.md "Request lifecycle"): when the placement names a source for its KV (a
 // migration's source, a P/D prefill pod), the connector's source leg runs before the request goes to its backend.
-// Without a KV connector (ext_proc: the proxy sends the request) the target recomputes the prompt, and the
-// session's move is done at once so that later turns do not wait on it.
+// Without a KV connector (ext_proc: the proxy sends the request), or for an API whose engine takes no
+// kv_transfer_params (Responses), the target recomputes the prompt, and the session's move is done at once so
+// that later turns do not wait on it.
 import type { TransferStepResult } from './kv-transfer-step.js';
 import type { Placement } from '../fleet/routing-port.js';
 import type { Backend } from '../fleet/backends.js';
@@ -14,7 +15,7 @@ const NO_TRANSFER = { mode: 'none', ok: false, bytes: 0, tokens: 0 };
 export function migrate (ctx: RequestContext, placement: Placement): TransferStepResult | Promise<TransferStepResult> {
   const p = ctx.pipeline;
   const src = placement.transferFrom ?? null;
-  if (p.kvTransfers === null) {
+  if (p.kvTransfers === null || !ctx.dialect.kvTransfer) {
     if (placement.migrating === true) p.state.migrationEnded?.(placement, true, p.now());
     return { placement, body: ctx.forward, arrived: null };
   }

@@ -4,10 +4,11 @@
 // the phases publish (channels.ts).
 import type { Backend } from '../fleet/backends.js';
 import type { Features } from '../features/features.js';
-import type { Endpoint } from '../features/request-body.js';
+import type { Endpoint } from '../dialects/dialect.js';
 import type { KvTransferStep } from './kv-transfer-step.js';
 import type { Placements } from '../fleet/routing-port.js';
 import type { SharedSessions } from '../store/shared-sessions.js';
+import type { ResponseOrigins } from './response-origin.js';
 import { EarError } from './errors.js';
 import { isUpstreamTimeout } from '../upstream/errors.js';
 import { clientTraceHeaders, type TraceHeaders } from '../upstream/traceparent.js';
@@ -41,6 +42,8 @@ export interface PipelineOptions {
   release (b: Backend): void;
   /** A session's request completed (2xx): its model, the engine path and the body forwarded. */
   onSessionCompleted?: (sessionId: string, model: string, path: string, body: Buffer) => void;
+  /** Which backend produced each stored response (Responses API); null: previous_response_id is not followed. */
+  responses?: ResponseOrigins | null;
 }
 
 export class Pipeline {
@@ -55,6 +58,7 @@ export class Pipeline {
   readonly hold: (b: Backend) => void;
   readonly release: (b: Backend) => void;
   readonly onSessionCompleted: PipelineOptions['onSessionCompleted'];
+  readonly responses: ResponseOrigins | null;
 
   constructor (o: PipelineOptions) {
     this.policy = o.policy;
@@ -68,6 +72,7 @@ export class Pipeline {
     this.hold = o.hold;
     this.release = o.release;
     this.onSessionCompleted = o.onSessionCompleted;
+    this.responses = o.responses ?? null;
   }
 }
 
@@ -160,7 +165,8 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
     }
     if (last.kind === 'done') {
       ctx.outcome.backend = served.backend.id;
-      if (ctx.sessionId !== null && last.status < 300) p.onSessionCompleted?.(ctx.sessionId, model, ctx.path, ctx.forward);
+      if (r.responseId != null && last.status < 300 && ctx.features!.store) p.responses?.remember(r.responseId, served.backend);
+      if (ctx.sessionId !== null && last.status < 300 && ctx.dialect.kvTransfer) p.onSessionCompleted?.(ctx.sessionId, model, ctx.path, ctx.forward);
     }
     return;
   }

@@ -27,6 +27,8 @@ export interface SendResult {
   usage: Usage | null;
   /** Content events seen (output tokens, roughly, when no usage came). */
   contentEvents: number;
+  /** The id the engine gave the response (Responses API), if it named one. */
+  responseId?: string | null;
 }
 
 /** One attempt for the transport to make. */

@@ -10,7 +10,7 @@
 // - It is the executable statement of the contract: test/store runs one suite against both implementations.
 // The cost is a second copy of the sessions' few fields (host id, four numbers), bounded like the table.
 //
-// Bounds: at most maxSessions sessions and maxContexts contexts. Each Map is in order of last write (a write
+// Bounds: at most maxSessions sessions, maxContexts contexts and maxResponses response origins. Each Map is in order of last write (a write
 // moves the entry to the end), so the oldest write goes first at capacity (counted as evicted) and a short
 // sweep from the front removes those past their TTL (counted as expired); a read of an expired entry removes it.
 // Time for TTLs comes from `clock` (Date.now by default; the lab passes its virtual clock).
@@ -27,6 +27,8 @@ export interface MemoryStoreOptions {
   maxSessions?: number;
   /** Default 65536. */
   maxContexts?: number;
+  /** Response origins kept (Responses API previous_response_id); default 65536. */
+  maxResponses?: number;
   /** Idle time after which a session ends (ms); default SESSION_IDLE_MS (the gateway's sessionIdleMs). */
   sessionTtlMs?: number;
   clock?: () => number;
@@ -43,8 +45,10 @@ export class MemoryStore implements SessionStore {
   readonly state = 'up' as const;
   readonly #sessions = new Map<string, Entry<SharedSession>>();
   readonly #contexts = new Map<string, Entry<string>>();
+  readonly #responses = new Map<string, Entry<string>>();
   readonly #maxSessions: number;
   readonly #maxContexts: number;
+  readonly #maxResponses: number;
   readonly #ttlMs: number;
   readonly #clock: () => number;
   #calls = 0;
@@ -54,6 +58,7 @@ export class MemoryStore implements SessionStore {
   constructor (opts: MemoryStoreOptions = {}) {
     this.#maxSessions = positiveInt(opts.maxSessions ?? MAX_SESSIONS, 'maxSessions');
     this.#maxContexts = positiveInt(opts.maxContexts ?? 65536, 'maxContexts');
+    this.#maxResponses = positiveInt(opts.maxResponses ?? 65536, 'maxResponses');
     this.#ttlMs = positiveInt(opts.sessionTtlMs ?? SESSION_IDLE_MS, 'sessionTtlMs');
     this.#clock = opts.clock ?? Date.now;
   }
@@ -147,11 +152,26 @@ export class MemoryStore implements SessionStore {
     return ok(had);
   }
 
+  async setResponseOrigin (responseId: string, backendId: string, ttlSeconds: number): Promise<StoreReply<boolean>> {
+    const k = storeKeyPart(responseId, 'response id');
+    checkBackendId(backendId);
+    checkTtlSeconds(ttlSeconds);
+    this.#calls++;
+    this.#put(this.#responses, k, backendId, this.#clock() + ttlSeconds * 1000, this.#maxResponses);
+    return ok(true);
+  }
+
+  async getResponseOrigin (responseId: string): Promise<StoreReply<string | null>> {
+    const k = storeKeyPart(responseId, 'response id');
+    this.#calls++;
+    return ok(this.#live(this.#responses, k)?.value ?? null);
+  }
+
   stats (): SessionStoreStats {
     return {
       kind: 'memory', state: 'up', calls: this.#calls, degraded: 0, fastFails: 0, timeouts: 0, errors: 0, stateChanges: 0,
       backlog: 0, backlogDropped: 0, replayed: 0,
-      sessions: this.#sessions.size, contexts: this.#contexts.size, expired: this.#expired, evicted: this.#evicted
+      sessions: this.#sessions.size, contexts: this.#contexts.size, responses: this.#responses.size, expired: this.#expired, evicted: this.#evicted
     };
   }
 
@@ -162,6 +182,7 @@ export class MemoryStore implements SessionStore {
   async close (): Promise<void> {
     this.#sessions.clear();
     this.#contexts.clear();
+    this.#responses.clear();
   }
 
   /** The entry if present and not past its TTL (an expired one is removed). */

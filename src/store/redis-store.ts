@@ -202,9 +202,21 @@ export class RedisStore implements SessionStore {
     return this.#run(async () => (await this.#client.del(key)) === 1);
   }
 
+  async setResponseOrigin (responseId: string, backendId: string, ttlSeconds: number): Promise<StoreReply<boolean>> {
+    const key = `${this.#prefix}resp${storeKeyPart(responseId, 'response id')}`;
+    checkBackendId(backendId);
+    checkTtlSeconds(ttlSeconds);
+    return this.#run(async () => (await this.#client.set(key, backendId, 'EX', ttlSeconds)) === 'OK');
+  }
+
+  async getResponseOrigin (responseId: string): Promise<StoreReply<string | null>> {
+    const key = `${this.#prefix}resp${storeKeyPart(responseId, 'response id')}`;
+    return this.#run(async () => await this.#client.get(key));
+  }
+
   stats (): SessionStoreStats {
     return {
-      kind: 'redis', state: this.#state, ...this.#n, backlog: this.#backlog.size, sessions: 0, contexts: 0, expired: 0, evicted: 0
+      kind: 'redis', state: this.#state, ...this.#n, backlog: this.#backlog.size, sessions: 0, contexts: 0, responses: 0, expired: 0, evicted: 0
     };
   }
 

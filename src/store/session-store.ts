@@ -139,6 +139,8 @@ export interface SessionStoreStats {
   /** Entries held (memory: sessions and contexts in process; redis: 0, Redis holds them). */
   sessions: number;
   contexts: number;
+  /** Response origins held (memory; redis: 0, its keys expire on their own). */
+  responses: number;
   /** What the memory store's bounds removed: past TTL, and the oldest at capacity. */
   expired: number;
   evicted: number;
@@ -170,6 +172,13 @@ export interface SessionStore {
   getContext (id: string): Promise<StoreReply<StoredContext | null>>;
   /** False if there was none. */
   deleteContext (id: string): Promise<StoreReply<boolean>>;
+  /**
+   * Records which backend produced a stored response (Responses API): previous_response_id must reach it, since
+   * engines keep stored responses in their own memory. Kept ttlSeconds; a later write replaces it.
+   */
+  setResponseOrigin (responseId: string, backendId: string, ttlSeconds: number): Promise<StoreReply<boolean>>;
+  /** The backend that produced `responseId`, or null if none is recorded (never, or past its TTL). */
+  getResponseOrigin (responseId: string): Promise<StoreReply<string | null>>;
   stats (): SessionStoreStats;
   /** Resolves true once the store is up, false after timeoutMs (memory: true at once). Never rejects. */
   whenUp (timeoutMs: number): Promise<boolean>;

@@ -144,7 +144,8 @@ class OtelRequest implements RequestTrace {
       kind: SpanKind.SERVER,
       startTime: perfTime(r.startTime),
       attributes: { 'http.request.method': 'POST', 'url.path': r.path, 'http.route': r.path, 'url.scheme': 'http', 'ear.request_id': r.requestId,
-        'gen_ai.operation.name': r.path.endsWith('/chat/completions') ? 'chat' : 'text_completion' }
+        // Messages and Responses are conversations too (OTel GenAI names no operation of their own for them).
+        'gen_ai.operation.name': r.path === '/v1/completions' ? 'text_completion' : 'chat' }
     }, parent);
     this.recording = this.#span.isRecording();
     this.#ctx = trace.setSpan(parent, this.#span);

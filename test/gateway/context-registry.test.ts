@@ -9,11 +9,13 @@ import { buildConfig } from '../../src/config/index.js';
 import { ContextRegistry, type ContextEntry } from '../../src/gateway/contexts.js';
 import type { Backend } from '../../src/fleet/backends.js';
 import type { Features } from '../../src/features/features.js';
-import { parseRequestBody, type Endpoint } from '../../src/features/request-body.js';
+import { parseRequestBody } from '../../src/features/request-body.js';
+import type { Endpoint } from '../../src/dialects/dialect.js';
 import type { RoutingState } from '../../src/fleet/routing-port.js';
 import { startGateway } from '../../src/gateway/server.js';
 import { fakeEngine } from '../fixtures/fake-engine.js';
 import { FirstServingRouting } from '../fixtures/simple-routing.js';
+import { bodyFeatures } from '../fixtures/body-features.js';
 
 after(() => getGlobalDispatcher().close());
 
@@ -106,10 +108,7 @@ test('the KV tier: precise mode reads the engines\' tiers; approximate mode says
   assert.equal(tier(null, precise).tier, 'unknown', 'a state without an index');
 });
 
-async function features (endpoint: Endpoint, body: Buffer): Promise<Features> {
-  const p = parseRequestBody(endpoint, body);
-  return { model: p.model, stream: p.stream, promptTokens: body.length, blockKeys: new BigUint64Array(0), maxTokens: p.maxTokens, forward: p.forward === body ? null : p.forward, user: null };
-}
+const features = bodyFeatures;
 
 test('the prefill is retried past a dead engine and a 5xx, sent once with max_tokens 1, and balances the bookkeeping', async () => {
   const dead = await fakeEngine('m', 'die-before');

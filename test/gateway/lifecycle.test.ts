@@ -4,17 +4,16 @@ import { once } from 'node:events';
 import { request, getGlobalDispatcher } from 'undici';
 import { buildConfig } from '../../src/config/index.js';
 import { startGateway } from '../../src/gateway/server.js';
-import { parseRequestBody, type Endpoint } from '../../src/features/request-body.js';
+import { parseRequestBody } from '../../src/features/request-body.js';
+import type { Endpoint } from '../../src/dialects/dialect.js';
 import type { Features } from '../../src/features/features.js';
 import { fakeEngine, type FakeEngine } from '../fixtures/fake-engine.js';
 import { FirstServingRouting } from '../fixtures/simple-routing.js';
+import { bodyFeatures } from '../fixtures/body-features.js';
 
 after(() => getGlobalDispatcher().close());
 
-async function features (endpoint: Endpoint, body: Buffer): Promise<Features> {
-  const p = parseRequestBody(endpoint, body);
-  return { model: p.model, stream: p.stream, promptTokens: 1, blockKeys: new BigUint64Array(0), maxTokens: p.maxTokens, user: p.user, forward: null };
-}
+const features = bodyFeatures;
 const chat = (stream = false) => JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stream });
 
 async function gw (engines: FakeEngine[], over: Record<string, unknown> = {}) {

@@ -5,15 +5,14 @@ import { connect } from 'node:net';
 import { buildConfig } from '../../src/config/index.js';
 import { startGateway } from '../../src/gateway/server.js';
 import type { Features } from '../../src/features/features.js';
-import { parseRequestBody, type Endpoint } from '../../src/features/request-body.js';
+import { parseRequestBody } from '../../src/features/request-body.js';
+import type { Endpoint } from '../../src/dialects/dialect.js';
 import { BIG_STREAM_EVENTS, fakeEngine, type FakeEngine } from '../fixtures/fake-engine.js';
 import { FirstServingRouting } from '../fixtures/simple-routing.js';
 import { until } from '../fixtures/wait.js';
+import { bodyFeatures } from '../fixtures/body-features.js';
 
-async function features (endpoint: Endpoint, body: Buffer): Promise<Features> {
-  const p = parseRequestBody(endpoint, body);
-  return { model: p.model, stream: p.stream, promptTokens: body.length, blockKeys: new BigUint64Array(0), maxTokens: p.maxTokens, user: p.user, forward: p.forward === body ? null : p.forward };
-}
+const features = bodyFeatures;
 
 async function gateway (engines: FakeEngine[], over: Record<string, unknown> = {}) {
   let routing!: FirstServingRouting;

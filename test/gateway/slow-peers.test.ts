@@ -13,13 +13,15 @@ import { request, getGlobalDispatcher } from 'undici';
 import { buildConfig } from '../../src/config/index.js';
 import { startGateway, type Gateway } from '../../src/gateway/server.js';
 import type { Features } from '../../src/features/features.js';
-import { parseRequestBody, type Endpoint } from '../../src/features/request-body.js';
+import { parseRequestBody } from '../../src/features/request-body.js';
+import type { Endpoint } from '../../src/dialects/dialect.js';
 import uWS from 'uWebSockets.js';
 import { CLIENT_IO, MAX_HELD_BYTES, registerClientIoMetrics, ResponseState } from '../../src/gateway/uws-io.js';
 import { Registry } from 'prom-client';
 import { FirstServingRouting } from '../fixtures/simple-routing.js';
 import { metric, start, stop, SIM_LISTENING, type Proc } from '../fixtures/processes.js';
 import { until } from '../fixtures/wait.js';
+import { bodyFeatures } from '../fixtures/body-features.js';
 
 let sim: Proc;
 before(async () => {
@@ -30,10 +32,7 @@ after(async () => {
   await getGlobalDispatcher().close();
 });
 
-async function features (endpoint: Endpoint, body: Buffer): Promise<Features> {
-  const p = parseRequestBody(endpoint, body);
-  return { model: p.model, stream: p.stream, promptTokens: body.length, blockKeys: new BigUint64Array(0), maxTokens: p.maxTokens, user: p.user, forward: p.forward === body ? null : p.forward };
-}
+const features = bodyFeatures;
 
 interface Gw { gw: Gateway; routing: FirstServingRouting; url: string }
 

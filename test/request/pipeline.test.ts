@@ -7,18 +7,17 @@ import { request, getGlobalDispatcher } from 'undici';
 import { buildConfig } from '../../src/config/index.js';
 import { startGateway } from '../../src/gateway/server.js';
 import type { Features } from '../../src/features/features.js';
-import { parseRequestBody, type Endpoint } from '../../src/features/request-body.js';
+import { parseRequestBody } from '../../src/features/request-body.js';
+import type { Endpoint } from '../../src/dialects/dialect.js';
 import { channels } from '../../src/request/channels.js';
 import type { RequestContext } from '../../src/request/context.js';
 import { fakeEngine, type FakeEngine } from '../fixtures/fake-engine.js';
 import { FirstServingRouting } from '../fixtures/simple-routing.js';
+import { bodyFeatures } from '../fixtures/body-features.js';
 
 after(() => getGlobalDispatcher().close());
 
-async function features (endpoint: Endpoint, body: Buffer): Promise<Features> {
-  const p = parseRequestBody(endpoint, body);
-  return { model: p.model, stream: p.stream, promptTokens: body.length, blockKeys: new BigUint64Array(0), maxTokens: p.maxTokens, user: p.user, forward: p.forward === body ? null : p.forward };
-}
+const features = bodyFeatures;
 
 async function gateway (engines: FakeEngine[]) {
   let routing!: FirstServingRouting;

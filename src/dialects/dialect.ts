@@ -1,0 +1,44 @@
+// The APIs EAR serves, each a dialect of one request path: where the engine serves it, in which shape its errors
+// go back, how its stream shows output and usage, and whether the engine computes the prompt's KV for it.
+// Parsing a body into what routing reads is request-body.ts's (with anthropic-request.ts and
+// responses-request.ts, which convert as vLLM does).
+import { ANTHROPIC_STREAM, OPENAI_STREAM, RESPONSES_STREAM, type StreamShape } from './stream-shapes.js';
+
+export type Endpoint = 'chat' | 'completions' | 'messages' | 'count_tokens' | 'responses';
+
+export type EnginePath = '/v1/chat/completions' | '/v1/completions' | '/v1/messages' | '/v1/messages/count_tokens' | '/v1/responses';
+
+export interface Dialect {
+  readonly endpoint: Endpoint;
+  /** The path the engine serves it at (vLLM's), and the route label of its metrics and spans. */
+  readonly path: EnginePath;
+  /** The shape of the errors EAR answers it with: OpenAI's `{"error":{…}}` or Anthropic's `{"type":"error",…}`. */
+  readonly errors: 'openai' | 'anthropic';
+  readonly stream: StreamShape;
+  /**
+   * Whether the engine computes (and caches) the prompt's KV. count_tokens only tokenizes: it is routed by load
+   * alone, outside its session, and leaves no trace in the prefix index.
+   */
+  readonly fillsCache: boolean;
+  /**
+   * Whether the engine's API takes kv_transfer_params (vLLM: chat, completions and Anthropic Messages; not
+   * Responses). Without them a KV connector cannot move the request's prompt: a migration recomputes it, and
+   * the session's bodies are not kept for proactive moves.
+   */
+  readonly kvTransfer: boolean;
+}
+
+export const DIALECTS: Readonly<Record<Endpoint, Dialect>> = {
+  chat: { endpoint: 'chat', path: '/v1/chat/completions', errors: 'openai', stream: OPENAI_STREAM, fillsCache: true, kvTransfer: true },
+  completions: { endpoint: 'completions', path: '/v1/completions', errors: 'openai', stream: OPENAI_STREAM, fillsCache: true, kvTransfer: true },
+  messages: { endpoint: 'messages', path: '/v1/messages', errors: 'anthropic', stream: ANTHROPIC_STREAM, fillsCache: true, kvTransfer: true },
+  count_tokens: { endpoint: 'count_tokens', path: '/v1/messages/count_tokens', errors: 'anthropic', stream: ANTHROPIC_STREAM, fillsCache: false, kvTransfer: false },
+  responses: { endpoint: 'responses', path: '/v1/responses', errors: 'openai', stream: RESPONSES_STREAM, fillsCache: true, kvTransfer: false }
+};
+
+const BY_PATH = new Map<string, Dialect>(Object.values(DIALECTS).map((d) => [d.path, d]));
+
+/** The dialect served at `path` (no query string); null for any other path. */
+export function dialectAt (path: string): Dialect | null {
+  return BY_PATH.get(path) ?? null;
+}
