@@ -16,7 +16,8 @@ import autocannon from 'autocannon';
 import { request } from 'undici';
 import { gitCommit, machine } from './machine.js';
 import { writeSection } from './results-file.js';
-import { BENCH_MODEL, CANNED_COMPLETION, CANNED_STREAM } from './upstream.js';
+import { BENCH_MODEL, CANNED_COMPLETION, CANNED_MESSAGE, CANNED_STREAM } from './upstream.js';
+import { anthropicTurns, chatTurns } from './agent-turns.js';
 
 const UPSTREAM_JS = fileURLToPath(new URL('./upstream.js', import.meta.url));
 const OTLP_SINK_JS = fileURLToPath(new URL('./otlp-sink.js', import.meta.url));
@@ -38,11 +39,13 @@ const USAGE = `usage: node dist/bench/gateway.js [--duration S] [--connections 1
                         10 sampled, traceidratio); \`ear\` runs with no OTEL_* set
   --baseline-ear FILE   also another build's ear.js (target ear-base, e.g. main's dist/src/cli/ear.js) as \`ear\` runs
   --loads LIST          loads of the throughput sweep: short,stream (default both), or none
-  --latency-loads LIST  loads of the one-connection latency rounds: short,long,turn (default all three; long is the
+  --latency-loads LIST  loads of the one-connection latency rounds: short,long,turn,cc-turn,cc-chat (default the first
+                        three; cc-turn is Claude Code's ~115 KB turn on /v1/messages, cc-chat the same prompt as chat; long is the
                         130 KB prompt): \`npm run flamegraph\` picks one to profile
   --no-write            print only; bench/RESULTS.md is written only by a full run without this flag`;
 
-export type Load = 'short' | 'stream' | 'long' | 'turn';
+export type Load = 'short' | 'stream' | 'long' | 'turn' | 'cc-turn' | 'cc-chat';
+const LATENCY_LOADS: readonly Load[] = ['short', 'long', 'turn', 'cc-turn', 'cc-chat'];
 
 function chatBody (content: string | Array<{ role: string; content: string }>, stream: boolean): string {
   const streamOptions = stream ? { stream_options: { include_usage: true } } : {};
@@ -68,11 +71,14 @@ function sessionTurns (): string[] {
   return [chatBody(prev, false), chatBody(next, false)];
 }
 
-const BODIES: Record<Load, { bodies: string[]; headers?: Record<string, string>; expect: string }> = {
+const BODIES: Record<Load, { bodies: string[]; headers?: Record<string, string>; expect: string; path?: string }> = {
   short: { bodies: [chatBody('Say hello in one short sentence.', false)], expect: CANNED_COMPLETION },
   stream: { bodies: [chatBody('Say hello in one short sentence.', true)], expect: CANNED_STREAM.join('') },
   long: { bodies: [chatBody(longPrompt(130 * 1024), false)], expect: CANNED_COMPLETION },
-  turn: { bodies: sessionTurns(), headers: { 'x-session-id': 'bench-agent-session' }, expect: CANNED_COMPLETION }
+  turn: { bodies: sessionTurns(), headers: { 'x-session-id': 'bench-agent-session' }, expect: CANNED_COMPLETION },
+  // Claude Code's ~115 KB turns on /v1/messages, and the same prompt as chat completions (bench/agent-turns.ts).
+  'cc-turn': { bodies: anthropicTurns(BENCH_MODEL), headers: { 'x-claude-code-session-id': 'bench-cc-session' }, expect: CANNED_MESSAGE, path: '/v1/messages' },
+  'cc-chat': { bodies: chatTurns(BENCH_MODEL), headers: { 'x-session-id': 'bench-cc-chat-session' }, expect: CANNED_COMPLETION }
 };
 
 // ---- child processes: every one is stopped on the way out, error or not ----
@@ -330,7 +336,7 @@ export async function cannon (t: Target, load: Load, connections: number, second
   let wrong = 0;
   const check = (_status: number, got: string): void => { if (got !== expect) wrong++; };
   const inst = autocannon({
-    url: `${t.url}${PATH}`,
+    url: `${t.url}${BODIES[load].path ?? PATH}`,
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
     body: bodies[0],
@@ -366,9 +372,9 @@ export async function cannon (t: Target, load: Load, connections: number, second
 
 /** One request of each kind by hand, before any load: a server that answers wrongly fails here, plainly. */
 export async function sanity (t: Target): Promise<void> {
-  for (const load of ['short', 'stream', 'long', 'turn'] as const) {
+  for (const load of ['short', 'stream', 'long', 'turn', 'cc-turn', 'cc-chat'] as const) {
     for (const body of BODIES[load].bodies) {
-      const r = await request(`${t.url}${PATH}`, { method: 'POST', headers: { 'content-type': 'application/json', ...BODIES[load].headers }, body });
+      const r = await request(`${t.url}${BODIES[load].path ?? PATH}`, { method: 'POST', headers: { 'content-type': 'application/json', ...BODIES[load].headers }, body });
       const text = await r.body.text();
       if (r.statusCode !== 200 || text !== BODIES[load].expect) {
         throw new Error(`${t.name} ${load}: answered ${r.statusCode} ${text.slice(0, 300)}`);
@@ -443,7 +449,10 @@ one-connection rounds, 2026-11-22); and off the request's path the kv-events thr
 recorded keys every turn (~0.2 ms of its CPU a request in that profile).`;
 }
 
-const PROMPT_LABEL: Record<Load, string> = { short: 'short', stream: 'short, streamed', long: '130 KB', turn: '130 KB session turn (±2k tokens)' };
+const PROMPT_LABEL: Record<Load, string> = {
+  short: 'short', stream: 'short, streamed', long: '130 KB', turn: '130 KB session turn (±2k tokens)',
+  'cc-turn': 'Claude Code turn, /v1/messages (~115 KB)', 'cc-chat': 'the same prompt, chat completions'
+};
 
 const ms = (x: number): string => x.toFixed(3);
 const us = (x: number): string => `${(x * 1000).toFixed(0)} µs`;
@@ -564,8 +573,8 @@ async function main (): Promise<number> {
   }
   const onlyEar = values['only-ear'];
   const loads = values.loads === 'none' ? [] : values.loads.split(',') as Array<'short' | 'stream'>;
-  const latencyLoads = values['latency-loads'].split(',') as Array<'short' | 'long' | 'turn'>;
-  if (loads.some((l) => l !== 'short' && l !== 'stream') || latencyLoads.some((l) => !['short', 'long', 'turn'].includes(l))) {
+  const latencyLoads = values['latency-loads'].split(',') as Load[];
+  if (loads.some((l) => l !== 'short' && l !== 'stream') || latencyLoads.some((l) => !LATENCY_LOADS.includes(l))) {
     console.error(USAGE);
     return 2;
   }

@@ -19,6 +19,12 @@ export const CANNED_COMPLETION = JSON.stringify({
   usage: { prompt_tokens: 12, completion_tokens: 9, total_tokens: 21 }
 });
 
+/** An Anthropic message, as vLLM's /v1/messages answers it. */
+export const CANNED_MESSAGE = JSON.stringify({
+  id: 'chatcmpl-bench', type: 'message', role: 'assistant', content: [{ type: 'text', text: 'Hello! How can I help you today?' }],
+  model: BENCH_MODEL, stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 12, output_tokens: 9 }
+});
+
 const WORDS = 'Sure , here is a short answer : the gateway forwards each token as soon as the engine sends it .'.split(' ');
 
 function chunk (delta: Record<string, unknown>, finish: string | null, usage?: Record<string, number>): string {
@@ -37,7 +43,7 @@ export const CANNED_STREAM: readonly string[] = [
 
 const MODELS = JSON.stringify({ object: 'list', data: [{ id: BENCH_MODEL, object: 'model', created: CREATED, owned_by: 'bench' }] });
 
-function completion (res: HttpResponse): void {
+function completion (res: HttpResponse, _req: unknown, canned = CANNED_COMPLETION): void {
   let aborted = false;
   res.onAborted(() => { aborted = true; });
   let head = '';
@@ -48,7 +54,7 @@ function completion (res: HttpResponse): void {
     const stream = /"stream"\s*:\s*true/.test(head);
     res.cork(() => {
       if (!stream) {
-        res.writeStatus('200 OK').writeHeader('content-type', 'application/json').end(CANNED_COMPLETION);
+        res.writeStatus('200 OK').writeHeader('content-type', 'application/json').end(canned);
         return;
       }
       // One HTTP chunk per event (chunked encoding), all at once: the proxy sees every event but never waits.
@@ -66,6 +72,7 @@ function main (): void {
     .get('/v1/models', (res) => { res.cork(() => res.writeStatus('200 OK').writeHeader('content-type', 'application/json').end(MODELS)); })
     .post('/v1/chat/completions', completion)
     .post('/v1/completions', completion)
+    .post('/v1/messages', (res, req) => completion(res, req, CANNED_MESSAGE))
     .any('/*', (res) => { res.cork(() => res.writeStatus('404 Not Found').end()); });
   app.listen('127.0.0.1', port, (token) => {
     if (!token) {
