@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { StreamObserver } from '../../src/upstream/stream-observer.js';
 import { ANTHROPIC_STREAM, RESPONSES_STREAM } from '../../src/dialects/stream-shapes.js';
+import { pushSplit } from '../fixtures/split-stream.js';
 
 const sse = (event: string, data: unknown): string => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 
@@ -33,14 +34,7 @@ test('Anthropic: any split of the byte stream gives the same observation (proper
   const all = Buffer.from(anthropicEvents.join(''));
   fc.assert(fc.property(fc.uniqueArray(fc.integer({ min: 1, max: all.length - 1 }), { maxLength: 20 }), (cuts) => {
     const o = new StreamObserver('text/event-stream', undefined, ANTHROPIC_STREAM);
-    let prev = 0;
-    let firsts = 0;
-    for (const c of [...cuts.sort((a, b) => a - b), all.length]) {
-      if (o.push(all.subarray(prev, c))) firsts++;
-      prev = c;
-    }
-    o.end();
-    assert.equal(firsts, 1);
+    assert.equal(pushSplit(o, all, cuts), 1);
     assert.deepEqual(o.usage, { promptTokens: 120, completionTokens: 2, cachedTokens: 96 });
   }));
 });

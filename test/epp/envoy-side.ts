@@ -45,6 +45,8 @@ export interface Exchange {
   endpointMetadata: string | null;
   /** Every header the picker's request-phase answer set. */
   requestHeaderMutation: Record<string, string>;
+  /** Headers the picker's request-phase answer removed. */
+  removedHeaders: string[];
   /** The request headers Envoy sent upstream (the client's, the picker's mutations applied). */
   upstreamHeaders: Record<string, string>;
   /** The request body Envoy would send upstream after the picker's answer. */
@@ -99,6 +101,10 @@ function setHeaders (m: ProcessingResponse, phase: 'request_headers' | 'request_
   return out;
 }
 
+function removedHeaders (m: ProcessingResponse, phase: 'request_headers' | 'request_body'): string[] {
+  return m[phase]?.response?.header_mutation?.remove_headers ?? [];
+}
+
 function metadataEndpoint (m: ProcessingResponse): string | null {
   const lb = m.dynamic_metadata?.fields?.['envoy.lb']?.structValue;
   return lb?.fields?.['x-gateway-destination-endpoint']?.stringValue ?? null;
@@ -121,7 +127,7 @@ export class EnvoySide {
     const path = o.path ?? '/v1/chat/completions';
     const call = this.#client.Process();
     const inbox = new Inbox();
-    const x: Exchange = { messages: [], requestHeaderMutation: {}, upstreamHeaders: {}, immediate: null, endpointHeader: null, endpointMetadata: null, forwardedBody: null, bodyChunkSizes: [], served: null, status: 0, responseBody: '', responseHeaders: {} };
+    const x: Exchange = { messages: [], requestHeaderMutation: {}, removedHeaders: [], upstreamHeaders: {}, immediate: null, endpointHeader: null, endpointMetadata: null, forwardedBody: null, bodyChunkSizes: [], served: null, status: 0, responseBody: '', responseHeaders: {} };
     call.on('data', (m: ProcessingResponse) => { x.messages.push(m); inbox.push(m); });
     call.on('end', () => inbox.push(null));
     call.on('error', (err) => { inbox.error = err; inbox.push(null); });
@@ -148,6 +154,7 @@ export class EnvoySide {
       const m = await inbox.next();
       if (answered(m)) return this.#end(call, inbox, x);
       x.requestHeaderMutation = setHeaders(m!, 'request_headers');
+      x.removedHeaders = removedHeaders(m!, 'request_headers');
       x.endpointHeader = x.requestHeaderMutation['x-gateway-destination-endpoint'] ?? null;
       x.endpointMetadata = metadataEndpoint(m!);
     } else if (mode === 'BUFFERED') {
@@ -159,6 +166,7 @@ export class EnvoySide {
       if (answered(b)) return this.#end(call, inbox, x);
       assert.ok(b!.request_body, 'BUFFERED: the body is answered with a body response');
       x.requestHeaderMutation = setHeaders(b!, 'request_body');
+      x.removedHeaders = removedHeaders(b!, 'request_body');
       x.endpointHeader = x.requestHeaderMutation['x-gateway-destination-endpoint'] ?? null;
       x.endpointMetadata = metadataEndpoint(b!);
       const replaced = (b!.request_body!.response?.body_mutation as { body?: Buffer } | undefined)?.body;
@@ -176,6 +184,7 @@ export class EnvoySide {
       if (answered(h)) return this.#end(call, inbox, x);
       assert.ok(h!.request_headers, 'FULL_DUPLEX_STREAMED: the headers response comes first');
       x.requestHeaderMutation = setHeaders(h!, 'request_headers');
+      x.removedHeaders = removedHeaders(h!, 'request_headers');
       x.endpointHeader = x.requestHeaderMutation['x-gateway-destination-endpoint'] ?? null;
       x.endpointMetadata = metadataEndpoint(h!);
       const parts: Buffer[] = [];
@@ -197,7 +206,9 @@ export class EnvoySide {
 
     // Upstream: the endpoints in order, the next one on a connection error; the client's headers with the picker's
     // mutations applied, as Envoy sends them (content-length is the forwarded body's own).
-    for (const [k, v] of Object.entries({ 'content-type': 'application/json', ...(o.headers ?? {}), ...x.requestHeaderMutation })) if (k !== 'content-length') x.upstreamHeaders[k] = v;
+    for (const [k, v] of Object.entries({ 'content-type': 'application/json', ...(o.headers ?? {}), ...x.requestHeaderMutation })) {
+      if (k !== 'content-length' && !x.removedHeaders.includes(k)) x.upstreamHeaders[k] = v;
+    }
     const endpoints = (x.endpointHeader ?? '').split(',').filter((e) => e !== '');
     await o.beforeUpstream?.(endpoints);
     let res: Awaited<ReturnType<typeof request>> | null = null;

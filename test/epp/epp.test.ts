@@ -2,6 +2,7 @@
 // (envoy-side.ts): both body modes with a 150 KB body, session affinity, the subset hint, the conformance
 // headers, and an engine that dies so the proxy falls back to the next endpoint the picker named.
 import { test, before, after } from 'node:test';
+import { gzipSync } from 'node:zlib';
 import assert from 'node:assert/strict';
 import { stop, text, type Proc } from '../fixtures/processes.js';
 import { chat, epp, hostPort, metric, metricSum, sims, type Epp } from './epp-process.js';
@@ -172,4 +173,29 @@ test('an engine failure: the primary dies, the proxy falls back to the next endp
   const s = await (await fetch(`${e.http}/admin/sessions/${session}`, { headers: { authorization: 'Bearer admin' } })).json() as { host: string };
   assert.equal(s.host, fallbackId, 'the session is bound where it was served');
   assert.equal(await metric(e.http, 'ear_upstream_retries_total'), 1);
+});
+
+test('Anthropic /v1/messages through the picker: a gzip body is decoded, sent on decoded (content-encoding removed), and routed by session', async () => {
+  const doc = { model: 'm', max_tokens: 4, system: text('system', 2000), messages: [{ role: 'user', content: 'hello from an agent' }] };
+  const headers = { 'content-encoding': 'gzip', 'x-claude-code-session-id': 'cc-epp', 'anthropic-version': '2023-06-01' };
+  const a = await e.envoy.exchange({ mode: 'BUFFERED', path: '/v1/messages?beta=true', body: gzipSync(JSON.stringify(doc)), headers });
+  assert.equal(a.immediate, null, JSON.stringify(a.immediate));
+  assert.equal(a.status, 200, a.responseBody);
+  assert.deepEqual(JSON.parse(a.forwardedBody!.toString()), doc);
+  assert.deepEqual(a.removedHeaders, ['content-encoding']);
+  assert.equal(a.upstreamHeaders['content-encoding'], undefined);
+  assert.equal(JSON.parse(a.responseBody).type, 'message');
+  const b = await e.envoy.exchange({ mode: 'BUFFERED', path: '/v1/messages', body: gzipSync(JSON.stringify(doc)), headers });
+  assert.equal(b.endpointHeader!.split(',')[0], a.served, 'the session\'s second turn goes where its first went');
+});
+
+test('Anthropic errors from the picker come in Anthropic\'s shape; an unknown content-encoding is 415', async () => {
+  const bad = await e.envoy.exchange({ mode: 'BUFFERED', path: '/v1/messages', body: Buffer.from('{"model":"m","messages":[]') });
+  assert.equal(bad.immediate?.status, 400);
+  const doc = JSON.parse(bad.immediate!.body) as { type: string; error: { type: string; message: string } };
+  assert.equal(doc.type, 'error');
+  assert.equal(doc.error.type, 'invalid_request_error');
+  const enc = await e.envoy.exchange({ mode: 'BUFFERED', path: '/v1/responses', body: chat('x'), headers: { 'content-encoding': 'compress' } });
+  assert.equal(enc.immediate?.status, 415);
+  assert.equal(JSON.parse(enc.immediate!.body).error.code, 'EAR_ERR_UNSUPPORTED_ENCODING');
 });

@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { StreamObserver } from '../../src/upstream/stream-observer.js';
+import { pushSplit } from '../fixtures/split-stream.js';
 
 const events = [
   'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n',
@@ -26,14 +27,7 @@ test('any split of the byte stream gives the same observation (property)', () =>
   const all = Buffer.from(events.join(''));
   fc.assert(fc.property(fc.uniqueArray(fc.integer({ min: 1, max: all.length - 1 }), { maxLength: 20 }), (cuts) => {
     const o = new StreamObserver('text/event-stream; charset=utf-8');
-    let prev = 0;
-    let firsts = 0;
-    for (const c of [...cuts.sort((a, b) => a - b), all.length]) {
-      if (o.push(all.subarray(prev, c))) firsts++;
-      prev = c;
-    }
-    o.end();
-    assert.equal(firsts, 1);
+    assert.equal(pushSplit(o, all, cuts), 1);
     assert.equal(o.contentEvents, 2);
     assert.deepEqual(o.usage, { promptTokens: 40, completionTokens: 2, cachedTokens: 32 });
   }));
