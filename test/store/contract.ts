@@ -110,6 +110,17 @@ export function contractSuite (name: string, make: () => Promise<SessionStore>):
     assert.equal(value(await s.createContext('c3', { backendId: null, sessionId: null, model: 'm', tokens: 0, createdAt: 0 }, 1)), true);
   });
 
+  t('response origins: written, read back, replaced by a later write; an unknown id is null', async (s) => {
+    assert.equal(value(await s.setResponseOrigin('resp_1', 'b1', 60)), true);
+    assert.equal(value(await s.getResponseOrigin('resp_1')), 'b1');
+    assert.equal(value(await s.setResponseOrigin('resp_1', 'b2', 60)), true);
+    assert.equal(value(await s.getResponseOrigin('resp_1')), 'b2');
+    assert.equal(value(await s.getResponseOrigin('resp_2')), null);
+    await assert.rejects(s.setResponseOrigin('resp_3', '', 60), RangeError);
+    await assert.rejects(s.setResponseOrigin('resp_3', 'b1', 0), RangeError);
+    await assert.rejects(s.getResponseOrigin(''), RangeError);
+  });
+
   t('ids over 256 bytes are keyed by their hash, so each is still its own', async (s) => {
     const long1 = 'é'.repeat(200) + 'a';
     const long2 = 'é'.repeat(200) + 'b';

@@ -32,7 +32,7 @@ test('memory: contexts end after their TTL', async () => {
 
 test('memory: bounded: at capacity the oldest write goes, and is counted', async () => {
   let now = 0;
-  const s = new MemoryStore({ maxSessions: 3, maxContexts: 2, sessionTtlMs: 1_000_000, clock: () => now });
+  const s = new MemoryStore({ maxSessions: 3, maxContexts: 2, maxResponses: 2, sessionTtlMs: 1_000_000, clock: () => now });
   for (const id of ['a', 'b', 'c']) { value(await s.bind(id, 'b1')); now++; }
   value(await s.addService('a', { serviceMs: 1 })); // a is now the newest
   value(await s.bind('d', 'b1'));
@@ -40,8 +40,10 @@ test('memory: bounded: at capacity the oldest write goes, and is counted', async
   for (const id of ['a', 'c', 'd']) assert.notEqual(value(await s.load(id)), null, id);
   for (const id of ['x', 'y', 'z']) value(await s.createContext(id, CTX, 100));
   assert.equal(value(await s.getContext('x')), null);
+  for (const id of ['r1', 'r2', 'r3']) value(await s.setResponseOrigin(id, 'b1', 100));
+  assert.equal(value(await s.getResponseOrigin('r1')), null, 'the oldest response origin went');
   const st = s.stats();
-  assert.deepEqual([st.sessions, st.contexts, st.evicted, st.kind, st.state], [3, 2, 2, 'memory', 'up']);
+  assert.deepEqual([st.sessions, st.contexts, st.responses, st.evicted, st.kind, st.state], [3, 2, 2, 3, 'memory', 'up']);
 });
 
 test('memory: expired entries at the front are swept by writes, without reads', async () => {
