@@ -7,6 +7,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { request, getGlobalDispatcher } from 'undici';
 import { fleet, type Fleet } from '../fixtures/fleet.js';
+import { buildConfig } from '../../src/config/index.js';
 
 let f: Fleet;
 let base: string;
@@ -133,4 +134,16 @@ test('OpenAI responses.create, streamed and not; previous_response_id continues 
   // An id no engine holds: the engine answers, as vLLM does.
   await assert.rejects(client.responses.create({ model: 'm', previous_response_id: 'resp_nobody', input: 'x', max_output_tokens: 4 }),
     (e: unknown) => e instanceof OpenAI.NotFoundError);
+});
+
+// Last: it takes an engine out of the fleet.
+test('a continuation whose engine has left is answered as vLLM answers an unknown response id', async () => {
+  const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-agent', maxRetries: 0 });
+  const first = await client.responses.create({ model: 'm', input: 'Remember this.', max_output_tokens: 4 }).withResponse();
+  const origin = first.response.headers.get('x-ear-backend')!;
+  const keep = f.sims.map((s, i) => ({ s, id: `sim-${i}` })).filter((x) => x.id !== origin);
+  await f.ear.gateway.reload(buildConfig({ apiKeys: ['sk-agent'] }, { backend: keep.map((x) => `${x.s.url},id=${x.id}`) }));
+  await assert.rejects(client.responses.create({ model: 'm', previous_response_id: first.data.id, input: 'and now?', max_output_tokens: 4 }),
+    (e: unknown) => e instanceof OpenAI.NotFoundError && (e.error as { code: string; message: string }).code === 'EAR_ERR_RESPONSE_NOT_FOUND' &&
+      (e.error as { message: string }).message === `Response with id '${first.data.id}' not found.`);
 });
