@@ -216,6 +216,15 @@ export function runDes (o: DesRunOptions): DesRunResult {
         return run(routed, t, null, migrating ? ended : null);
       }
       where.set(id, `NIXL export leg on engine ${from} for engine ${routed.pod} since ${t.toFixed(1)} s`);
+      // Defined before the leg starts: an engine that refuses the export (a prompt past max_model_len) fails it
+      // inside exportLeg, before it returns.
+      const failed = (xt: number): void => {
+        moved('nixl', false, xt, xt - t, 0);
+        const back = migrating ? lab.host.migrationEnded(routed, false, xt * 1000) : null;
+        if (back === null) return run(routed, xt, null, null);
+        lab.dispatched(back, xt * 1000);
+        run(back, xt, null, null);
+      };
       exportLeg(des, resolved, from, {
         id: `${id}#export`, promptTokenIds: tokens, minTokens: 0, ignoreEos: true, stopTokenIds: [],
         loraName: null, cacheSalt: null, seed, arrivalTime: t, blockHashes: dg
@@ -225,15 +234,8 @@ export function runDes (o: DesRunOptions): DesRunResult {
           moved('nixl', true, xt, xt - t + pull, transfers.bytes(kvImport.prefixTokenIds.length));
           run(routed, xt, kvImport, migrating ? ended : null);
         },
-        failed: (xt) => failed(xt)
+        failed
       });
-      const failed = (xt: number): void => {
-        moved('nixl', false, xt, xt - t, 0);
-        const back = migrating ? lab.host.migrationEnded(routed, false, xt * 1000) : null;
-        if (back === null) return run(routed, xt, null, null);
-        lab.dispatched(back, xt * 1000);
-        run(back, xt, null, null);
-      };
     };
     const waiter: AdmissionWaiter = {
       released: (p, info) => {
