@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SimEngine, type SchedulingPolicy } from '../../src/sim/engine.js';
 import type { SimRequest } from '../../src/sim/engine-types.js';
+import { OffloadStore } from '../../src/sim/offload-store.js';
 import { drain, range, req, tinyProfile } from './helpers.js';
 
 interface Stepped { t: number; ids: string[]; prefillIds: string[] }
@@ -216,4 +217,41 @@ test('bad scheduler options and priorities get clear errors', () => {
   assert.equal(e.stats().waiting, 0);
   e.addRequest(req('z', range(1, 4), { priority: -(2 ** 53) }));
   assert.equal(e.stats().waiting, 1);
+});
+
+test('schedule(): a victim taken out of its step computes nothing in it: none of its blocks reach the offload store then', () => {
+  const store = new OffloadStore(10000);
+  const saved: Array<readonly Uint8Array[]> = [];
+  const save = store.save.bind(store);
+  store.save = (digests, at) => { saved.push([...digests]); save(digests, at); };
+  const e = new SimEngine({ profile: tinyProfile(), numGpuBlocks: 7, schedulingPolicy: 'priority', offloadStore: store });
+  const lazyPrompt = range(1, 3);
+  const lazyOut: number[] = [];
+  e.addRequest(req('lazy', lazyPrompt, { priority: 9, maxTokens: 10 }));
+  const track = (r: ReturnType<SimEngine['step']>): void => { for (const o of r.outputs) if (o.id === 'lazy') lazyOut.push(...o.newTokenIds); };
+  let r = e.step(0);
+  track(r);
+  let t = r.duration;
+  e.addRequest(req('top', range(100, 5), { priority: 0, arrivalTime: t, maxTokens: 10 }));
+  e.addRequest(req('mid', range(200, 5), { priority: 1, arrivalTime: t, maxTokens: 10 }));
+  let checked = 0;
+  for (let i = 0; i < 40; i++) {
+    const next = e.nextStepTime(t);
+    if (next === null) break;
+    const before = e.stats().preemptions;
+    const savesBefore = saved.length;
+    // lazy's tokens as they stand before this step: a decode step would fill its block up to them.
+    const lazyTokens = [...lazyPrompt, ...lazyOut];
+    r = e.step(next);
+    t = next + r.duration;
+    if (e.stats().preemptions > before && !r.outputs.some((o) => o.id === 'lazy')) {
+      const lazyDigests = e.hasher.extend([], lazyTokens, null, null);
+      const stepSaved = saved.slice(savesBefore).flat();
+      for (const d of lazyDigests) assert.ok(!stepSaved.some((s) => Buffer.compare(Buffer.from(s), Buffer.from(d)) === 0), 'a block of the unscheduled victim was saved');
+      checked++;
+    }
+    track(r);
+  }
+  assert.ok(checked > 0, 'the victim was taken out of a step');
+  drain(e, t);
 });
