@@ -36,7 +36,7 @@ interface Ring {
 
 const utf8 = new TextEncoder();
 
-function signatureOf (pods: readonly PodView[]): string {
+export function signatureOf (pods: readonly PodView[]): string {
   let s = '';
   for (const p of pods) s += `${p.index}:${p.id}\n`;
   return s;
@@ -56,7 +56,7 @@ export function buildRing (pods: readonly PodView[], replication: number): Ring 
 }
 
 /** First ring position whose point is ≥ key, wrapping to 0. */
-function search (points: BigUint64Array, key: bigint): number {
+export function search (points: BigUint64Array, key: bigint): number {
   let lo = 0, hi = points.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;

@@ -5,6 +5,7 @@ import { createRoundRobin } from './round-robin.js';
 import { createLeastRequest } from './least-request.js';
 import { createLeastLoad } from './least-load.js';
 import { createSticky } from './sticky.js';
+import { createStickyHash } from './sticky-hash.js';
 import { createPrefixCache } from './prefix-cache.js';
 import { createScorer } from './scorer.js';
 import { createKvLoad } from './kv-load.js';
@@ -20,6 +21,7 @@ const registry = new Map<string, PolicyFactory>([
   ['least-request', createLeastRequest],
   ['least-load', createLeastLoad],
   ['sticky', createSticky],
+  ['sticky-hash', createStickyHash],
   ['prefix-cache', createPrefixCache],
   ['scorer', createScorer],
   ['kv-load', createKvLoad],

@@ -6,7 +6,7 @@ import { NoCandidateError } from '../../../src/core/policy.js';
 import { cluster, request, type PodLoad } from '../../fixtures/cluster.js';
 
 test('the registry names every policy and rejects unknown or duplicate names', () => {
-  for (const n of ['random', 'round-robin', 'least-request', 'least-load', 'sticky', 'prefix-cache', 'scorer', 'kv-load', 'chwbl', 'preble', 'vtc-basic', 'ear', 'ear-proactive', 'pd-static']) {
+  for (const n of ['random', 'round-robin', 'least-request', 'least-load', 'sticky', 'sticky-hash', 'prefix-cache', 'scorer', 'kv-load', 'chwbl', 'preble', 'vtc-basic', 'ear', 'ear-proactive', 'pd-static']) {
     assert.ok(policyNames().includes(n), n);
   }
   assert.throws(() => createPolicy('nope'), /unknown policy "nope"; known: .*sticky/);
