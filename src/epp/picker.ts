@@ -11,8 +11,7 @@ import type { Endpoint } from '../features/request-body.js';
 import { priorityClassOf } from '../request/priority.js';
 import type { BackendFleet } from '../fleet/fleet.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
-import type { ClientGate } from '../request/client-gate.js';
-import type { GatedRoute } from '../request/client-gate.js';
+import { limitsOf, type ClientGate, type GatedRoute, type RequestLimits } from '../request/client-gate.js';
 import { bearerToken } from '../request/credentials.js';
 import type { RoutingState } from '../fleet/routing-port.js';
 import { sessionOf } from '../request/session-id.js';
@@ -63,6 +62,11 @@ export interface PickInput {
   allowed: EndpointFilter | null;
   /** When the request's headers arrived (the server span's start); absent: now. */
   receivedAt?: number;
+  /**
+   * Called, before the pick answers or throws, when a rate limit applies to the client: its answers (the immediate
+   * response of an error, the response headers of the engine's) carry the limits' headers.
+   */
+  limited?: (limits: RequestLimits) => void;
 }
 
 /** Told by the picker when an admission wait may be abandoned (the proxy's stream ended). */
@@ -84,9 +88,10 @@ export interface Picked {
   firstToken (): void;
   /**
    * The response ended (ok: a complete 2xx; `status` the engine's, 0 if none came), or the stream did
-   * (`abandoned`: the phase it ended in): idempotent.
+   * (`abandoned`: the phase it ended in): idempotent. `contentEvents`: content events seen (output tokens, roughly,
+   * when no usage came).
    */
-  finish (usage: Usage | null, ok: boolean, status?: number, abandoned?: 'queued' | 'response' | null): void;
+  finish (usage: Usage | null, ok: boolean, status?: number, abandoned?: 'queued' | 'response' | null, contentEvents?: number): void;
 }
 
 export class EndpointPicker {
@@ -131,8 +136,11 @@ export class EndpointPicker {
     const endpoint = ENDPOINTS[path];
     // API keys and rate limits as `ear serve` applies them to the same routes (the proxy may check keys too).
     let keyUser: string | null = null;
+    let limits: RequestLimits | null = null;
     if (endpoint !== undefined || path === '/v1/models') {
       const client = this.#d.gate.admit(path as GatedRoute, input.headers.get('authorization') ?? '', () => input.headers.get(CLIENT_ADDRESS) ?? '');
+      limits = limitsOf(client);
+      if (limits !== null) input.limited?.(limits);
       if (client instanceof EarError) throw client;
       keyUser = client.user;
     }
@@ -143,7 +151,8 @@ export class EndpointPicker {
     const traceparent = input.headers.get('traceparent') ?? '';
     const ctx = new RequestContext(this.#pipeline, {
       id: input.headers.get('x-request-id') ?? '', endpoint, via: 'ext_proc', startedAt: input.receivedAt ?? this.#d.now(), keyUser, priorityClass,
-      sessionId, parentSessionId, body: input.body, traceparent, tracestate: traceparent === '' ? '' : input.headers.get('tracestate') ?? '', abort: signal, exclude
+      sessionId, parentSessionId, body: input.body, traceparent, tracestate: traceparent === '' ? '' : input.headers.get('tracestate') ?? '', abort: signal, exclude,
+      limits
     });
     return await new Promise<Picked | null>((resolve, reject) => {
       void runPipeline(ctx, new ExtProcTransport(this.#d, resolve, reject));
@@ -295,10 +304,10 @@ class PickedRequest implements Picked {
    * The response ended (ok: a complete 2xx; `status` the engine's, 0 if none came), or the stream did
    * (`abandoned`: the phase it ended in): idempotent.
    */
-  finish (usage: Usage | null, ok: boolean, status = 0, abandoned: 'queued' | 'response' | null = null): void {
+  finish (usage: Usage | null, ok: boolean, status = 0, abandoned: 'queued' | 'response' | null = null, contentEvents = 0): void {
     if (this.#done) return;
     this.#done = true;
     this.abandoned = abandoned !== null;
-    this.ended({ sent: { result: abandoned !== null ? { kind: 'aborted' } : { kind: 'done', status, ok }, usage, contentEvents: 0 }, status });
+    this.ended({ sent: { result: abandoned !== null ? { kind: 'aborted' } : { kind: 'done', status, ok }, usage, contentEvents }, status });
   }
 }
