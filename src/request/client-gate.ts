@@ -183,10 +183,11 @@ export class RequestLimits {
     return null;
   }
 
-  /** The request ended having used `used` tokens: the charge is corrected to that (once). */
-  settleTokens (used: number): void {
+  /** The request ended having used `used` tokens: the charge is corrected to that (once); null: it stands. */
+  settleTokens (used: number | null): void {
     if (!this.#open) return;
     this.#open = false;
+    if (used === null) return;
     const b = this.client.tokens;
     const perMinute = this.client.limit.tokensPerMinute;
     // The limit was removed meanwhile (SIGHUP): nothing to correct.

@@ -14,14 +14,17 @@ export function admissionCost (promptTokens: number, maxTokens: number | null): 
 }
 
 /**
- * What a request used: the engine's usage (prompt + completion) when it reported it; else, if any output came,
- * its prompt and a token per content event (a stream without include_usage); else nothing (it failed or went away
- * before any output, or it was never sent).
+ * What a request used: the engine's usage (prompt + completion) when it reported it; else, if any output came, its
+ * prompt and a token per content event (a stream without include_usage); else, answered 2xx with nothing seen of
+ * its body (ext_proc with response body mode NONE), null: the charge stands; else nothing (it failed or went away
+ * before any output, or was never sent).
  */
-export function usedTokens (ctx: RequestContext): number {
+export function usedTokens (ctx: RequestContext): number | null {
   const u = ctx.usage;
   if (u !== null) return u.promptTokens + u.completionTokens;
   if (ctx.firstTokenAt > 0) return (ctx.features?.promptTokens ?? 0) + ctx.contentEvents;
+  const status = ctx.outcome.status;
+  if (status >= 200 && status < 300) return null;
   return 0;
 }
 

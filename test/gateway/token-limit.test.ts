@@ -7,7 +7,8 @@ import { Registry } from 'prom-client';
 import { charge, correct, debtWait, fullTokenBucket, isTokenBucketFull, remainingTokens, untilFull } from '../../src/request/token-rate.js';
 import { goDuration, rateLimitHeaders, rfc3339Seconds } from '../../src/request/rate-limit-headers.js';
 import { ClientGate, RateLimitRefusal, limitsOf, type AdmittedClient } from '../../src/request/client-gate.js';
-import { admissionCost } from '../../src/request/token-charge.js';
+import { admissionCost, usedTokens } from '../../src/request/token-charge.js';
+import type { RequestContext } from '../../src/request/context.js';
 import { buildConfig, ConfigError } from '../../src/config/index.js';
 import { EarError } from '../../src/request/errors.js';
 
@@ -166,6 +167,17 @@ test('the gate: a token-limited key is charged prompt + max_tokens, corrected at
   const third = admit('/v1/chat/completions', 'both');
   assert.ok(third instanceof RateLimitRefusal && /requests per second/.test(third.message));
   assert.equal(Object.fromEntries(third.limits.headers('openai', 0))['x-ratelimit-remaining-tokens'], '1200');
+});
+
+test('what a request used: the engine\'s usage; else its prompt and a token per content event once output came; a 2xx unseen keeps its charge; anything else nothing', () => {
+  const ctx = (o: Partial<Pick<RequestContext, 'usage' | 'firstTokenAt' | 'contentEvents'>>, status: number): RequestContext =>
+    ({ usage: null, firstTokenAt: 0, contentEvents: 0, features: { promptTokens: 120 }, outcome: { status }, ...o }) as unknown as RequestContext;
+  assert.equal(usedTokens(ctx({ usage: { promptTokens: 100, completionTokens: 7, cachedTokens: null } }, 200)), 107);
+  assert.equal(usedTokens(ctx({ firstTokenAt: 5, contentEvents: 9 }, 200)), 129, 'a stream without include_usage');
+  assert.equal(usedTokens(ctx({ firstTokenAt: 5, contentEvents: 3 }, 0)), 123, 'the client went away mid-stream');
+  assert.equal(usedTokens(ctx({}, 200)), null, 'answered, body unseen (ext_proc, response body mode NONE): the charge stands');
+  assert.equal(usedTokens(ctx({}, 503)), 0, 'no backend: refunded whole');
+  assert.equal(usedTokens(ctx({}, 0)), 0, 'went away while queued');
 });
 
 test('SIGHUP: a kept key keeps its token debt under its new limit; a limit it gains starts full; one it loses stops charging', () => {
