@@ -1,18 +1,28 @@
-// Who may call the gateway and how often: the admin token, client API keys and per-client token buckets
-// (src/request/rate-limit.ts). SIGHUP reloads this section alone (Gateway.reconfigure).
-import type { BucketLimit } from '../request/rate-limit.js';
+// Who may call the gateway and how often: the admin token, client API keys and per-client limits, requests
+// (src/request/rate-limit.ts) and tokens per minute (src/request/token-rate.ts). SIGHUP reloads this section alone
+// (Gateway.reconfigure).
 import { ConfigError } from './config-error.js';
 import { checkInt, checkNumber, checkString, isMapping, type FieldCheck } from './checks.js';
 
-/** Per-client token buckets; off by default. */
+/** One client's limits: requests (a bucket of `burst` refilled at `requestsPerSecond`), tokens per minute, or both. */
+export interface RateLimit {
+  /** Requests added to the bucket per second; null: requests are not limited (tokensPerMinute is set). */
+  requestsPerSecond: number | null;
+  /** Most requests the bucket holds (the largest burst admitted at once); null with requestsPerSecond. */
+  burst: number | null;
+  /** Prompt and output tokens per minute (a bucket of a minute's tokens); null: tokens are not limited. */
+  tokensPerMinute: number | null;
+}
+
+/** Per-client limits; off by default. */
 export interface RateLimitsConfig {
   /** Every API key without its own entry; null: no limit. */
-  default: BucketLimit | null;
+  default: RateLimit | null;
   /** Per API key: each one of `apiKeys`. */
-  keys: Record<string, BucketLimit>;
+  keys: Record<string, RateLimit>;
   /** Per client IP address, when no `apiKeys` are configured; null: no limit. */
-  perIp: BucketLimit | null;
-  /** Buckets kept at once; beyond, the least recently used goes. */
+  perIp: RateLimit | null;
+  /** Clients whose buckets are kept at once; beyond, the least recently used goes. */
   maxBuckets: number;
 }
 
@@ -21,7 +31,7 @@ export interface ClientsConfig {
   adminToken: string | null;
   /** Client API keys; empty means no client auth. */
   apiKeys: string[];
-  /** Token-bucket rate limits per API key (or per client IP without keys): 429 with Retry-After beyond. */
+  /** Request and token rate limits per API key (or per client IP without keys): 429 with Retry-After beyond. */
   rateLimits: RateLimitsConfig;
 }
 
@@ -33,20 +43,25 @@ export const CLIENTS_DEFAULTS: Readonly<ClientsConfig> = Object.freeze({
   rateLimits: RATE_LIMITS_DEFAULTS
 });
 
-const BUCKET_FIELDS = ['requestsPerSecond', 'burst'];
+const BUCKET_FIELDS = ['requestsPerSecond', 'burst', 'tokensPerMinute'];
 
-function checkBucket (path: string, v: unknown): BucketLimit | null {
+function checkBucket (path: string, v: unknown): RateLimit | null {
   if (v === null) return null;
-  if (!isMapping(v)) throw new ConfigError(path, 'must be a mapping {requestsPerSecond, burst} or null');
+  if (!isMapping(v)) throw new ConfigError(path, 'must be a mapping {requestsPerSecond, burst, tokensPerMinute} or null');
   for (const k of Object.keys(v)) if (!BUCKET_FIELDS.includes(k)) throw new ConfigError(`${path}.${k}`, `unknown field (known: ${BUCKET_FIELDS.join(', ')})`);
-  if (v.requestsPerSecond === undefined) throw new ConfigError(`${path}.requestsPerSecond`, 'is required');
+  const tokensPerMinute = v.tokensPerMinute === undefined ? null : checkInt(`${path}.tokensPerMinute`, v.tokensPerMinute, 1, 1_000_000_000);
+  if (v.requestsPerSecond === undefined) {
+    if (tokensPerMinute === null) throw new ConfigError(`${path}.requestsPerSecond`, 'is required (or tokensPerMinute)');
+    if (v.burst !== undefined) throw new ConfigError(`${path}.burst`, 'needs requestsPerSecond');
+    return { requestsPerSecond: null, burst: null, tokensPerMinute };
+  }
   const rate = checkNumber(`${path}.requestsPerSecond`, v.requestsPerSecond, 0.001, 1_000_000);
   const burst = v.burst === undefined ? Math.max(1, Math.ceil(rate)) : checkInt(`${path}.burst`, v.burst, 1, 1_000_000);
-  return { requestsPerSecond: rate, burst };
+  return { requestsPerSecond: rate, burst, tokensPerMinute };
 }
 
 function failNull (path: string): never {
-  throw new ConfigError(path, 'must be a mapping {requestsPerSecond, burst}');
+  throw new ConfigError(path, 'must be a mapping {requestsPerSecond, burst, tokensPerMinute}');
 }
 
 function checkRateLimits (p: string, v: unknown): RateLimitsConfig {
@@ -56,7 +71,7 @@ function checkRateLimits (p: string, v: unknown): RateLimitsConfig {
     if (k === 'default' || k === 'perIp') out[k] = checkBucket(`${p}.${k}`, x);
     else if (k === 'maxBuckets') out.maxBuckets = checkInt(`${p}.maxBuckets`, x, 1, 1 << 24);
     else if (k === 'keys') {
-      if (!isMapping(x)) throw new ConfigError(`${p}.keys`, 'must be a mapping of API key to {requestsPerSecond, burst}');
+      if (!isMapping(x)) throw new ConfigError(`${p}.keys`, 'must be a mapping of API key to {requestsPerSecond, burst, tokensPerMinute}');
       // A key is never printed whole in an error: its first characters say which one.
       for (const [key, lim] of Object.entries(x)) out.keys[key] = checkBucket(`${p}.keys.<key ${key.slice(0, 4)}…>`, lim) ?? failNull(`${p}.keys.<key ${key.slice(0, 4)}…>`);
     } else throw new ConfigError(`${p}.${k}`, `unknown field (known: ${Object.keys(RATE_LIMITS_DEFAULTS).join(', ')})`);

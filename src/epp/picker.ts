@@ -15,8 +15,7 @@ import { RESPONSE_ORIGIN_TTL_S } from '../core/defaults.js';
 import { priorityClassOf } from '../request/priority.js';
 import type { BackendFleet } from '../fleet/fleet.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
-import type { ClientGate } from '../request/client-gate.js';
-import type { GatedRoute } from '../request/client-gate.js';
+import { limitsOf, type ClientGate, type GatedRoute, type RequestLimits } from '../request/client-gate.js';
 import { bearerToken, clientCredential } from '../request/credentials.js';
 import type { RoutingState } from '../fleet/routing-port.js';
 import { sessionOf } from '../request/session-id.js';
@@ -66,6 +65,11 @@ export interface PickInput {
   allowed: EndpointFilter | null;
   /** When the request's headers arrived (the server span's start); absent: now. */
   receivedAt?: number;
+  /**
+   * Called, before the pick answers or throws, when a rate limit applies to the client: its answers (the immediate
+   * response of an error, the response headers of the engine's) carry the limits' headers.
+   */
+  limited?: (limits: RequestLimits) => void;
 }
 
 /** Told by the picker when an admission wait may be abandoned (the proxy's stream ended). */
@@ -92,7 +96,7 @@ export interface Picked {
   firstToken (): void;
   /**
    * The response ended (ok: a complete 2xx; `status` the engine's, 0 if none came; `seen`: what its observer
-   * read), or the stream did (`abandoned`: the phase it ended in): idempotent.
+   * read: usage, content events, the response id), or the stream did (`abandoned`: the phase it ended in): idempotent.
    */
   finish (seen: StreamObserver | null, ok: boolean, status?: number, abandoned?: 'queued' | 'response' | null): void;
 }
@@ -151,8 +155,11 @@ export class EndpointPicker {
     // API keys and rate limits as `ear serve` applies them to the same routes (the proxy may check keys too).
     const auth = clientCredential(input.headers.get('authorization') ?? '', input.headers.get('x-api-key') ?? '');
     let keyUser: string | null = null;
+    let limits: RequestLimits | null = null;
     if (dialect !== null || pathOf(input.path) === '/v1/models') {
       const client = this.#d.gate.admit((dialect?.path ?? '/v1/models') as GatedRoute, auth, () => input.headers.get(CLIENT_ADDRESS) ?? '');
+      limits = limitsOf(client);
+      if (limits !== null) input.limited?.(limits);
       if (client instanceof EarError) throw client;
       keyUser = client.user;
     }
@@ -166,7 +173,8 @@ export class EndpointPicker {
     const traceparent = input.headers.get('traceparent') ?? '';
     const ctx = new RequestContext(this.#pipeline, {
       id: input.headers.get('x-request-id') ?? '', endpoint, via: 'ext_proc', startedAt: input.receivedAt ?? this.#d.now(), keyUser, priorityClass,
-      sessionId, parentSessionId, body, traceparent, tracestate: traceparent === '' ? '' : input.headers.get('tracestate') ?? '', abort: signal, exclude
+      sessionId, parentSessionId, body, traceparent, tracestate: traceparent === '' ? '' : input.headers.get('tracestate') ?? '', abort: signal, exclude,
+      limits
     });
     return await new Promise<Picked | null>((resolve, reject) => {
       void runPipeline(ctx, new ExtProcTransport(this.#d, resolve, reject, codings.length > 0));

@@ -12,6 +12,7 @@ import { StreamObserver } from '../upstream/stream-observer.js';
 import { EndpointFilter, endpointList } from './endpoints.js';
 import type { EppMetrics, EppOutcome } from './metrics.js';
 import { dialectOfRequest, type AbortSignalLike, type EndpointPicker, type Picked } from './picker.js';
+import type { RequestLimits } from '../request/client-gate.js';
 import {
   BODY_CHUNK_BYTES, CONFORMANCE_SERVED, DESTINATION_ENDPOINT, DESTINATION_ENDPOINT_SERVED, DESTINATION_NAMESPACE, SUBSET_KEY, SUBSET_NAMESPACE,
   TEST_ENDPOINT_SELECTION, filterMetadata, headerRecord, namespacedMetadata, setHeader,
@@ -47,6 +48,8 @@ export class ExtProcStream {
   readonly #body: Buffer[] = [];
   #bodyBytes = 0;
   #picked: Picked | null = null;
+  /** The client's rate limits, when one applies: their headers go on whatever answers it (OpenAI's style). */
+  #limits: RequestLimits | null = null;
   #observer: StreamObserver | null = null;
   #status = 0;
   readonly #signal: AbortSignalLike = { aborted: false, onAbort: null };
@@ -147,7 +150,9 @@ export class ExtProcStream {
     this.#phase = 'queued';
     let picked: Picked | null;
     try {
-      picked = await this.#o.picker.pick({ path: this.#path, headers: this.#headers, body, allowed: this.#allowed, receivedAt: this.#receivedAt }, this.#signal);
+      picked = await this.#o.picker.pick({
+        path: this.#path, headers: this.#headers, body, allowed: this.#allowed, receivedAt: this.#receivedAt, limited: (l) => { this.#limits = l; }
+      }, this.#signal);
     } catch (err) {
       return this.#immediate(err, outcomeOf(err));
     }
@@ -207,6 +212,7 @@ export class ExtProcStream {
       set.push(setHeader('x-ear-backend', this.#picked.backend.id));
     }
     if (this.#conformance && served !== null) set.push(setHeader(CONFORMANCE_SERVED, served));
+    for (const [k, v] of this.#limitHeaders()) set.push(setHeader(k, v));
     this.#send({ response_headers: { response: set.length > 0 ? { header_mutation: { set_headers: set } } : {} } });
     if (h.end_of_stream === true) this.#complete();
   }
@@ -251,8 +257,14 @@ export class ExtProcStream {
     this.#phase = 'done';
     this.#o.metrics.requests.inc({ outcome });
     const { status, body, headers } = errorAnswer(dialectOfRequest(this.#path), err);
-    const set = headers.map(([k, v]) => setHeader(k, v));
+    const set = [...headers, ...this.#limitHeaders()].map(([k, v]) => setHeader(k, v));
     this.#send({ immediate_response: { status: { code: status }, headers: { set_headers: set }, body: Buffer.from(body), details: errorCodeOf(err) } });
+  }
+
+  /** The client's rate-limit headers as its limits stand now (none when no limit applies). */
+  #limitHeaders (): Array<[string, string]> {
+    const style = dialectOfRequest(this.#path)?.errors === 'anthropic' ? 'anthropic' : 'openai';
+    return this.#limits === null ? [] : this.#limits.headers(style, Date.now());
   }
 
   #fail (err: unknown): void {

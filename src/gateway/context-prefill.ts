@@ -15,6 +15,7 @@ import { badJson, reserialize } from '../features/request-body.js';
 import type { Endpoint } from '../dialects/dialect.js';
 import type { Usage } from '../upstream/stream-observer.js';
 import { post, type Answer } from '../upstream/buffered-post.js';
+import type { RequestLimits } from '../request/client-gate.js';
 
 /** Fields of the client's body that are the context's own, or that a one-token, non-streaming prefill must not carry. */
 const DROPPED = ['ttl_seconds', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens', 'min_tokens', 'n', 'best_of', 'kv_transfer_params'];
@@ -85,6 +86,8 @@ export type PrefillResult =
 export interface PrefillClient {
   requestId: string;
   keyUser: string | null;
+  /** Its client's rate limits (its tokens are charged for the prefill); null: none applies. */
+  limits: RequestLimits | null;
   startedAt: number;
   traceparent: string;
   tracestate: string;
@@ -97,7 +100,8 @@ export interface PrefillClient {
 export async function prefill (pipeline: Pipeline, id: string, req: ContextRequest, client: PrefillClient, signal: Abortable, clock: () => number): Promise<PrefillResult> {
   const ctx = new RequestContext(pipeline, {
     id: client.requestId, endpoint: req.endpoint, route: CONTEXT_ROUTE, via: 'http', startedAt: client.startedAt, keyUser: client.keyUser,
-    priorityClass: DEFAULT_CLASS, sessionId: id, parentSessionId: null, body: req.body, traceparent: client.traceparent, tracestate: client.tracestate, abort: signal
+    priorityClass: DEFAULT_CLASS, sessionId: id, parentSessionId: null, body: req.body, traceparent: client.traceparent, tracestate: client.tracestate, abort: signal,
+    limits: client.limits
   });
   const t = new PrefillTransport();
   await runPipeline(ctx, t);

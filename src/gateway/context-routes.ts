@@ -11,6 +11,7 @@ import type { Pipeline } from '../request/pipeline.js';
 import type { RoutingState } from '../fleet/routing-port.js';
 import { requestId } from '../request/request-id.js';
 import { readBody, ResponseState } from './uws-io.js';
+import type { AdmittedClient } from '../request/client-gate.js';
 
 export const CONTEXT_PATH = '/v1/context';
 
@@ -28,7 +29,8 @@ export interface ContextRouteDeps {
   contexts: ContextRegistry;
   metrics: GatewayMetrics;
   /** The client's API key and rate limit (client-gate.ts): an error to answer, or the client. */
-  admit: (auth: string, res: HttpResponse) => { user: string | null } | EarError;
+  /** The client gate's answer for the route; a limited client's answers carry its rate-limit headers from then on. */
+  admit: (auth: string, rs: ResponseState) => AdmittedClient | EarError;
   draining: () => boolean;
   /** Counts the request in the gateway's in-flight total until `p` settles (graceful close waits for it). */
   track: (p: Promise<unknown>) => void;
@@ -60,7 +62,7 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
       rs.fail(err, [ridHeader]);
     };
     if (deps.draining()) return fail(new EarError('EAR_ERR_DRAINING', 'the gateway is shutting down'));
-    const client = deps.admit(auth, res);
+    const client = deps.admit(auth, rs);
     if (client instanceof EarError) return fail(client);
     readBody(rs, config, (body) => {
       const work = (async () => {
@@ -72,7 +74,7 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
         try {
           const id = contexts.newId();
           prefilled = true;
-          const r = await prefill(deps.pipeline, id, creq, { requestId: rid, keyUser: client.user, startedAt: t0, traceparent, tracestate }, rs, deps.clock);
+          const r = await prefill(deps.pipeline, id, creq, { requestId: rid, keyUser: client.user, limits: client.limits, startedAt: t0, traceparent, tracestate }, rs, deps.clock);
           if (r.kind === 'engine') {
             contexts.rejected.inc({ reason: 'engine' });
             rs.send(r.status, r.body, [['content-type', r.contentType], ['x-ear-backend', r.backend.id], ridHeader]);
@@ -99,7 +101,7 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
     const param = req.getParameter(0) ?? '';
     const rs = new ResponseState(res);
     const ridHeader: [string, string] = ['x-request-id', rid];
-    const client = deps.admit(auth, res);
+    const client = deps.admit(auth, rs);
     if (client instanceof EarError) return rs.fail(client, [ridHeader]);
     const id = decodedParam(param);
     if (id === null) return rs.fail(new EarError('EAR_ERR_BAD_REQUEST', 'the context id is not valid percent-encoded UTF-8'), [ridHeader]);

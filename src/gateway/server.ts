@@ -25,7 +25,7 @@ import type { SessionStore } from '../store/session-store.js';
 import { readBody, registerClientIoMetrics, ResponseState } from './uws-io.js';
 import type { SharedSessions } from '../store/shared-sessions.js';
 import { KvTransferStep } from '../request/kv-transfer-step.js';
-import { ClientGate, remoteAddressOf } from '../request/client-gate.js';
+import { ClientGate, limitsOf, remoteAddressOf, type AdmittedClient } from '../request/client-gate.js';
 import { AdminToken, bearerToken, clientCredential } from '../request/credentials.js';
 import { kvTransfersFor } from '../migration/transfers-for.js';
 import type { Tracing } from '../telemetry/tracing.js';
@@ -134,6 +134,14 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   // API keys (compared in constant time) and rate limits, for every /v1 route (client-gate.ts). A request whose
   // body names no OpenAI `user` counts against its API key's id (an HMAC of the key, never the key).
   const gate = new ClientGate(config, metrics.registry, now);
+  const wallClock = deps.clock ?? Date.now;
+  /** A limited client's every answer (errors and streams too) carries its rate-limit headers, OpenAI's style. */
+  const admitted = (rs: ResponseState, answer: AdmittedClient | EarError): AdmittedClient | EarError => {
+    const limits = limitsOf(answer);
+    // Anthropic's clients read Anthropic's names (anthropic-ratelimit-*); every other API OpenAI's (x-ratelimit-*).
+    if (limits !== null) rs.extraHeaders = () => limits.headers(rs.dialect?.errors === 'anthropic' ? 'anthropic' : 'openai', wallClock());
+    return answer;
+  };
   const tracing = deps.tracing ?? null;
 
   const pipeline = new Pipeline({
@@ -168,7 +176,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       rs.dialect = dialect;
       const ridHeader: [string, string] = ['x-request-id', rid];
       if (draining) return rs.fail(new EarError('EAR_ERR_DRAINING', 'the gateway is shutting down'), [ridHeader]);
-      const client = gate.admit(dialect.path, auth, () => remoteAddressOf(res));
+      const client = admitted(rs, gate.admit(dialect.path, auth, () => remoteAddressOf(res)));
       if (client instanceof EarError) return rs.fail(client, [ridHeader]);
       if (headerValues.some(hasCtl) || hasCtl(query)) {
         return rs.fail(new EarError('EAR_ERR_BAD_HEADER', 'header values (and the query string) must not contain CR, LF or NUL'), [ridHeader]);
@@ -184,7 +192,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const run = (body: Buffer): void => {
         inFlight++;
         const ctx = new RequestContext(pipeline, {
-          id: rid, endpoint, via: 'http', startedAt: t0, keyUser: client.user, priorityClass, sessionId, parentSessionId, body, traceparent, tracestate, abort: rs, query
+          id: rid, endpoint, via: 'http', startedAt: t0, keyUser: client.user, priorityClass, sessionId, parentSessionId, body, traceparent, tracestate, abort: rs,
+          query, limits: client.limits
         });
         void runPipeline(ctx, new UwsTransport(rs, rid)).finally(() => { if (--inFlight === 0 && idle) idle(); });
       };
@@ -200,7 +209,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   app.head('/', (res) => { res.cork(() => res.writeStatus('200 OK').end()); });
   mountContexts(app, {
     config, contexts, metrics, state, pipeline,
-    admit: (auth, res) => gate.admit('/v1/context', auth, () => remoteAddressOf(res)), backends, now, clock: deps.clock ?? Date.now,
+    admit: (auth, rs) => admitted(rs, gate.admit('/v1/context', auth, () => remoteAddressOf(rs.res))), backends, now, clock: wallClock,
     draining: () => draining,
     track: (p) => {
       inFlight++;
@@ -210,13 +219,14 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
 
 
   app.get('/v1/models', (res, req) => {
-    const client = gate.admit('/v1/models', req.getHeader('authorization'), () => remoteAddressOf(res));
-    if (client instanceof EarError) return new ResponseState(res).fail(client);
+    const rs = new ResponseState(res);
+    const client = admitted(rs, gate.admit('/v1/models', req.getHeader('authorization'), () => remoteAddressOf(res)));
+    if (client instanceof EarError) return rs.fail(client);
     const ids = new Set<string>();
     for (const b of backends) if (b.health === 'healthy' && !b.draining) for (const m of b.models) ids.add(m);
     const created = Math.floor(Date.now() / 1000);
     const data = [...ids].sort().map((id) => ({ id, object: 'model', created, owned_by: 'ear' }));
-    res.cork(() => res.writeStatus('200 OK').writeHeader('content-type', 'application/json').end(JSON.stringify({ object: 'list', data })));
+    rs.send(200, JSON.stringify({ object: 'list', data }), [['content-type', 'application/json']]);
   });
   app.get('/health', (res) => { res.cork(() => res.writeStatus('200 OK').end()); });
   app.get('/ready', (res) => {

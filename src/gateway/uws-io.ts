@@ -40,6 +40,11 @@ export class ResponseState {
   dialect: Dialect | null = null;
   /** Called once if the client goes away (cancels the upstream request); a field, not an AbortController, to spare one a request. */
   onAbort: (() => void) | null = null;
+  /**
+   * Headers every answer carries besides its own, read when its head goes out (a limited client's rate-limit
+   * headers, which then say what is left as the response starts); null: none.
+   */
+  extraHeaders: (() => Iterable<[string, string]>) | null = null;
   #writable: (() => void) | null = null;
   /**
    * Bytes written since the last write() that reported no backpressure: an upper bound (give or take uWS's 16 KiB
@@ -81,8 +86,13 @@ export class ResponseState {
   #head (status: number, headers: Iterable<[string, string]>): void {
     this.res.writeStatus(statusLine(status));
     for (const [k, v] of headers) this.res.writeHeader(k, v);
+    this.#writeExtra();
     this.headersSent = true;
     this.status = status;
+  }
+
+  #writeExtra (): void {
+    if (this.extraHeaders !== null) for (const [k, v] of this.extraHeaders()) this.res.writeHeader(k, v);
   }
 
   /**
@@ -145,6 +155,7 @@ export class ResponseState {
     this.res.cork(() => {
       this.res.writeStatus(statusLine(status));
       for (const [k, v] of headers) this.res.writeHeader(k, v);
+      this.#writeExtra();
       this.res.end(body, close);
     });
     this.headersSent = true;

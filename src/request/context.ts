@@ -7,6 +7,7 @@ import type { Placement, RoutingInput } from '../fleet/routing-port.js';
 import type { SharedTurn } from '../store/shared-sessions.js';
 import type { Usage } from '../upstream/stream-observer.js';
 import type { Pipeline } from './pipeline.js';
+import type { RequestLimits } from './client-gate.js';
 
 /** Where a phase learns that the client (or the proxy's stream) went away, and hears of it while it waits. */
 export interface Abortable {
@@ -23,6 +24,8 @@ export type RequestStart = Pick<RequestContext, 'id' | 'endpoint' | 'via' | 'sta
   readonly route?: string;
   /** Backends it may not go to from the start (ext_proc: those the proxy's subset leaves out). */
   readonly exclude?: Set<number>;
+  /** Its client's rate limits, when one applies (the client gate's answer at the door). */
+  readonly limits?: RequestLimits | null;
 };
 
 /** How a request ended, as its client saw it. */
@@ -63,6 +66,8 @@ export class RequestContext {
   readonly traceparent: string;
   readonly tracestate: string;
   readonly abort: Abortable;
+  /** Its client's rate limits (null: none applies): its tokens are charged and corrected through them. */
+  readonly limits: RequestLimits | null;
   /** Backends this request may not go to: the proxy's subset, then each that failed an attempt. */
   readonly exclude: Set<number>;
   /** Whether the transport restricted the candidates before any attempt (ext_proc's subset). */
@@ -101,6 +106,7 @@ export class RequestContext {
     this.traceparent = s.traceparent;
     this.tracestate = s.tracestate;
     this.abort = s.abort;
+    this.limits = s.limits ?? null;
     this.exclude = s.exclude ?? new Set();
     this.restricted = this.exclude.size > 0;
   }

@@ -39,7 +39,7 @@ export const ERRORS = {
   EAR_ERR_UNSUPPORTED_ENCODING: { status: 415, type: 'invalid_request_error', anthropic: 'invalid_request_error', when: 'The body\'s content-encoding is not one EAR decodes (gzip, deflate, br, zstd).' },
   // ---- limits ----
   EAR_ERR_QUEUE_FULL: { status: 429, type: 'rate_limit_error', anthropic: 'overloaded_error', when: 'The admission queue (with Retry-After) or the route pool\'s queue is at its bound.' },
-  EAR_ERR_RATE_LIMITED: { status: 429, type: 'rate_limit_error', anthropic: 'rate_limit_error', when: 'The client\'s token bucket (rateLimits) is empty; Retry-After says when it holds one again.' },
+  EAR_ERR_RATE_LIMITED: { status: 429, type: 'rate_limit_error', anthropic: 'rate_limit_error', when: 'A rate limit of the client (rateLimits) refused it: its request bucket is empty, or its tokens per minute are in debt; Retry-After says when it is let in again.' },
   EAR_ERR_CONTEXTS_FULL: { status: 429, type: 'rate_limit_error', anthropic: 'rate_limit_error', when: 'maxContexts explicit contexts are live; a new one waits until one is deleted or expires.' },
   // ---- the gateway and its backends ----
   EAR_ERR_INTERNAL: { status: 500, type: 'internal_error', anthropic: 'api_error', when: 'A fault of the gateway itself; anything thrown that has no code is answered as this, without its details.' },

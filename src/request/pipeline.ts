@@ -1,6 +1,6 @@
 // The request pipeline (ARCHITECTURE.md "Request lifecycle"): every request that `ear serve` or `ear epp` takes in
-// goes through the same phases — features, admit, route, migrate, then the transport's send — with one retry loop
-// and one end. The transport (uWS, ext_proc) owns accept and proxy; metrics and traces subscribe to the events
+// goes through the same phases — features, the token charge, admit, route, migrate, then the transport's send —
+// with one retry loop and one end. The transport (uWS, ext_proc) owns accept and proxy; metrics and traces subscribe to the events
 // the phases publish (channels.ts).
 import type { Backend } from '../fleet/backends.js';
 import type { Features } from '../features/features.js';
@@ -18,6 +18,7 @@ import type { RequestContext } from './context.js';
 import { features } from './features.js';
 import { migrate } from './migrate.js';
 import { reroute, routed } from './route.js';
+import { chargeTokens, settleTokens } from './token-charge.js';
 import type { AttemptResult, SendResult, Transport } from './transport.js';
 
 /** Where a request's features are computed (the route pool, or inline for small bodies). */
@@ -91,6 +92,7 @@ export async function runPipeline (ctx: RequestContext, transport: Transport): P
     const s = transport.settle(ctx);
     ctx.outcome.status = s.status;
     ctx.outcome.aborted = s.aborted;
+    settleTokens(ctx);
     if (channels.done.hasSubscribers) channels.done.publish({ ctx, at: ctx.pipeline.now() });
   }
 }
@@ -100,6 +102,7 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
   const { state, now } = p;
   await features(ctx);
   if (ctx.abort.aborted) return;
+  chargeTokens(ctx);
   const first = await admit(ctx);
   if (first === null) return;
   const input = ctx.input!;
