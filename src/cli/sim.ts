@@ -48,7 +48,8 @@ const ownFlags: Record<string, Flag> = {
   'kv-offload-serve': { key: 'kvOffloadServe', kind: 'bool', help: 'host a shared KV offload store (LMCache remote backend / Mooncake store) at /ear/v1/kv/store/*, and use it' },
   'kv-offload-store': { key: 'kvOffloadStore', kind: 'string', help: 'use the shared offload store a --kv-offload-serve sim hosts: http://host:port' },
   'kv-offload-capacity': { key: 'kvOffloadCapacity', kind: 'int', help: `blocks the hosted store keeps, least recently used evicted first (default ${defaultSimOptions.kvOffloadCapacity})` },
-  'engine-index': { key: 'engineIndex', kind: 'int', help: 'the `engine` metrics label and events\' data_parallel_rank (default 0)' }
+  'engine-index': { key: 'engineIndex', kind: 'int', help: 'the `engine` metrics label and events\' data_parallel_rank (default 0)' },
+  'responses-store': { key: 'responsesStore', kind: 'int', help: `responses kept for previous_response_id, oldest dropped first (default ${defaultSimOptions.responsesStore}; 0 = vLLM's default, no store)` }
 };
 
 const flags: Record<string, Flag> = { ...vllmFlags, ...ownFlags };
@@ -56,7 +57,8 @@ const flags: Record<string, Flag> = { ...vllmFlags, ...ownFlags };
 export function simUsage (): string {
   const line = (name: string, f: Flag): string => `  --${name}${f.kind === 'bool' ? '' : f.kind === 'list' ? ' NAME...' : ' VALUE'}`.padEnd(40) + f.help;
   return ['usage: ear sim [MODEL] [options]', '',
-    'A simulated engine that speaks vLLM\'s protocols: /v1/chat/completions, /v1/completions, /tokenize, /detokenize,',
+    'A simulated engine that speaks vLLM\'s protocols: /v1/chat/completions, /v1/completions, /v1/messages (+ count_tokens),',
+    '/v1/responses (+ GET /v1/responses/{id}), /tokenize, /detokenize,',
     '/v1/models, /health, /metrics, /reset_prefix_cache, KV events over ZMQ, kv_transfer_params export/import.', '',
     'A shared offload store: one sim runs --kv-offload-serve, the others --kv-offload-store http://HOST:PORT. Every engine',
     'saves the blocks it computes there, and a request loads the stored prefix beyond its local hits (timed by the',

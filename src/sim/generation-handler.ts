@@ -1,24 +1,27 @@
 // POST /v1/chat/completions and /v1/completions: validate, render and tokenize the prompt(s), hand one engine
-// request per (prompt, sample) to the host, and answer as vLLM does, streamed (SSE) or whole.
+// request per (prompt, sample) to the host, and answer as vLLM does, streamed (SSE) or whole. The other APIs
+// (Anthropic Messages, OpenAI Responses) convert their body to a chat GenerationRequest and run it here too,
+// with their own OutputFormat.
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { BlockDigest } from './block-hash.js';
 import type { FinishReason, KvImport, RequestMetrics, RequestOutput, SimRequest } from './engine-types.js';
 import { EngineFullError, contextLengthError } from './engine.js';
 import { EarError } from '../request/errors.js';
-import { HttpError, badRequest, errorJson } from './http-errors.js';
+import { HttpError, badRequest } from './http-errors.js';
 import { classifyKvTransferParams, exportParams, pullBlocks } from './kv-transfer.js';
 import type { ImportParams } from './kv-transfer.js';
 import type { GenerationRequest } from './openai-request.js';
 import { parseGenerationRequest } from './openai-request.js';
 import { IncrementalDetokenizer } from './incremental-detokenizer.js';
-import { ChunkWriter, SSE_DONE, chatCompletionBody, completionBody, streamUsageJson, usageJson } from './openai-response.js';
-import type { ChoiceResult, StopReason } from './openai-response.js';
+import { OpenAiFormat } from './openai-response.js';
+import type { ChoiceResult, StopReason, UsageCounts } from './openai-response.js';
+import type { OutputFormat } from './output-format.js';
 import type { SimContext } from './sim-context.js';
 
 const KV_PULL_TIMEOUT_MS = 10_000;
 
-interface Prompt {
+export interface Prompt {
   ids: number[];
   /** For echo. */
   text: string;
@@ -55,7 +58,7 @@ export function resolveModelName (ctx: SimContext, requested: string | null): { 
   throw new HttpError(404, `The model \`${requested}\` does not exist.`, 'model');
 }
 
-function renderPrompts (ctx: SimContext, g: GenerationRequest): Prompt[] {
+export function renderPrompts (ctx: SimContext, g: GenerationRequest): Prompt[] {
   const tk = ctx.tokenizer;
   if (g.endpoint === 'chat') {
     let text: string;
@@ -127,8 +130,24 @@ const requestIdHeader = (req: IncomingMessage): string | null => {
 export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'completion', body: unknown,
   req: IncomingMessage, res: ServerResponse): Promise<void> {
   const g = parseGenerationRequest(endpoint, body);
+  const includeUsage = g.stream && (g.includeUsage || ctx.options.enableForceIncludeUsage);
+  const format = new OpenAiFormat(endpoint, { includeUsage, continuousUsage: g.continuousUsage, promptTokensDetails: ctx.options.enablePromptTokensDetails });
+  await runGeneration(ctx, g, req, res, format);
+}
+
+export interface RunOptions {
+  /** The request id; default chatcmpl-/cmpl- and the x-request-id header, request_id, or random hex. */
+  id?: string;
+  /** Prompts already rendered (a dialect that needed them first); default: rendered from `g`. */
+  prompts?: Prompt[];
+}
+
+/** Runs a parsed request on the engine and answers in `format`'s shape (headers, stream or body). */
+export async function runGeneration (ctx: SimContext, g: GenerationRequest, req: IncomingMessage, res: ServerResponse,
+  format: OutputFormat, opts: RunOptions = {}): Promise<void> {
+  const endpoint = g.endpoint;
   const { model, lora } = resolveModelName(ctx, g.model);
-  const prompts = renderPrompts(ctx, g);
+  const prompts = opts.prompts ?? renderPrompts(ctx, g);
   const maxTokens = prompts.map((p) => maxTokensFor(ctx.maxModelLen, p.ids.length, g.maxTokens));
 
   // Without a KV connector vLLM never looks at kv_transfer_params (and returns none).
@@ -146,13 +165,12 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
     if (res.destroyed) return;
   }
 
-  const id = `${endpoint === 'chat' ? 'chatcmpl' : 'cmpl'}-${requestIdHeader(req) ?? g.requestId ?? randomBytes(16).toString('hex')}`;
+  const id = opts.id ?? `${endpoint === 'chat' ? 'chatcmpl' : 'cmpl'}-${requestIdHeader(req) ?? g.requestId ?? randomBytes(16).toString('hex')}`;
   const created = Math.floor(Date.now() / 1000);
-  const includeUsage = g.stream && (g.includeUsage || ctx.options.enableForceIncludeUsage);
   const eos = g.ignoreEos ? [] : ctx.tokenizer.eosTokenIds;
   const userStopIds = new Set(g.stopTokenIds);
   const maxStopLen = g.stop.reduce((m, s) => Math.max(m, s.length), 0);
-  const writer = new ChunkWriter(endpoint, id, created, model);
+  format.begin({ id, created, model, promptTokens: prompts[0].ids.length, maxTokens: maxTokens[0] });
   const exporting = intent.kind === 'export';
 
   const choices: Choice[] = [];
@@ -186,7 +204,7 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
   let headersSent = false;
   let rolesSent = false;
 
-  const usageCounts = (): { promptTokens: number; completionTokens: number; cachedTokens: number } => {
+  const usageCounts = (): UsageCounts => {
     let promptTokens = 0;
     let completionTokens = 0;
     let cachedTokens = 0;
@@ -231,15 +249,13 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
     const engineDead = ctx.host.dead !== null;
     if (g.stream) {
       startStream();
-      if (engineDead) res.write(writer.error('EngineCore encountered an issue. See stack trace for the root cause.', 'InternalServerError', 500));
-      else if (includeUsage) res.write(writer.usage(streamUsageJson(usageCounts(), ctx.options.enablePromptTokensDetails)));
-      res.end(SSE_DONE);
+      res.end(format.streamEnd(usageCounts(), engineDead));
       for (const c of choices) if (c.held !== undefined) ctx.host.releaseHeld(c.engineId);
       return;
     }
     if (engineDead) {
       const err = new HttpError(500, 'EngineCore encountered an issue. See stack trace for the root cause.');
-      res.writeHead(500, { 'content-type': 'application/json' }).end(errorJson(err));
+      res.writeHead(500, { 'content-type': 'application/json' }).end(format.errorBody(err));
       return;
     }
     let kvParams: Record<string, unknown> | null = null;
@@ -259,19 +275,16 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
       finishReason: c.finish,
       stopReason: c.stopReason
     }));
-    const usage = usageJson(usageCounts(), ctx.options.enablePromptTokensDetails);
-    const json = endpoint === 'chat'
-      ? chatCompletionBody(id, created, model, results, usage, kvParams)
-      : completionBody(id, created, model, results, usage, kvParams);
-    res.writeHead(200, { 'content-type': 'application/json' }).end(json);
+    res.writeHead(200, { 'content-type': 'application/json' }).end(format.body(results, usageCounts(), kvParams));
   };
 
   const emit = (c: Choice, final: boolean): void => {
     if (!g.stream) return;
     startStream();
-    if (endpoint === 'chat' && !rolesSent) {
+    if (!rolesSent) {
       rolesSent = true;
-      for (const other of choices) res.write(writer.role(other.index));
+      const start = format.streamStart(choices.map((other) => other.index));
+      if (start !== '') res.write(start);
     }
     let delta = c.text.length > c.sent ? c.text.slice(c.sent) : '';
     if (g.echo && !c.echoed) {
@@ -280,12 +293,8 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
     }
     c.sent = Math.max(c.sent, c.text.length);
     if (delta === '' && !final) return;
-    let usage: Record<string, unknown> | undefined;
-    if (includeUsage && g.continuousUsage) {
-      const promptTokens = c.prompt.ids.length;
-      usage = { prompt_tokens: promptTokens, total_tokens: promptTokens + c.genIds.length, completion_tokens: c.genIds.length };
-    }
-    res.write(writer.content(c.index, delta, final ? c.finish : null, c.stopReason, usage));
+    const bytes = format.streamDelta(c.index, delta, final ? c.finish : null, c.stopReason, c.prompt.ids.length, c.genIds.length);
+    if (bytes !== '') res.write(bytes);
   };
 
   const onOutput = (c: Choice, out: RequestOutput, start: number, end: number): void => {
@@ -385,6 +394,14 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
       if (err instanceof EngineFullError) throw new HttpError(503, 'The engine is at capacity (waiting queue full); retry later.');
       if (err instanceof RangeError || (err instanceof EarError && err.status === 400)) throw badRequest(err.message);
       throw err;
+    }
+  }
+  // Some APIs announce the response as soon as it is accepted (Responses: response.created, in_progress).
+  if (g.stream && !done && !headersSent) {
+    const prelude = format.streamPrelude();
+    if (prelude !== '') {
+      startStream();
+      res.write(prelude);
     }
   }
 }

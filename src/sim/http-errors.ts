@@ -14,11 +14,12 @@ export class HttpError extends Error {
   readonly type: string;
   readonly param: string | null;
 
-  constructor (status: number, message: string, param: string | null = null) {
+  /** `type` defaults to the class name vLLM reports for the status; some answers name another (invalid_request_error). */
+  constructor (status: number, message: string, param: string | null = null, type?: string) {
     super(message);
     this.name = 'HttpError';
     this.status = status;
-    this.type = typeByStatus[status] ?? 'BadRequestError';
+    this.type = type ?? typeByStatus[status] ?? 'BadRequestError';
     this.param = param;
   }
 }
@@ -27,4 +28,12 @@ export const badRequest = (message: string, param: string | null = null): HttpEr
 
 export function errorJson (err: HttpError): string {
   return JSON.stringify({ error: { message: err.message, type: err.type, param: err.param, code: err.status } });
+}
+
+/**
+ * The same error as vLLM's Anthropic routes translate it (translate_error_response): {"type":"error","error":
+ * {"type","message"}}, the OpenAI error's type kept (BadRequestError, NotFoundError...), the status its code.
+ */
+export function anthropicErrorJson (err: HttpError): string {
+  return JSON.stringify({ type: 'error', error: { type: err.type, message: err.message } });
 }

@@ -1,6 +1,9 @@
 // Response bodies and SSE chunks with vLLM's field order and presence (vllm-wire.md §3.2): non-stream
 // responses carry every field (nulls included); stream chunks carry only the fields vLLM sets.
 import type { FinishReason } from './engine-types.js';
+import { errorJson } from './http-errors.js';
+import type { HttpError } from './http-errors.js';
+import type { OutputFormat, RunInfo } from './output-format.js';
 
 export interface UsageCounts {
   promptTokens: number;
@@ -133,5 +136,61 @@ export class ChunkWriter {
 
   error (message: string, type: string, code: number): string {
     return sseEvent({ error: { message, type, param: null, code } });
+  }
+}
+
+export interface OpenAiFormatOptions {
+  /** Streamed: send the usage chunk (stream_options.include_usage or --enable-force-include-usage). */
+  includeUsage: boolean;
+  /** Streamed: usage on every chunk (stream_options.continuous_usage_stats). */
+  continuousUsage: boolean;
+  /** --enable-prompt-tokens-details. */
+  promptTokensDetails: boolean;
+}
+
+/** /v1/chat/completions and /v1/completions, streamed or whole. */
+export class OpenAiFormat implements OutputFormat {
+  #writer: ChunkWriter | null = null;
+  #info: RunInfo | null = null;
+
+  constructor (private readonly endpoint: 'chat' | 'completion', private readonly opts: OpenAiFormatOptions) {}
+
+  begin (info: RunInfo): void {
+    this.#info = info;
+    this.#writer = new ChunkWriter(this.endpoint, info.id, info.created, info.model);
+  }
+
+  streamPrelude (): string {
+    return '';
+  }
+
+  streamStart (choiceIndexes: readonly number[]): string {
+    return this.endpoint === 'chat' ? choiceIndexes.map((i) => this.#writer!.role(i)).join('') : '';
+  }
+
+  streamDelta (index: number, text: string, finish: FinishReason | null, stopReason: StopReason, promptTokens: number, generated: number): string {
+    let usage: Record<string, unknown> | undefined;
+    if (this.opts.includeUsage && this.opts.continuousUsage) {
+      usage = { prompt_tokens: promptTokens, total_tokens: promptTokens + generated, completion_tokens: generated };
+    }
+    return this.#writer!.content(index, text, finish, stopReason, usage);
+  }
+
+  streamEnd (usage: UsageCounts, engineDead: boolean): string {
+    const w = this.#writer!;
+    if (engineDead) return w.error('EngineCore encountered an issue. See stack trace for the root cause.', 'InternalServerError', 500) + SSE_DONE;
+    return (this.opts.includeUsage ? w.usage(streamUsageJson(usage, this.opts.promptTokensDetails)) : '') + SSE_DONE;
+  }
+
+  body (results: ChoiceResult[], usage: UsageCounts, kvTransferParams: Record<string, unknown> | null): string {
+    const { id, created, model } = this.#info!;
+    const u = usageJson(usage, this.opts.promptTokensDetails);
+    return this.endpoint === 'chat'
+      ? chatCompletionBody(id, created, model, results, u, kvTransferParams)
+      : completionBody(id, created, model, results, u, kvTransferParams);
+  }
+
+  errorBody (err: HttpError): string {
+    return errorJson(err);
   }
 }

@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import type { KvWireFormat } from '../kvevents/types.js';
 import { createTokenizer } from '../tokenize/index.js';
 import { SimEngine } from './engine.js';
+import { handleCancelResponse, handleCountTokens, handleGetResponse, handleMessages, handleResponses, responseIdFromPath } from './dialect-handlers.js';
 import { handleGeneration } from './generation-handler.js';
 import { HttpError, badRequest, errorJson } from './http-errors.js';
 import { defaultKvEventsConfig, kvEventsActive } from './kv-events-config.js';
@@ -20,6 +21,7 @@ import { OffloadStore } from './offload-store.js';
 import { outputVocabulary } from './output-vocabulary.js';
 import { loadProfile } from '../engine-model/profile.js';
 import { RealClockHost } from './real-clock-host.js';
+import { ResponseStore } from './response-store.js';
 import type { RequestFinishedHook, SimContext } from './sim-context.js';
 import { SimMetrics } from './sim-metrics.js';
 import { resolveSimOptions } from './sim-options.js';
@@ -52,6 +54,7 @@ export interface SimServer {
 
 const isWildcard = (host: string): boolean => host === '0.0.0.0' || host === '::' || host === '';
 const JSON_HEADERS = { 'content-type': 'application/json' };
+const RESPONSES_PREFIX = '/v1/responses/';
 
 function readBody (req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -188,6 +191,7 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
   });
   host.onListenerError = (err) => log.error({ err }, 'response handler failed; request aborted');
 
+  const responses = new ResponseStore(opts.responsesStore);
   let port = opts.port;
   let seq = 0;
   const engineId = randomUUID();
@@ -230,6 +234,9 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
     },
     '/v1/chat/completions': { POST: withBody((b, req, res) => handleGeneration(ctx, 'chat', b, req, res)) },
     '/v1/completions': { POST: withBody((b, req, res) => handleGeneration(ctx, 'completion', b, req, res)) },
+    '/v1/messages': { POST: withBody((b, req, res) => handleMessages(ctx, b, req, res)) },
+    '/v1/messages/count_tokens': { POST: withBody((b, _req, res) => handleCountTokens(ctx, b, res)) },
+    '/v1/responses': { POST: withBody((b, req, res) => handleResponses(ctx, responses, b, req, res)) },
     '/tokenize': { POST: withBody((b, _req, res) => json(res, handleTokenize(ctx, b))) },
     '/detokenize': { POST: withBody((b, _req, res) => json(res, handleDetokenize(ctx, b))) },
     '/reset_prefix_cache': {
@@ -251,9 +258,21 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
     routes[KV_STORE_STATS_PATH] = { GET: async (_req, res) => json(res, storeStatsJson(engine, tier)) };
   }
 
+  // GET /v1/responses/{id} and POST /v1/responses/{id}/cancel: the one family of routes with an id in the path.
+  const responseRoute = (path: string): Partial<Record<string, Route>> | undefined => {
+    if (!path.startsWith(RESPONSES_PREFIX) || path.length === RESPONSES_PREFIX.length) return undefined;
+    const rest = path.slice(RESPONSES_PREFIX.length);
+    if (rest.endsWith('/cancel') && rest.indexOf('/') === rest.length - '/cancel'.length) {
+      const id = rest.slice(0, -'/cancel'.length);
+      return { POST: async (req) => { req.resume(); handleCancelResponse(responses, responseIdFromPath(id)); } };
+    }
+    if (rest.includes('/')) return undefined;
+    return { GET: async (_req, res) => handleGetResponse(responses, responseIdFromPath(rest), res) };
+  };
+
   const server: Server = createServer({ keepAlive: true }, (req, res) => {
     const path = (req.url ?? '/').split('?')[0];
-    const byMethod = routes[path];
+    const byMethod = routes[path] ?? responseRoute(path);
     const route = byMethod?.[req.method ?? 'GET'];
     if (route === undefined) {
       req.resume();

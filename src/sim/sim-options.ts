@@ -62,6 +62,11 @@ export interface SimOptions {
   engineIndex: number;
   /** Largest request body accepted, bytes. */
   maxBodyBytes: number;
+  /**
+   * Responses kept for previous_response_id and GET /v1/responses/{id} (vLLM with
+   * VLLM_ENABLE_RESPONSES_API_STORE=1 keeps every one); the oldest is dropped past it. 0: vLLM's default, no store.
+   */
+  responsesStore: number;
 }
 
 export const defaultSimOptions: Readonly<SimOptions> = Object.freeze({
@@ -96,7 +101,8 @@ export const defaultSimOptions: Readonly<SimOptions> = Object.freeze({
   // 4M tokens: 512 GiB of Llama-3.1-8B KV, a few hosts' worth of CPU memory in a Mooncake store.
   kvOffloadCapacity: 262144,
   engineIndex: 0,
-  maxBodyBytes: 64 * 1024 * 1024
+  maxBodyBytes: 64 * 1024 * 1024,
+  responsesStore: 1024
 });
 
 const posInt = (v: unknown): boolean => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1;
@@ -133,6 +139,7 @@ export function resolveSimOptions (partial: Partial<SimOptions>): Readonly<SimOp
   if (!posInt(o.kvOffloadCapacity) || o.kvOffloadCapacity > 2 ** 24) bad('kvOffloadCapacity', `must be an integer of blocks in 1..${2 ** 24}`);
   if (!Number.isSafeInteger(o.engineIndex) || o.engineIndex < 0) bad('engineIndex', 'must be an integer >= 0');
   if (!posInt(o.maxBodyBytes)) bad('maxBodyBytes', 'must be a positive integer');
+  if (!Number.isSafeInteger(o.responsesStore) || o.responsesStore < 0 || o.responsesStore > 1_000_000) bad('responsesStore', 'must be an integer in 0..1000000');
   if (o.servedModelName !== null) Object.freeze(o.servedModelName);
   return Object.freeze(o);
 }
