@@ -11,7 +11,7 @@ import { EarError } from '../request/errors.js';
 import { AnthropicFormat, countTokensBody } from './anthropic-response.js';
 import { renderPrompts, resolveModelName, runGeneration } from './generation-handler.js';
 import { HttpError, anthropicErrorJson, badRequest } from './http-errors.js';
-import type { GenerationRequest } from './openai-request.js';
+import { parsePriority, type GenerationRequest } from './openai-request.js';
 import { ResponsesFormat, randomHex, responseEcho } from './responses-response.js';
 import type { ResponseStore } from './response-store.js';
 import type { SimContext } from './sim-context.js';
@@ -35,6 +35,8 @@ interface Sampling {
   kvTransferParams: Record<string, unknown> | null;
   /** Streamed chat options the dialect's serving sets (Anthropic: include_usage and continuous_usage_stats). */
   includeUsage: boolean;
+  /** vLLM's request priority: the Responses body's `priority`; Anthropic's protocol has none (0). */
+  priority: number;
 }
 
 /** The chat completion request a dialect runs as. */
@@ -62,7 +64,8 @@ function chatGeneration (chat: ChatRequest, s: Sampling): GenerationRequest {
     seed: s.seed,
     cacheSalt: s.cacheSalt,
     kvTransferParams: s.kvTransferParams,
-    requestId: null
+    requestId: null,
+    priority: s.priority
   };
 }
 
@@ -80,13 +83,13 @@ async function anthropicErrors (res: ServerResponse, run: () => Promise<void>): 
 
 export async function handleMessages (ctx: SimContext, body: unknown, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const chat = converted(() => anthropicToChat(body, { nowMs: Date.now() }));
-  const g = chatGeneration(chat, { stop: chat.stopSequences, seed: null, cacheSalt: null, kvTransferParams: chat.kvTransferParams, includeUsage: chat.stream });
+  const g = chatGeneration(chat, { stop: chat.stopSequences, seed: null, cacheSalt: null, kvTransferParams: chat.kvTransferParams, includeUsage: chat.stream, priority: 0 });
   await anthropicErrors(res, () => runGeneration(ctx, g, req, res, new AnthropicFormat()));
 }
 
 export async function handleCountTokens (ctx: SimContext, body: unknown, res: ServerResponse): Promise<void> {
   const chat = converted(() => anthropicToChat(body, { countTokens: true }));
-  const g = chatGeneration(chat, { stop: [], seed: null, cacheSalt: null, kvTransferParams: null, includeUsage: false });
+  const g = chatGeneration(chat, { stop: [], seed: null, cacheSalt: null, kvTransferParams: null, includeUsage: false, priority: 0 });
   await anthropicErrors(res, async () => {
     resolveModelName(ctx, g.model);
     const [prompt] = renderPrompts(ctx, g);
@@ -117,7 +120,8 @@ export async function handleResponses (ctx: SimContext, store: ResponseStore, bo
     seed: typeof seed === 'number' ? seed : null,
     cacheSalt: typeof salt === 'string' ? salt : null,
     kvTransferParams: null,
-    includeUsage: false
+    includeUsage: false,
+    priority: parsePriority(b)
   });
   const prompts = renderPrompts(ctx, g);
   if (prompts[0].ids.length >= ctx.maxModelLen) {

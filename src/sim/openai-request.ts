@@ -69,7 +69,7 @@ function optInt (b: Body, key: string, min: number): number | null {
  * policy: vLLM V1 orders by it under `priority` and ignores it under `fcfs` (V0's "Got priority N but Priority
  * scheduling is not enabled." error is not in V1; vllm-project/vllm#23043 proposed it back and was closed).
  */
-function parsePriority (b: Body): number {
+export function parsePriority (b: Body): number {
   const v = b.priority;
   if (v === undefined || v === null) return 0;
   if (typeof v !== 'number' || !Number.isInteger(v)) throw badRequest(`priority: Input should be a valid integer, got ${shown(v)}`, 'priority');
