@@ -258,7 +258,8 @@ export class ExtProcStream {
     this.#o.metrics.requests.inc({ outcome });
     const { status, body, headers } = errorAnswer(dialectOfRequest(this.#path), err);
     const set = [...headers, ...this.#limitHeaders()].map(([k, v]) => setHeader(k, v));
-    this.#send({ immediate_response: { status: { code: status }, headers: { set_headers: set }, body: Buffer.from(body), details: errorCodeOf(err) } });
+    // Envoy's HttpStatus takes only the codes its enum defines: Anthropic's 529 (overloaded) goes as 503.
+    this.#send({ immediate_response: { status: { code: status === 529 ? 503 : status }, headers: { set_headers: set }, body: Buffer.from(body), details: errorCodeOf(err) } });
   }
 
   /** The client's rate-limit headers as its limits stand now (none when no limit applies). */

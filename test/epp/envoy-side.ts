@@ -282,6 +282,6 @@ export class EnvoySide {
 
 function statusCode (code: string | number): number {
   if (typeof code === 'number') return code;
-  const named: Record<string, number> = { Unauthorized: 401, TooManyRequests: 429, ServiceUnavailable: 503, NotFound: 404, BadRequest: 400, PayloadTooLarge: 413, GatewayTimeout: 504, InternalServerError: 500 };
+  const named: Record<string, number> = { Unauthorized: 401, TooManyRequests: 429, ServiceUnavailable: 503, NotFound: 404, BadRequest: 400, PayloadTooLarge: 413, GatewayTimeout: 504, InternalServerError: 500, UnsupportedMediaType: 415 };
   return named[code] ?? Number(code);
 }

@@ -113,7 +113,8 @@ test('OpenAI responses.create, streamed and not; previous_response_id continues 
   const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-agent', maxRetries: 0 });
   const first = await client.responses.create({ model: 'm', instructions: system, input: 'Plan the change.', max_output_tokens: 8 }).withResponse();
   assert.equal(first.data.object, 'response');
-  assert.equal(first.data.status, 'completed');
+  // vLLM's status when max_output_tokens ends it is 'incomplete'.
+  assert.ok(['completed', 'incomplete'].includes(first.data.status ?? ''), first.data.status);
   assert.ok((first.data.usage?.input_tokens ?? 0) > 400);
   const origin = first.response.headers.get('x-ear-backend');
   // No session header: only the remembered origin keeps the continuation on the engine holding the response.
