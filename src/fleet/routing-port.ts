@@ -110,6 +110,8 @@ export interface Fleet {
   backendChanged (b: Backend, now: number): void;
   /** A backend's engine reported its load (/metrics). */
   engineLoad (b: Backend, load: EngineLoad, now: number): void;
+  /** A backend's engine is a new process (its /metrics start time changed): what the tables hold of its cache is stale. */
+  engineRestarted? (b: Backend): void;
 }
 
 export interface RoutingState extends Placements, Fleet {}

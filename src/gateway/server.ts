@@ -213,6 +213,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     for (const b of backends) {
       metrics.backendUp.set({ backend: b.id }, b.health === 'healthy' ? 1 : 0);
       metrics.inFlight.set({ backend: b.id }, b.inFlight);
+      metrics.engineRestarts.set({ backend: b.id }, b.restarts);
     }
     for (const t of state.tableStats()) {
       metrics.tableSize.set({ table: t.table }, t.entries);
