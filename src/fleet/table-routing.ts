@@ -154,6 +154,7 @@ export class TableRouting implements RoutingState {
 
   tick (now: number): void {
     this.host.admission.tick(now);
+    this.host.expireSessions(now);
   }
 
   dropAll (reason: DropReason, now: number): void {
