@@ -26,7 +26,7 @@ import { runWorkload, type Scheduler } from '../src/eval/workloads/runner.js';
 import { isolatedServiceTime } from '../src/eval/drivers/isolated.js';
 import { loadProfile, type EngineProfile } from '../src/engine-model/profile.js';
 import { machine, gitCommit } from './machine.js';
-import { SoakFleet, MODEL } from './soak-fleet.js';
+import { SoakFleet, MODEL, SESSION_IDLE_MS } from './soak-fleet.js';
 import { send, soakAgent } from './soak-client.js';
 import { byLabel, parseMetrics, sharedRegionResident, slope, total, windowMinima } from './soak-stats.js';
 
@@ -37,6 +37,8 @@ const USAGE = `usage: npm run soak -- [--minutes M] [--engines N] [--load F] [--
   --event-every S  seconds between fleet events, alternately an engine restart and a SIGHUP reload, the first
                    at half of it (default 60)
   --warmup S       seconds left out of the memory slopes (default: a quarter of the run, 40 to 900)
+  --idle-tail S    after the last request, keep sampling the gateway's session table this long with no traffic
+                   (default 0; past the gateway's sessionIdleMs of 60 s it shows the table emptying)
   --out DIR        where summary.json goes (default results/soak-<time>)
   --gateway-cpu-prof DIR  run the gateway under node --cpu-prof (npm run flamegraph -- soak)`;
 
@@ -81,6 +83,8 @@ interface Row {
   regionMB: number;
   heapMB: number;
   tables: Record<string, number>;
+  /** Sessions the client has sent a turn of, or had one answered, within the gateway's sessionIdleMs: what tables.sessions should hold. */
+  liveSessions: number;
   dropped: Record<string, number>;
   events: string[];
   /** The machine's 1-minute load average (other work shares it). */
@@ -92,7 +96,7 @@ async function main (): Promise<number> {
     options: {
       minutes: { type: 'string', default: '10' }, engines: { type: 'string', default: '3' }, load: { type: 'string', default: '0.7' },
       'event-every': { type: 'string', default: '60' }, warmup: { type: 'string' }, seed: { type: 'string', default: '1' },
-      out: { type: 'string' }, 'gateway-cpu-prof': { type: 'string' }, help: { type: 'boolean', short: 'h' }
+      out: { type: 'string' }, 'gateway-cpu-prof': { type: 'string' }, 'idle-tail': { type: 'string', default: '0' }, help: { type: 'boolean', short: 'h' }
     }
   });
   if (values.help) { console.log(USAGE); return 0; }
@@ -101,8 +105,9 @@ async function main (): Promise<number> {
   const load = Number(values.load);
   const eventEvery = Number(values['event-every']);
   const seed = Number(values.seed);
-  if (!(minutes > 0) || !Number.isInteger(engines) || engines < 2 || !(load > 0 && load < 1) || !(eventEvery > 0)) {
-    console.error(`soak: bad arguments (engines ≥ 2 so one can restart while the others serve; 0 < load < 1)\n${USAGE}`);
+  const idleTailSeconds = Number(values['idle-tail']);
+  if (!(minutes > 0) || !Number.isInteger(engines) || engines < 2 || !(load > 0 && load < 1) || !(eventEvery > 0) || !(idleTailSeconds >= 0 && idleTailSeconds <= 3600)) {
+    console.error(`soak: bad arguments (engines ≥ 2 so one can restart while the others serve; 0 < load < 1; idle tail 0 to 3600 s)\n${USAGE}`);
     return 2;
   }
   const duration = minutes * 60;
@@ -139,6 +144,14 @@ async function main (): Promise<number> {
   let open = 0;
   let skipped = 0;
 
+  // The sessions the gateway should hold: last activity (a turn sent or answered) within its idle TTL. Bounded:
+  // entries past the TTL are dropped at each row.
+  const lastActivity = new Map<string, number>();
+  const liveSessions = (): number => {
+    const since = now() - SESSION_IDLE_MS / 1000;
+    for (const [id, t] of lastActivity) if (t < since) lastActivity.delete(id);
+    return lastActivity.size;
+  };
   const prompts = new Map<string, SessionPrompt>();
   const sched: Scheduler = { at: (t, fn) => { setTimeout(() => fn(Math.max(t, now())), Math.max(0, (t - now()) * 1000)); } };
   runWorkload(w, sched, (d, done) => {
@@ -149,6 +162,7 @@ async function main (): Promise<number> {
     const { tokens } = sp.advance(d.spec);
     if (d.turn === (turnsOf.get(d.sessionId) ?? 0) - 1) prompts.delete(d.sessionId);
     sent++; minuteSent++; open++;
+    lastActivity.set(d.sessionId, now());
     send(agent, fleet.url, MODEL, { sessionId: d.sessionId, tokens, maxTokens: d.outputTokens, stream: (d.turn + d.sessionId.length) % 2 === 0 })
       .then((o) => {
         if (o.ok) { ok++; minuteOk++; } else {
@@ -156,7 +170,7 @@ async function main (): Promise<number> {
           minuteFailed[o.cause] = (minuteFailed[o.cause] ?? 0) + 1;
         }
       })
-      .finally(() => { open--; done(now()); });
+      .finally(() => { open--; lastActivity.set(d.sessionId, now()); done(now()); });
   });
 
   // Fleet events: engine restarts (round robin) and plain reloads, alternately, at half an interval then every
@@ -208,22 +222,22 @@ async function main (): Promise<number> {
   const sampler = setInterval(() => { void sample(); }, SAMPLE_MS);
 
   const rows: Row[] = [];
-  const header = '| min | sent | ok | failed (by cause) | engines busy | RSS MB | of it, tables region MB | heap MB | tables (entries) | dropped by bounds | fleet events | load avg |';
+  const header = '| min | sent | ok | failed (by cause) | engines busy | RSS MB | of it, tables region MB | heap MB | tables (entries) | live sessions | dropped by bounds | fleet events | load avg |';
   console.log(header);
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   const printRow = (): void => {
     const m = last;
     const row: Row = {
       minute: rows.length + 1, sent: minuteSent, ok: minuteOk, failed: minuteFailed,
       busy: busySamples === 0 ? 0 : busyHits / busySamples,
       rssMB: total(m, 'process_resident_memory_bytes') / 1e6, regionMB: region.rss / 1e6, heapMB: total(m, 'nodejs_heap_size_used_bytes') / 1e6,
-      tables: byLabel(m, 'ear_table_entries', 'table'),
+      tables: byLabel(m, 'ear_table_entries', 'table'), liveSessions: liveSessions(),
       dropped: { ...byLabel(m, 'ear_table_dropped_total', 'table'), kv_map: total(m, 'ear_kv_map_drops_total') },
       events: minuteEvents, load1: loadavg()[0]
     };
     rows.push(row);
     const fmt = (r: Record<string, number>): string => Object.entries(r).map(([k, v]) => `${k} ${v}`).join(', ') || '0';
-    console.log(`| ${row.minute} | ${row.sent} | ${row.ok} | ${fmt(row.failed)} | ${(row.busy * 100).toFixed(0)}% | ${row.rssMB.toFixed(1)} | ${row.regionMB.toFixed(1)} | ${row.heapMB.toFixed(1)} | ${fmt(row.tables)} | ${fmt(row.dropped)} | ${row.events.join('; ') || '—'} | ${row.load1.toFixed(1)} |`);
+    console.log(`| ${row.minute} | ${row.sent} | ${row.ok} | ${fmt(row.failed)} | ${(row.busy * 100).toFixed(0)}% | ${row.rssMB.toFixed(1)} | ${row.regionMB.toFixed(1)} | ${row.heapMB.toFixed(1)} | ${fmt(row.tables)} | ${row.liveSessions} | ${fmt(row.dropped)} | ${row.events.join('; ') || '—'} | ${row.load1.toFixed(1)} |`);
     // What the verdict would say now (a run stopped early still leaves its figures).
     const sofar = (p: Array<[number, number]>): number => slope(p.filter(([t]) => t >= warmup)) * 600 / 1e6;
     writeFileSync(join(out, 'progress.json'), JSON.stringify({ rows, failures, rssMBPer10Min: sofar(rssOutsideRegion), rssWithRegionMBPer10Min: sofar(rss),
@@ -242,6 +256,18 @@ async function main (): Promise<number> {
   clearInterval(minuteTimer);
   if (minuteSent > 0 || minuteOk > 0 || Object.keys(minuteFailed).length > 0) printRow();
   const endMetrics = last;
+  // No traffic from here: the session table should follow the live sessions down to none (expiry on the
+  // gateway's upkeep timer, not on requests).
+  const idleTail: Array<{ seconds: number; sessions: number; live: number }> = [];
+  const tailEnd = now() + idleTailSeconds;
+  while (idleTailSeconds > 0) {
+    await sample();
+    const sessions = byLabel(last, 'ear_table_entries', 'table').sessions ?? 0;
+    idleTail.push({ seconds: Math.round(now() - duration), sessions, live: liveSessions() });
+    console.log(`idle tail: ${idleTail.at(-1)!.seconds} s after the deadline, sessions ${sessions} (live ${idleTail.at(-1)!.live})`);
+    if (now() >= tailEnd) break;
+    await new Promise((resolve) => setTimeout(resolve, Math.min(5000, (tailEnd - now()) * 1000)));
+  }
   await fleet.close();
   await agent.close();
 
@@ -276,7 +302,7 @@ async function main (): Promise<number> {
       upstreamErrors: byLabel(endMetrics, 'ear_upstream_errors_total', 'kind'), retries: total(endMetrics, 'ear_upstream_retries_total'),
       kvResyncs: total(endMetrics, 'ear_kv_resyncs_total'), kvGaps: total(endMetrics, 'ear_kv_gaps_total')
     },
-    events, rows,
+    events, rows, idleTail,
     /** [seconds, bytes]: every sample, for plots. */
     samples: { rss, rssOutsideRegion, heap }
   };

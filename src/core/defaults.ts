@@ -27,6 +27,11 @@ export const PRECISE_ASSUMED_TTL_MS = 5000;
 export const UPKEEP_EVERY_MS = 100;
 /** Assumed entries one expiry pass looks at, at most (a bounded slice of the writer's time). */
 export const ASSUMED_EXPIRY_BUDGET = 4096;
+/**
+ * Session-table slots one upkeep tick looks at for idle sessions past their TTL: 40,960 slots a second, a sweep of
+ * the default table (131,072 slots) every 3.2 s and of the largest (2^25) every 14 min, whatever the request rate.
+ */
+export const SESSION_EXPIRY_BUDGET = 4096;
 
 /** Engine-hash to EAR-key mappings kept per engine in precise mode; at the bound the oldest go. */
 export const MAX_MAPPED_BLOCKS = 1 << 18;

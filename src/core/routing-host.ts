@@ -14,6 +14,7 @@ import type { AdmissionOptions, SchedulerKind } from './admission.js';
 import { AdmissionControl } from './admission-control.js';
 import type { KeySpan } from './block-keys.js';
 import type { CapacityOptions } from './capacity.js';
+import { SESSION_EXPIRY_BUDGET } from './defaults.js';
 import { LoadTable } from './load-table.js';
 import { PodTable } from './pod-table.js';
 import { PodRows } from './pod-rows.js';
@@ -523,6 +524,15 @@ export class RoutingHost {
   }
 
   /** Table sizes and what their bounds dropped, for /metrics and reports. */
+  /**
+   * The upkeep tick's share of session expiry (the session table's writer, on its timer): looks at up to
+   * SESSION_EXPIRY_BUDGET slots and removes idle sessions past their TTL, so the table's count follows the live
+   * sessions when few requests come (routing also expires a few slots per request). Returns how many it removed.
+   */
+  expireSessions (now: number): number {
+    return this.sessions.expire(now, SESSION_EXPIRY_BUDGET);
+  }
+
   tableStats (): Array<{ table: string; entries: number; dropped: number }> {
     const ix = this.index.stats();
     const ss = this.sessions.stats();

@@ -3,7 +3,7 @@
 // re-admit it on the first success; the model list comes from each engine's /v1/models.
 import { request as undiciRequest } from 'undici';
 import type { BackendConfig, GatewayConfig } from '../config/index.js';
-import { parseEngineMetrics, type EngineLoad } from './engine-metrics.js';
+import { parseEngineMetrics, parseProcessStartTime, type EngineLoad } from './engine-metrics.js';
 import { UpstreamPool } from '../upstream/pool.js';
 import { backendHeaders } from '../upstream/headers.js';
 
@@ -18,6 +18,10 @@ export class Backend {
   models = new Set<string>();
   engineLoad: EngineLoad | null = null;
   lastScrape = 0;
+  /** The engine process's start time (its /metrics process_start_time_seconds), null until read. */
+  startTime: number | null = null;
+  /** Times a scrape found a new start time: the engine restarted. */
+  restarts = 0;
   /** Requests this gateway has in flight on it (a draining backend closes when this reaches 0). */
   inFlight = 0;
   /** Drained and closed: its pod row is released (or being released) for another backend. */
@@ -72,17 +76,27 @@ export async function probe (b: Backend, unhealthyAfter: number): Promise<boolea
   }
 }
 
-/** Polls the engine's /metrics into engineLoad; a failure leaves the last reading (its age is lastScrape). */
-export async function scrape (b: Backend, now: number): Promise<void> {
+/**
+ * Polls the engine's /metrics into engineLoad; a failure leaves the last reading (its age is lastScrape). Returns
+ * whether the engine restarted since the last scrape that read its start time (a different process start time).
+ */
+export async function scrape (b: Backend, now: number): Promise<boolean> {
   try {
     const r = await getText(b, '/metrics');
-    if (r.status !== 200) return;
+    if (r.status !== 200) return false;
     const load = parseEngineMetrics(r.text);
     if (load) {
       b.engineLoad = load;
       b.lastScrape = now;
     }
+    const started = parseProcessStartTime(r.text);
+    if (started === null) return false;
+    const restarted = b.startTime !== null && started !== b.startTime;
+    b.startTime = started;
+    if (restarted) b.restarts++;
+    return restarted;
   } catch {
     // an engine that cannot answer /metrics is judged by the health check, not here
+    return false;
   }
 }

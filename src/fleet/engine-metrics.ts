@@ -132,3 +132,25 @@ export function parseEngineMetrics (text: string): EngineLoad | null {
     blockSize
   };
 }
+
+const START_TIME = 'process_start_time_seconds';
+
+/**
+ * The engine process's start (epoch seconds) from prometheus_client's process collector, which a single-API-server
+ * vLLM serves: a different value on a later scrape is a restarted engine. Null when absent (a
+ * multiprocess registry has no process collector) or not a positive number.
+ */
+export function parseProcessStartTime (text: string): number | null {
+  for (let at = text.indexOf(START_TIME); at >= 0; at = text.indexOf(START_TIME, at + 1)) {
+    // A sample line: the name at a line's start (not in a HELP or TYPE line), then labels or a space.
+    if (at > 0 && text[at - 1] !== '\n') continue;
+    let rest = at + START_TIME.length;
+    if (text[rest] === '{') rest = text.indexOf('}', rest) + 1;
+    else if (text[rest] !== ' ') continue; // a longer name
+    if (rest <= 0) return null;
+    const end = text.indexOf('\n', rest);
+    const value = Number.parseFloat(text.slice(rest, end < 0 ? text.length : end).trim().split(/\s+/)[0]);
+    return Number.isFinite(value) && value > 0 ? value : null;
+  }
+  return null;
+}

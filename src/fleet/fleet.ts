@@ -98,8 +98,9 @@ export class BackendFleet {
   async #scrapeAll (): Promise<void> {
     await Promise.all(this.backends.map(async (b) => {
       if (b.health !== 'healthy' || b.draining) return;
-      await scrape(b, this.#now());
+      const restarted = await scrape(b, this.#now());
       if (b.engineLoad && b.lastScrape > 0) this.state.engineLoad(b, b.engineLoad, b.lastScrape);
+      if (restarted && !b.draining) this.state.engineRestarted?.(b);
     }));
   }
 

@@ -80,7 +80,7 @@ export interface Placements {
 
 /** What the backend list, the scheduler's clock, /metrics, the admin routes and explicit contexts ask. */
 export interface Fleet {
-  /** The scheduler's clock: timeouts, anti-starvation, release when events did not. */
+  /** The upkeep clock: admission timeouts, anti-starvation, release when events did not; a slice of session expiry. */
   tick (now: number): void;
   /** Every waiting request is dropped (shutdown). */
   dropAll (reason: DropReason, now: number): void;
@@ -110,6 +110,8 @@ export interface Fleet {
   backendChanged (b: Backend, now: number): void;
   /** A backend's engine reported its load (/metrics). */
   engineLoad (b: Backend, load: EngineLoad, now: number): void;
+  /** A backend's engine is a new process (its /metrics start time changed): what the tables hold of its cache is stale. */
+  engineRestarted? (b: Backend): void;
 }
 
 export interface RoutingState extends Placements, Fleet {}

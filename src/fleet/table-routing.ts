@@ -40,6 +40,8 @@ export interface TableRoutingOptions {
    * (a forgetPod op), which the writer applies in order with the ops before it.
    */
   purgeRow?: (row: number) => Promise<unknown>;
+  /** A backend's engine restarted (a new /metrics start time): e.g. have the prefix index's writer drop its row's entries. */
+  onEngineRestarted?: (b: Backend) => void;
   /** Called once a released row is free again, with the seconds since its release began (a metric). */
   onRowFreed?: (row: number, seconds: number) => void;
   /** The admission scheduler and its knobs (default off). */
@@ -59,6 +61,7 @@ export class TableRouting implements RoutingState {
   readonly #onChanged: ((b: Backend) => void) | null;
   readonly #purgeRow: ((row: number) => Promise<unknown>) | null;
   readonly #onRowFreed: ((row: number, seconds: number) => void) | null;
+  readonly #onRestarted: ((b: Backend) => void) | null;
   readonly #hooks: RouteHook[] = [];
   /** A serving backend by id, for the hooks (a context names its engine by id). */
   readonly #byId = (id: string): Backend | null => {
@@ -70,6 +73,7 @@ export class TableRouting implements RoutingState {
     this.#onChanged = opts.onBackendChanged ?? null;
     this.#purgeRow = opts.purgeRow ?? null;
     this.#onRowFreed = opts.onRowFreed ?? null;
+    this.#onRestarted = opts.onEngineRestarted ?? null;
     this.host = new RoutingHost(region, {
       policy, blockSize: opts.blockSize, sessionTtlMs: opts.sessionTtlMs, sessionExpiryBudget: opts.sessionExpiryBudget, random: opts.random,
       scheduler: opts.scheduler, admission: opts.admission, capacity: opts.capacity, users: opts.users
@@ -150,6 +154,7 @@ export class TableRouting implements RoutingState {
 
   tick (now: number): void {
     this.host.admission.tick(now);
+    this.host.expireSessions(now);
   }
 
   dropAll (reason: DropReason, now: number): void {
@@ -203,6 +208,10 @@ export class TableRouting implements RoutingState {
 
   engineLoad (b: Backend, load: EngineLoad, now: number): void {
     if (!b.gone) this.host.engineLoad(b.index, load, now);
+  }
+
+  engineRestarted (b: Backend): void {
+    if (!b.gone && this.#byRow[b.index] === b) this.#onRestarted?.(b);
   }
 
   tableStats (): Array<{ table: string; entries: number; dropped: number }> {

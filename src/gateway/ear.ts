@@ -129,6 +129,8 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
           capacity: { prefillBudgetTokens: config.prefillBudgetTokens, kvHighWatermark: config.kvHighWatermark, learnLimit: config.learnConcurrencyLimit },
           // On the same chain as the list changes, with the other rows released meanwhile: one sweep for all.
           purgeRow: (row) => chain.purge(row),
+          // Its row's index entries are the old process's cache: the thread drops them and replays the new one's.
+          onEngineRestarted: (b) => chain.engineRestarted(b.index, b.id),
           onRowFreed: (_row, seconds) => {
             observeRowFree(seconds);
             for (const l of rowFreed) l();

@@ -10,12 +10,16 @@
 // batch behind that list. A list computed once the backend retired never lists it, so in practice every row
 // joins the open batch. The thread's purge itself stops following a row it still follows.
 //
+// An engine restart (a new process start time on its /metrics) goes on the same chain: the thread drops the
+// row's entries, so the note must not pass a purge of that row (the row could be leased again by then). A row
+// waiting for its purge gets no note (the purge drops more); one noted after the open batch opens a new batch.
+//
 // Bound: each row is queued at most once at a time (a releasing row is not released again before its purge is
 // confirmed, src/core/pod-rows.ts), so at most `rows` purges wait: the pod table's capacity.
 import type { KvBackendSpec, KvEventsThread } from '../kvevents/kv-events-thread.js';
 
 /** The kv-events thread as the chain drives it. */
-export type KvChainTarget = Pick<KvEventsThread, 'setBackends' | 'purgePods'>;
+export type KvChainTarget = Pick<KvEventsThread, 'setBackends' | 'purgePods' | 'engineRestarted'>;
 
 export interface PurgeChainStats {
   /** Rows purged. */
@@ -24,6 +28,8 @@ export interface PurgeChainStats {
   batches: number;
   /** Rows in the largest batch so far. */
   largestBatch: number;
+  /** Engine restarts noted to the thread. */
+  restartNotes: number;
 }
 
 interface Batch {
@@ -32,7 +38,7 @@ interface Batch {
 }
 
 export class KvThreadChain {
-  readonly stats: PurgeChainStats = { purgedRows: 0, batches: 0, largestBatch: 0 };
+  readonly stats: PurgeChainStats = { purgedRows: 0, batches: 0, largestBatch: 0, restartNotes: 0 };
   readonly #target: KvChainTarget;
   readonly #rows: number;
   #tail: Promise<void> = Promise.resolve();
@@ -59,6 +65,18 @@ export class KvThreadChain {
   setBackends (backends: readonly KvBackendSpec[], assumedTtlMs?: number): void {
     this.#tail = this.#tail.then(() => this.#target.setBackends(backends, assumedTtlMs)).catch(() => {});
     if (this.#open !== null) for (const b of backends) this.#listedAfterOpen.add(b.index);
+  }
+
+  /**
+   * Queues the note that the engine at `row` (backend `backendId`) restarted. Skipped for a row waiting for its
+   * purge; errors are the thread's to count (a bad row is the caller's bug: rejected at once, nothing queued).
+   */
+  engineRestarted (row: number, backendId: string): void {
+    if (!Number.isInteger(row) || row < 0 || row >= this.#rows) throw new RangeError(`pod row must be an integer in [0, ${this.#rows}), got ${row}`);
+    if (this.#queued.has(row)) return;
+    this.stats.restartNotes++;
+    this.#tail = this.#tail.then(() => this.#target.engineRestarted(row, backendId)).catch(() => {});
+    if (this.#open !== null) this.#listedAfterOpen.add(row);
   }
 
   /**

@@ -238,6 +238,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     for (const b of backends) {
       metrics.backendUp.set({ backend: b.id }, b.health === 'healthy' ? 1 : 0);
       metrics.inFlight.set({ backend: b.id }, b.inFlight);
+      metrics.engineRestarts.set({ backend: b.id }, b.restarts);
     }
     for (const t of state.tableStats()) {
       metrics.tableSize.set({ table: t.table }, t.entries);
@@ -284,7 +285,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     app.listen(config.host, config.port, (token) => (token ? resolve(token) : reject(new Error(`cannot listen on ${config.host}:${config.port}`))));
   });
   const port = uWS.us_socket_local_port(listenSocket);
-  // The scheduler's backstop: releases come with first tokens, ends and scrapes; this catches timeouts and starvation.
+  // The upkeep: releases come with first tokens, ends and scrapes, this catches timeouts and starvation; and it
+  // expires idle sessions a bounded slice at a time, so the session table follows the live sessions at any rate.
   const admissionTimer = setInterval(() => { state.tick(now()); }, UPKEEP_EVERY_MS);
   admissionTimer.unref();
   registerAdmissionMetrics(metrics.registry, () => state.admissionStats(now()));

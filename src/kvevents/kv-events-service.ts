@@ -30,7 +30,7 @@ const LAG_WINDOW = 4096;
 const GATHER_MS = 1;
 
 const COUNTERS = [
-  'batches', 'events', 'skippedEvents', 'gaps', 'replays', 'replayedBatches', 'resyncs', 'decodeErrors', 'duplicates', 'handlerErrors',
+  'batches', 'events', 'skippedEvents', 'gaps', 'replays', 'replayedBatches', 'resyncs', 'restarts', 'reconnectChecks', 'decodeErrors', 'duplicates', 'handlerErrors',
   'socketErrors', 'blocksStored', 'blocksRemoved', 'cleared', 'unplaceable', 'blockSizeMismatch', 'otherGroups', 'unsupportedExtras',
   'malformed', 'unknownRemoved', 'mapDrops'
 ] as const satisfies ReadonlyArray<keyof (KvSubscriberStats & ApplierStats)>;
@@ -57,6 +57,7 @@ export function startKvEventsService (port: MessagePort, data: KvEventsThreadDat
   const retired = new Map<string, KvBackendStats>();
   let retiredDropped = 0;
   let purged = 0;
+  let restartedRows = 0;
 
   function retire (s: KvBackendStats): void {
     retired.delete(s.id); // re-inserted at the end: the most recent
@@ -188,6 +189,20 @@ export function startKvEventsService (port: MessagePort, data: KvEventsThreadDat
     return feeder.purgePods(rows);
   }
 
+  /**
+   * The engine at `row` restarted (the main thread saw a new process start time on its /metrics): every entry of
+   * the row goes, assumed ones too (they were the old process's cache), and a followed stream learns the new
+   * process's cache from its replay buffer. A row followed for another backend id is left alone (a late message).
+   */
+  async function engineRestarted (row: number, id: string): Promise<void> {
+    const f = followed.get(row);
+    if (f !== undefined && f.spec.id !== id) return;
+    feeder.pump();
+    writer.clearPods([row], writer.mask.all);
+    restartedRows++;
+    if (f !== undefined) await f.sub.restarted();
+  }
+
   /** Why `rows` is not a list of distinct pod rows, or null. Checked before anything is purged. */
   function badRows (rows: unknown): string | null {
     if (!Array.isArray(rows) || rows.length === 0 || rows.length > writer.maxPods) {
@@ -217,7 +232,7 @@ export function startKvEventsService (port: MessagePort, data: KvEventsThreadDat
       live.add(f.spec.id);
     }
     for (const [id, s] of retired) if (!live.has(id)) backends.push(s);
-    return { ...feeder.stats, backends, applyLagP50Ms: quantile(0.5), applyLagP99Ms: quantile(0.99), purged, retiredDropped };
+    return { ...feeder.stats, backends, applyLagP50Ms: quantile(0.5), applyLagP99Ms: quantile(0.99), purged, retiredDropped, restartedRows };
   }
 
   serveThread<KvEventsProtocol>(port, {
@@ -231,6 +246,11 @@ export function startKvEventsService (port: MessagePort, data: KvEventsThreadDat
         const bad = badRows(m.rows);
         if (bad !== null) throw new ThreadError(BAD_ROWS, bad);
         return await purgePods(m.rows);
+      },
+      async restarted (m) {
+        const bad = badRows([m.row]);
+        if (bad !== null) throw new ThreadError(BAD_ROWS, bad);
+        await engineRestarted(m.row, m.backendId);
       },
       forget (m) {
         // Only a backend no longer followed: a live one's counters are its stream's.

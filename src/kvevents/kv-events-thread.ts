@@ -39,6 +39,12 @@ export interface KvEventsThread {
    * released together costs. Rejects with a RangeError, purging none, if any row is out of range or repeated.
    */
   purgePods (rows: readonly number[]): Promise<number>;
+  /**
+   * The engine leasing `row` (backend `backendId`) restarted: the thread drops every entry of the row (assumed,
+   * confirmed, offloaded) and, if it follows that backend's KV events, resyncs the stream from the new process's
+   * replay buffer. A row now followed for another id is left alone. Rejects with a RangeError for a bad row.
+   */
+  engineRestarted (row: number, backendId: string): Promise<void>;
   /** Drops the counters kept for a backend id that left for good (its ear_kv_* series go); false if none or still followed. */
   forget (backendId: string): Promise<boolean>;
   stats (): Promise<KvThreadStats>;
@@ -58,6 +64,7 @@ export function startKvEventsThread (shared: SharedRegion, opts: KvThreadOptions
     setBackends: (backends, assumedTtlMs) => thread.call({ type: 'backends', backends, assumedTtlMs }),
     purgePod: (index) => thread.call({ type: 'purge', rows: [index] }),
     purgePods: (rows) => thread.call({ type: 'purge', rows }),
+    engineRestarted: (row, backendId) => thread.call({ type: 'restarted', row, backendId }),
     forget: (backendId) => thread.call({ type: 'forget', backendId }),
     stats: () => thread.call({ type: 'stats' }),
     stop: () => thread.stop({ type: 'stop' })

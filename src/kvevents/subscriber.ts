@@ -3,6 +3,13 @@
 // from the replay buffer; what cannot be filled (engine restarted, gap older than the buffer, no replay
 // endpoint, replay timed out) becomes a resync: the consumer forgets this backend's entries and the stream
 // continues from the new sequence number. Applying batches to the index is the consumer's business.
+//
+// vLLM's batches carry no process epoch, so a restarted engine whose new sequence has passed the last one applied
+// looks like a gap. Every replay that continues the stream therefore asks from the last batch applied, not the
+// one after, and compares its bytes (each batch carries its timestamp): a different batch at that sequence is
+// another process, and the stream starts over from the new engine's replay buffer. A ZeroMQ reconnect runs the
+// same check at once (an idle engine sends nothing that would reveal a gap), and the consumer can say the engine
+// restarted (its /metrics start time changed): restarted().
 import { Dealer, Subscriber } from 'zeromq';
 import { decodeBatch, type DecodedBatch } from './decode.js';
 import { buildReplayRequest, parsePubMessage, parseReplayReply } from './frames.js';
@@ -59,8 +66,11 @@ export interface KvBatchMessage {
 
 export interface KvResync {
   backendId: string;
-  /** seq-reset: the sequence went backwards (engine restart); gap-unrecoverable: batches are lost for good. */
-  reason: 'seq-reset' | 'gap-unrecoverable';
+  /**
+   * seq-reset: the sequence went backwards (engine restart); engine-restart: another process answers for the last
+   * batch applied, or the consumer said so (restarted()); gap-unrecoverable: batches are lost for good.
+   */
+  reason: 'seq-reset' | 'engine-restart' | 'gap-unrecoverable';
   /** The last sequence number applied before, null if none. */
   lastSeq: bigint | null;
   /** The sequence number the stream continues from. */
@@ -85,6 +95,10 @@ export interface KvSubscriberStats {
   tailChecks: number;
   replayedBatches: number;
   resyncs: number;
+  /** Of the resyncs, restarts seen by a replayed batch that differs from the one applied, or told by restarted(). */
+  restarts: number;
+  /** Continuity checks run because the SUB socket reconnected (each asks the replay for the last batch applied). */
+  reconnectChecks: number;
   /** Payloads or frames that did not decode; counted and skipped. */
   decodeErrors: number;
   /** Live batches already applied from a replay. */
@@ -113,6 +127,9 @@ function sameBytes (a: Uint8Array, b: Uint8Array): boolean {
   return a.length === b.length && Buffer.from(a.buffer, a.byteOffset, a.length).equals(b);
 }
 
+/** A batch applied: what a replay from its sequence must answer with again if the engine is the same process. */
+interface Applied { seq: bigint; payload: Uint8Array }
+
 function isAgain (err: unknown): boolean {
   return (err as { code?: string })?.code === 'EAGAIN';
 }
@@ -136,8 +153,15 @@ export class KvEventSubscriber {
   #liveLast: bigint | null = null;
   /** Payloads of the start replay by seq (replayOnStart), until the live stream passes them. */
   #startWindow: Map<bigint, Uint8Array> | null = null;
+  /** The last batch applied (its bytes prove a replay comes from the same process). */
+  #applied: Applied | null = null;
+  /** The last batch applied when the SUB lost its peer: the reconnect check asks for it. */
+  #beforeDisconnect: Applied | null = null;
+  /** The topic of the last batch applied (replays started without a live batch use it). */
+  #topic: string;
+  #peerSeen = false;
   readonly #stats: KvSubscriberStats = {
-    batches: 0, events: 0, skippedEvents: 0, gaps: 0, replays: 0, tailChecks: 0, replayedBatches: 0, resyncs: 0, decodeErrors: 0,
+    batches: 0, events: 0, skippedEvents: 0, gaps: 0, replays: 0, tailChecks: 0, replayedBatches: 0, resyncs: 0, restarts: 0, reconnectChecks: 0, decodeErrors: 0,
     duplicates: 0, handlerErrors: 0, socketErrors: 0, lastSeq: null, lastApplyLagMs: null,
   };
 
@@ -160,8 +184,10 @@ export class KvEventSubscriber {
       tailCheckMs: opts.tailCheckMs ?? 1000,
       now: opts.now ?? Date.now,
     };
+    this.#topic = this.#cfg.topic;
     this.#sub = new Subscriber(this.#socketOptions({ receiveHighWaterMark: this.#opts.receiveHighWaterMark }));
     this.#sub.subscribe(this.#cfg.topic);
+    if (this.#cfg.replayEndpoint !== null) this.#watchPeer();
   }
 
   get backendId (): string { return this.#cfg.id; }
@@ -181,6 +207,17 @@ export class KvEventSubscriber {
 
   stats (): KvSubscriberStats {
     return { ...this.#stats };
+  }
+
+  /**
+   * The engine restarted (its consumer saw it elsewhere, e.g. a new /metrics process start time): resyncs, and
+   * learns the new process's cache from its replay buffer. Resolves once done (queued behind live handling).
+   */
+  restarted (): Promise<void> {
+    return this.#exclusive(async () => {
+      if (this.#closed) return;
+      await this.#startOver();
+    });
   }
 
   /** Closes both sockets and waits for the receive loop to end; no callback fires after this resolves. */
@@ -269,7 +306,7 @@ export class KvEventSubscriber {
       void this.#exclusive(async () => {
         if (this.#closed || this.#last === null) return;
         this.#stats.tailChecks++;
-        await this.#replay(this.#last + 1n, topic, false);
+        await this.#replay(this.#last + 1n, topic, false, this.#applied);
       });
     }, this.#opts.tailCheckMs);
     this.#tailTimer.unref();
@@ -281,7 +318,7 @@ export class KvEventSubscriber {
       // A new publisher: start over as if just joined (so its replay buffer can fill in what we missed of it).
       this.#startWindow = null;
       this.#resync('seq-reset', seq);
-      this.#last = null;
+      this.#forgetPosition();
     } else if (w !== null) {
       if (this.#last !== null && seq <= this.#last) {
         // Already replayed at start, or a restarted engine reusing the seq: only the bytes tell.
@@ -289,7 +326,7 @@ export class KvEventSubscriber {
         if (p === undefined || !sameBytes(p, payload)) {
           this.#startWindow = null;
           this.#resync('seq-reset', seq);
-          this.#last = null;
+          this.#forgetPosition();
         }
       } else {
         this.#startWindow = null;
@@ -301,7 +338,7 @@ export class KvEventSubscriber {
       if (this.#opts.catchUpOnStart && this.#cfg.replayEndpoint !== null && seq > 0n) await this.#replay(0n, topic);
     } else if (seq > last + 1n) {
       this.#stats.gaps++;
-      if (this.#cfg.replayEndpoint !== null) await this.#replay(last + 1n, topic);
+      if (this.#cfg.replayEndpoint !== null) await this.#replay(last + 1n, topic, true, this.#applied);
     }
     if (this.#closed) return;
     // What the replay (if any) applied decides: seq already applied, next in line, or still past a hole.
@@ -314,13 +351,18 @@ export class KvEventSubscriber {
     this.#apply(seq, topic, payload, false);
   }
 
-  /** Asks the ROUTER for every buffered batch from `from` on and applies them in order until the end marker. */
-  async #replay (from: bigint, topic: string, counted = true): Promise<void> {
+  /**
+   * Asks the ROUTER for every buffered batch from `from` on and applies them in order until the end marker. With
+   * `anchor` (a batch applied before, at or below `from` - 1) it asks from the anchor's sequence instead: the
+   * engine answers with the same bytes there unless it is another process, and then the stream starts over.
+   */
+  async #replay (from: bigint, topic: string, counted = true, anchor: Applied | null = null): Promise<void> {
     if (this.#closed) return;
     if (counted) this.#stats.replays++;
     const dealer = this.#dealer ??= this.#newDealer();
+    let restarted = false;
     try {
-      await dealer.send(buildReplayRequest(from));
+      await dealer.send(buildReplayRequest(anchor?.seq ?? from));
       for (;;) {
         const frames = await dealer.receive();
         if (this.#closed) return;
@@ -331,7 +373,13 @@ export class KvEventSubscriber {
           this.#stats.decodeErrors++;
           continue;
         }
-        if (r.end) return;
+        if (r.end) break;
+        // Read to the end marker, so the start-over's replay cannot read this answer's tail.
+        if (restarted) continue;
+        if (anchor !== null && r.seq === anchor.seq) {
+          restarted = !sameBytes(anchor.payload, r.payload);
+          continue;
+        }
         const last = this.#last;
         if (last !== null && r.seq <= last) continue;
         if (last !== null && r.seq !== last + 1n) this.#resync('gap-unrecoverable', r.seq);
@@ -349,7 +397,50 @@ export class KvEventSubscriber {
       // Replies to this request may still arrive; a fresh socket makes sure the next replay cannot read them.
       dealer.close();
       if (this.#dealer === dealer) this.#dealer = null;
+      return;
     }
+    if (restarted) await this.#startOver();
+  }
+
+  /** Another engine process: forget what the old one told us and learn the new one's cache from its replay buffer. */
+  async #startOver (): Promise<void> {
+    this.#stats.restarts++;
+    this.#startWindow = null;
+    this.#resync('engine-restart', 0n);
+    this.#forgetPosition();
+    if (this.#cfg.replayEndpoint !== null) await this.#replay(0n, this.#topic);
+  }
+
+  /** After a resync: the next batch starts the stream again (and the old process's batches prove nothing). */
+  #forgetPosition (): void {
+    this.#last = null;
+    this.#applied = null;
+    this.#beforeDisconnect = null;
+  }
+
+  /**
+   * ZeroMQ reconnects by itself, and an engine restarted meanwhile may be idle (no live batch would reveal it):
+   * when the SUB gets a peer again after losing one, ask the replay for the last batch applied before the loss.
+   */
+  #watchPeer (): void {
+    const events = this.#sub.events;
+    events.on('disconnect', () => {
+      if (this.#beforeDisconnect === null) this.#beforeDisconnect = this.#applied;
+    });
+    const joined = (): void => {
+      const first = !this.#peerSeen;
+      this.#peerSeen = true;
+      if (first || this.#closed) return;
+      void this.#exclusive(async () => {
+        const anchor = this.#beforeDisconnect;
+        this.#beforeDisconnect = null;
+        if (this.#closed || anchor === null || this.#last === null) return;
+        this.#stats.reconnectChecks++;
+        await this.#replay(this.#last + 1n, this.#topic, false, anchor);
+      });
+    };
+    events.on('connect', joined);
+    events.on('accept', joined);
   }
 
   #newDealer (): Dealer {
@@ -370,6 +461,8 @@ export class KvEventSubscriber {
   #apply (seq: bigint, topic: string, payload: Uint8Array, replayed: boolean): void {
     if (this.#closed) return;
     this.#last = seq;
+    this.#applied = { seq, payload };
+    this.#topic = topic;
     this.#stats.lastSeq = seq;
     let batch: DecodedBatch;
     try {

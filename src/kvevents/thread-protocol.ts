@@ -52,6 +52,8 @@ export interface KvThreadStats extends FeederStats {
   purged: number;
   /** Departed backends' counters dropped at maxRetiredBackends (the oldest departures first). */
   retiredDropped: number;
+  /** Rows cleared because the main thread saw their engine restart (restarted). */
+  restartedRows: number;
 }
 
 export type ToKvThread =
@@ -59,6 +61,8 @@ export type ToKvThread =
   | { type: 'backends'; backends: readonly KvBackendSpec[]; assumedTtlMs?: number }
   /** Released pod rows: stop following them and purge their entries, all in one sweep. */
   | { type: 'purge'; rows: readonly number[] }
+  /** The engine at this row restarted: drop the row's entries and learn the new process's cache (replay). */
+  | { type: 'restarted'; row: number; backendId: string }
   /** Drop a departed backend's counters. */
   | { type: 'forget'; backendId: string }
   | { type: 'stats' }
@@ -72,6 +76,7 @@ export interface KvEventsProtocol {
     backends: void;
     /** Index keys the purge changed. */
     purge: number;
+    restarted: void;
     /** Whether there were counters to drop. */
     forget: boolean;
     stats: KvThreadStats;

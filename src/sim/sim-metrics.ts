@@ -54,7 +54,11 @@ export class SimMetrics {
   private readonly success: Counter<Labels | 'finished_reason'>;
   private readonly h: Record<string, Histogram<Labels>>;
 
-  constructor (modelName: string, engineIndex: number, maxModelLen: number, cache: CacheConfigInfo, stats: () => EngineStats) {
+  /**
+   * `startTimeSeconds`: when this engine started (epoch seconds), served as prometheus_client's
+   * process_start_time_seconds; several engines in one process each report their own, as separate processes would.
+   */
+  constructor (modelName: string, engineIndex: number, maxModelLen: number, cache: CacheConfigInfo, stats: () => EngineStats, startTimeSeconds = Date.now() / 1000) {
     const registers = [this.registry];
     const labelNames: Labels[] = ['model_name', 'engine'];
     this.labels = { model_name: modelName, engine: String(engineIndex) };
@@ -101,6 +105,11 @@ export class SimMetrics {
       maxGeneration: hist('vllm:request_max_num_generation_tokens', 'Histogram of maximum number of requested generation tokens.', tokenBuckets),
       iteration: hist('vllm:iteration_tokens_total', 'Histogram of number of tokens per engine_step.', ITERATION_BUCKETS)
     };
+
+    // A single-API-server vLLM serves prometheus_client's default registry (vllm/v1/metrics/prometheus.py), whose
+    // process collector adds this gauge without labels; a new value is a new process: how a gateway tells a restart.
+    new Gauge({ name: 'process_start_time_seconds', help: 'Start time of the process since unix epoch in seconds.', registers })
+      .set(startTimeSeconds);
 
     const info = new Gauge({
       name: 'vllm:cache_config_info',

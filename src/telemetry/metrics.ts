@@ -22,6 +22,7 @@ export class GatewayMetrics {
   readonly retries = new FastCounter({ name: 'ear_upstream_retries_total', help: 'Requests retried on another backend.', registers: [this.registry] });
   readonly decisions = new FastCounter({ name: 'ear_routing_decisions_total', help: 'Routing decisions by policy, backend and reason.', labelNames: ['policy', 'backend', 'reason'], registers: [this.registry] });
   readonly backendUp = new Gauge({ name: 'ear_backend_up', help: '1 if the backend passes its health checks.', labelNames: ['backend'], registers: [this.registry] });
+  readonly engineRestarts = new Gauge({ name: 'ear_backend_restarts', help: 'Restarts of the backend\'s engine seen by its /metrics process start time changing, since this backend was added.', labelNames: ['backend'], registers: [this.registry] });
   readonly inFlight = new Gauge({ name: 'ear_backend_in_flight', help: 'Requests in flight per backend (read when scraped).', labelNames: ['backend'], registers: [this.registry] });
   readonly tableSize = new Gauge({ name: 'ear_table_entries', help: 'Entries in each shared table.', labelNames: ['table'], registers: [this.registry] });
   readonly tableDropped = new Gauge({ name: 'ear_table_dropped_total', help: 'What each table\'s bound dropped (evictions, rejected pushes, dropped ring ops) since start.', labelNames: ['table'], registers: [this.registry] });
@@ -129,6 +130,8 @@ const KV_COUNTERS: Array<[keyof KvBackendStats, string, string]> = [
   ['replays', 'replays', 'Replay requests sent to the engine.'],
   ['replayedBatches', 'replayed_batches', 'Batches recovered from the engine\'s replay buffer.'],
   ['resyncs', 'resyncs', 'Resyncs (engine restart or loss replay could not cover): the backend\'s entries were cleared.'],
+  ['restarts', 'restarts', 'Of the resyncs, engine restarts: a replayed batch differed from the one applied, or /metrics showed a new process.'],
+  ['reconnectChecks', 'reconnect_checks', 'Checks that the engine is the same process after its KV-event socket reconnected.'],
   ['decodeErrors', 'decode_errors', 'Frames or payloads that did not decode (skipped).'],
   ['skippedEvents', 'unknown_events', 'Events of unknown type (skipped).'],
   ['unplaceable', 'unplaceable_events', 'BlockStored events whose parent block had no mapping (skipped).'],

@@ -6,6 +6,7 @@ import type { HostRequest, PodSpec } from '../../src/core/routing-host.js';
 import { NoCandidateError, type Policy, type RequestFeatures, type ClusterView } from '../../src/core/policy.js';
 import { IndexFeeder } from '../../src/kvevents/index-feeder.js';
 import { MODEL, routingHost } from '../fixtures/host.js';
+import { SESSION_EXPIRY_BUDGET } from '../../src/core/defaults.js';
 
 
 function setup (policy: string | Policy, pods = 3, sessionTtlMs = 60_000) {
@@ -188,4 +189,29 @@ test('the load view reads the same figures field by field as the whole row', () 
   assert.deepEqual([load.running(2), load.waiting(2), load.kvUsage(2), load.decisions(2)], [row.running, row.waiting, row.kvUsage, row.decisions]);
   assert.deepEqual([row.running, row.waiting, row.kvUsage, row.decisions], [5, 7, 0.25, 2]);
   assert.throws(() => load.kvUsage(999), RangeError);
+});
+
+test('with no request routed, upkeep ticks expire idle sessions a bounded slice each: the count falls to the live ones', () => {
+  // Room for 2^14 sessions is 2^15 slots: one tick's SESSION_EXPIRY_BUDGET slots cover an eighth of the table.
+  const { host, request } = routingHost({ pods: 2, sessionTtlMs: 1000, sessionExpiryBudget: 0, tables: { sessions: 1 << 14 } });
+  const slots = 2 * host.sessions.stats().capacity;
+  const open = (id: string, t: number): void => {
+    const p = host.route(request({ sessionId: id }), NONE, t);
+    host.dispatched(p, t);
+    host.finished(p, null, t);
+  };
+  for (let i = 0; i < 3000; i++) open(`old-${i}`, 0);
+  for (let i = 0; i < 200; i++) open(`live-${i}`, 900);
+  assert.equal(host.sessions.count, 3200);
+  // At 1,500 ms the old sessions are past their TTL, the live ones are not; no request comes.
+  const removed = host.expireSessions(1500);
+  assert.ok(removed > 0 && removed < 3000, `one tick removes a bounded share: ${removed}`);
+  const ticks = Math.ceil(slots / SESSION_EXPIRY_BUDGET);
+  for (let t = 1; t <= ticks; t++) host.expireSessions(1500 + t);
+  assert.equal(host.sessions.count, 200, 'only the live sessions are left');
+  assert.equal(host.sessions.stats().expired, 3000);
+  for (let i = 0; i < 200; i++) assert.ok(host.session(`live-${i}`));
+  // Past theirs too, the table empties on ticks alone.
+  for (let t = 0; t <= ticks; t++) host.expireSessions(2000 + t);
+  assert.equal(host.sessions.count, 0);
 });

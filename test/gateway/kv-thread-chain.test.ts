@@ -22,6 +22,11 @@ class FakeThread implements KvChainTarget {
     return rows.length;
   }
 
+  async engineRestarted (row: number, backendId: string): Promise<void> {
+    this.log.push(`restarted ${row} ${backendId}`);
+    await new Promise<void>((resolve) => this.#gates.push(resolve));
+  }
+
   /** Answers the message in flight; false if none is. */
   async step (): Promise<boolean> {
     for (let i = 0; i < 5 && this.#gates.length === 0; i++) await new Promise((r) => setImmediate(r));
@@ -52,7 +57,7 @@ test('rows released while a purge runs go together in the next message; each row
   await t.step();
   await Promise.all(rest);
   assert.deepEqual(done.sort((a, b) => a - b), [1, 3, 7, 42, 200]);
-  assert.deepEqual(chain.stats, { purgedRows: 5, batches: 2, largestBatch: 4 });
+  assert.deepEqual(chain.stats, { purgedRows: 5, batches: 2, largestBatch: 4, restartNotes: 0 });
   assert.equal(chain.pending, 0);
   assert.equal(await t.step(), false, 'nothing more was sent');
 });
@@ -93,4 +98,22 @@ test('bad or repeated rows are refused at once; a failed batch rejects its rows 
   await c;
   assert.deepEqual(t.log, ['purge 2,3', 'purge 2']);
   assert.throws(() => new KvThreadChain(t, 0), RangeError);
+});
+
+test('an engine restart note never passes a purge of its row, and a row waiting for its purge gets none', async () => {
+  const t = new FakeThread();
+  const chain = new KvThreadChain(t, 16);
+  const p5 = chain.purge(5); // batch A, sent at once
+  await new Promise((r) => setImmediate(r));
+  const p6 = chain.purge(6); // batch B, open
+  chain.engineRestarted(6, 'b6'); // waiting for its purge: no note
+  chain.engineRestarted(7, 'b7'); // noted behind B
+  const p7 = chain.purge(7); // noted after B opened: a new batch behind the note
+  const p8 = chain.purge(8); // joins that batch
+  for (let i = 0; i < 5; i++) await t.step();
+  await Promise.all([p5, p6, p7, p8]);
+  assert.deepEqual(t.log, ['purge 5', 'purge 6', 'restarted 7 b7', 'purge 7,8']);
+  assert.equal(chain.stats.restartNotes, 1);
+  assert.throws(() => chain.engineRestarted(16, 'b16'), RangeError);
+  await chain.idle();
 });

@@ -5,6 +5,7 @@ import { encodeBatch } from '../../src/kvevents/codec.js';
 import type { BlockStored } from '../../src/kvevents/types.js';
 import { KvEventSubscriber, subscriberBinds, type KvBackendConfig, type KvSubscriberOptions } from '../../src/kvevents/subscriber.js';
 import { TestPublisher, type TestPublisherOptions } from './test-publisher.js';
+import { TcpLink } from './tcp-link.js';
 import { until } from '../fixtures/wait.js';
 
 type Entry = { kind: 'batch'; seq: number; hash: bigint | null; replayed: boolean; topic: string } | { kind: 'resync'; reason: string; nextSeq: number; lastSeq: number | null };
@@ -352,5 +353,97 @@ test('replayOnStart: what the engine published before we started is replayed wit
   } finally {
     await sub.close();
     await pub.close();
+  }
+});
+
+// Restarts vLLM's sequence numbers cannot show: the new process's sequence has passed the last one applied.
+const hashes = (log: Entry[], from: number): Array<number | null> => log.slice(from).flatMap((e) => (e.kind === 'batch' ? [e.hash === null ? null : Number(e.hash)] : []));
+
+test('a restart unseen until the new sequence passed ours: the gap\'s replay finds other bytes at our last seq and starts over', async () => {
+  const r = await rig();
+  try {
+    for (let i = 0; i < 5; i++) await r.pub.publish(payload(i));
+    await until(() => r.seqs().length === 5, '5 batches');
+    // The new process publishes 0..9 while we hear nothing of it, then 10 reaches us: a gap from 5, as far as seqs go.
+    r.pub.restart();
+    for (let i = 0; i < 10; i++) await r.pub.publish(payload(100 + i), { drop: true });
+    await r.pub.publish(payload(110));
+    await until(() => r.sub.stats().lastSeq === 10n && r.seqs().length === 16, 'the new engine\'s 11 batches');
+    assert.deepEqual(r.log[5], { kind: 'resync', reason: 'engine-restart', nextSeq: 0, lastSeq: 4 });
+    assert.deepEqual(hashes(r.log, 6), range(100, 110), 'the new process\'s batches, from its seq 0, none of the old');
+    const s = r.sub.stats();
+    assert.equal(s.restarts, 1);
+    assert.equal(s.resyncs, 1);
+    assert.equal(s.duplicates, 1, 'the live seq 10 came with the replay');
+  } finally {
+    await r.close();
+  }
+});
+
+test('a tail check after a quiet period catches a restart whose new sequence passed ours', async () => {
+  const r = await rig({}, { tailCheckMs: 100 });
+  try {
+    for (let i = 0; i < 3; i++) await r.pub.publish(payload(i));
+    await until(() => r.seqs().length === 3, '3 batches');
+    r.pub.restart();
+    for (let i = 0; i < 6; i++) await r.pub.publish(payload(200 + i), { drop: true });
+    await until(() => r.sub.stats().restarts === 1 && r.seqs().length === 9, 'the restart and the new batches');
+    assert.deepEqual(r.log[3], { kind: 'resync', reason: 'engine-restart', nextSeq: 0, lastSeq: 2 });
+    assert.deepEqual(hashes(r.log, 4), range(200, 205));
+  } finally {
+    await r.close();
+  }
+});
+
+test('a ZeroMQ reconnect checks the engine: the same process keeps everything; a restarted idle one is learnt afresh', async () => {
+  const pub = await TestPublisher.start({ topic: 'kv@pod-a@m' });
+  const link = await TcpLink.to(pub.endpoint);
+  const log: Entry[] = [];
+  const sub = new KvEventSubscriber({ id: 'pod-a', endpoint: link.endpoint, replayEndpoint: pub.replayEndpoint }, {
+    onBatch: (m) => {
+      const e = m.batch.events[0] as BlockStored;
+      log.push({ kind: 'batch', seq: Number(m.seq), hash: e.blockHashes[0] - 1000n, replayed: m.replayed, topic: m.topic });
+    },
+    onResync: (x) => log.push({ kind: 'resync', reason: x.reason, nextSeq: Number(x.nextSeq), lastSeq: x.lastSeq === null ? null : Number(x.lastSeq) })
+  }, { replayTimeoutMs: 2000, reconnectMinMs: 20, reconnectMaxMs: 100, tailCheckMs: 0 });
+  try {
+    await sub.start();
+    await pub.waitForSubscriber();
+    for (let i = 0; i < 4; i++) await pub.publish(payload(i));
+    await until(() => log.length === 4, '4 batches');
+    // A dropped connection to the same engine: checked, nothing forgotten.
+    link.cut();
+    await until(() => sub.stats().reconnectChecks === 1, 'the reconnect check');
+    assert.equal(sub.stats().resyncs, 0);
+    assert.equal(log.length, 4);
+    // Down while the engine restarts and passes our sequence, then idle: only the reconnect can tell.
+    await link.down();
+    pub.restart();
+    for (let i = 0; i < 7; i++) await pub.publish(payload(300 + i));
+    await link.up();
+    await until(() => sub.stats().restarts === 1 && log.length === 12, { what: () => `the restart, seen on reconnect: ${JSON.stringify(log.slice(4))}` });
+    assert.deepEqual(log[4], { kind: 'resync', reason: 'engine-restart', nextSeq: 0, lastSeq: 3 });
+    assert.deepEqual(hashes(log, 5), range(300, 306));
+    assert.equal(sub.stats().reconnectChecks, 2);
+  } finally {
+    await sub.close();
+    await link.down();
+    await pub.close();
+  }
+});
+
+test('restarted(): the consumer says the engine restarted; the stream resyncs and reads the new buffer from 0', async () => {
+  const r = await rig();
+  try {
+    for (let i = 0; i < 3; i++) await r.pub.publish(payload(i));
+    await until(() => r.seqs().length === 3, '3 batches');
+    await r.sub.restarted();
+    assert.deepEqual(r.log[3], { kind: 'resync', reason: 'engine-restart', nextSeq: 0, lastSeq: 2 });
+    assert.deepEqual(hashes(r.log, 4), [0, 1, 2], 'the buffer, read again (this engine did not in fact restart)');
+    await r.pub.publish(payload(3));
+    await until(() => r.seqs().length === 7, 'seq 3');
+    assert.equal(r.sub.stats().restarts, 1);
+  } finally {
+    await r.close();
   }
 });

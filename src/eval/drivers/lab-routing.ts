@@ -100,9 +100,10 @@ export class LabRouting {
     this.host.engineLoad(i, r, now);
   }
 
-  /** The periodic upkeep (UPKEEP_EVERY_MS): the host's tick, then the kv-events thread's ops and expiry slice. */
+  /** The periodic upkeep (UPKEEP_EVERY_MS): the host's tick (admission, session expiry), then the kv-events thread's ops and expiry slice. */
   upkeep (now: number): void {
     this.host.admission.tick(now);
+    this.host.expireSessions(now);
     this.feeder.pump();
     this.feeder.expire(now);
   }

@@ -1,0 +1,68 @@
+// A real `ear sim` engine restarted while the kv-events thread could not hear it, and fed until its new sequence
+// passed the last one the thread applied: vLLM's events carry no epoch, so only the engine's bytes tell. The link
+// between them goes down (a partition), the engine restarts on its addresses and serves, the link comes back.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Subscriber } from 'zeromq';
+import { seqFromBytes } from '../../src/kvevents/frames.js';
+import { BLOCK, complete, eventSim, prompt, startRig } from './sim-rig.js';
+import { TcpLink } from './tcp-link.js';
+import { until } from '../fixtures/wait.js';
+
+const json = (v: unknown): string => JSON.stringify(v, (_, x) => (typeof x === 'bigint' ? String(x) : x));
+
+test('an engine restarted behind a downed link, its sequence past ours: no match of the old process survives', async () => {
+  const rig = startRig();
+  let s = await eventSim(0, { kvEventFormat: 'map' });
+  const link = await TcpLink.to(s.spec.kvEvents);
+  const witness = new Subscriber({ linger: 0 });
+  try {
+    await rig.thread.setBackends([{ ...s.spec, kvEvents: link.endpoint }]);
+    const old = [0, 1, 2, 3].map((i) => prompt(8 * BLOCK, 10 + i));
+    for (const p of old) await complete(s.sim, p);
+    await until(() => old.every((p) => rig.match(p, 0).pod === 8), 'the old prompts');
+
+    // A dropped connection to the same engine: the reconnect check finds the same process and forgets nothing.
+    link.cut();
+    await until(async () => (await rig.backend(0)).reconnectChecks >= 1, 'the reconnect check');
+    const kept = await rig.backend(0);
+    assert.equal(kept.resyncs, 0, json(kept));
+    for (const p of old) assert.equal(rig.match(p, 0).pod, 8, 'a reconnect to the same engine keeps the index');
+
+    // The link goes down; the engine restarts on the same addresses and serves until its sequence passes ours.
+    const lastSeq = kept.lastSeq!;
+    await link.down();
+    const pubAddress = s.spec.kvEvents;
+    // A wildcard host: the engine binds its PUB (vLLM connects to a tcp address without one).
+    const ports = { http: s.sim.port, pub: pubAddress.replace('127.0.0.1', '*'), replay: s.spec.replay! };
+    await s.sim.close();
+    s = await eventSim(0, { kvEventFormat: 'map' }, ports);
+    let newest = -1n;
+    witness.connect(pubAddress);
+    witness.subscribe('');
+    void (async () => { for await (const f of witness) newest = seqFromBytes(f[1]); })().catch(() => {});
+    const fresh: string[] = [];
+    for (let i = 0; newest <= lastSeq + 2n; i++) {
+      if (i >= 1000) assert.fail(`the new engine never passed seq ${lastSeq}: at ${newest}`);
+      const p = prompt(4 * BLOCK, 500 + i);
+      fresh.push(p);
+      await complete(s.sim, p);
+      await new Promise((r) => setTimeout(r, 10)); // the witness joins a moment after connect()
+    }
+    // Still the old process's blocks: nothing reached the thread.
+    for (const p of old) assert.equal(rig.match(p, 0).pod, 8);
+
+    await link.up();
+    let seen = kept;
+    await until(async () => (seen = await rig.backend(0)).restarts >= 1, { what: () => `the restart: ${json(seen)}` });
+    await until(() => fresh.slice(-3).every((p) => rig.match(p, 0).pod === 4), 'the new engine\'s latest prompts');
+    for (const p of old) assert.equal(rig.match(p, 0).pod, 0, 'no block of the old process matches');
+    const st = await rig.backend(0);
+    assert.ok(st.lastSeq! > lastSeq, json(st));
+  } finally {
+    witness.close();
+    await rig.close();
+    await link.down();
+    await s.sim.close();
+  }
+});
