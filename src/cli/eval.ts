@@ -14,6 +14,7 @@ import type { MetricsSummary } from '../eval/metrics/index.js';
 import { EAR_DEFAULTS } from '../core/policies/ear.js';
 import { parseTransferMode, type TransferMode } from '../migration/cost.js';
 import { configFor, knobValue, policiesTaking, type PolicyKnobs } from './policy-knobs.js';
+import { SCHEDULING_POLICIES, type SchedulingPolicy } from '../sim/engine.js';
 
 const USAGE = `usage: ear eval [--driver des|e2e] [--workload agentic|claude-code:DIR|mooncake:FILE] [--policies|--policy a,b,c]
                 [--engines N] [--profile NAME] [--duration S] [--seed N] [--out DIR] [--sweep name=v1,v2,...]
@@ -22,7 +23,8 @@ const USAGE = `usage: ear eval [--driver des|e2e] [--workload agentic|claude-cod
 Runs the workload against each policy and writes results.json, report.md and PNG plots to --out.
   --policies    default: every registered policy (${policyNames().join(', ')})
   --duration    agentic: seconds of session arrivals; traces: virtual seconds after which the run stops
-  --set         a workload option (e.g. --set rate=1 --set clients=4), numGpuBlocks=N for the engines, or for the
+  --set         a workload option (e.g. --set rate=1 --set clients=4); for the engines numGpuBlocks=N and vLLM's
+                scheduler flags schedulingPolicy=fcfs|priority, longPrefillTokenThreshold=N (0: no cap); or for the
                 gateway: kvEvents=approximate|precise (the index learns from routing only, or also from the engines'
                 KV events); des only: kvDelayMs=N (the events' delivery delay), scrapeIntervalMs=N (engine metrics),
                 kvConnectors=nixl+shared-store+recompute (what moves KV; shared-store gives the engines one shared
@@ -32,7 +34,8 @@ Runs the workload against each policy and writes results.json, report.md and PNG
                 kvHighWatermark, maxConcurrent (per engine)
                 a policy's knobs, e.g. tHot=32768, tCool=60, minGain=8192: each policy that has the
                 knob gets it, the others run with their defaults
-  --sweep       one flag over several values: engines, numGpuBlocks, scheduler, a scheduler knob, a policy knob
+  --sweep       one flag over several values: engines, numGpuBlocks, schedulingPolicy, longPrefillTokenThreshold,
+                scheduler, a scheduler knob, a policy knob
                 (tHot, tCool, …) or any workload option (e.g. rate=0.25,0.5,1, turnsSigma=1.5,2,2.5 for
                 the skew: the report shows each value's realised top-1% token share, or scheduler=off,fcfs,plas,atlas)
   --time-scale  e2e only: wall seconds per workload second (default 0.1)`;
@@ -60,6 +63,24 @@ interface Plan {
   admission: AdmissionKnobs;
   /** Policy knobs given with --set (each policy gets those it has). */
   policyKnobs: PolicyKnobs;
+  /** The engines' vLLM scheduler flags given with --set. */
+  engine: EngineKnobs;
+}
+
+/** The engines' vLLM scheduler flags `--set` and `--sweep` take (vLLM's defaults when not given). */
+const ENGINE_KNOBS = ['schedulingPolicy', 'longPrefillTokenThreshold'] as const;
+interface EngineKnobs { schedulingPolicy?: SchedulingPolicy; longPrefillTokenThreshold?: number }
+
+function isEngineKnob (k: string): k is typeof ENGINE_KNOBS[number] {
+  return (ENGINE_KNOBS as readonly string[]).includes(k);
+}
+
+function engineKnob (k: typeof ENGINE_KNOBS[number], v: string): EngineKnobs {
+  if (k === 'schedulingPolicy') {
+    if (!(SCHEDULING_POLICIES as readonly string[]).includes(v)) throw new UsageError(`--set schedulingPolicy must be one of ${SCHEDULING_POLICIES.join(', ')}, got "${v}"`);
+    return { schedulingPolicy: v as SchedulingPolicy };
+  }
+  return { longPrefillTokenThreshold: num(`set ${k}`, v, 0, true) };
 }
 
 /** The scheduler's knobs `--set` and `--sweep` take, as numbers. */
@@ -89,7 +110,7 @@ class UsageError extends Error {}
 
 /** Flags a sweep sets on the host or the engines, not on the workload or a policy. */
 function isHostFlag (flag: string): boolean {
-  return flag === 'engines' || flag === 'numGpuBlocks' || flag === 'scheduler' || isKnob(flag);
+  return flag === 'engines' || flag === 'numGpuBlocks' || flag === 'scheduler' || isKnob(flag) || isEngineKnob(flag);
 }
 
 /** Whether some policy of the run has the knob `k` (a bad value for it is a usage error). */
@@ -122,8 +143,9 @@ function buildWorkload (p: Plan, over: Record<string, unknown> = {}): Workload {
   return loadWorkload(p.workload, options);
 }
 
-async function runOne (p: Plan, w: Workload, policy: string, engines: number, numGpuBlocks: number | undefined, progress: Progress, over: { scheduler?: SchedulerKind; admission?: AdmissionKnobs; policyKnobs?: PolicyKnobs } = {}): Promise<MetricsSummary> {
+async function runOne (p: Plan, w: Workload, policy: string, engines: number, numGpuBlocks: number | undefined, progress: Progress, over: { scheduler?: SchedulerKind; admission?: AdmissionKnobs; policyKnobs?: PolicyKnobs; engine?: EngineKnobs } = {}): Promise<MetricsSummary> {
   const admission = admissionOf(over.scheduler ?? p.scheduler, { ...p.admission, ...over.admission });
+  const engine = { ...p.engine, ...over.engine };
   const knobs = { ...p.policyKnobs, ...over.policyKnobs };
   const policyConfig = configFor(policy, knobs);
   // The collector judges thrash against the same tCool and accuracy against the same tHot as the policy acted
@@ -137,13 +159,13 @@ async function runOne (p: Plan, w: Workload, policy: string, engines: number, nu
     // (typed wider so that this compiles before and after).
     const options: DesRunOptions & { tHot?: number } = {
       workload: w, policy, policyConfig, engines, profile: p.profile, seed: p.seed, numGpuBlocks, until, ttftSlo: p.ttftSlo, onProgress,
-      kvEvents: p.kvEvents, kvDelayMs: p.kvDelayMs, scrapeIntervalMs: p.scrapeIntervalMs, kvConnectors: p.kvConnectors, kvConnector: p.kvConnector, tCool, tHot, ...admission
+      kvEvents: p.kvEvents, kvDelayMs: p.kvDelayMs, scrapeIntervalMs: p.scrapeIntervalMs, kvConnectors: p.kvConnectors, kvConnector: p.kvConnector, tCool, tHot, ...admission, ...engine
     };
     return runDes(options).summary;
   }
   return (await runE2e({
     workload: w, policy, policyConfig, engines, profile: p.profile, seed: p.seed, timeScale: p.timeScale, until, ttftSlo: p.ttftSlo, onProgress, kvEvents: p.kvEvents,
-    kvConnectors: p.kvConnectors, kvConnector: p.kvConnector, ...admission
+    kvConnectors: p.kvConnectors, kvConnector: p.kvConnector, ...admission, ...engine
   })).summary;
 }
 
@@ -194,6 +216,7 @@ export async function main (argv: string[]): Promise<number> {
     let kvConnector: TransferMode | null = null;
     const admission: AdmissionKnobs = {};
     const policyKnobs: PolicyKnobs = {};
+    let engine: EngineKnobs = {};
     for (const s of values.set ?? []) {
       const [k, v] = keyValue('set', s);
       if (k === 'numGpuBlocks') numGpuBlocks = num('set numGpuBlocks', v, 1, true);
@@ -209,6 +232,7 @@ export async function main (argv: string[]): Promise<number> {
         try { kvConnector = v === 'auto' ? null : parseTransferMode(v); } catch (err) { throw new UsageError(`--set kvConnector: ${(err as Error).message}`); }
       }
       else if (isKnob(k)) admission[k] = num(`set ${k}`, v, 0);
+      else if (isEngineKnob(k)) engine = { ...engine, ...engineKnob(k, v) };
       else if (isPolicyKnob(policies, k, v)) {
         policyKnobs[k] = knobValue(v);
       } else workloadOptions[k] = v;
@@ -232,7 +256,8 @@ export async function main (argv: string[]): Promise<number> {
       ttftSlo: num('ttft-slo', values['ttft-slo'], 0),
       scheduler: schedulerOf(values.scheduler!),
       admission,
-      policyKnobs
+      policyKnobs,
+      engine
     };
     if (plan.engines > 256) throw new UsageError('--engines must be at most 256 (the pod table bound)');
     out = values.out!;
@@ -243,6 +268,7 @@ export async function main (argv: string[]): Promise<number> {
       if (vs.length < 2) throw new UsageError('--sweep needs at least two values');
       sweep = { flag, values: vs };
       if (flag === 'scheduler') for (const v of vs) schedulerOf(v);
+      if (isEngineKnob(flag)) for (const v of vs) engineKnob(flag, v);
       if (!isHostFlag(flag) && vs.some((v) => isPolicyKnob(plan.policies, flag, v))) {
         if (!vs.every((v) => isPolicyKnob(plan.policies, flag, v))) throw new UsageError(`--sweep ${flag}: every value must be valid for the policies that take it`);
       }
@@ -277,6 +303,7 @@ export async function main (argv: string[]): Promise<number> {
       const realised = onHost ? undefined : { top1PctTokenShare: workloadStats(wv).top1PctTokenShare };
       const over = sweep.flag === 'scheduler' ? { scheduler: v as SchedulerKind }
         : isKnob(sweep.flag) ? { admission: { [sweep.flag]: num(`sweep ${sweep.flag}`, v, 0) } }
+          : isEngineKnob(sweep.flag) ? { engine: engineKnob(sweep.flag, v) }
           : policyKnob ? { policyKnobs: { [sweep.flag]: knobValue(v) } } : {};
       for (const policy of plan.policies) {
         s.points.push({ value: Number.isFinite(Number(v)) ? Number(v) : v, policy, metrics: await runOne(plan, wv, policy, engines, blocks, progress, over), ...(realised ? { realised } : {}) });
@@ -289,7 +316,7 @@ export async function main (argv: string[]): Promise<number> {
     driver: plan.driver, workload: plan.workload, workloadOptions: w.config, policies: plan.policies, engines: plan.engines,
     profile: plan.profile, seed: plan.seed, duration: plan.duration, numGpuBlocks: plan.numGpuBlocks ?? null,
     kvEvents: plan.kvEvents, kvDelayMs: plan.kvDelayMs ?? null, scrapeIntervalMs: plan.scrapeIntervalMs ?? null,
-    scheduler: plan.scheduler, admission: plan.admission,
+    scheduler: plan.scheduler, admission: plan.admission, engine: plan.engine,
     policyKnobs: Object.fromEntries(plan.policies.map((p) => [p, configFor(p, plan.policyKnobs)])),
     timeScale: plan.driver === 'e2e' ? plan.timeScale : null, ttftSlo: plan.ttftSlo, sweep, command: `ear eval ${argv.join(' ')}`
   };

@@ -27,6 +27,8 @@ const vllmFlags: Record<string, Flag> = {
   'max-num-seqs': { key: 'maxNumSeqs', kind: 'int', help: 'most requests running in one step' },
   'max-num-batched-tokens': { key: 'maxNumBatchedTokens', kind: 'int', help: 'token budget of one step (chunked prefill)' },
   'max-model-len': { key: 'maxModelLen', kind: 'int', help: 'context length (prompt + output)' },
+  'scheduling-policy': { key: 'schedulingPolicy', kind: 'string', choices: ['fcfs', 'priority'], help: 'fcfs (default), or priority: waiting requests by the body\'s `priority` (lower first), then arrival' },
+  'long-prefill-token-threshold': { key: 'longPrefillTokenThreshold', kind: 'int', help: 'most tokens one request computes per step (0, the default: no cap)' },
   'kv-events-config': { key: 'kvEventsConfig', kind: 'string', help: 'JSON: enable_kv_cache_events, publisher, endpoint, replay_endpoint, buffer_steps, hwm, max_queue_size, topic' },
   'enable-prompt-tokens-details': { key: 'enablePromptTokensDetails', kind: 'bool', help: 'report usage.prompt_tokens_details.cached_tokens' },
   'enable-force-include-usage': { key: 'enableForceIncludeUsage', kind: 'bool', help: 'send the usage chunk on every stream' },

@@ -37,6 +37,11 @@ export interface SimRequest {
   /** Host time at which the request arrived (seconds, host clock). */
   arrivalTime: number;
   /**
+   * vLLM's request priority (the OpenAI body's `priority`): an integer, lower runs first, default 0. Only a
+   * `priority` engine orders by it; an `fcfs` one ignores it, as vLLM V1 does.
+   */
+  priority?: number;
+  /**
    * Optional: sha256_cbor digests of the prompt's first full blocks, computed by the host (e.g. reused from the
    * previous turn that this prompt extends). The engine trusts them and hashes only the blocks after them.
    */

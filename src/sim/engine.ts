@@ -1,12 +1,18 @@
 // The simulator's engine core: vLLM v1-like continuous batching over paged, prefix-cached KV blocks.
 // No I/O, no timers, no clock: a host calls step(now), waits `duration` (real or virtual), then delivers the
 // step's outputs and KV events. Behaviour follows vllm/v1/core/sched/scheduler.py:
-// - each step first schedules running requests (decode, or the next chunk of a chunked prefill), then the
-//   FCFS waiting queue, under max_num_batched_tokens tokens and max_num_seqs running requests; past a head that
-//   cannot get blocks only requests whose pulled/loaded KV has landed are scheduled, and when nothing runs and
-//   nothing fits, landed KV is given up (kept cached) so the queue cannot deadlock;
-// - when blocks run out, the most recently started running request is preempted (recompute): its blocks are
-//   freed (their cached hashes stay evictable) and it goes back to the front of the waiting queue;
+// - each step first schedules running requests (decode, or the next chunk of a chunked prefill) in the order they
+//   were admitted, then the waiting queue, under max_num_batched_tokens tokens and max_num_seqs running requests;
+//   a request's chunk is also capped by long_prefill_token_threshold (0: no cap); past a head that cannot get
+//   blocks only requests whose pulled/loaded KV has landed are scheduled, and when nothing runs and nothing fits,
+//   landed KV is given up (kept cached) so the queue cannot deadlock;
+// - the waiting queue is FCFS (`fcfs`, vLLM's default), or under `priority` ordered by (priority, arrival time,
+//   request id) as PriorityRequestQueue and Request.__lt__ order it; a waiting request never preempts a running
+//   one, whatever its priority;
+// - only when a running request cannot get blocks is one preempted (recompute): the most recently admitted under
+//   fcfs, the largest (priority, arrival time) under priority (the request itself, possibly); its blocks are
+//   freed (their cached hashes stay evictable) and it goes back to the waiting queue (its front under fcfs, its
+//   place by key under priority); a step that preempted admits no waiting request;
 // - full blocks are hashed and cached as their tokens are scheduled, prompt and generated alike (→ BlockStored);
 // - kvExport requests stop after one token and hold their blocks for an importer (kv-transfer.md §2b);
 //   kvImport requests pull the prefix blocks they lack, wait for the transfer, then prefill the rest (§2a);
@@ -39,7 +45,19 @@ export interface SimEngineOptions {
   maxWaiting?: number;
   /** A shared offload store (LMCache remote backend, Mooncake store): computed blocks are saved, stored ones loaded. */
   offloadStore?: OffloadTier | null;
+  /** vLLM --scheduling-policy. Default 'fcfs'. */
+  schedulingPolicy?: SchedulingPolicy;
+  /** vLLM --long-prefill-token-threshold: most tokens one request computes in a step; 0 (default) = no cap. */
+  longPrefillTokenThreshold?: number;
 }
+
+/** vLLM's scheduling policies (SchedulerConfig.policy). */
+export const SCHEDULING_POLICIES = ['fcfs', 'priority'] as const;
+export type SchedulingPolicy = typeof SCHEDULING_POLICIES[number];
+
+/** vLLM's bounds on a request's priority: pydantic int64 (protocol.py `ge=-(2**63), le=2**63 - 1`). */
+export const PRIORITY_MIN = -(2 ** 63);
+export const PRIORITY_MAX = 2 ** 63 - 1;
 
 export class EngineFullError extends EarError {
   constructor (message: string) {
@@ -114,6 +132,15 @@ interface Req {
   firstScheduled: number;
   firstToken: number;
   preemptions: number;
+  /** The request's priority (0 when not given); read only under the priority policy. */
+  priority: number;
+}
+
+/** Request.__lt__: (priority, arrival time, request id), the smaller first. */
+function runsBefore (a: Req, b: Req): boolean {
+  if (a.priority !== b.priority) return a.priority < b.priority;
+  if (a.r.arrivalTime !== b.r.arrivalTime) return a.r.arrivalTime < b.r.arrivalTime;
+  return a.r.id < b.r.id;
 }
 
 interface Held { blocks: number[]; tokens: number[]; expiry: number }
@@ -128,6 +155,9 @@ export class SimEngine {
   readonly #holdTimeout: number;
   readonly #maxWaiting: number;
   readonly #store: OffloadTier | null;
+  readonly schedulingPolicy: SchedulingPolicy;
+  readonly #byPriority: boolean;
+  readonly longPrefillTokenThreshold: number;
   /** Digests of the blocks this step computes, saved to the store with the step's end time. */
   #toSave: BlockDigest[] = [];
   readonly #reqs = new Map<string, Req>();
@@ -173,6 +203,13 @@ export class SimEngine {
     this.#maxWaiting = opts.maxWaiting ?? 65536;
     if (!(Number.isInteger(this.#maxWaiting) && this.#maxWaiting > 0)) throw new RangeError('maxWaiting must be a positive integer');
     this.#store = opts.offloadStore ?? null;
+    this.schedulingPolicy = opts.schedulingPolicy ?? 'fcfs';
+    if (!SCHEDULING_POLICIES.includes(this.schedulingPolicy)) throw new RangeError(`schedulingPolicy must be one of ${SCHEDULING_POLICIES.join(', ')}, got ${JSON.stringify(this.schedulingPolicy)}`);
+    this.#byPriority = this.schedulingPolicy === 'priority';
+    this.longPrefillTokenThreshold = opts.longPrefillTokenThreshold ?? 0;
+    if (!(Number.isSafeInteger(this.longPrefillTokenThreshold) && this.longPrefillTokenThreshold >= 0)) {
+      throw new RangeError(`longPrefillTokenThreshold must be an integer >= 0, got ${this.longPrefillTokenThreshold}`);
+    }
   }
 
   /**
@@ -198,6 +235,8 @@ export class SimEngine {
       throw new RangeError('kvImport needs prefixTokenIds (an array of token ids) and sourceEngineId (a string)');
     }
     if (r.kvImport != null && r.kvExport === true) throw new RangeError('a request cannot both export and import KV');
+    const priority = r.priority ?? 0;
+    if (!Number.isInteger(priority) || priority < PRIORITY_MIN || priority > PRIORITY_MAX) throw new RangeError(`priority must be an integer in int64's range, got ${priority}`);
     const maxTokens = r.kvExport === true ? 1 : r.maxTokens;
     const tooLong = contextLengthError(this.profile.maxModelLen, n, maxTokens);
     if (tooLong !== null) throw tooLong;
@@ -237,10 +276,12 @@ export class SimEngine {
       readyAt: 0,
       firstScheduled: -1,
       firstToken: -1,
-      preemptions: 0
+      preemptions: 0,
+      priority
     };
     this.#reqs.set(r.id, q);
-    this.#waiting.push(q);
+    if (this.#byPriority) this.#insertByPriority(q);
+    else this.#waiting.push(q);
     this.#stalled = false;
   }
 
@@ -342,13 +383,25 @@ export class SimEngine {
     let budget = p.maxNumBatchedTokens;
     let preempted = false;
 
-    // 1. Running requests, in order; preempt from the tail when blocks run out.
+    // 1. Running requests, in admission order (under both policies: priority orders only the waiting queue);
+    //    when blocks run out, preempt (fcfs: the tail; priority: the largest (priority, arrival time)).
     for (let i = 0; i < this.#running.length && budget > 0; i++) {
       const q = this.#running[i];
-      const numNew = Math.min(q.numPrompt + q.out.length - q.numComputed, budget);
+      const numNew = Math.min(this.#chunk(q.numPrompt + q.out.length - q.numComputed), budget);
       let ok = true;
       while (!this.#allocate(q, numNew, 0)) {
-        const victim = this.#running.pop()!;
+        let victim: Req;
+        if (!this.#byPriority) victim = this.#running.pop()!;
+        else {
+          const v = this.#lowestPriorityRunning();
+          victim = this.#running[v];
+          this.#running.splice(v, 1);
+          // A victim ahead of q was scheduled by this step: vLLM takes its tokens back into the budget.
+          if (v < i) {
+            budget += this.#unschedule(victim);
+            i--;
+          }
+        }
         this.#preempt(victim);
         preempted = true;
         if (victim === q) { ok = false; break; }
@@ -359,9 +412,10 @@ export class SimEngine {
       budget -= numNew;
     }
 
-    // 2. Waiting requests, FCFS, unless this step preempted. If nothing runs and nothing could start, the pool is
-    //    held by KV that landed for waiting requests which cannot fit their next chunk either: that KV is dropped
-    //    (it stays cached, evictable) one request at a time, newest first, so the queue moves again.
+    // 2. Waiting requests in the queue's order (FCFS, or by priority), unless this step preempted. If nothing runs
+    //    and nothing could start, the pool is held by KV that landed for waiting requests which cannot fit their
+    //    next chunk either: that KV is dropped (it stays cached, evictable) one request at a time, from the queue's
+    //    tail (newest, or least urgent), so the queue moves again.
     if (!preempted) {
       budget = this.#scheduleWaiting(now, budget);
       while (sched.length === 0 && this.#running.length === 0 && this.#dropLandedKv()) budget = this.#scheduleWaiting(now, budget);
@@ -415,7 +469,7 @@ export class SimEngine {
   }
 
   /**
-   * Schedules waiting requests in FCFS order. Those waiting for a KV pull are skipped; once a request cannot
+   * Schedules waiting requests in the queue's order (FCFS, or (priority, arrival, id)). Those waiting for a KV pull are skipped; once a request cannot
    * start (no blocks), the scan goes on only for requests whose KV has landed (they already hold their prefix and
    * need one chunk more): stopping there would strand them behind a head that may need their blocks to fit, with
    * nothing running to free any (vLLM's scheduler had this deadlock, vllm-project/vllm#45388, #57841).
@@ -440,7 +494,7 @@ export class SimEngine {
         if (started === null) { blocked = true; w++; continue; }
         if (started) { w++; continue; }
       }
-      const numNew = Math.min(q.numPrompt + q.out.length - q.numComputed - hits * this.blockSize, budget);
+      const numNew = Math.min(this.#chunk(q.numPrompt + q.out.length - q.numComputed - hits * this.blockSize), budget);
       if (!this.#allocate(q, numNew, hits)) { blocked = true; w++; continue; }
       if (firstLook && q.numCachedTokens < 0) {
         this.#queries += q.numPrompt;
@@ -461,7 +515,55 @@ export class SimEngine {
     return budget;
   }
 
-  /** Frees the landed KV of the newest waiting request holding some (a recompute preemption); false if none does. */
+  /** long_prefill_token_threshold's cap on the tokens one request computes in a step (scheduler.py, both loops). */
+  #chunk (numNew: number): number {
+    const t = this.longPrefillTokenThreshold;
+    return t > 0 && numNew > t ? t : numNew;
+  }
+
+  /**
+   * The priority policy's victim: the running request with the largest (priority, arrival time), the first such
+   * in admission order on a tie (scheduler.py schedule(): max(self.running, key=(priority, arrival_time))).
+   */
+  #lowestPriorityRunning (): number {
+    const run = this.#running;
+    let v = 0;
+    for (let i = 1; i < run.length; i++) {
+      const a = run[i];
+      const b = run[v];
+      if (a.priority > b.priority || (a.priority === b.priority && a.r.arrivalTime > b.r.arrivalTime)) v = i;
+    }
+    return v;
+  }
+
+  /** Takes a request this step scheduled out of it (it is being preempted); returns the tokens it had. */
+  #unschedule (q: Req): number {
+    const k = this.#sched.indexOf(q);
+    const n = this.#schedNew[k];
+    this.#sched.splice(k, 1);
+    this.#schedNew.splice(k, 1);
+    // Its blocks will not be computed by this step: nothing of it goes to the offload store.
+    if (this.#store !== null && this.#toSave.length > 0) {
+      const mine = new Set(q.digests);
+      this.#toSave = this.#toSave.filter((d) => !mine.has(d));
+    }
+    return n;
+  }
+
+  /** Puts q in the waiting queue at its place by Request.__lt__ (after its equals: none, ids are unique). */
+  #insertByPriority (q: Req): void {
+    const w = this.#waiting;
+    let lo = 0;
+    let hi = w.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (runsBefore(w[mid], q)) lo = mid + 1;
+      else hi = mid;
+    }
+    w.splice(lo, 0, q);
+  }
+
+  /** Frees the landed KV of the last waiting request holding some (a recompute preemption); false if none does. */
   #dropLandedKv (): boolean {
     for (let w = this.#waiting.length - 1; w >= 0; w--) {
       const q = this.#waiting[w];
@@ -485,6 +587,9 @@ export class SimEngine {
     for (const h of this.#held.values()) for (const b of h.blocks) refs[b]++;
     for (let b = 0; b < refs.length; b++) if (refs[b] !== this.pool.refCount[b]) throw new Error(`block ${b}: ${refs[b]} holders, refcount ${this.pool.refCount[b]}`);
     if (this.#running.length + this.#waiting.length !== this.#reqs.size) throw new Error('request lists disagree with the request table');
+    if (this.#byPriority) {
+      for (let i = 1; i < this.#waiting.length; i++) if (!runsBefore(this.#waiting[i - 1], this.#waiting[i])) throw new Error(`waiting queue out of priority order at ${i}`);
+    }
   }
 
   /** Longest run of cached leading blocks, leaving at least one prompt token to compute (as vLLM). */
@@ -671,7 +776,9 @@ export class SimEngine {
     q.status = Status.Waiting;
     q.preemptions++;
     this.#preemptions++;
-    this.#waiting.unshift(q);
+    // _preempt_request: prepend_request, which a priority queue turns into an insertion by key.
+    if (this.#byPriority) this.#insertByPriority(q);
+    else this.#waiting.unshift(q);
   }
 
   /** Frees a request's blocks, last block first (so they are evicted first). */

@@ -372,7 +372,8 @@ export async function handleGeneration (ctx: SimContext, endpoint: 'chat' | 'com
       seed: (g.seed ?? ctx.options.seed) + (c.index % g.n),
       kvExport: exporting,
       kvImport: c.promptIdx === 0 ? kvImport : null,
-      arrivalTime: c.arrival
+      arrivalTime: c.arrival,
+      priority: g.priority
     };
     if (stored !== null) simReq.blockHashes = stored[c.promptIdx];
     try {

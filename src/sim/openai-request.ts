@@ -3,6 +3,7 @@
 // (temperature, top_p, logprobs, tools...) are type-checked where vLLM would reject them, then ignored.
 import type { ChatMessage } from '../tokenize/types.js';
 import { HttpError, badRequest } from './http-errors.js';
+import { PRIORITY_MAX, PRIORITY_MIN } from './engine.js';
 
 export type PromptInput = { kind: 'text'; text: string } | { kind: 'ids'; ids: number[] };
 
@@ -33,6 +34,8 @@ export interface GenerationRequest {
   cacheSalt: string | null;
   kvTransferParams: Record<string, unknown> | null;
   requestId: string | null;
+  /** vLLM's `priority` (lower runs first; default 0): ordered by under --scheduling-policy priority, else ignored. */
+  priority: number;
 }
 
 type Body = Record<string, unknown>;
@@ -58,6 +61,20 @@ function optInt (b: Body, key: string, min: number): number | null {
   if (v === undefined || v === null) return null;
   if (!isInt(v)) throw badRequest(`${key}: Input should be a valid integer, got ${shown(v)}`, key);
   if (v < min) throw badRequest(`${key} must be at least ${min}, got ${v}.`, key);
+  return v;
+}
+
+/**
+ * `priority`: pydantic's int in int64's range, as vLLM's protocol declares it. Accepted under either scheduling
+ * policy: vLLM V1 orders by it under `priority` and ignores it under `fcfs` (V0's "Got priority N but Priority
+ * scheduling is not enabled." error is not in V1; vllm-project/vllm#23043 proposed it back and was closed).
+ */
+function parsePriority (b: Body): number {
+  const v = b.priority;
+  if (v === undefined || v === null) return 0;
+  if (typeof v !== 'number' || !Number.isInteger(v)) throw badRequest(`priority: Input should be a valid integer, got ${shown(v)}`, 'priority');
+  if (v < PRIORITY_MIN) throw badRequest('priority: Input should be greater than or equal to -9223372036854775808', 'priority');
+  if (v > PRIORITY_MAX) throw badRequest('priority: Input should be less than or equal to 9223372036854775807', 'priority');
   return v;
 }
 
@@ -199,7 +216,8 @@ export function parseGenerationRequest (endpoint: 'chat' | 'completion', raw: un
     seed,
     cacheSalt: cacheSalt as string | null,
     kvTransferParams: kv,
-    requestId: requestId as string | null
+    requestId: requestId as string | null,
+    priority: parsePriority(b)
   };
   req.addSpecialTokens = optBool(b, 'add_special_tokens', req.addSpecialTokens);
 

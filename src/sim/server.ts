@@ -160,7 +160,9 @@ export async function startSim (options: StartSimOptions = {}): Promise<SimServe
     vocabulary: outputVocabulary(tokenizer),
     stopProbability: opts.stopProbability,
     holdTimeout: opts.kvHoldTimeout,
-    offloadStore: offloadStore ?? offloadClient
+    offloadStore: offloadStore ?? offloadClient,
+    schedulingPolicy: opts.schedulingPolicy,
+    longPrefillTokenThreshold: opts.longPrefillTokenThreshold
   });
   const root = opts.model ?? profile.model.name;
   const modelNames = opts.servedModelName ?? [root];

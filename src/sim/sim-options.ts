@@ -3,6 +3,7 @@
 import type { KvEventsConfig } from './kv-events-config.js';
 import { parseStoreUrl } from './offload-store-client.js';
 import { DEFAULT_PROFILE } from '../engine-model/profile.js';
+import { SCHEDULING_POLICIES, type SchedulingPolicy } from './engine.js';
 
 /** A LoRA adapter the engine serves (vLLM --lora-modules); requests name it as their model. */
 export interface LoraModule {
@@ -25,6 +26,10 @@ export interface SimOptions {
   maxNumSeqs: number | null;
   maxNumBatchedTokens: number | null;
   maxModelLen: number | null;
+  /** vLLM --scheduling-policy: fcfs (its default) or priority (the body's `priority`, lower first). */
+  schedulingPolicy: SchedulingPolicy;
+  /** vLLM --long-prefill-token-threshold: most tokens a request computes per step; 0 = no cap (vLLM's default). */
+  longPrefillTokenThreshold: number;
   kvEventsConfig: KvEventsConfig | null;
   enablePromptTokensDetails: boolean;
   enableForceIncludeUsage: boolean;
@@ -70,6 +75,8 @@ export const defaultSimOptions: Readonly<SimOptions> = Object.freeze({
   maxNumSeqs: null,
   maxNumBatchedTokens: null,
   maxModelLen: null,
+  schedulingPolicy: 'fcfs',
+  longPrefillTokenThreshold: 0,
   kvEventsConfig: null,
   enablePromptTokensDetails: false,
   enableForceIncludeUsage: false,
@@ -108,6 +115,8 @@ export function resolveSimOptions (partial: Partial<SimOptions>): Readonly<SimOp
   for (const k of ['blockSize', 'numGpuBlocksOverride', 'maxNumSeqs', 'maxNumBatchedTokens', 'maxModelLen'] as const) {
     if (o[k] !== null && !posInt(o[k])) bad(k, 'must be a positive integer');
   }
+  if (!SCHEDULING_POLICIES.includes(o.schedulingPolicy)) bad('schedulingPolicy', `must be one of ${SCHEDULING_POLICIES.join(', ')}`);
+  if (!Number.isSafeInteger(o.longPrefillTokenThreshold) || o.longPrefillTokenThreshold < 0) bad('longPrefillTokenThreshold', 'must be an integer >= 0');
   if (typeof o.timeScale !== 'number' || !Number.isFinite(o.timeScale) || o.timeScale < 0) bad('timeScale', 'must be a number >= 0');
   if (!Number.isSafeInteger(o.seed)) bad('seed', 'must be an integer');
   if (o.hashSeed !== null && typeof o.hashSeed !== 'string') bad('hashSeed', 'must be a string or null');

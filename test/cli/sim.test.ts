@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { parseSimArgs } from '../../src/cli/sim.js';
+import { defaultSimOptions, resolveSimOptions } from '../../src/sim/sim-options.js';
 
 const ear = fileURLToPath(new URL('../../src/cli/ear.js', import.meta.url));
 
@@ -34,6 +35,17 @@ test('parseSimArgs: vllm-style flags, --flag=value, underscores, lists, choices,
   assert.deepEqual(lora.loraModules, [{ name: 'a', path: '/p/a', baseModelName: null }, { name: 'b', path: '/p/b', baseModelName: 'm' }]);
   assert.equal('enableLora' in lora, false);
   assert.throws(() => parseSimArgs(['--lora-modules', 'nopath']), /expected name=path/);
+  // vLLM's scheduler flags, its names and defaults (fcfs, threshold 0 = no cap).
+  const sched = parseSimArgs(['--scheduling-policy', 'priority', '--long_prefill_token_threshold=256']);
+  assert.ok(sched !== 'help');
+  assert.equal(sched.schedulingPolicy, 'priority');
+  assert.equal(sched.longPrefillTokenThreshold, 256);
+  assert.throws(() => parseSimArgs(['--scheduling-policy', 'sjf']), /--scheduling-policy must be one of fcfs, priority, got "sjf"/);
+  assert.throws(() => parseSimArgs(['--long-prefill-token-threshold', '1.5']), /must be an integer/);
+  assert.equal(defaultSimOptions.schedulingPolicy, 'fcfs');
+  assert.equal(defaultSimOptions.longPrefillTokenThreshold, 0);
+  assert.throws(() => resolveSimOptions({ longPrefillTokenThreshold: -1 }), /option longPrefillTokenThreshold: must be an integer >= 0, got -1/);
+  assert.throws(() => resolveSimOptions({ schedulingPolicy: 'lifo' as 'fcfs' }), /option schedulingPolicy: must be one of fcfs, priority/);
 });
 
 test('ear sim: --help, a bad flag, an unknown command', () => {

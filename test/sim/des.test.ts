@@ -136,3 +136,21 @@ test('DES engines sharing an offload store: B loads what A computed, and its TTF
   assert.equal(early.cached, 0);
   assert.equal(early.loaded, 0);
 });
+
+test('a driver passes each request\'s priority on the request it submits; a priority engine serves by it, an fcfs one by arrival', () => {
+  const order = (policy: 'fcfs' | 'priority'): string[] => {
+    const des = new DesHost({ seed: 1 });
+    des.addEngine({ profile: tinyProfile({ maxNumSeqs: 1 }), schedulingPolicy: policy });
+    const done: string[] = [];
+    const cb = { onFinish: (_t: number, out: { id: string }) => { done.push(out.id); } };
+    des.submit(0, req('first', range(1, 8), { maxTokens: 20 }), 0, cb);
+    // Queued behind it at the same virtual instant, in this order.
+    des.submit(0, req('lazy', range(100, 8), { priority: 4 }), 0.01, cb);
+    des.submit(0, req('plain', range(200, 8)), 0.01, cb);
+    des.submit(0, req('urgent', range(300, 8), { priority: -4 }), 0.01, cb);
+    des.run();
+    return done;
+  };
+  assert.deepEqual(order('priority'), ['first', 'urgent', 'plain', 'lazy']);
+  assert.deepEqual(order('fcfs'), ['first', 'lazy', 'plain', 'urgent']);
+});

@@ -15,6 +15,7 @@ import { DesKvEventFeed, type DesKvFeedStats } from './des-kv-events.js';
 import { loadProfile, resolveProfile } from '../../engine-model/profile.js';
 import { exportLeg } from './des-nixl.js';
 import type { KvImport } from '../../sim/engine-types.js';
+import type { SchedulingPolicy } from '../../sim/engine.js';
 import { TransferCosts, type TransferMode } from '../../migration/cost.js';
 import type { BlockDigest } from '../../sim/block-hash.js';
 import { ApcBound, MetricsCollector, failureCause, type MetricsSummary } from '../metrics/index.js';
@@ -36,6 +37,9 @@ export interface DesRunOptions {
   seed: number;
   /** Overrides the profile's KV capacity per engine (sensitivity sweeps). */
   numGpuBlocks?: number;
+  /** The engines' vLLM scheduler flags (--scheduling-policy, --long-prefill-token-threshold); vLLM's defaults if not given. */
+  schedulingPolicy?: SchedulingPolicy;
+  longPrefillTokenThreshold?: number;
   /** Virtual seconds after which the run stops (requests still open are counted incomplete). */
   until?: number;
   ttftSlo?: number;
@@ -105,7 +109,9 @@ export function runDes (o: DesRunOptions): DesRunResult {
   // Engines that offer the shared-store connector share one offload store (LMCache / Mooncake with a remote
   // backend): 2^20 blocks (16M tokens at block size 16), a cluster's CPU-memory pool, well beyond the engines' KV.
   const offloadStore = kvConnectors.includes('shared-store') ? new OffloadStore(1 << 20) : null;
-  for (let i = 0; i < o.engines; i++) des.addEngine({ profile, numGpuBlocks: o.numGpuBlocks, offloadStore });
+  for (let i = 0; i < o.engines; i++) {
+    des.addEngine({ profile, numGpuBlocks: o.numGpuBlocks, offloadStore, schedulingPolicy: o.schedulingPolicy, longPrefillTokenThreshold: o.longPrefillTokenThreshold });
+  }
   const engineHasher = des.engines[0].hasher;
 
   const region = createAndAttach({ pods: Math.max(8, o.engines), sessions: MAX_SESSIONS, scratchSlots: 16 });
@@ -216,6 +222,15 @@ export function runDes (o: DesRunOptions): DesRunResult {
         return run(routed, t, null, migrating ? ended : null);
       }
       where.set(id, `NIXL export leg on engine ${from} for engine ${routed.pod} since ${t.toFixed(1)} s`);
+      // Defined before the leg starts: an engine that refuses the export (a prompt past max_model_len) fails it
+      // inside exportLeg, before it returns.
+      const failed = (xt: number): void => {
+        moved('nixl', false, xt, xt - t, 0);
+        const back = migrating ? lab.host.migrationEnded(routed, false, xt * 1000) : null;
+        if (back === null) return run(routed, xt, null, null);
+        lab.dispatched(back, xt * 1000);
+        run(back, xt, null, null);
+      };
       exportLeg(des, resolved, from, {
         id: `${id}#export`, promptTokenIds: tokens, minTokens: 0, ignoreEos: true, stopTokenIds: [],
         loraName: null, cacheSalt: null, seed, arrivalTime: t, blockHashes: dg
@@ -225,15 +240,8 @@ export function runDes (o: DesRunOptions): DesRunResult {
           moved('nixl', true, xt, xt - t + pull, transfers.bytes(kvImport.prefixTokenIds.length));
           run(routed, xt, kvImport, migrating ? ended : null);
         },
-        failed: (xt) => failed(xt)
+        failed
       });
-      const failed = (xt: number): void => {
-        moved('nixl', false, xt, xt - t, 0);
-        const back = migrating ? lab.host.migrationEnded(routed, false, xt * 1000) : null;
-        if (back === null) return run(routed, xt, null, null);
-        lab.dispatched(back, xt * 1000);
-        run(back, xt, null, null);
-      };
     };
     const waiter: AdmissionWaiter = {
       released: (p, info) => {

@@ -15,6 +15,7 @@ import type { RoutingHostOptions } from '../../core/routing-host.js';
 import { Agent, request } from 'undici';
 import pino from 'pino';
 import { startSim, type SimServer } from '../../sim/server.js';
+import type { SchedulingPolicy } from '../../sim/engine.js';
 import type { TransferMode } from '../../migration/cost.js';
 import { ApcBound, HttpStatusError, MetricsCollector, failureCause, type MetricsSummary } from '../metrics/index.js';
 import { replay, SessionPrompt, requestId, type Workload } from '../workloads/index.js';
@@ -33,6 +34,9 @@ export interface E2eRunOptions {
   kvConnector?: TransferMode | null;
   engines: number;
   profile: string;
+  /** The engines' vLLM scheduler flags (--scheduling-policy, --long-prefill-token-threshold); vLLM's defaults if not given. */
+  schedulingPolicy?: SchedulingPolicy;
+  longPrefillTokenThreshold?: number;
   seed: number;
   /** Wall seconds per workload second (engines and think times alike). */
   timeScale: number;
@@ -146,6 +150,8 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
         onRequestFinished: (rid, t) => { if (rid !== null) engineTtft.set(rid, t.firstToken - t.arrival); },
         host: '127.0.0.1', port: 0, profile: o.profile, timeScale: scale, tokenizer: 'hf:qwen3', servedModelName: [MODEL],
         enablePromptTokensDetails: true, seed: o.seed + i, stopProbability: 0, logger: silent,
+        ...(o.schedulingPolicy === undefined ? {} : { schedulingPolicy: o.schedulingPolicy }),
+        ...(o.longPrefillTokenThreshold === undefined ? {} : { longPrefillTokenThreshold: o.longPrefillTokenThreshold }),
         kvEventsConfig: o.kvEvents === 'precise' ? parseKvEventsConfig({ enable_kv_cache_events: true, endpoint: 'tcp://127.0.0.1:*', replay_endpoint: 'tcp://127.0.0.1:*' }) : null
       }));
     }
