@@ -184,7 +184,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const run = (body: Buffer): void => {
         inFlight++;
         const ctx = new RequestContext(pipeline, {
-          id: rid, endpoint, via: 'http', startedAt: t0, keyUser: client.user, priorityClass, sessionId, parentSessionId, body, traceparent, tracestate, abort: rs, query
+          id: rid, endpoint, via: 'http', startedAt: t0, keyUser: client.user, priorityClass, sessionId, parentSessionId, body, traceparent, tracestate, abort: rs, query,
+          ownEnginePriority: apiKey !== null && config.enginePriorityKeys.includes(apiKey)
         });
         void runPipeline(ctx, new UwsTransport(rs, rid)).finally(() => { if (--inFlight === 0 && idle) idle(); });
       };
