@@ -24,14 +24,17 @@ Runs the workload against each policy and writes results.json, report.md and PNG
   --policies    default: every registered policy (${policyNames().join(', ')})
   --duration    agentic: seconds of session arrivals; traces: virtual seconds after which the run stops
   --set         a workload option (e.g. --set rate=1 --set clients=4); for the engines numGpuBlocks=N and vLLM's
-                scheduler flags schedulingPolicy=fcfs|priority, longPrefillTokenThreshold=N (0: no cap); or for the
+                scheduler flags schedulingPolicy=fcfs|priority, longPrefillTokenThreshold=N (0: no cap), and
+                sendEnginePriority=true|false (the gateway tells priority engines its order; false: as a stock
+                router, none); or for the
                 gateway: kvEvents=approximate|precise (the index learns from routing only, or also from the engines'
                 KV events); des only: kvDelayMs=N (the events' delivery delay), scrapeIntervalMs=N (engine metrics),
                 kvConnectors=nixl+shared-store+recompute (what moves KV; shared-store gives the engines one shared
                 offload store), kvConnector=auto|nixl|shared-store|recompute
   --scheduler   the gateway's admission scheduler: ${SCHEDULERS.join(', ')} (default ${SCHEDULER}, as ear serve's)
                 its knobs with --set: levels, quantumMs, beta, maxQueued, queueTimeoutMs, prefillBudgetTokens,
-                kvHighWatermark, maxConcurrent (per engine)
+                kvHighWatermark, learnLimit=0|1, holdEngineQueue=0|1 (default 1 under atlas, plas, vtc: nothing
+                waits in an engine, it waits in EAR's order), maxConcurrent (per engine)
                 a policy's knobs, e.g. tHot=32768, tCool=60, minGain=8192: each policy that has the
                 knob gets it, the others run with their defaults
   --sweep       one flag over several values: engines, numGpuBlocks, schedulingPolicy, longPrefillTokenThreshold,
@@ -68,8 +71,8 @@ interface Plan {
 }
 
 /** The engines' vLLM scheduler flags `--set` and `--sweep` take (vLLM's defaults when not given). */
-const ENGINE_KNOBS = ['schedulingPolicy', 'longPrefillTokenThreshold'] as const;
-interface EngineKnobs { schedulingPolicy?: SchedulingPolicy; longPrefillTokenThreshold?: number }
+const ENGINE_KNOBS = ['schedulingPolicy', 'longPrefillTokenThreshold', 'sendEnginePriority'] as const;
+interface EngineKnobs { schedulingPolicy?: SchedulingPolicy; longPrefillTokenThreshold?: number; sendEnginePriority?: boolean }
 
 function isEngineKnob (k: string): k is typeof ENGINE_KNOBS[number] {
   return (ENGINE_KNOBS as readonly string[]).includes(k);
@@ -80,11 +83,15 @@ function engineKnob (k: typeof ENGINE_KNOBS[number], v: string): EngineKnobs {
     if (!(SCHEDULING_POLICIES as readonly string[]).includes(v)) throw new UsageError(`--set schedulingPolicy must be one of ${SCHEDULING_POLICIES.join(', ')}, got "${v}"`);
     return { schedulingPolicy: v as SchedulingPolicy };
   }
+  if (k === 'sendEnginePriority') {
+    if (v !== 'true' && v !== 'false') throw new UsageError(`--set sendEnginePriority must be true or false, got "${v}"`);
+    return { sendEnginePriority: v === 'true' };
+  }
   return { longPrefillTokenThreshold: num(`set ${k}`, v, 0, true) };
 }
 
 /** The scheduler's knobs `--set` and `--sweep` take, as numbers. */
-const ADMISSION_KNOBS = ['levels', 'quantumMs', 'beta', 'maxQueued', 'queueTimeoutMs', 'prefillBudgetTokens', 'kvHighWatermark', 'learnLimit', 'maxConcurrent'] as const;
+const ADMISSION_KNOBS = ['levels', 'quantumMs', 'beta', 'maxQueued', 'queueTimeoutMs', 'prefillBudgetTokens', 'kvHighWatermark', 'learnLimit', 'holdEngineQueue', 'maxConcurrent'] as const;
 type AdmissionKnobs = Partial<Record<typeof ADMISSION_KNOBS[number], number>>;
 
 function isKnob (k: string): k is typeof ADMISSION_KNOBS[number] {
@@ -103,6 +110,7 @@ function admissionOf (scheduler: SchedulerKind, k: AdmissionKnobs): Pick<DesRunO
   const capacity: Record<string, number | boolean> = {};
   for (const n of ['prefillBudgetTokens', 'kvHighWatermark'] as const) if (k[n] !== undefined) capacity[n] = k[n]!;
   if (k.learnLimit !== undefined) capacity.learnLimit = k.learnLimit > 0;
+  if (k.holdEngineQueue !== undefined) capacity.holdEngineQueue = k.holdEngineQueue > 0;
   return { scheduler, admission, capacity, maxConcurrent: k.maxConcurrent };
 }
 

@@ -9,7 +9,7 @@ import { startSim, type SimServer } from '../sim/server.js';
 import { parseKvEventsConfig } from '../sim/kv-events-config.js';
 import { DEFAULT_PROFILE } from '../engine-model/profile.js';
 
-const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=ENGINE_KEY]]...
+const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=ENGINE_KEY][,priority=vllm|sglang|sglang-low-first]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
                  [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--client-body-timeout-ms N] [--session-store memory|redis://HOST[:PORT][/DB]] [--max-contexts N]
                  [--proactive-interval-ms N] [--proactive-body-cache-bytes N] [--ha active-active|active-passive] [--lease-name N]
@@ -26,7 +26,9 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
                        backend has kv-events, i.e. precise mode; else 20 min)
   --scheduler NAME     admission: off, fcfs, plas, atlas (Autellix; default), vtc. Requests wait, ordered by their
                        session's service, while engines are at capacity (learned from their /metrics, or a
-                       backend's max-concurrent=N, or --prefill-budget-tokens); with no signal it passes through
+                       backend's max-concurrent=N, or --prefill-budget-tokens; under atlas, plas and vtc also
+                       the engine's own queue); with no signal it passes through. A backend's priority=vllm|sglang
+                       sends EAR's order to an engine that schedules by priority (KV legs first)
   --max-queued N       requests that may wait (default ${DEFAULTS.maxQueued}; above: 429 with Retry-After)
   --queue-timeout-ms N longest wait for admission (default ${DEFAULTS.queueTimeoutMs}; then 504 timeout_error)
   --prefill-budget-tokens N  prompt tokens a backend may hold uncomputed before it takes no more (default 0: none)

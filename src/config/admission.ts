@@ -23,6 +23,11 @@ export interface AdmissionConfig {
   learnConcurrencyLimit: boolean;
   /** Priority class of a client's API key (high, normal, low), below an x-ear-priority header. */
   apiKeyPriority: Record<string, PriorityClass>;
+  /**
+   * API keys whose clients may set the engine's request `priority` themselves (their body's field is sent on as
+   * they wrote it, in place of EAR's). Any other client's `priority` is dropped: it would jump an engine's queue.
+   */
+  enginePriorityKeys: string[];
 }
 
 export const ADMISSION_CONFIG_DEFAULTS: Readonly<AdmissionConfig> = Object.freeze({
@@ -35,7 +40,8 @@ export const ADMISSION_CONFIG_DEFAULTS: Readonly<AdmissionConfig> = Object.freez
   prefillBudgetTokens: CAPACITY_DEFAULTS.prefillBudgetTokens,
   kvHighWatermark: CAPACITY_DEFAULTS.kvHighWatermark,
   learnConcurrencyLimit: CAPACITY_DEFAULTS.learnLimit,
-  apiKeyPriority: {}
+  apiKeyPriority: {},
+  enginePriorityKeys: []
 });
 
 export const ADMISSION_FIELDS: Record<keyof AdmissionConfig, FieldCheck> = {
@@ -60,5 +66,12 @@ export const ADMISSION_FIELDS: Record<keyof AdmissionConfig, FieldCheck> = {
       if (!(PRIORITY_CLASSES as readonly unknown[]).includes(c)) throw new ConfigError(`${p}.<key ${k.slice(0, 4)}…>`, `must be one of ${PRIORITY_CLASSES.join(', ')}`);
     }
     return v;
+  },
+  enginePriorityKeys: (p, v) => {
+    if (!Array.isArray(v)) throw new ConfigError(p, 'must be a list of API keys');
+    return v.map((k, i) => {
+      if (typeof k !== 'string' || k === '') throw new ConfigError(`${p}[${i}]`, 'must be a non-empty string (an API key)');
+      return k;
+    });
   }
 };

@@ -1,6 +1,7 @@
 // The `backends` list: the engines EAR routes to, as the config file, `--backend` flags or discovery
 // (src/discovery/, which hands its pods over as BackendConfig) name them.
 import type { PodRole } from '../core/policy.js';
+import { parseEnginePriority, type EnginePriorityKind } from '../core/engine-priority.js';
 import { ConfigError } from './config-error.js';
 import { checkHeaderValue, checkInt, checkString, checkUrl, isMapping } from './checks.js';
 
@@ -20,6 +21,12 @@ export interface BackendConfig {
   maxConcurrent: number | null;
   /** The engine's own API key (vLLM --api-key), sent upstream as `Authorization: Bearer`; from config only. */
   apiKey: string | null;
+  /**
+   * Whether the engine orders its queue by the request's `priority`, and in which polarity: vllm (its
+   * --scheduling-policy priority: lower first), sglang (--enable-priority-scheduling: higher first),
+   * sglang-low-first (with --schedule-low-priority-values-first). null (off, the default): EAR sends none.
+   */
+  priority: EnginePriorityKind | null;
 }
 
 /** A backend entry's fields besides `url` (required) and `id` (`backend-<index>` when absent), as the file names them. */
@@ -30,11 +37,12 @@ export const BACKEND_DEFAULTS = Object.freeze({
   role: 'both' as PodRole,
   kvCapacityBlocks: null,
   maxConcurrent: null,
-  apiKey: null
+  apiKey: null,
+  priority: null
 });
 
 /** Keys a backend entry takes; the kebab-case ones are the `--backend` flag's spelling of the same field. */
-export const BACKEND_KEYS = ['id', 'url', 'kvEvents', 'kv-events', 'replay', 'topic', 'role', 'kvCapacityBlocks', 'kv-blocks', 'maxConcurrent', 'max-concurrent', 'apiKey', 'api-key'];
+export const BACKEND_KEYS = ['id', 'url', 'kvEvents', 'kv-events', 'replay', 'topic', 'role', 'kvCapacityBlocks', 'kv-blocks', 'maxConcurrent', 'max-concurrent', 'apiKey', 'api-key', 'priority'];
 
 const ROLES: readonly PodRole[] = ['both', 'prefill', 'decode'];
 /** Backend ids; discovery names backends after their pods (src/discovery/pod-backend.ts) and skips a pod whose name is not one. */
@@ -69,8 +77,17 @@ function backend (path: string, raw: unknown, index: number): BackendConfig {
     role,
     kvCapacityBlocks: kvBlocks === undefined || kvBlocks === null ? BACKEND_DEFAULTS.kvCapacityBlocks : checkInt(`${path}.kv-blocks`, kvBlocks, 1, 0xFFFFFFFF),
     maxConcurrent: maxConcurrent === undefined || maxConcurrent === null ? BACKEND_DEFAULTS.maxConcurrent : checkInt(`${path}.max-concurrent`, maxConcurrent, 1, 1_000_000),
-    apiKey: apiKey === undefined || apiKey === null ? BACKEND_DEFAULTS.apiKey : checkHeaderValue(`${path}.apiKey`, apiKey)
+    apiKey: apiKey === undefined || apiKey === null ? BACKEND_DEFAULTS.apiKey : checkHeaderValue(`${path}.apiKey`, apiKey),
+    priority: checkEnginePriority(`${path}.priority`, r.priority)
   };
+}
+
+function checkEnginePriority (path: string, v: unknown): EnginePriorityKind | null {
+  try {
+    return parseEnginePriority(v);
+  } catch (err) {
+    throw new ConfigError(path, `${(err as Error).message}, got ${JSON.stringify(v)}`);
+  }
 }
 
 /** The backends list (the file's, or the `--backend` flags' when any is given), each entry checked, ids unique. */
@@ -85,7 +102,7 @@ export function checkBackends (raw: unknown): BackendConfig[] {
   return backends;
 }
 
-/** Parses one `--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=KEY]` flag. */
+/** Parses one `--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=KEY][,priority=vllm|sglang|sglang-low-first]` flag. */
 export function parseBackendFlag (flag: string): Record<string, string> {
   const [url, ...opts] = flag.split(',');
   const out: Record<string, string> = { url };

@@ -21,6 +21,8 @@ export interface DiscoveryConfig {
   modelLabel: string;
   /** Pods with this label "true" are followed for KV events at kvEventsPort, replay at kvReplayPort. */
   kvEventsLabel: string;
+  /** Pod label saying whether its engine orders by request priority: vllm, sglang, sglang-low-first (absent: off). */
+  priorityLabel: string;
   kvEventsPort: number;
   kvReplayPort: number;
   /** Pods taken as backends at once; more matching pods wait (logged, counted) until one leaves. */
@@ -37,6 +39,7 @@ export const DISCOVERY_DEFAULTS: Readonly<DiscoveryConfig> = Object.freeze({
   roleLabel: 'llm-d.ai/role',
   modelLabel: 'llm-d.ai/model',
   kvEventsLabel: 'model.aibrix.ai/kv-events-enabled',
+  priorityLabel: 'ear.dev/engine-priority',
   kvEventsPort: 5557,
   kvReplayPort: 5558,
   // One pod row each (src/core/pod-rows.ts): the region holds DEFAULT_REGION_CONFIG.pods, and a rolling update
@@ -110,7 +113,7 @@ function checkDiscovery (p: string, v: unknown): DiscoveryConfig | null {
   // With an inferencePool its selector picks the pods and labelSelector is not used (the Helm chart writes both:
   // the pool's matchLabels as a selector); it must still be one.
   if (r.labelSelector !== undefined) out.labelSelector = checkLabelSelector(`${p}.labelSelector`, r.labelSelector);
-  for (const k of ['roleLabel', 'modelLabel', 'kvEventsLabel'] as const) if (r[k] !== undefined) out[k] = checkLabelKey(`${p}.${k}`, r[k]);
+  for (const k of ['roleLabel', 'modelLabel', 'kvEventsLabel', 'priorityLabel'] as const) if (r[k] !== undefined) out[k] = checkLabelKey(`${p}.${k}`, r[k]);
   for (const k of ['port', 'kvEventsPort', 'kvReplayPort'] as const) if (r[k] !== undefined) out[k] = checkInt(`${p}.${k}`, r[k], 1, 65535);
   if (out.kvEventsPort === out.kvReplayPort) throw new ConfigError(`${p}.kvReplayPort`, `must differ from kvEventsPort (${out.kvEventsPort})`);
   if (r.maxPods !== undefined) out.maxPods = checkInt(`${p}.maxPods`, r.maxPods, 1, DEFAULT_REGION_CONFIG.pods);

@@ -12,6 +12,7 @@ import type { Region } from './region.js';
 import type { SessionTable } from './session-table.js';
 import type { UserUsage } from './user-usage.js';
 import { VtcAccounts } from './vtc-admission.js';
+import type { AdmissionRank } from './engine-priority.js';
 import { EarError } from '../request/errors.js';
 import type { HostRequest, Placement } from './routing-host.js';
 
@@ -81,6 +82,8 @@ export interface AdmittedPlacement extends Placement {
   readonly pod: number;
   readonly request: { readonly sessionKey: bigint | null };
   vtcUser: bigint | null;
+  /** Where admission ranked it (class, then level or VTC's order): what the engine is told (engine-priority.ts). */
+  rank: AdmissionRank;
 }
 
 /** What admission asks of the routing host. */
@@ -130,7 +133,9 @@ export class AdmissionControl {
     this.#host = host;
     this.scheduler = opts.scheduler ?? 'off';
     this.#queue = new AdmissionQueue(new AdmissionHeap(region), { ...ADMISSION_DEFAULTS, ...opts.admission, kind: this.scheduler });
-    this.capacity = new CapacityEstimator(opts.capacity);
+    // Under a scheduler whose order differs from arrival, what the engine would queue waits here instead.
+    const ordered = this.scheduler === 'atlas' || this.scheduler === 'plas' || this.scheduler === 'vtc';
+    this.capacity = new CapacityEstimator({ holdEngineQueue: ordered, ...opts.capacity });
     this.#vtc = this.scheduler === 'vtc' ? new VtcAccounts(host.users) : null;
   }
 
@@ -146,7 +151,7 @@ export class AdmissionControl {
 
   /** Pod `row`'s engine reported its load as of `now`. */
   engineReport (row: number, running: number, waiting: number, kvUsage: number, now: number): void {
-    this.capacity.report(row, running, waiting, kvUsage);
+    this.capacity.report(row, running, waiting, kvUsage, this.#host.load.inFlight(row));
     if (this.#queue.size > 0) this.#release(now);
   }
 
@@ -185,6 +190,17 @@ export class AdmissionControl {
 
   #lastNow = 0;
 
+  /**
+   * The order inside its class a request is released with: its level (plas, atlas; 0 once promoted), VTC's
+   * level of its user's counter above the least active one (the counters only grow: their distance is the
+   * order), 0 under fcfs and off.
+   */
+  #orderOf (req: HostRequest, vtcUser: bigint, level: number | null): number {
+    if (this.scheduler === 'off' || this.scheduler === 'fcfs') return 0;
+    if (this.scheduler === 'vtc') return this.#queue.levelOf(this.#host.users.counter(vtcUser) - this.#host.users.leastActiveCounter());
+    return level ?? this.#queue.levelOf(this.#priorityOf(req, vtcUser));
+  }
+
   /** VTC's user: the OpenAI `user` (or API key), else the session; requests with neither share one account. */
   #vtcKey (req: HostRequest): bigint {
     return req.user !== null ? this.#host.userKey(req.user) : req.sessionId !== null ? this.#host.userKey(`session:${req.sessionId}`) : 0n;
@@ -221,6 +237,7 @@ export class AdmissionControl {
     if (this.scheduler === 'off' || q.size === 0) {
       const p = this.#host.route(req, req.exclude ?? NO_EXCLUSIONS, now) as AdmittedPlacement; // NoCandidateError when no pod serves the model
       if (this.scheduler === 'off' || this.#room(p.pod, p.expectedPrefill)) {
+        p.rank = { classRank: priorityClass, order: this.#orderOf(req, qr.vtcUser, null) };
         this.#host.dispatched(p, now);
         if (this.#vtc !== null) this.#vtcDispatched(p, req, qr.vtcUser);
         this.#noteRelease(now, 0);
@@ -350,6 +367,7 @@ export class AdmissionControl {
 
   #dispatchJob (job: Job<QueuedRequest>, p: AdmittedPlacement, now: number): void {
     this.#queue.remove(job);
+    p.rank = { classRank: job.classRank, order: this.#orderOf(job.payload.req, job.payload.vtcUser, job.level) };
     this.#host.dispatched(p, now);
     if (this.#vtc !== null) {
       this.#vtc.unqueued(job.payload.vtcUser, job);

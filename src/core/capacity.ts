@@ -9,7 +9,14 @@
 //   reports nothing waiting but runs at the limit, the limit creeps up by one a report (it may have room the
 //   last saturation hid). A release cycle's batch for the pod is then limit − in flight;
 // - KV usage at or above `kvHighWatermark`: the engine would queue or preempt what it gets;
-// - pending prefill tokens against `prefillBudgetTokens` (0 = no budget): prompts sent and not yet computed.
+// - pending prefill tokens against `prefillBudgetTokens` (0 = no budget): prompts sent and not yet computed;
+// - `holdEngineQueue` (on under atlas, plas and vtc): nothing of this gateway's may wait in the engine, so that
+//   who waits is decided by the gateway's order and not the engine's FIFO. A scrape that shows requests waiting
+//   says how many the engine runs at once (its seats: running then); one that shows none while it runs at
+//   least that many raises them by one (it may have more). Between scrapes the engine's count is kept current
+//   from this gateway's own starts and ends: its in flight now, plus what the engine had beyond this gateway's
+//   in flight at the scrape (another client's, a KV leg). A pod is full when that reaches its seats. Until a
+//   scrape has shown the engine queuing, nothing is known and nothing is held.
 // A pod with nothing in flight always has room for one request, so stale figures can never stall it.
 // With no signal at all (no limit configured, none learned, no budget) every pod has room: the scheduler passes
 // through, as if off.
@@ -22,14 +29,20 @@ export interface CapacityOptions {
   kvHighWatermark: number;
   /** Pending prefill a pod may hold before it takes no more prompts; 0 = unbounded. */
   prefillBudgetTokens: number;
+  /** Release to a pod only while the engine would run it at once (no request of this gateway's waiting there). */
+  holdEngineQueue: boolean;
 }
 
-export const CAPACITY_DEFAULTS: Readonly<CapacityOptions> = Object.freeze({ learnLimit: false, ema: 0.3, kvHighWatermark: 0.97, prefillBudgetTokens: 0 });
+export const CAPACITY_DEFAULTS: Readonly<CapacityOptions> = Object.freeze({ learnLimit: false, ema: 0.3, kvHighWatermark: 0.97, prefillBudgetTokens: 0, holdEngineQueue: false });
 
 interface PodCapacity {
   configured: number;
   learned: number;
   kvUsage: number;
+  /** Requests the engine runs at once, as its last saturated scrape showed (0: never seen queuing). */
+  seats: number;
+  /** What the engine had at the last scrape beyond this gateway's in flight then (another client's, KV legs). */
+  others: number;
 }
 
 export class CapacityEstimator {
@@ -41,7 +54,7 @@ export class CapacityEstimator {
   }
 
   #pod (row: number): PodCapacity {
-    return (this.#pods[row] ??= { configured: 0, learned: 0, kvUsage: 0 });
+    return (this.#pods[row] ??= { configured: 0, learned: 0, kvUsage: 0, seats: 0, others: 0 });
   }
 
   /** A pod's configured limit on requests in flight (0 = none). */
@@ -54,10 +67,13 @@ export class CapacityEstimator {
     this.#pods[row] = undefined;
   }
 
-  /** An engine report (the pod's own figures at a scrape). */
-  report (row: number, running: number, waiting: number, kvUsage: number): void {
+  /** An engine report (the pod's own figures at a scrape), with this gateway's requests in flight there then. */
+  report (row: number, running: number, waiting: number, kvUsage: number, inFlight = 0): void {
     const p = this.#pod(row);
     p.kvUsage = kvUsage;
+    if (waiting > 0) p.seats = Math.max(1, running);
+    else if (p.seats > 0 && running >= p.seats) p.seats = running + 1;
+    p.others = Math.max(0, running + waiting - inFlight);
     if (!this.opts.learnLimit) return;
     if (waiting > 0 && running > 0) {
       p.learned = p.learned === 0 ? running : p.learned + this.opts.ema * (running - p.learned);
@@ -73,7 +89,13 @@ export class CapacityEstimator {
     let l = Infinity;
     if (p.configured > 0) l = p.configured;
     if (p.learned > 0) l = Math.min(l, Math.max(1, Math.floor(p.learned)));
+    if (this.opts.holdEngineQueue && p.seats > 0) l = Math.min(l, Math.max(1, p.seats - p.others));
     return l;
+  }
+
+  /** The engine's seats as last learned (0: unknown), for tests and stats. */
+  seats (row: number): number {
+    return this.#pods[row]?.seats ?? 0;
   }
 
   /** Whether the pod can take a request expecting `prefill` prompt tokens to compute. */

@@ -27,6 +27,7 @@ import { Router, type PrefixWalkStats, type RouteRequest, type Routed } from './
 import { SessionKeys } from './session-key.js';
 import { SessionTable, type SessionRecord } from './session-table.js';
 import { UserUsage, type UserUsageOptions } from './user-usage.js';
+import { NEUTRAL_RANK, type AdmissionRank } from './engine-priority.js';
 
 /** A pod as its adapter describes it. Its row in the shared tables is the adapter's (backend index, engine number). */
 export type { PodSpec };
@@ -78,6 +79,8 @@ export interface Placement {
   readonly prefillOn: number | null;
   /** Where the request's KV is to come from by a KV connector: migrateFrom, else prefillOn, else null. */
   readonly transferFrom: number | null;
+  /** Where admission ranked it (class, order): the engine priority it is sent with (engine-priority.ts). */
+  readonly rank: AdmissionRank;
 }
 
 /** Migrations the host saw end, by outcome (a failed one left its session on the source). */
@@ -135,6 +138,8 @@ class HostPlacement implements Placement {
   /** VTC: the user charged for it, until it ends. */
   vtcUser: bigint | null = null;
   dispatchedAt = 0;
+  /** Set by admission when it releases the request; a placement made outside admission (a retry) is neutral. */
+  rank: AdmissionRank = NEUTRAL_RANK;
   constructor (readonly routed: Routed, readonly request: RouteRequest, readonly keys: BigUint64Array, readonly decidedAt: number, readonly attempt: number,
     /** The pod row's lease when decided: a row released and leased again since is another pod's. */
     readonly lease: number,
@@ -382,6 +387,7 @@ export class RoutingHost {
     const request = { ...p.request, keys: this.#span(p.keys) };
     const routed = this.#router.route(request, [src.view], now, this.#random(), false, { pod: from, reason: 'migration-failed' });
     const q = new HostPlacement(routed, request, p.keys, now, p.attempt, this.rows.lease(from), p.callPriority);
+    q.rank = p.rank;
     this.#keysOwner = q;
     return q;
   }

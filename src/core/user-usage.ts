@@ -203,6 +203,11 @@ export class UserUsage {
     return this.#heap.length > 0 ? this.#heap[0].counter : null;
   }
 
+  /** VTC: the least counter of the active users (where a user lifted now would start). */
+  leastActiveCounter (): number {
+    return this.#heap.length > 0 ? this.#heap[0].counter : this.#lastIdleCounter;
+  }
+
   /** Whether the user is active for VTC (lifted and not idle since). */
   isActive (userKey: bigint): boolean {
     return (this.#users.get(userKey)?.heapPos ?? -1) >= 0;

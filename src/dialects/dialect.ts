@@ -26,14 +26,21 @@ export interface Dialect {
    * the session's bodies are not kept for proactive moves.
    */
   readonly kvTransfer: boolean;
+  /**
+   * Whether the engine's API takes a request `priority` (vLLM: chat, completions and Responses bodies). vLLM's
+   * Anthropic Messages protocol (vllm/entrypoints/anthropic/protocol.py) has no such field and ignores unknown
+   * ones: EAR writes none there, and the engine runs such a request at its default 0, which is where EAR's
+   * mapping puts a normal-class request at level 0 (src/core/engine-priority.ts). count_tokens is not scheduled.
+   */
+  readonly enginePriority: boolean;
 }
 
 export const DIALECTS: Readonly<Record<Endpoint, Dialect>> = {
-  chat: { endpoint: 'chat', path: '/v1/chat/completions', errors: 'openai', stream: OPENAI_STREAM, fillsCache: true, kvTransfer: true },
-  completions: { endpoint: 'completions', path: '/v1/completions', errors: 'openai', stream: OPENAI_STREAM, fillsCache: true, kvTransfer: true },
-  messages: { endpoint: 'messages', path: '/v1/messages', errors: 'anthropic', stream: ANTHROPIC_STREAM, fillsCache: true, kvTransfer: true },
-  count_tokens: { endpoint: 'count_tokens', path: '/v1/messages/count_tokens', errors: 'anthropic', stream: ANTHROPIC_STREAM, fillsCache: false, kvTransfer: false },
-  responses: { endpoint: 'responses', path: '/v1/responses', errors: 'openai', stream: RESPONSES_STREAM, fillsCache: true, kvTransfer: false }
+  chat: { endpoint: 'chat', path: '/v1/chat/completions', errors: 'openai', stream: OPENAI_STREAM, fillsCache: true, kvTransfer: true, enginePriority: true },
+  completions: { endpoint: 'completions', path: '/v1/completions', errors: 'openai', stream: OPENAI_STREAM, fillsCache: true, kvTransfer: true, enginePriority: true },
+  messages: { endpoint: 'messages', path: '/v1/messages', errors: 'anthropic', stream: ANTHROPIC_STREAM, fillsCache: true, kvTransfer: true, enginePriority: false },
+  count_tokens: { endpoint: 'count_tokens', path: '/v1/messages/count_tokens', errors: 'anthropic', stream: ANTHROPIC_STREAM, fillsCache: false, kvTransfer: false, enginePriority: false },
+  responses: { endpoint: 'responses', path: '/v1/responses', errors: 'openai', stream: RESPONSES_STREAM, fillsCache: true, kvTransfer: false, enginePriority: true }
 };
 
 const BY_PATH = new Map<string, Dialect>(Object.values(DIALECTS).map((d) => [d.path, d]));
@@ -41,4 +48,10 @@ const BY_PATH = new Map<string, Dialect>(Object.values(DIALECTS).map((d) => [d.p
 /** The dialect served at `path` (no query string); null for any other path. */
 export function dialectAt (path: string): Dialect | null {
   return BY_PATH.get(path) ?? null;
+}
+
+/** Whether the engine's API at `path` (a dialect's engine path, with or without a query string) takes `priority`. */
+export function takesEnginePriority (path: string): boolean {
+  const q = path.indexOf('?');
+  return dialectAt(q < 0 ? path : path.slice(0, q))?.enginePriority ?? false;
 }

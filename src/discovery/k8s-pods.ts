@@ -36,7 +36,7 @@ export interface PodDiscoveryOptions extends Pick<ReflectorOptions, 'backoffMinM
   kubeConfig?: KubeConfig;
 }
 
-const emptySkipped = (): DiscoveryStats['skipped'] => ({ 'not-running': 0, 'not-ready': 0, 'no-ip': 0, terminating: 0, 'bad-name': 0, 'bad-role': 0, 'over-max-pods': 0 });
+const emptySkipped = (): DiscoveryStats['skipped'] => ({ 'not-running': 0, 'not-ready': 0, 'no-ip': 0, terminating: 0, 'bad-name': 0, 'bad-role': 0, 'bad-priority': 0, 'over-max-pods': 0 });
 
 export async function startPodDiscovery (cfg: Readonly<DiscoveryConfig>, onBackends: (b: BackendConfig[]) => void, log: ReflectorLog, opts: PodDiscoveryOptions = {}): Promise<PodDiscovery> {
   const given = cfg.namespace === '' ? null : cfg.namespace;

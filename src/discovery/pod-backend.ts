@@ -5,6 +5,7 @@ import type { PodRole } from '../core/policy.js';
 import type { BackendConfig, DiscoveryConfig } from '../config/index.js';
 // Pods are named as backend ids must be (Deployment pod names fit); one that is not is skipped.
 import { ID_RE } from '../config/backends.js';
+import { parseEnginePriority, type EnginePriorityKind } from '../core/engine-priority.js';
 
 /** The fields of a v1 Pod this module reads (list items and watch objects alike). */
 export interface PodLike {
@@ -21,9 +22,9 @@ export interface PodLike {
 }
 
 /** What the mapping reads of the discovery config; `port` is the config's, or the InferencePool's targetPorts[0]. */
-export type PodBackendOptions = Pick<DiscoveryConfig, 'port' | 'roleLabel' | 'modelLabel' | 'kvEventsLabel' | 'kvEventsPort' | 'kvReplayPort'>;
+export type PodBackendOptions = Pick<DiscoveryConfig, 'port' | 'roleLabel' | 'modelLabel' | 'kvEventsLabel' | 'priorityLabel' | 'kvEventsPort' | 'kvReplayPort'>;
 
-export type SkipReason = 'not-running' | 'not-ready' | 'no-ip' | 'terminating' | 'bad-name' | 'bad-role';
+export type SkipReason = 'not-running' | 'not-ready' | 'no-ip' | 'terminating' | 'bad-name' | 'bad-role' | 'bad-priority';
 
 export type PodVerdict = { backend: BackendConfig; skip: null } | { backend: null; skip: SkipReason };
 
@@ -50,6 +51,12 @@ export function podVerdict (obj: object, o: PodBackendOptions): PodVerdict {
   const roleValue = labels[o.roleLabel];
   const role = roleValue === undefined ? 'both' : (Object.hasOwn(ROLES, roleValue) ? ROLES[roleValue] : undefined);
   if (role === undefined) return { backend: null, skip: 'bad-role' };
+  let priority: EnginePriorityKind | null;
+  try {
+    priority = parseEnginePriority(labels[o.priorityLabel]);
+  } catch {
+    return { backend: null, skip: 'bad-priority' }; // a typo would silently send a polarity the engine reads backwards
+  }
   const kv = labels[o.kvEventsLabel] === 'true';
   const model = labels[o.modelLabel];
   const h = host(ip);
@@ -65,7 +72,8 @@ export function podVerdict (obj: object, o: PodBackendOptions): PodVerdict {
       role,
       kvCapacityBlocks: null,
       maxConcurrent: null,
-      apiKey: null
+      apiKey: null,
+      priority
     }
   };
 }

@@ -165,7 +165,8 @@ export class EndpointPicker {
     }
     const exclude = this.#excluded(input.allowed);
     if (endpoint === undefined || input.body === null || input.body.length === 0) return this.#passthrough(exclude);
-    const priorityClass = priorityClassOf(input.headers.get('x-ear-priority') ?? '', bearerToken(auth), this.#d.config.apiKeyPriority);
+    const apiKey = bearerToken(auth);
+    const priorityClass = priorityClassOf(input.headers.get('x-ear-priority') ?? '', apiKey, this.#d.config.apiKeyPriority);
     // A compressed body is decoded for its features and sent on decoded (engines do not decode request bodies).
     const codings = contentCodings(input.headers.get('content-encoding') ?? '');
     const body = codings.length === 0 ? input.body : await decodeBody(input.body, codings, this.#d.config.maxBodyBytes);
@@ -174,7 +175,8 @@ export class EndpointPicker {
     const ctx = new RequestContext(this.#pipeline, {
       id: input.headers.get('x-request-id') ?? '', endpoint, via: 'ext_proc', startedAt: input.receivedAt ?? this.#d.now(), keyUser, priorityClass,
       sessionId, parentSessionId, body, traceparent, tracestate: traceparent === '' ? '' : input.headers.get('tracestate') ?? '', abort: signal, exclude,
-      limits
+      limits,
+      ownEnginePriority: apiKey !== null && this.#d.config.enginePriorityKeys.includes(apiKey)
     });
     return await new Promise<Picked | null>((resolve, reject) => {
       void runPipeline(ctx, new ExtProcTransport(this.#d, resolve, reject, codings.length > 0));

@@ -7,7 +7,7 @@ import type { BlockHasher } from '../core/block-keys.js';
 import type { Tokenizer } from '../tokenize/types.js';
 import { renderPieces, type RenderedPieces } from '../tokenize/chat-template.js';
 import { EarError } from '../request/errors.js';
-import { parseRequestBody, type ParsedRequest } from './request-body.js';
+import { parseRequestBody, type ClientPriority, type ParsedRequest } from './request-body.js';
 import { DIALECTS, type Endpoint } from '../dialects/dialect.js';
 import type { SessionFeatures } from './session-features.js';
 
@@ -25,6 +25,8 @@ export interface Features {
   /** Responses API: the response this one continues (its engine holds it), and whether the engine stores this one. */
   previousResponseId: string | null;
   store: boolean;
+  /** The client's own `priority` field, stripped from what is forwarded (request-body.ts). */
+  clientPriority: ClientPriority;
 }
 
 export interface FeatureContext {
@@ -78,6 +80,6 @@ export function featuresOf (p: ParsedRequest, body: Buffer, promptTokens: number
   return {
     // A request that computes no KV (count_tokens) leaves no keys to match or record.
     model: p.model, stream: p.stream, promptTokens, blockKeys: DIALECTS[p.endpoint].fillsCache ? blockKeys : NO_KEYS, maxTokens: p.maxTokens, user: p.user, forward: p.forward === body ? null : p.forward,
-    previousResponseId: p.previousResponseId, store: p.store
+    previousResponseId: p.previousResponseId, store: p.store, clientPriority: p.clientPriority
   };
 }

@@ -1,7 +1,9 @@
 // Reads a request body (OpenAI chat or completions; Anthropic Messages and OpenAI Responses, converted to the chat
 // request the engine renders, src/dialects/) into what routing needs, and the body to forward. Runs in the route
 // pool. The body forwarded upstream is the client's own bytes unless something must change: a client's
-// kv_transfer_params are never forwarded (they would let a client steer an engine's KV transfers).
+// kv_transfer_params are never forwarded (they would let a client steer an engine's KV transfers), nor its
+// `priority` (it would let a client jump an engine's queue: the engine's priority is EAR's to give,
+// src/core/engine-priority.ts); the latter is kept aside for a client whose API key may set it.
 import { EarError } from '../request/errors.js';
 import type { ChatMessage, RenderOptions } from '../tokenize/types.js';
 import type { Endpoint } from '../dialects/dialect.js';
@@ -30,7 +32,14 @@ export interface ParsedRequest {
   previousResponseId: string | null;
   /** Responses API: whether the engine stores the response (vLLM's default true); false elsewhere. */
   store: boolean;
+  /**
+   * The client's own `priority` field (stripped from `forward`): an integer, 'invalid' for anything else, null
+   * when absent. Sent on only for an API key allowed to set it (config enginePriorityKeys).
+   */
+  clientPriority: ClientPriority;
 }
+
+export type ClientPriority = number | 'invalid' | null;
 
 function bad (message: string): EarError {
   return new EarError('EAR_ERR_BAD_REQUEST', message);
@@ -108,7 +117,7 @@ export function requestFromDoc (endpoint: Endpoint, raw: Buffer, doc: unknown): 
   };
   return {
     endpoint, model: b.model, stream: b.stream === true, messages, prompt, maxTokens: typeof max === 'number' ? max : null, cacheSalt: salt,
-    user: typeof user === 'string' && user !== '' ? user : null, render, forward: forwardOf(raw, b), previousResponseId: null, store: false
+    user: typeof user === 'string' && user !== '' ? user : null, render, ...forwardOf(raw, b), previousResponseId: null, store: false
   };
 }
 
@@ -120,7 +129,7 @@ function dialectRequest (endpoint: Exclude<Endpoint, 'chat' | 'completions'>, ra
   if (c.model === '') throw bad('"model" is required: EAR routes each request to the engines that serve its model');
   return {
     endpoint, model: c.model, stream: c.stream, messages: c.messages, prompt: null, maxTokens: c.maxTokens, cacheSalt: cacheSaltOf(b), user: c.user,
-    render: c.render, forward: forwardOf(raw, b), previousResponseId: responses?.previousResponseId ?? null, store: responses?.store ?? false
+    render: c.render, ...forwardOf(raw, b), previousResponseId: responses?.previousResponseId ?? null, store: responses?.store ?? false
   };
 }
 
@@ -132,9 +141,22 @@ function cacheSaltOf (b: Record<string, unknown>): string | null {
   return salt;
 }
 
-/** The body engines get: the client's bytes, unless it carried kv_transfer_params (dropped, `b` rewritten). */
-function forwardOf (raw: Buffer, b: Record<string, unknown>): Buffer {
-  if (!('kv_transfer_params' in b)) return raw;
-  delete b.kv_transfer_params;
-  return reserialize(b);
+/** The fields a client may not send an engine: they are EAR's to set. */
+const STRIPPED = ['kv_transfer_params', 'priority'];
+
+/**
+ * The body engines get: the client's bytes, unless it carried kv_transfer_params or priority (dropped, `b`
+ * rewritten); and the client's priority, kept aside.
+ */
+export function forwardOf (raw: Buffer, b: Record<string, unknown>): { forward: Buffer; clientPriority: ClientPriority } {
+  const clientPriority = clientPriorityOf(b.priority);
+  if (!STRIPPED.some((k) => k in b)) return { forward: raw, clientPriority };
+  for (const k of STRIPPED) delete b[k];
+  return { forward: reserialize(b), clientPriority };
+}
+
+/** An integer that JSON carries exactly (vLLM takes int64; beyond 2^53 a double would not round-trip). */
+function clientPriorityOf (v: unknown): ClientPriority {
+  if (v === undefined || v === null) return null;
+  return typeof v === 'number' && Number.isSafeInteger(v) ? v : 'invalid';
 }

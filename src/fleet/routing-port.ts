@@ -7,6 +7,7 @@ import type { Usage } from '../upstream/stream-observer.js';
 import type { EngineLoad } from './engine-metrics.js';
 import type { HostRequest, MigrationStats } from '../core/routing-host.js';
 import type { AdmissionStats, DropReason, Queued, ReleaseInfo } from '../core/admission-control.js';
+import type { AdmissionRank } from '../core/engine-priority.js';
 
 export type { Queued, ReleaseInfo, DropReason };
 
@@ -34,6 +35,8 @@ export interface Placement {
   readonly transferFrom?: Backend | null;
   /** The policy moved the request's session here from transferFrom (else a P/D prefill, or nothing). */
   readonly migrating?: boolean;
+  /** Where admission ranked it (class, order), if the state ranks: the engine priority it is sent with. */
+  readonly rank?: AdmissionRank;
 }
 
 /** Runs around the routing decisions of a session's requests (explicit contexts keep their session bound and alive). */

@@ -4,6 +4,7 @@
 import { RoutingHost, type MigrationStats, type Placement as HostPlacement, type RoutingHostOptions } from '../core/routing-host.js';
 import { type AdmissionStats, type DropReason, type Queued } from '../core/admission-control.js';
 import type { PodState } from '../core/pod-table.js';
+import type { AdmissionRank } from '../core/engine-priority.js';
 import type { Policy } from '../core/policy.js';
 import type { Region } from '../core/region.js';
 import type { UserUsageOptions } from '../core/user-usage.js';
@@ -21,6 +22,7 @@ class TablePlacement implements Placement {
   get decidedAt (): number { return this.host.decidedAt; }
   get dispatchedAt (): number | undefined { return this.host.dispatchedAt; }
   get migrating (): boolean { return this.host.migrateFrom !== null; }
+  get rank (): AdmissionRank { return this.host.rank; }
 }
 
 export interface TableRoutingOptions {

@@ -101,7 +101,9 @@ export async function prefill (pipeline: Pipeline, id: string, req: ContextReque
   const ctx = new RequestContext(pipeline, {
     id: client.requestId, endpoint: req.endpoint, route: CONTEXT_ROUTE, via: 'http', startedAt: client.startedAt, keyUser: client.keyUser,
     priorityClass: DEFAULT_CLASS, sessionId: id, parentSessionId: null, body: req.body, traceparent: client.traceparent, tracestate: client.tracestate, abort: signal,
-    limits: client.limits
+    limits: client.limits,
+    // A context is put in place ahead of the turns that will use it: a priority engine runs it first.
+    kvLeg: true
   });
   const t = new PrefillTransport();
   await runPipeline(ctx, t);

@@ -55,7 +55,8 @@ export interface ProactiveMigration {
 
 /** The backends the thread may move sessions between: those not leaving (the pod table says which are ready). */
 export function migrationBackends (list: readonly Backend[]): MigrationBackend[] {
-  return list.filter((b) => !b.gone && !b.draining).map((b) => ({ index: b.index, id: b.id, url: b.config.url, ...(b.config.apiKey ? { apiKey: b.config.apiKey } : {}), models: [...b.models].sort() }));
+  return list.filter((b) => !b.gone && !b.draining).map((b) => ({ index: b.index, id: b.id, url: b.config.url, ...(b.config.apiKey ? { apiKey: b.config.apiKey } : {}),
+    ...(b.config.priority ? { priority: b.config.priority } : {}), models: [...b.models].sort() }));
 }
 
 export function startProactiveMigration (o: ProactiveMigrationOptions): ProactiveMigration {

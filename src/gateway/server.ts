@@ -193,7 +193,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
         inFlight++;
         const ctx = new RequestContext(pipeline, {
           id: rid, endpoint, via: 'http', startedAt: t0, keyUser: client.user, priorityClass, sessionId, parentSessionId, body, traceparent, tracestate, abort: rs,
-          query, limits: client.limits
+          query, limits: client.limits, ownEnginePriority: apiKey !== null && config.enginePriorityKeys.includes(apiKey)
         });
         void runPipeline(ctx, new UwsTransport(rs, rid)).finally(() => { if (--inFlight === 0 && idle) idle(); });
       };

@@ -4,6 +4,7 @@
 // body from the client's and the plan. Engines are reached through TransferPeer, so the same connectors run on
 // the gateway's main thread (its backends' pools) and on the migration thread (its own pools).
 import type { TransferMode } from './cost.js';
+import type { EnginePriorityKind } from '../core/engine-priority.js';
 
 /** One engine's answer, buffered. status null: no answer (connection failed, timed out, too large). */
 export interface PeerAnswer {
@@ -22,6 +23,8 @@ export interface TransferPeer {
   readonly id: string;
   /** Host of the engine's URL: what `remote_host` becomes when the engine reports a loopback side channel. */
   readonly host: string;
+  /** Whether (and in which polarity) its engine orders by request priority: a leg sent to it goes first. Absent: no. */
+  readonly priority?: EnginePriorityKind | null;
   /** One non-streaming POST to the engine; never throws. */
   post (path: string, body: Buffer, requestId: string, signal: LegSignal): Promise<PeerAnswer>;
 }

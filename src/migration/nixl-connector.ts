@@ -4,6 +4,7 @@
 // it lacks, holds the blocks and answers with the params an importer needs; the target gets the client's own
 // body with those params verbatim (and pulls the blocks it lacks before prefilling the rest).
 import type { KvTransferConnector, LegSignal, TransferPeer, TransferPlan } from './connector.js';
+import { legPriority } from './leg-priority.js';
 
 /** The export leg's kv_transfer_params, exactly as llm-d and the vLLM proxies send them. */
 export const EXPORT_PARAMS: Readonly<Record<string, unknown>> = Object.freeze({
@@ -21,10 +22,15 @@ const EXPORT_DROPPED = ['stream_options', 'min_tokens', 'min_completion_tokens']
 /** Loopback names an engine reports when VLLM_NIXL_SIDE_CHANNEL_HOST was left at its default. */
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '::1', '0.0.0.0', '']);
 
-/** The export leg's body: the client's body, one token, not streamed, holding its KV for an importer. */
-export function exportBody (body: Readonly<Record<string, unknown>>): Record<string, unknown> {
+/**
+ * The export leg's body: the client's body, one token, not streamed, holding its KV for an importer; with
+ * `priority` (a priority engine: the most urgent value) it passes the source's waiting queue.
+ */
+export function exportBody (body: Readonly<Record<string, unknown>>, priority: number | null = null): Record<string, unknown> {
   const b: Record<string, unknown> = { ...body };
   for (const k of EXPORT_DROPPED) delete b[k];
+  delete b.priority;
+  if (priority !== null) b.priority = priority;
   b.kv_transfer_params = { ...EXPORT_PARAMS };
   b.stream = false;
   b.max_tokens = 1;
@@ -39,7 +45,7 @@ export class NixlConnector implements KvTransferConnector {
 
   async prepare (body: Readonly<Record<string, unknown>>, path: string, src: TransferPeer, requestId: string, signal: LegSignal): Promise<TransferPlan> {
     const t0 = performance.now();
-    const a = await src.post(path, Buffer.from(JSON.stringify(exportBody(body))), requestId, signal);
+    const a = await src.post(path, Buffer.from(JSON.stringify(exportBody(body, legPriority(src, path)))), requestId, signal);
     const exportSeconds = (performance.now() - t0) / 1000;
     if (a.status === null) return { mode: 'nixl', exportSeconds, failure: `the export leg on ${src.id} got no answer` };
     if (a.status < 200 || a.status > 299) return { mode: 'nixl', exportSeconds, failure: `the export leg on ${src.id} answered ${a.status}` };

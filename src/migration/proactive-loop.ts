@@ -9,6 +9,7 @@ import { UpstreamPool, type UpstreamPoolOptions } from '../upstream/pool.js';
 import { backendHeaders } from '../upstream/headers.js';
 import { BodyCache, type SessionBody } from './body-cache.js';
 import type { LegSignal, TransferPeer } from './connector.js';
+import { legPriority } from './leg-priority.js';
 import type { ProactivePlanner, PlannedMove } from './proactive-planner.js';
 import { proactiveTransfer, type ProactiveTransferResult } from './proactive-transfer.js';
 import type { FromMigrationThread, MigrationBackend, MigrationThreadStats } from './thread-protocol.js';
@@ -56,7 +57,7 @@ export class ProactiveLoop {
     const wanted = new Map(list.map((b) => [b.index, b]));
     for (const [index, p] of this.#peers) {
       const w = wanted.get(index);
-      if (w !== undefined && w.id === p.spec.id && w.url === p.spec.url && (w.apiKey ?? null) === (p.spec.apiKey ?? null)) {
+      if (w !== undefined && w.id === p.spec.id && w.url === p.spec.url && (w.apiKey ?? null) === (p.spec.apiKey ?? null) && (w.priority ?? null) === (p.spec.priority ?? null)) {
         p.spec = w; // the models may have changed
         continue;
       }
@@ -67,7 +68,7 @@ export class ProactiveLoop {
       if (this.#peers.has(b.index) || this.#stopped) continue;
       try {
         const pool = new UpstreamPool(b.url, { ...this.#o.upstream, headers: backendHeaders(b.apiKey ?? null) });
-        const peer: TransferPeer = { id: b.id, host: new URL(b.url).hostname, post: (path, body, rid, signal) => post(pool, path, body, rid, signal) };
+        const peer: TransferPeer = { id: b.id, host: new URL(b.url).hostname, priority: b.priority ?? null, post: (path, body, rid, signal) => post(pool, path, body, rid, signal) };
         this.#peers.set(b.index, { spec: b, pool, peer });
       } catch (err) {
         this.error(`backend ${b.id}: ${(err as Error).message}`);
@@ -133,7 +134,8 @@ export class ProactiveLoop {
         r = { mode: 'none', ok: false, sourceSeconds: 0, bytes: 0, failure: 'a backend of the move left' };
       } else {
         r = await proactiveTransfer(this.#o.transfers, {
-          path: e.path, body: e.body, src: src.peer, dst: dst.peer, contextTokens: m.contextTokens, sourceBacklog: m.sourceBacklog,
+          path: e.path, body: e.body, src: src.peer, dst: dst.peer, contextTokens: m.contextTokens,
+          sourceBacklog: { pending: m.sourceBacklog, running: m.sourceRunning, waiting: m.sourceWaiting, priority: legPriority(src.peer, e.path) !== null },
           requestId: `ear-proactive-${randomBytes(8).toString('hex')}`, signal
         });
       }

@@ -34,8 +34,11 @@ export interface IdleSession extends IdleCandidate {
 export interface PlannedMove extends ProactiveMove {
   readonly contextTokens: number;
   readonly lastActivity: number;
-  /** The source's pending prefill when planned: an export leg queues behind it. */
+  /** The source's pending prefill when planned: an export leg queues behind it (all of it on an FCFS engine). */
   readonly sourceBacklog: number;
+  /** The source's running and waiting requests at its last scrape (a priority engine's leg waits only behind those running). */
+  readonly sourceRunning: number;
+  readonly sourceWaiting: number;
 }
 
 /** A backend the thread can reach, as the planner needs it: its id and the models it serves. */
@@ -157,7 +160,8 @@ export class ProactivePlanner {
         continue;
       }
       const s = byKey.get(m.sessionKey)!;
-      const move: PlannedMove = { ...m, contextTokens: s.contextTokens, lastActivity: s.lastActivity, sourceBacklog: this.#t.load.pendingPrefill(m.from) };
+      const move: PlannedMove = { ...m, contextTokens: s.contextTokens, lastActivity: s.lastActivity, sourceBacklog: this.#t.load.pendingPrefill(m.from),
+        sourceRunning: this.#t.load.running(m.from), sourceWaiting: this.#t.load.waiting(m.from) };
       this.#begin(move);
       out.push(move);
     }

@@ -10,16 +10,22 @@
 // connector that moves KV offered, the move is not made.
 // A failure of either leg is a failed transfer: the caller leaves the session on its source.
 import type { LegSignal, TransferPeer } from './connector.js';
-import type { TransferMode } from './cost.js';
+import type { SourceBacklog, TransferMode } from './cost.js';
 import type { KvTransfers } from './transfer.js';
+import { legPriority } from './leg-priority.js';
 
 /** Fields a one-token, non-streaming request must not carry. */
 const PREWARM_DROPPED = ['stream_options', 'min_tokens', 'min_completion_tokens'];
 
-/** The pre-warm body: the session's last body computing its context and one token, not streamed. */
-export function prewarmBody (body: Readonly<Record<string, unknown>>): Record<string, unknown> {
+/**
+ * The pre-warm body: the session's last body computing its context and one token, not streamed; with
+ * `priority` (a priority engine: the most urgent value) it passes the target's waiting queue.
+ */
+export function prewarmBody (body: Readonly<Record<string, unknown>>, priority: number | null = null): Record<string, unknown> {
   const b: Record<string, unknown> = { ...body };
   for (const k of PREWARM_DROPPED) delete b[k];
+  delete b.priority;
+  if (priority !== null) b.priority = priority;
   b.stream = false;
   b.max_tokens = 1;
   if ('max_completion_tokens' in b) b.max_completion_tokens = 1;
@@ -34,8 +40,8 @@ export interface ProactiveTransferRequest {
   dst: TransferPeer;
   /** The session's context in tokens: what the cost estimate weighs. */
   contextTokens: number;
-  /** The source's pending prefill (tokens): the export leg waits behind it. */
-  sourceBacklog?: number;
+  /** The source's pending prefill (tokens), or what its scheduler puts ahead of the export leg. */
+  sourceBacklog?: number | SourceBacklog;
   requestId: string;
   signal: LegSignal;
 }
@@ -59,7 +65,8 @@ export async function proactiveTransfer (transfers: KvTransfers, r: ProactiveTra
   }
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return { mode: 'none', ok: false, sourceSeconds: 0, bytes: 0, failure: 'the session\'s body is not a JSON object' };
   // The export leg is built from this body too: both legs carry the same messages, as NIXL requires.
-  const warm = Buffer.from(JSON.stringify(prewarmBody(doc)));
+  // The export leg sets the source's own priority on its copy (nixl-connector.ts); the target's is this one.
+  const warm = Buffer.from(JSON.stringify(prewarmBody(doc, legPriority(r.dst, r.path))));
   const t = await transfers.transfer({
     path: r.path, body: warm, src: r.src, requestId: r.requestId, contextTokens: r.contextTokens, sourceBacklog: r.sourceBacklog, moveKv: true, signal: r.signal
   });

@@ -6,6 +6,7 @@ import type { BodyCacheStats } from './body-cache.js';
 import type { TransferMode } from './cost.js';
 import type { PlannerStats } from './proactive-planner.js';
 import type { KvTransferSettings } from './transfers-for.js';
+import type { EnginePriorityKind } from '../core/engine-priority.js';
 
 /** A backend the thread may reach: its pod row, id, URL and the models it serves. */
 export interface MigrationBackend {
@@ -14,6 +15,8 @@ export interface MigrationBackend {
   url: string;
   /** The engine's own API key (config), sent as Authorization; absent: none. */
   apiKey?: string | null;
+  /** Whether its engine orders by request priority (the backend's `priority`): legs go at the most urgent value. */
+  priority?: EnginePriorityKind | null;
   models: string[];
 }
 

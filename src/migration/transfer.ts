@@ -4,7 +4,7 @@
 // without the prefill's KV). Shared by the gateway's request path and the migration thread.
 import type { KvTransferConnector, LegSignal, TransferPeer } from './connector.js';
 import { passThrough } from './connector.js';
-import { TransferCosts, type TransferChoice, type TransferMode } from './cost.js';
+import { TransferCosts, type SourceBacklog, type TransferChoice, type TransferMode } from './cost.js';
 import { NixlConnector } from './nixl-connector.js';
 
 export interface TransferRequest {
@@ -16,8 +16,8 @@ export interface TransferRequest {
   requestId: string;
   /** Tokens of context the target needs (the prompt): what the cost estimate weighs. */
   contextTokens: number;
-  /** The source's pending prefill (tokens) when the transfer starts: an export leg waits behind it. */
-  sourceBacklog?: number;
+  /** The source's pending prefill (tokens) when the transfer starts, or what its scheduler puts ahead of the leg. */
+  sourceBacklog?: number | SourceBacklog;
   /** Only a connector that moves KV (nixl, shared-store): a proactive move is not worth a recompute. */
   moveKv?: boolean;
   signal: LegSignal;

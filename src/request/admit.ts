@@ -26,6 +26,7 @@ export async function admit (ctx: RequestContext): Promise<Placement | null> {
     throw err instanceof NoCandidateError ? noBackend(ctx, err.filter) : err;
   }
   if (first === null) return null;
+  ctx.rank = first.rank ?? ctx.rank;
   let placement = first;
   // Another replica bound the session first: follow it (the admitted placement is undone, not sent).
   if (shared !== null) {

@@ -8,6 +8,7 @@ import type { SharedTurn } from '../store/shared-sessions.js';
 import type { Usage } from '../upstream/stream-observer.js';
 import type { Pipeline } from './pipeline.js';
 import type { RequestLimits } from './client-gate.js';
+import { NEUTRAL_RANK, type AdmissionRank } from '../core/engine-priority.js';
 
 /** Where a phase learns that the client (or the proxy's stream) went away, and hears of it while it waits. */
 export interface Abortable {
@@ -26,6 +27,10 @@ export type RequestStart = Pick<RequestContext, 'id' | 'endpoint' | 'via' | 'sta
   readonly exclude?: Set<number>;
   /** Its client's rate limits, when one applies (the client gate's answer at the door). */
   readonly limits?: RequestLimits | null;
+  /** Its API key may set the engine's `priority` itself (config enginePriorityKeys). */
+  readonly ownEnginePriority?: boolean;
+  /** It is a KV leg (a /v1/context prefill): a priority engine runs it first. */
+  readonly kvLeg?: boolean;
 };
 
 /** How a request ended, as its client saw it. */
@@ -72,6 +77,12 @@ export class RequestContext {
   readonly exclude: Set<number>;
   /** Whether the transport restricted the candidates before any attempt (ext_proc's subset). */
   readonly restricted: boolean;
+  /** Its API key may set the engine's `priority` itself; else any it sends is dropped (request-body.ts). */
+  readonly ownEnginePriority: boolean;
+  /** A KV leg (a /v1/context prefill): it goes at the most urgent engine priority. */
+  readonly kvLeg: boolean;
+  /** Where admission ranked it: its engine priority on every attempt (a retry keeps its first rank). */
+  rank: AdmissionRank = NEUTRAL_RANK;
   features: Features | null = null;
   input: RoutingInput | null = null;
   /** The body engines get: the client's, less what EAR strips (client kv_transfer_params). */
@@ -109,5 +120,7 @@ export class RequestContext {
     this.limits = s.limits ?? null;
     this.exclude = s.exclude ?? new Set();
     this.restricted = this.exclude.size > 0;
+    this.ownEnginePriority = s.ownEnginePriority === true;
+    this.kvLeg = s.kvLeg === true;
   }
 }

@@ -3,12 +3,14 @@
 import { EarError } from './errors.js';
 import { channels } from './channels.js';
 import type { RequestContext } from './context.js';
+import { checkOwnPriority } from './engine-priority.js';
 
 export async function features (ctx: RequestContext): Promise<void> {
   const p = ctx.pipeline;
   const f0 = p.now();
   const f = await p.features(ctx.endpoint, ctx.body, ctx.sessionId);
   ctx.features = f;
+  checkOwnPriority(ctx);
   if (channels.features.hasSubscribers) channels.features.publish({ ctx, seconds: (p.now() - f0) / 1000 });
   // Unknown to every backend that has listed its models: the client's mistake. With no list at all (nothing
   // probed up yet) it is the fleet's state, answered as no backend (503).

@@ -12,6 +12,8 @@ import { post } from '../upstream/buffered-post.js';
 import type { Placement, RoutingInput, Placements } from '../fleet/routing-port.js';
 import type { LegSignal, TransferPeer } from '../migration/connector.js';
 import { KvTransfers } from '../migration/transfer.js';
+import type { SourceBacklog } from '../migration/cost.js';
+import { legPriority } from '../migration/leg-priority.js';
 import { registerTotal } from '../telemetry/metrics.js';
 import { kvTransferMetrics } from './kv-transfer-metrics.js';
 import type { TraceHeaders } from '../upstream/traceparent.js';
@@ -38,7 +40,7 @@ export interface TransferStepResult {
 
 /** `trace`: the trace context the source's legs carry (the transfer's span), if any. */
 export function peerOf (b: Backend, trace?: TraceHeaders): TransferPeer {
-  return { id: b.id, host: new URL(b.config.url).hostname, post: (path, body, rid, signal) => post(b.pool, path, body, rid, signal, trace) };
+  return { id: b.id, host: new URL(b.config.url).hostname, priority: b.config.priority, post: (path, body, rid, signal) => post(b.pool, path, body, rid, signal, trace) };
 }
 
 export class KvTransferStep {
@@ -77,9 +79,13 @@ export class KvTransferStep {
     src.inFlight++;
     let t;
     try {
-      t = await this.#transfers.transfer({
-        path, body, src: peerOf(src, trace), requestId: rid, contextTokens: input.promptTokens, sourceBacklog: this.#state.pendingPrefill?.(src) ?? 0, signal
-      });
+      const peer = peerOf(src, trace);
+      // A priority source takes the leg ahead of its waiting queue (cost.ts): the estimate counts what runs.
+      const sourceBacklog: SourceBacklog = {
+        pending: this.#state.pendingPrefill?.(src) ?? 0, running: src.engineLoad?.running ?? 0, waiting: src.engineLoad?.waiting ?? 0,
+        priority: legPriority(peer, path) !== null
+      };
+      t = await this.#transfers.transfer({ path, body, src: peer, requestId: rid, contextTokens: input.promptTokens, sourceBacklog, signal });
     } finally {
       this.#leave(src);
     }

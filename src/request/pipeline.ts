@@ -13,6 +13,8 @@ import { EarError } from './errors.js';
 import { isUpstreamTimeout } from '../upstream/errors.js';
 import { clientTraceHeaders, type TraceHeaders } from '../upstream/traceparent.js';
 import { admit, noBackend } from './admit.js';
+import { enginePriorityFor } from './engine-priority.js';
+import { withPriorityField } from '../features/priority-field.js';
 import { channels, type SendMessage } from './channels.js';
 import type { RequestContext } from './context.js';
 import { features } from './features.js';
@@ -134,7 +136,7 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
     try {
       r = await transport.send(ctx, {
         backend: b,
-        body: step.body,
+        body: withPriorityField(step.body, enginePriorityFor(ctx, b)),
         attempt: n,
         endpoints: send.endpoints,
         final: n === p.maxAttempts - 1 || !hasOther(ctx, b.index),

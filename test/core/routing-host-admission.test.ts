@@ -43,10 +43,11 @@ test('off: every request is placed at once, whatever the pods hold', () => {
 });
 
 test('no capacity signal: the scheduler passes through', () => {
-  const { host } = setup('atlas');
+  // fcfs: the gateway's order is the engine's, so an engine queue holds nothing here (atlas: engine-queue-hold.test.ts).
+  const { host } = setup('fcfs');
   for (let i = 0; i < 5; i++) assert.ok('pod' in host.admission.submit(req(`s${i}`), new Recorder('x', []), i));
   host.engineLoad(0, { running: 2, waiting: 3, kvUsage: 0.5 }, 10);
-  assert.ok('pod' in host.admission.submit(req('after-report'), new Recorder('x', []), 11), 'an engine queue alone limits nothing unless learnLimit');
+  assert.ok('pod' in host.admission.submit(req('after-report'), new Recorder('x', []), 11), 'under fcfs an engine queue alone limits nothing unless learnLimit');
   assert.equal(host.admission.admissionStats(10).waiting, 0);
 });
 

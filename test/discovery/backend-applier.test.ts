@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { BackendApplier } from '../../src/discovery/backend-applier.js';
 import type { BackendConfig } from '../../src/config/index.js';
 
-const list = (...ids: string[]): BackendConfig[] => ids.map((id) => ({ id, url: `http://${id}:1`, kvEvents: null, replay: null, kvTopic: '', role: 'both', kvCapacityBlocks: null, maxConcurrent: null, apiKey: null }));
+const list = (...ids: string[]): BackendConfig[] => ids.map((id) => ({ id, url: `http://${id}:1`, kvEvents: null, replay: null, kvTopic: '', role: 'both', kvCapacityBlocks: null, maxConcurrent: null, apiKey: null, priority: null }));
 const quiet = { warn () {} };
 
 test('a burst of lists while a reload runs costs one more reload, with the latest list', async () => {

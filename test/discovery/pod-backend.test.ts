@@ -14,8 +14,21 @@ test('a Running, Ready pod with an IP is a backend on the configured port, role 
   const v = podVerdict(pod('vllm-0', '10.0.0.7', { app: 'vllm' }), OPTS);
   assert.deepEqual(v.backend, {
     id: 'vllm-0', url: 'http://10.0.0.7:8000', kvEvents: null, replay: null, kvTopic: '', role: 'both',
-    kvCapacityBlocks: null, maxConcurrent: null, apiKey: null
+    kvCapacityBlocks: null, maxConcurrent: null, apiKey: null, priority: null
   });
+});
+
+test('the engine-priority label says a pod engine orders by priority, and in which polarity; a typo skips the pod', () => {
+  const label = DISCOVERY_DEFAULTS.priorityLabel;
+  assert.equal(label, 'ear.dev/engine-priority');
+  for (const kind of ['vllm', 'sglang', 'sglang-low-first'] as const) {
+    assert.equal(podVerdict(pod('a', '10.0.0.1', { [label]: kind }), OPTS).backend?.priority, kind);
+  }
+  assert.equal(podVerdict(pod('a', '10.0.0.1', { [label]: 'off' }), OPTS).backend?.priority, null);
+  assert.equal(podVerdict(pod('a', '10.0.0.1', { [label]: 'vLLM' }), OPTS).skip, 'bad-priority');
+  const own = podVerdict(pod('a', '10.0.0.1', { 'my/prio': 'vllm' }), { ...OPTS, priorityLabel: 'my/prio' });
+  assert.equal(own.backend?.priority, 'vllm');
+  assert.throws(() => buildConfig({ discovery: { kind: 'k8s', priorityLabel: 'bad label' } }), /priorityLabel/);
 });
 
 test('pods that do not serve say why: not ready, not running, no IP, terminating, a bad role or name', () => {

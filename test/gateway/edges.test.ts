@@ -13,7 +13,7 @@ test('backend flags parse into validated, frozen backends; flags override the fi
     port: '8081'
   });
   assert.equal(cfg.port, 8081);
-  assert.deepEqual(cfg.backends[0], { id: 'a', url: 'http://127.0.0.1:8001', kvEvents: 'tcp://127.0.0.1:5557', replay: 'tcp://127.0.0.1:5558', kvTopic: '', role: 'prefill', kvCapacityBlocks: null, maxConcurrent: null, apiKey: null });
+  assert.deepEqual(cfg.backends[0], { id: 'a', url: 'http://127.0.0.1:8001', kvEvents: 'tcp://127.0.0.1:5557', replay: 'tcp://127.0.0.1:5558', kvTopic: '', role: 'prefill', kvCapacityBlocks: null, maxConcurrent: null, apiKey: null, priority: null });
   assert.equal(cfg.backends[1].id, 'backend-1');
   assert.equal(cfg.backends[1].role, 'both');
   assert.ok(Object.isFrozen(cfg) && Object.isFrozen(cfg.backends[0]));
@@ -40,8 +40,14 @@ test('every config mistake names the field and the rule', () => {
     [{ userWindow: { buckets: 0 } }, {}, /config userWindow\.buckets: must be an integer in \[1, 1024\]/],
     [{ userWindow: { outputWeight: -2 } }, {}, /config userWindow\.outputWeight: must be a number in \[0, 1000\]/],
     [{ userWindow: { window: 5 } }, {}, /config userWindow\.window: unknown field/],
-    [{ userWindow: 5 }, {}, /config userWindow: must be a mapping/]
+    [{ userWindow: 5 }, {}, /config userWindow: must be a mapping/],
+    [{}, { backend: ['http://x,priority=fifo'] }, /backends\[0\]\.priority: must be one of vllm, sglang, sglang-low-first or off, got "fifo"/],
+    [{ enginePriorityKeys: 'k' }, {}, /config enginePriorityKeys: must be a list of API keys/],
+    [{ enginePriorityKeys: [''] }, {}, /enginePriorityKeys\[0\]: must be a non-empty string/]
   ];
+  assert.equal(buildConfig({}, { backend: ['http://x,priority=sglang-low-first'] }).backends[0].priority, 'sglang-low-first');
+  assert.equal(buildConfig({ backends: [{ url: 'http://x', priority: 'vllm' }] }).backends[0].priority, 'vllm');
+  assert.equal(buildConfig({}, { backend: ['http://x,priority=off'] }).backends[0].priority, null);
   assert.deepEqual(buildConfig({ userWindow: { windowMs: 60_000, outputWeight: 3 } }).userWindow, { windowMs: 60_000, buckets: 5, inputWeight: 1, outputWeight: 3, maxUsers: 65_536 });
   const remote = buildConfig({ tokenizer: 'remote:http://10.0.0.5:8000', remoteTokenizer: { retries: 3 } });
   assert.deepEqual(remote.remoteTokenizer, { timeoutMs: 1000, retries: 3, breakerFailures: 5, breakerCooldownMs: 10_000 });

@@ -17,11 +17,12 @@ test('proactiveIntervalMs and proactiveBodyCacheBytes: defaults, flags, bounds',
   }
 });
 
-test('the migration thread is told the backends that are not leaving, with their models and engine keys', () => {
+test('the migration thread is told the backends that are not leaving, with their models, engine keys and priority', () => {
   const b = (index: number, id: string, over: Record<string, unknown> = {}) => ({ index, id, gone: false, draining: false, models: new Set(['m2', 'm1']), config: { url: `http://h${index}:8000` }, ...over });
-  const list = [b(0, 'e0'), b(1, 'e1', { draining: true }), b(2, 'e2', { gone: true }), b(3, 'e3', { config: { url: 'http://h3:8000', apiKey: 'k3' } })];
+  const list = [b(0, 'e0'), b(1, 'e1', { draining: true }), b(2, 'e2', { gone: true }), b(3, 'e3', { config: { url: 'http://h3:8000', apiKey: 'k3' } }), b(4, 'e4', { config: { url: 'http://h4:8000', priority: 'vllm' } })];
   assert.deepEqual(migrationBackends(list as never), [
     { index: 0, id: 'e0', url: 'http://h0:8000', models: ['m1', 'm2'] },
-    { index: 3, id: 'e3', url: 'http://h3:8000', apiKey: 'k3', models: ['m1', 'm2'] }
+    { index: 3, id: 'e3', url: 'http://h3:8000', apiKey: 'k3', models: ['m1', 'm2'] },
+    { index: 4, id: 'e4', url: 'http://h4:8000', priority: 'vllm', models: ['m1', 'm2'] }
   ]);
 });

@@ -89,7 +89,8 @@ test('planner: idle sessions on a hot host move to the cool pod; a cold host kee
   assert.deepEqual(pl.plan(10_000), [], 'no host is hot');
   host.load.addPendingPrefill(rows[0], 5000);
   const moves = pl.plan(10_000);
-  assert.deepEqual(moves, [{ sessionKey: s, from: rows[0], to: rows[1], contextTokens: 300, lastActivity: 0, sourceBacklog: host.load.pendingPrefill(rows[0]) }]);
+  assert.deepEqual(moves, [{ sessionKey: s, from: rows[0], to: rows[1], contextTokens: 300, lastActivity: 0, sourceBacklog: host.load.pendingPrefill(rows[0]),
+    sourceRunning: host.load.running(rows[0]), sourceWaiting: host.load.waiting(rows[0]) }]);
   assert.equal(pl.stats().inFlight, 1);
   pl.end(moves[0]);
   assert.equal(pl.stats().inFlight, 0);

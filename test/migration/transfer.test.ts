@@ -4,7 +4,8 @@
 // picks nixl for long contexts and recompute for short ones, and an override forces a mode.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { TransferCosts, parseTransferMode } from '../../src/migration/cost.js';
+import { TransferCosts, backlogAhead, parseTransferMode } from '../../src/migration/cost.js';
+import { prewarmBody } from '../../src/migration/proactive-transfer.js';
 import { exportBody, EXPORT_PARAMS } from '../../src/migration/nixl-connector.js';
 import { KvTransfers } from '../../src/migration/transfer.js';
 import type { PeerAnswer, TransferPeer } from '../../src/migration/connector.js';
@@ -120,4 +121,39 @@ test('the estimates are the simulator\'s figures for the same profile, the offlo
   assert.equal(c.estimate('recompute', 1000), prefillTime(p, 1000));
   // nixl: the first guess of the export leg (two steps) and the source's backlog, then the transfer.
   assert.ok(Math.abs(c.estimate('nixl', 1000, 300) - (2 * p.step.stepOverhead + prefillTime(p, 300) + transferTime(p, 1000))) < 1e-12);
+});
+
+test('a priority source: the leg counts only the running share of the source\'s pending prefill (issue 23 item 6)', () => {
+  assert.equal(backlogAhead(80_000), 80_000, 'a number is an FCFS source\'s whole pending prefill');
+  assert.equal(backlogAhead({ pending: 80_000, running: 2, waiting: 6, priority: false }), 80_000);
+  assert.equal(backlogAhead({ pending: 80_000, running: 2, waiting: 6, priority: true }), 20_000);
+  assert.equal(backlogAhead({ pending: 80_000, running: 2, waiting: 0, priority: true }), 80_000, 'nothing waiting: all of it runs');
+  const c = new TransferCosts(model, ['nixl', 'recompute']);
+  const fcfs = c.estimate('nixl', 33600, { pending: 400_000, running: 4, waiting: 12, priority: false });
+  const prio = c.estimate('nixl', 33600, { pending: 400_000, running: 4, waiting: 12, priority: true });
+  assert.equal(fcfs, c.estimate('nixl', 33600, 400_000));
+  assert.ok(Math.abs(prio - c.estimate('nixl', 33600, 100_000)) < 1e-9);
+  // Behind a hot FCFS queue recompute wins; on a priority engine the same source's leg is worth taking.
+  assert.equal(c.choose(33600, { pending: 400_000, running: 1, waiting: 15, priority: false }).mode, 'recompute');
+  assert.equal(c.choose(33600, { pending: 400_000, running: 1, waiting: 15, priority: true }).mode, 'nixl');
+});
+
+test('legs carry the most urgent priority to a priority engine, none to another; a body\'s own is never kept', () => {
+  const client = { model: 'm', messages: [{ role: 'user', content: 'x' }], priority: 5 };
+  assert.equal('priority' in exportBody(client), false);
+  assert.equal(exportBody(client, -65).priority, -65);
+  assert.equal('priority' in prewarmBody(client), false);
+  assert.equal(prewarmBody(client, 65).priority, 65);
+});
+
+test('the nixl export leg is sent at its source\'s urgent value, where the API takes one', async () => {
+  const answer: PeerAnswer = { status: 200, contentType: 'application/json', body: Buffer.from(JSON.stringify({ kv_transfer_params: { remote_host: '10.0.0.2' } })) };
+  const body = Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x' }] }));
+  const t = new KvTransfers(new TransferCosts(model, ['nixl'], 'nixl'));
+  for (const [priority, path, want] of [['vllm', '/v1/chat/completions', -65], ['sglang', '/v1/completions', 65], [null, '/v1/chat/completions', undefined], ['vllm', '/v1/messages', undefined]] as const) {
+    const src = { ...peer(answer), priority };
+    const out = await t.transfer({ path, body, src, requestId: 'r', contextTokens: 33600, signal });
+    assert.equal(out.ok, true);
+    assert.equal(src.sent[0].priority, want, `${priority} ${path}`);
+  }
 });

@@ -14,6 +14,7 @@ import type { TransferCosts, TransferMode } from '../../migration/cost.js';
 import { ProactivePlanner, type PlannedMove } from '../../migration/proactive-planner.js';
 import type { MetricsCollector } from '../metrics/index.js';
 import type { LabRouting } from './lab-routing.js';
+import { priorityToSend, type EnginePriorityKind } from '../../core/engine-priority.js';
 
 interface LastPrompt { sessionId: string; tokens: Uint32Array; digests: BlockDigest[] }
 
@@ -27,6 +28,8 @@ export interface DesProactiveOptions {
   metrics: MetricsCollector;
   /** Planning interval (virtual ms): the gateway's proactiveIntervalMs. */
   intervalMs: number;
+  /** Whether the engines order by priority (as a backend's `priority` says): legs go at the most urgent value. */
+  enginePriority: EnginePriorityKind | null;
 }
 
 export class DesProactive {
@@ -66,7 +69,7 @@ export class DesProactive {
     if (last === undefined) return this.#planner.end(m); // no body: the thread skips it too
     const { tokens, digests } = last;
     // As the gateway's thread: only a connector that moves KV (proactive-transfer.ts says why not recompute).
-    const choice = o.transfers.choose(tokens.length, m.sourceBacklog, false);
+    const choice = o.transfers.choose(tokens.length, { pending: m.sourceBacklog, running: m.sourceRunning, waiting: m.sourceWaiting, priority: o.enginePriority !== null }, false);
     if (choice.mode === 'recompute') return this.#planner.end(m);
     const id = `proactive-${this.#seq++}`;
     const done = (mode: TransferMode, ok: boolean, at: number, bytes: number): void => {
@@ -75,9 +78,11 @@ export class DesProactive {
       o.metrics.migration({ at, sessionId: last.sessionId, from, to, tokens: moved ? tokens.length : 0, bytes: moved ? bytes : 0, transferTime: at - t, mode, ok: moved });
     };
     if (choice.mode === 'shared-store') return done('shared-store', true, t, o.transfers.bytes(tokens.length));
+    // Both legs at the most urgent value, as the thread sends them (proactive-transfer.ts, leg-priority.ts).
+    const priority = priorityToSend(o.enginePriority, true, 'urgent') ?? undefined;
     const request = (suffix: string, extra: object) => ({
       id: `${id}${suffix}`, promptTokenIds: tokens, maxTokens: 1, minTokens: 0, ignoreEos: true, stopTokenIds: [],
-      loraName: null, cacheSalt: null, seed: 0, arrivalTime: t, blockHashes: digests, ...extra
+      loraName: null, cacheSalt: null, seed: 0, arrivalTime: t, blockHashes: digests, priority, ...extra
     });
     exportLeg(o.des, o.profile, from, request('#export', {}), t, {
       held: (xt, kvImport) => {

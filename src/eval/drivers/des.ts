@@ -25,6 +25,7 @@ import { isolatedServiceTime, isolatedTtft } from './isolated.js';
 import { OffloadStore } from '../../sim/offload-store.js';
 import { DesProactive } from './des-proactive.js';
 import { readEarProactiveKnobs } from '../../core/policies/ear.js';
+import { priorityToSend, type EnginePriorityKind } from '../../core/engine-priority.js';
 
 export interface DesRunOptions {
   workload: Workload;
@@ -40,6 +41,12 @@ export interface DesRunOptions {
   /** The engines' vLLM scheduler flags (--scheduling-policy, --long-prefill-token-threshold); vLLM's defaults if not given. */
   schedulingPolicy?: SchedulingPolicy;
   longPrefillTokenThreshold?: number;
+  /**
+   * Whether the lab's gateway tells priority engines its order (a backend's `priority=vllm`), as the gateway
+   * does: default true, and it matters only with schedulingPolicy priority. False: it sends none, as a stock
+   * router does (baselines).
+   */
+  sendEnginePriority?: boolean;
   /** Virtual seconds after which the run stops (requests still open are counted incomplete). */
   until?: number;
   ttftSlo?: number;
@@ -126,9 +133,13 @@ export function runDes (o: DesRunOptions): DesRunResult {
   const root = keyHasher.rootSeed(MODEL);
   const scrapeEvery = (o.scrapeIntervalMs ?? METRICS_INTERVAL_MS) / 1000;
   const transfers = new TransferCosts(profile, kvConnectors, o.kvConnector ?? null);
+  // The engines are vLLM's: under --scheduling-policy priority each is a backend with priority=vllm.
+  const enginePriority: EnginePriorityKind | null = o.schedulingPolicy === 'priority' && o.sendEnginePriority !== false ? 'vllm' : null;
+  // The lab's requests are chat completions (their API takes `priority`), as the gateway's mapping is told.
+  const urgent = priorityToSend(enginePriority, true, 'urgent') ?? undefined;
   const metrics = new MetricsCollector({ engines: o.engines, blockSize: w.blockSize, ttftSlo: o.ttftSlo, tCool: o.tCool, tHot: o.tHot });
   const proactive = o.policy === 'ear-proactive'
-    ? new DesProactive({ des, lab, transfers, profile: resolved, knobs: readEarProactiveKnobs(o.policyConfig ?? {}), model: MODEL, metrics, intervalMs: PROACTIVE_INTERVAL_MS })
+    ? new DesProactive({ des, lab, transfers, profile: resolved, knobs: readEarProactiveKnobs(o.policyConfig ?? {}), model: MODEL, metrics, intervalMs: PROACTIVE_INTERVAL_MS, enginePriority })
     : null;
 
   // Per session: its prompt builder and the engine-side block digests of its last prompt (reused when a turn
@@ -177,7 +188,9 @@ export function runDes (o: DesRunOptions): DesRunResult {
       where.set(id, `engine ${routed.pod} since ${t.toFixed(1)} s${kvImport === null ? '' : ' (KV import)'}`);
       des.submit(routed.pod, {
         id, promptTokenIds: tokens, maxTokens: d.outputTokens, minTokens: 0, ignoreEos: true, stopTokenIds: [],
-        loraName: null, cacheSalt: null, seed, arrivalTime: t, blockHashes: dg, kvImport
+        loraName: null, cacheSalt: null, seed, arrivalTime: t, blockHashes: dg, kvImport,
+        // As the gateway's pipeline writes it (src/request/engine-priority.ts): where admission ranked it.
+        priority: priorityToSend(enginePriority, true, routed.rank) ?? undefined
       }, t, {
         onFirstToken: (ft) => {
           arrived?.(ft);
@@ -210,7 +223,8 @@ export function runDes (o: DesRunOptions): DesRunResult {
       const from = routed.transferFrom;
       if (from === null || from === routed.pod) return run(routed, t, null, null);
       const migrating = routed.migrateFrom !== null;
-      const backlog = lab.host.load.pendingPrefill(from);
+      // As kv-transfer-step.ts: a priority source runs the leg ahead of its waiting queue (cost.ts).
+      const backlog = { pending: lab.host.load.pendingPrefill(from), running: lab.host.load.running(from), waiting: lab.host.load.waiting(from), priority: enginePriority !== null };
       const choice = transfers.choose(tokens.length, backlog);
       const moved = (mode: TransferMode, ok: boolean, at: number, transferTime: number, bytes: number): void => {
         // At the decision's time, the one the session table keeps as its last migration (thrash is judged on it).
@@ -233,7 +247,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
       };
       exportLeg(des, resolved, from, {
         id: `${id}#export`, promptTokenIds: tokens, minTokens: 0, ignoreEos: true, stopTokenIds: [],
-        loraName: null, cacheSalt: null, seed, arrivalTime: t, blockHashes: dg
+        loraName: null, cacheSalt: null, seed, arrivalTime: t, blockHashes: dg, priority: urgent
       }, t, {
         held: (xt, kvImport, pull) => {
           transfers.observeExport(xt - t, backlog);

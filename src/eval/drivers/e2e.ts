@@ -37,6 +37,8 @@ export interface E2eRunOptions {
   /** The engines' vLLM scheduler flags (--scheduling-policy, --long-prefill-token-threshold); vLLM's defaults if not given. */
   schedulingPolicy?: SchedulingPolicy;
   longPrefillTokenThreshold?: number;
+  /** The gateway tells priority engines its order (their backends get priority=vllm); false: it sends none. Default true. */
+  sendEnginePriority?: boolean;
   seed: number;
   /** Wall seconds per workload second (engines and think times alike). */
   timeScale: number;
@@ -155,7 +157,8 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
         kvEventsConfig: o.kvEvents === 'precise' ? parseKvEventsConfig({ enable_kv_cache_events: true, endpoint: 'tcp://127.0.0.1:*', replay_endpoint: 'tcp://127.0.0.1:*' }) : null
       }));
     }
-    const cap = o.maxConcurrent ? `,max-concurrent=${o.maxConcurrent}` : '';
+    const cap = (o.maxConcurrent ? `,max-concurrent=${o.maxConcurrent}` : '') +
+      (o.schedulingPolicy === 'priority' && o.sendEnginePriority !== false ? ',priority=vllm' : '');
     const specs = sims.map((s) => (o.kvEvents === 'precise' ? `${s.url},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}` : s.url) + cap);
     configDir = mkdtempSync(join(tmpdir(), 'ear-e2e-'));
     const configFile = join(configDir, 'gateway.yaml');
