@@ -1,5 +1,6 @@
 // The HTTP side of explicit contexts: POST /v1/context, GET and DELETE /v1/context/:id (uWS handlers). The
 // registry is contexts.ts, the prefill context-prefill.ts. server.ts mounts these with one call.
+import { clientCredential } from '../request/credentials.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { Backend } from '../fleet/backends.js';
 import type { GatewayConfig } from '../config/index.js';
@@ -45,7 +46,7 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
 
   app.post(CONTEXT_PATH, (res: HttpResponse, req: HttpRequest) => {
     const t0 = deps.now();
-    const auth = req.getHeader('authorization');
+    const auth = clientCredential(req.getHeader('authorization'), req.getHeader('x-api-key'));
     const traceparent = req.getHeader('traceparent');
     const tracestate = traceparent === '' ? '' : req.getHeader('tracestate');
     const declaredLength = req.getHeader('content-length');
@@ -96,7 +97,7 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
   });
 
   const byId = (handler: (rs: ResponseState, id: string) => Promise<void>) => (res: HttpResponse, req: HttpRequest) => {
-    const auth = req.getHeader('authorization');
+    const auth = clientCredential(req.getHeader('authorization'), req.getHeader('x-api-key'));
     const rid = requestId(req.getHeader('x-request-id'));
     const param = req.getParameter(0) ?? '';
     const rs = new ResponseState(res);

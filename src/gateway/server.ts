@@ -220,7 +220,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
 
   app.get('/v1/models', (res, req) => {
     const rs = new ResponseState(res);
-    const client = admitted(rs, gate.admit('/v1/models', req.getHeader('authorization'), () => remoteAddressOf(res)));
+    const client = admitted(rs, gate.admit('/v1/models', clientCredential(req.getHeader('authorization'), req.getHeader('x-api-key')), () => remoteAddressOf(res)));
     if (client instanceof EarError) return rs.fail(client);
     const ids = new Set<string>();
     for (const b of backends) if (b.health === 'healthy' && !b.draining) for (const m of b.models) ids.add(m);

@@ -207,7 +207,7 @@ describe('security of a running gateway', () => {
     assert.equal(alive.status, 200);
   });
 
-  test('client API keys: every /v1 route needs a configured key (Bearer, exact); a malformed context id no longer kills the gateway', async () => {
+  test('client API keys: every /v1 route needs a configured key (Bearer or x-api-key, exact); a malformed context id no longer kills the gateway', async () => {
     const routes: Array<[string, (auth: string[]) => string]> = [
       ['chat', (h) => post('/v1/chat/completions', chatBody(), h)],
       ['completions', (h) => post('/v1/completions', JSON.stringify({ model: 'm', prompt: 'hi', max_tokens: 1 }), h)],
@@ -216,13 +216,16 @@ describe('security of a running gateway', () => {
       ['models', (h) => get('/v1/models', h)]
     ];
     for (const [name, req] of routes) {
-      for (const auth of [[], [`authorization: Bearer ${OPEN_KEY.slice(0, -1)}`], [`authorization: Bearer ${OPEN_KEY}x`], [`authorization: ${OPEN_KEY}`], [`authorization: Bearer ${ADMIN}`], [`x-api-key: ${OPEN_KEY}`]]) {
+      for (const auth of [[], [`authorization: Bearer ${OPEN_KEY.slice(0, -1)}`], [`authorization: Bearer ${OPEN_KEY}x`], [`authorization: ${OPEN_KEY}`], [`authorization: Bearer ${ADMIN}`], [`x-api-key: ${OPEN_KEY}x`], [`x-api-key: Bearer ${OPEN_KEY}`]]) {
         const a = await raw(port, req(auth));
         assert.equal(a.status, 401, `${name} ${auth.join()}: ${a.body}`);
         assert.equal(errorCode(a), 'EAR_ERR_UNAUTHORIZED');
       }
-      const a = await raw(port, req([`authorization: Bearer ${OPEN_KEY}`]));
-      assert.ok(a.status === 200 || (name === 'context get' && a.status === 404), `${name} with the key: ${a.status} ${a.body}`);
+      // Anthropic's clients (Claude Code) send the key as x-api-key: accepted as the bearer token is.
+      for (const auth of [`authorization: Bearer ${OPEN_KEY}`, `x-api-key: ${OPEN_KEY}`]) {
+        const a = await raw(port, req([auth]));
+        assert.ok(a.status === 200 || (name === 'context get' && a.status === 404), `${name} with the key (${auth.split(':')[0]}): ${a.status} ${a.body}`);
+      }
     }
     // Before: decodeURIComponent threw inside the uWS handler, before the key was checked, and the process died.
     for (const auth of [[], [`authorization: Bearer ${OPEN_KEY}`]]) {
