@@ -11,11 +11,12 @@ const region = createAndAttach({ prefixIndexKeys: 1 << 16, scratchSlots: 4, scra
 const area = region.claimScratch();
 const keysPtr = area.ptr + 4096;
 
-function freshIndex (capacity: number): PrefixIndexWriter {
+/** `pods`: the pod rows the index is laid out for (the region's own 256 unless a test asks for more groups). */
+function freshIndex (capacity: number, pods = 256): PrefixIndexWriter {
   const base = region.base('TABLE_PREFIX_INDEX');
-  const bytes = region.fn<(c: number) => number>('ixBytes')(capacity) >>> 0;
+  const bytes = region.fn<(c: number, pods: number) => number>('ixBytes')(capacity, pods) >>> 0;
   region.u8.fill(0, base, base + bytes);
-  region.fn<(b: number, c: number) => void>('ixInit')(base, capacity);
+  region.fn<(b: number, c: number, pods: number) => void>('ixInit')(base, capacity, pods);
   return new PrefixIndexWriter(region, { ptr: area.ptr, bytes: 4096 });
 }
 
