@@ -480,60 +480,75 @@ export function ixClearPod (base: usize, pod: u32, kindMask: u32): i32 {
  * one each. Returns how many keys it changed (a key counts once however many of the pods it loses).
  */
 export function ixClearPods (base: usize, podsPtr: usize, kindMask: u32): i32 {
-  const words = load<u32>(base + IX_H_GROUPS) << 2;
+  const groups = load<u32>(base + IX_H_GROUPS);
+  const words = groups << 2;
   let any: u64 = 0;
   for (let w: u32 = 0; w < words; w++) any |= load<u64>(podsPtr + (<usize>w << 3));
   kindMask &= IX_MASK_ALL;
   if (any == 0 || kindMask == 0) return 0;
   const slots = load<u32>(base + IX_H_SLOTS);
+  // One group (up to 256 rows): its four words stay in registers for the whole sweep.
+  const one = groups == 1;
+  const o0 = load<u64>(podsPtr);
+  const o1 = load<u64>(podsPtr, 8);
+  const o2 = load<u64>(podsPtr, 16);
+  const o3 = load<u64>(podsPtr, 24);
   let changed: i32 = 0;
   let i: u32 = 0;
   while (i < slots) {
     const e = slotAt(base, i);
     if (load<u64>(e) != 0) {
-      // The entry's group's words of the bitset (L1: the bitset is at most 2 KiB).
-      const mp = podsPtr + (<usize>load<u32>(e + IX_E_GROUP) << 5);
-      const m0 = load<u64>(mp);
-      const m1 = load<u64>(mp, 8);
-      const m2 = load<u64>(mp, 16);
-      const m3 = load<u64>(mp, 24);
-      let hit: u64 = 0;
-      for (let k: u32 = 0; k < IX_KINDS; k++) {
-        if ((kindMask & (1 << k)) == 0) continue;
-        const p = e + IX_E_BITS + k * IX_KIND_BYTES;
-        hit |= (load<u64>(p) & m0) | (load<u64>(p, 8) & m1) | (load<u64>(p, 16) & m2) | (load<u64>(p, 24) & m3);
+      let r: i32;
+      if (one) r = clearBits(base, i, e, kindMask, o0, o1, o2, o3);
+      else {
+        // The entry's group's words of the bitset (L1: the bitset is at most 2 KiB).
+        const mp = podsPtr + (<usize>load<u32>(e + IX_E_GROUP) << 5);
+        r = clearBits(base, i, e, kindMask, load<u64>(mp), load<u64>(mp, 8), load<u64>(mp, 16), load<u64>(mp, 24));
       }
-      if (hit != 0) {
-        const s = beginWrite(e);
-        for (let k: u32 = 0; k < IX_KINDS; k++) {
-          if ((kindMask & (1 << k)) == 0) continue;
-          const p = e + IX_E_BITS + k * IX_KIND_BYTES;
-          // Only the words that change: most of an entry's words are 0, and a store dirties the line.
-          let v = load<u64>(p);
-          if ((v & m0) != 0) atomic.store<u64>(p, v & ~m0);
-          v = load<u64>(p, 8);
-          if ((v & m1) != 0) atomic.store<u64>(p + 8, v & ~m1);
-          v = load<u64>(p, 16);
-          if ((v & m2) != 0) atomic.store<u64>(p + 16, v & ~m2);
-          v = load<u64>(p, 24);
-          if ((v & m3) != 0) atomic.store<u64>(p + 24, v & ~m3);
-        }
-        endWrite(e, s);
-        changed++;
-        if (!anyPresence(e)) {
-          deleteAt(base, i);
-          bump64(base + IX_H_REMOVES);
-          // Slot i now holds what shifted back into it (or nothing): look at it again. As in ixClearPod, an
-          // entry not yet swept only ever moves into a slot at or after the hole; one moved across the wrap
-          // was swept already and is looked at again with no bit left to clear, so it is not counted twice.
-          continue;
-        }
-      }
+      changed += r > 0 ? 1 : 0;
+      // Slot i now holds what shifted back into it (or nothing): look at it again. As in ixClearPod, an entry
+      // not yet swept only ever moves into a slot at or after the hole; one moved across the wrap was swept
+      // already and is looked at again with no bit left to clear, so it is not counted twice.
+      if (r == 2) continue;
     }
     i++;
   }
   for (let w: u32 = 0; w < words; w++) lostBits(base, w, load<u64>(podsPtr + (<usize>w << 3)));
   return changed;
+}
+
+/**
+ * ixClearPods on the entry at slot i (address e): clears the bits of m0..m3 in the kinds of `kindMask`. Returns 0
+ * if none was set, 1 if cleared, 2 if that left the entry empty and it was deleted.
+ */
+// @ts-ignore: decorator
+@inline function clearBits (base: usize, i: u32, e: usize, kindMask: u32, m0: u64, m1: u64, m2: u64, m3: u64): i32 {
+  let hit: u64 = 0;
+  for (let k: u32 = 0; k < IX_KINDS; k++) {
+    if ((kindMask & (1 << k)) == 0) continue;
+    const p = e + IX_E_BITS + k * IX_KIND_BYTES;
+    hit |= (load<u64>(p) & m0) | (load<u64>(p, 8) & m1) | (load<u64>(p, 16) & m2) | (load<u64>(p, 24) & m3);
+  }
+  if (hit == 0) return 0;
+  const s = beginWrite(e);
+  for (let k: u32 = 0; k < IX_KINDS; k++) {
+    if ((kindMask & (1 << k)) == 0) continue;
+    const p = e + IX_E_BITS + k * IX_KIND_BYTES;
+    // Only the words that change: most of an entry's words are 0, and a store dirties the line.
+    let v = load<u64>(p);
+    if ((v & m0) != 0) atomic.store<u64>(p, v & ~m0);
+    v = load<u64>(p, 8);
+    if ((v & m1) != 0) atomic.store<u64>(p + 8, v & ~m1);
+    v = load<u64>(p, 16);
+    if ((v & m2) != 0) atomic.store<u64>(p + 16, v & ~m2);
+    v = load<u64>(p, 24);
+    if ((v & m3) != 0) atomic.store<u64>(p + 24, v & ~m3);
+  }
+  endWrite(e, s);
+  if (anyPresence(e)) return 1;
+  deleteAt(base, i);
+  bump64(base + IX_H_REMOVES);
+  return 2;
 }
 
 /**
