@@ -19,7 +19,12 @@ export const DIR_TABLE_SLOTS: u32 = 32;
 export const DIR_BYTES: u32 = 4096;
 
 export const DIR_MAGIC_VALUE: u32 = 0x31524145; // "EAR1" little-endian
-export const LAYOUT_VERSION: u32 = 2; // 2: pod rows carry a lease, ring ops grew to 40 bytes to carry it
+export const LAYOUT_VERSION: u32 = 3; // 3: pod rows sized at start, the prefix index in pod groups (2: leases)
+/**
+ * Most pod rows a region may have (config maxPods): the pod, load and prefix-index tables are laid out for the
+ * rows asked for at start, up to this (the prefix index walks at most 64 groups of 256 pods, asm/prefix-index.ts).
+ */
+export const POD_ROWS_MAX: u32 = 16384;
 /** Every table base is aligned to a cache line. */
 export const TABLE_ALIGN: u32 = 64;
 

@@ -1,14 +1,23 @@
 // The prefix index: 64-bit block key -> which pods hold the block, in three kinds.
 //
 // Layout (at the table base, which createRegion aligns to 64 bytes):
-//   header, IX_HEADER_BYTES: line 0 holds what readers read (geometry, move epoch, assumed TTL); line 1 the
-//   writer's counters and cursors (size, CLOCK hand, expiry cursor, inserts/removes/evictions/expirations as
-//   u64); then one loss epoch per pod (u32), bumped by the writer after it clears any presence bit of the pod.
+//   header, IX_HEADER_BYTES: line 0 holds what readers read (geometry, pod rows, move epoch, assumed TTL);
+//   line 1 the writer's counters and cursors (size, CLOCK hand, expiry cursor, inserts/removes/evictions/
+//   expirations as u64).
 //   slots[IX_H_SLOTS], IX_ENTRY_BYTES each (two cache lines), a power of two with load <= 0.75:
 //     +0  key u64 (0 = empty slot)      +8  seq u32 (odd while the writer changes the slot)
-//     +12 flags u32 (CLOCK reference)   +16 last access u32 ms   +20 assumed-at u32 ms
-//     +32 presence bits: IX_KINDS kinds x 256 pods (4 x u64 per kind), kind k at +32 + 32k.
+//     +12 flags u32 (CLOCK reference)   +16 last access u32 ms   +20 assumed-at u32 ms   +24 pod group u32
+//     +32 presence bits: IX_KINDS kinds x IX_GROUP_PODS pods (4 x u64 per kind), kind k at +32 + 32k.
+//   then one loss epoch per pod row (u32, IX_H_GROUPS x IX_GROUP_PODS of them, at IX_H_LOSS_AT), bumped by the
+//   writer after it clears any presence bit of the pod.
 //   An empty slot is all zero (key, presence, times), so probing stops at the first key 0.
+//
+// Pod groups: the pod rows (IX_H_PODS, set at init, up to IX_MAX_PODS) fall into groups of IX_GROUP_PODS, and
+// an entry holds the presence of one block for one group: block key k of group g is stored under
+// groupKey(k, g) (k itself for group 0), its group in the entry. An entry stays 128 bytes whatever the row
+// count, and a block costs one entry per group that holds it, not a presence word for every row of the fleet:
+// 4,096 rows as 4,096-bit presence sets would make an entry 1.6 KB. Readers probe each group still in play
+// (a walk drops a group once none of its pods matches), so a fleet of up to 256 rows works exactly as before.
 //
 // Concurrency: ONE writer thread (the kv-events thread) calls the mutating kernels; any thread may call
 // ixLookup / ixLongestPrefix at any time, lock-free.
@@ -32,11 +41,11 @@
 // reference bit. u32 times keep the header of an entry in 32 bytes, so an entry fits two cache lines.
 //
 // Bounds:
-//   - capacity (keys): an insert of a new key into a full index first evicts one entry by CLOCK (a reference
+//   - capacity (keys, that is (block, pod group) pairs): an insert of a new key into a full index first evicts one entry by CLOCK (a reference
 //     bit set on every insert/touch, cleared by the hand as it passes; the first unreferenced entry is the
 //     victim), counted in IX_H_EVICTIONS; size never exceeds capacity.
 //   - assumed presence expires: one assumed-at time per entry (the last ASSUMED insert on that block by any
-//     pod: 256 per-pod times would triple the entry); ixExpireAssumed clears every pod's ASSUMED bit once
+//     pod of its group: 256 per-pod times would triple the entry); ixExpireAssumed clears every pod's ASSUMED bit once
 //     that time is ttl old, scanning `budget` slots per call from a cursor kept in the header.
 //   - a key left with no pod in any kind is deleted (remove, clearPod, expiry).
 //   - load <= 0.75 (size <= capacity), so a probe always meets an empty slot; probes are bounded by slots.
@@ -46,7 +55,12 @@
 //     purged by ixClearPods in one sweep for all of them (IndexFeeder.purgePods).
 //   Counters are per key: size == inserts - removes - evictions - expirations.
 
-export const IX_MAX_PODS: u32 = 256;
+import { POD_ROWS_MAX } from './layout';
+
+/** Pods per group: presence bits per kind in one entry. */
+export const IX_GROUP_PODS: u32 = 256;
+/** Most pod rows the index takes (asm/layout.ts; 64 groups: a walk keeps its groups in play as one u64). */
+export const IX_MAX_PODS: u32 = POD_ROWS_MAX;
 export const IX_KINDS: u32 = 3;
 /** Engine KV events, GPU (or no medium given). */
 export const IX_KIND_CONFIRMED: u32 = 0;
@@ -68,6 +82,9 @@ export const IX_H_CAPACITY: u32 = 12;    // u32 max keys
 export const IX_H_MOVE_EPOCH: u32 = 16;  // u32 odd while a delete moves entries
 export const IX_H_WRITER: u32 = 20;      // u32 writer claim (host: thread id + 1), 0 = unclaimed
 export const IX_H_ASSUMED_TTL: u32 = 24; // u32 the assumed TTL (ms) of the last expiry sweep; 0 until one ran
+export const IX_H_PODS: u32 = 28;        // u32 pod rows (set at init)
+export const IX_H_GROUPS: u32 = 32;      // u32 pod groups: ceil(pods / IX_GROUP_PODS)
+export const IX_H_LOSS_AT: u32 = 36;     // u32 byte offset from the base of the loss epochs (after the slots)
 export const IX_H_SIZE: u32 = 64;        // u32 live keys
 export const IX_H_CLOCK_HAND: u32 = 68;  // u32 next slot the CLOCK hand examines
 export const IX_H_EXPIRE_CURSOR: u32 = 72; // u32 next slot the expiry sweep examines
@@ -75,9 +92,7 @@ export const IX_H_INSERTS: u32 = 80;     // u64 keys added
 export const IX_H_REMOVES: u32 = 88;     // u64 keys deleted by remove / clearPod
 export const IX_H_EVICTIONS: u32 = 96;   // u64 keys deleted by CLOCK at the capacity bound
 export const IX_H_EXPIRATIONS: u32 = 104; // u64 keys deleted because their assumed presence expired
-/** u32 x IX_MAX_PODS: pod p's loss epoch, bumped after any of its presence bits is cleared (see ixLongestPrefixFrom). */
-export const IX_H_LOSS_EPOCHS: u32 = 128;
-export const IX_HEADER_BYTES: u32 = 128 + IX_MAX_PODS * 4;
+export const IX_HEADER_BYTES: u32 = 128;
 
 // Entry fields (byte offsets from a slot).
 export const IX_E_KEY: u32 = 0;
@@ -85,14 +100,18 @@ export const IX_E_SEQ: u32 = 8;
 export const IX_E_FLAGS: u32 = 12;
 export const IX_E_ACCESS: u32 = 16;
 export const IX_E_ASSUMED_AT: u32 = 20;
+export const IX_E_GROUP: u32 = 24;
 export const IX_E_BITS: u32 = 32;
 export const IX_KIND_BYTES: u32 = 32;
 export const IX_ENTRY_BYTES: u32 = 128;
 
-/** ixLongestPrefix writes one u32 matched-block count per pod. */
-export const IX_COUNTS_BYTES: u32 = IX_MAX_PODS * 4;
-/** ixLookup writes the pods present (OR over the kinds in the mask) as 4 u64 words, pod p at bit p. */
-export const IX_PRESENCE_BYTES: u32 = 32;
+/**
+ * ixLongestPrefix's out area, per pod group: one u32 matched-block count per pod (the groups' counts first,
+ * pod p at u32 p), then, after all the counts, the walk's own 4 u64 words per group (pods still matching).
+ */
+export const IX_COUNTS_BYTES_PER_GROUP: u32 = IX_GROUP_PODS * 4 + 32;
+/** ixLookup writes the pods present (OR over the kinds in the mask) as 4 u64 words per group, pod p at bit p. */
+export const IX_PRESENCE_BYTES_PER_GROUP: u32 = 32;
 
 // ixProbeStats output (diagnostic, writer thread or quiescent table).
 export const IX_PS_OCCUPIED: u32 = 0;    // u32 slots holding a key
@@ -103,6 +122,8 @@ export const IX_PS_BYTES: u32 = 24;
 
 const FLAG_REF: u32 = 1;
 const GOLDEN: u64 = 0x9E3779B97F4A7C15;
+/** Mixed into a block key for pod groups above 0 (odd, so distinct groups give distinct keys). */
+const GROUP_SALT: u64 = 0xD6E8FEB86659FD93;
 const MIN_SLOTS: u32 = 16;
 /** ixLongestPrefix touches the home slots of the next group of this many blocks at once (see touchSlots). */
 const PREFETCH_BLOCKS: u32 = 32;
@@ -122,21 +143,40 @@ const PREFETCH_BLOCKS: u32 = 32;
   return key == 0 ? 1 : key;
 }
 
+/** The key block `key` (normalised) is stored under for pod group `g`. */
+// @ts-ignore: decorator
+@inline function groupKey (key: u64, g: u32): u64 {
+  return g == 0 ? key : normKey(key ^ (<u64>g * GROUP_SALT));
+}
+
+function groupsFor (pods: u32): u32 {
+  return (pods + IX_GROUP_PODS - 1) / IX_GROUP_PODS;
+}
+
 function slotsFor (capacity: u32): u64 {
   let slots: u64 = MIN_SLOTS;
   while (slots * 3 < <u64>capacity * 4) slots <<= 1;
   return slots;
 }
 
-/** Bytes the index needs for `capacity` keys (0xFFFFFFFF if it cannot fit a 32-bit address space). */
-export function ixBytes (capacity: u32): u32 {
-  const bytes = <u64>IX_HEADER_BYTES + slotsFor(capacity) * IX_ENTRY_BYTES;
+/**
+ * Bytes the index needs for `capacity` keys and `pods` pod rows (0xFFFFFFFF if it cannot fit a 32-bit address
+ * space, or for pods outside [1, IX_MAX_PODS]).
+ */
+export function ixBytes (capacity: u32, pods: u32): u32 {
+  if (pods == 0 || pods > IX_MAX_PODS) return 0xFFFFFFFF;
+  const bytes = <u64>IX_HEADER_BYTES + slotsFor(capacity) * IX_ENTRY_BYTES + <u64>groupsFor(pods) * IX_GROUP_PODS * 4;
   return bytes > 0xFFFFFFFF ? 0xFFFFFFFF : <u32>bytes;
 }
 
 /** Initialises the header. The slots must already be zero (a fresh memory is; touching them would cost RSS). */
-export function ixInit (base: usize, capacity: u32): void {
+export function ixInit (base: usize, capacity: u32, pods: u32): void {
   const slots = <u32>slotsFor(capacity);
+  const groups = groupsFor(pods);
+  const lossAt = IX_HEADER_BYTES + slots * IX_ENTRY_BYTES;
+  store<u32>(base + IX_H_PODS, pods);
+  store<u32>(base + IX_H_GROUPS, groups);
+  store<u32>(base + IX_H_LOSS_AT, lossAt);
   store<u32>(base + IX_H_SLOTS, slots);
   store<u32>(base + IX_H_MASK, slots - 1);
   store<u32>(base + IX_H_SHIFT, 64 - ctz<u32>(slots));
@@ -151,7 +191,7 @@ export function ixInit (base: usize, capacity: u32): void {
   store<u64>(base + IX_H_EVICTIONS, 0);
   store<u64>(base + IX_H_EXPIRATIONS, 0);
   atomic.store<u32>(base + IX_H_ASSUMED_TTL, 0);
-  memory.fill(base + IX_H_LOSS_EPOCHS, 0, IX_MAX_PODS * 4);
+  memory.fill(base + lossAt, 0, groups * IX_GROUP_PODS * 4);
 }
 
 // ---------------------------------------------------------------------------------------------- writer side
@@ -177,7 +217,7 @@ export function ixInit (base: usize, capacity: u32): void {
 // its walk either saw the bit gone in the walk or will find the epoch moved (ixLongestPrefixFrom's hint).
 // @ts-ignore: decorator
 @inline function lost (base: usize, pod: u32): void {
-  atomic.add<u32>(base + IX_H_LOSS_EPOCHS + (<usize>pod << 2), 1);
+  atomic.add<u32>(base + load<u32>(base + IX_H_LOSS_AT) + (<usize>pod << 2), 1);
 }
 
 /** Bumps the loss epoch of every pod set in presence word `w` (pods 64w..64w+63). */
@@ -244,6 +284,7 @@ function deleteAt (base: usize, slot: u32): void {
     store<u32>(ei + IX_E_FLAGS, load<u32>(ej + IX_E_FLAGS));
     store<u32>(ei + IX_E_ACCESS, load<u32>(ej + IX_E_ACCESS));
     store<u32>(ei + IX_E_ASSUMED_AT, load<u32>(ej + IX_E_ASSUMED_AT));
+    store<u32>(ei + IX_E_GROUP, load<u32>(ej + IX_E_GROUP));
     i = j;
   }
   const ei = slotAt(base, i);
@@ -257,6 +298,7 @@ function deleteAt (base: usize, slot: u32): void {
   store<u32>(ei + IX_E_FLAGS, 0);
   store<u32>(ei + IX_E_ACCESS, 0);
   store<u32>(ei + IX_E_ASSUMED_AT, 0);
+  store<u32>(ei + IX_E_GROUP, 0);
   if (moving) atomic.store<u32>(epochPtr, load<u32>(epochPtr) + 1);
   atomic.store<u32>(base + IX_H_SIZE, load<u32>(base + IX_H_SIZE) - 1);
 }
@@ -271,16 +313,17 @@ function evictOne (base: usize): void {
     if (load<u64>(e) != 0) {
       const f = load<u32>(e + IX_E_FLAGS);
       if ((f & FLAG_REF) == 0) {
+        const g4 = load<u32>(e + IX_E_GROUP) << 2;
         const w0 = anyKindWord(e, 0);
         const w1 = anyKindWord(e, 1);
         const w2 = anyKindWord(e, 2);
         const w3 = anyKindWord(e, 3);
         deleteAt(base, hand);
         bump64(base + IX_H_EVICTIONS);
-        lostBits(base, 0, w0);
-        lostBits(base, 1, w1);
-        lostBits(base, 2, w2);
-        lostBits(base, 3, w3);
+        lostBits(base, g4, w0);
+        lostBits(base, g4 + 1, w1);
+        lostBits(base, g4 + 2, w2);
+        lostBits(base, g4 + 3, w3);
         break;
       }
       store<u32>(e + IX_E_FLAGS, f & ~FLAG_REF);
@@ -291,8 +334,11 @@ function evictOne (base: usize): void {
   store<u32>(base + IX_H_CLOCK_HAND, hand);
 }
 
-function insertKey (base: usize, key: u64, pod: u32, kind: u32, now: u32): i32 {
+function insertKey (base: usize, block: u64, pod: u32, kind: u32, now: u32): i32 {
   const mask = load<u32>(base + IX_H_MASK);
+  const g = pod / IX_GROUP_PODS;
+  const local = pod % IX_GROUP_PODS;
+  const key = groupKey(block, g);
   let i = homeOf(base, key);
   let e: usize;
   while (true) {
@@ -302,7 +348,7 @@ function insertKey (base: usize, key: u64, pod: u32, kind: u32, now: u32): i32 {
     if (k == 0) break;
     i = (i + 1) & mask;
   }
-  const bit: u64 = <u64>1 << <u64>(pod & 63);
+  const bit: u64 = <u64>1 << <u64>(local & 63);
   let added: i32 = 0;
   if (load<u64>(e) == 0) {
     if (load<u32>(base + IX_H_SIZE) >= load<u32>(base + IX_H_CAPACITY)) {
@@ -313,14 +359,15 @@ function insertKey (base: usize, key: u64, pod: u32, kind: u32, now: u32): i32 {
       e = slotAt(base, i);
     }
     const s = beginWrite(e);
-    atomic.store<u64>(e + IX_E_BITS + kind * IX_KIND_BYTES + ((pod >> 6) << 3), bit);
+    atomic.store<u64>(e + IX_E_BITS + kind * IX_KIND_BYTES + ((local >> 6) << 3), bit);
     atomic.store<u64>(e + IX_E_KEY, key);
     endWrite(e, s);
+    store<u32>(e + IX_E_GROUP, g);
     atomic.store<u32>(base + IX_H_SIZE, load<u32>(base + IX_H_SIZE) + 1);
     bump64(base + IX_H_INSERTS);
     added = 1;
   } else {
-    const w = e + IX_E_BITS + kind * IX_KIND_BYTES + ((pod >> 6) << 3);
+    const w = e + IX_E_BITS + kind * IX_KIND_BYTES + ((local >> 6) << 3);
     const old = load<u64>(w);
     if ((old & bit) == 0) {
       const s = beginWrite(e);
@@ -339,22 +386,25 @@ function insertKey (base: usize, key: u64, pod: u32, kind: u32, now: u32): i32 {
  * 0 if it was there (presence, access time and CLOCK bit refreshed), -1 for a pod or kind out of range.
  */
 export function ixInsert (base: usize, key: u64, pod: u32, kind: u32, now: u32): i32 {
-  if (pod >= IX_MAX_PODS || kind >= IX_KINDS) return -1;
+  if (pod >= load<u32>(base + IX_H_PODS) || kind >= IX_KINDS) return -1;
   return insertKey(base, normKey(key), pod, kind, now);
 }
 
 /** Writer. ixInsert over `n` u64 keys at `keysPtr` (a prompt's blocks for one pod). Returns the new keys, or -1. */
 export function ixInsertMany (base: usize, keysPtr: usize, n: u32, pod: u32, kind: u32, now: u32): i32 {
-  if (pod >= IX_MAX_PODS || kind >= IX_KINDS) return -1;
+  if (pod >= load<u32>(base + IX_H_PODS) || kind >= IX_KINDS) return -1;
   let added: i32 = 0;
   for (let i: u32 = 0; i < n; i++) added += insertKey(base, normKey(load<u64>(keysPtr + (<usize>i << 3))), pod, kind, now);
   return added;
 }
 
-/** Clears `pod` in the kinds of `kindMask` at slot e; deletes the key if no presence is left. 0/1/2 as ixRemove. */
+/**
+ * Clears `pod` in the kinds of `kindMask` at slot e (an entry of the pod's group); deletes the key if no presence
+ * is left. 0/1/2 as ixRemove.
+ */
 function removeAt (base: usize, slot: u32, pod: u32, kindMask: u32): i32 {
   const e = slotAt(base, slot);
-  const off = IX_E_BITS + ((pod >> 6) << 3);
+  const off = IX_E_BITS + (((pod % IX_GROUP_PODS) >> 6) << 3);
   const bit: u64 = <u64>1 << <u64>(pod & 63);
   let hit = false;
   for (let k: u32 = 0; k < IX_KINDS; k++) {
@@ -381,17 +431,18 @@ function removeAt (base: usize, slot: u32, pod: u32, kindMask: u32): i32 {
  * 1 if it was cleared, 2 if that left the key with no pod and the key was deleted; -1 for a bad pod.
  */
 export function ixRemove (base: usize, key: u64, pod: u32, kindMask: u32): i32 {
-  if (pod >= IX_MAX_PODS) return -1;
-  const slot = findW(base, normKey(key));
+  if (pod >= load<u32>(base + IX_H_PODS)) return -1;
+  const slot = findW(base, groupKey(normKey(key), pod / IX_GROUP_PODS));
   return slot < 0 ? 0 : removeAt(base, <u32>slot, pod, kindMask);
 }
 
 /** Writer. ixRemove over `n` u64 keys at `keysPtr`. Returns how many keys changed (1 or 2), or -1. */
 export function ixRemoveMany (base: usize, keysPtr: usize, n: u32, pod: u32, kindMask: u32): i32 {
-  if (pod >= IX_MAX_PODS) return -1;
+  if (pod >= load<u32>(base + IX_H_PODS)) return -1;
+  const g = pod / IX_GROUP_PODS;
   let changed: i32 = 0;
   for (let i: u32 = 0; i < n; i++) {
-    const slot = findW(base, normKey(load<u64>(keysPtr + (<usize>i << 3))));
+    const slot = findW(base, groupKey(normKey(load<u64>(keysPtr + (<usize>i << 3))), g));
     if (slot >= 0 && removeAt(base, <u32>slot, pod, kindMask) > 0) changed++;
   }
   return changed;
@@ -402,12 +453,14 @@ export function ixRemoveMany (base: usize, keysPtr: usize, n: u32, pod: u32, kin
  * keys left empty. A full sweep of the slots. Returns how many keys it changed, or -1 for a bad pod.
  */
 export function ixClearPod (base: usize, pod: u32, kindMask: u32): i32 {
-  if (pod >= IX_MAX_PODS) return -1;
+  if (pod >= load<u32>(base + IX_H_PODS)) return -1;
+  const g = pod / IX_GROUP_PODS;
   const slots = load<u32>(base + IX_H_SLOTS);
   let changed: i32 = 0;
   let i: u32 = 0;
   while (i < slots) {
-    if (load<u64>(slotAt(base, i)) != 0) {
+    const e = slotAt(base, i);
+    if (load<u64>(e) != 0 && load<u32>(e + IX_E_GROUP) == g) {
       const r = removeAt(base, i, pod, kindMask);
       if (r > 0) changed++;
       // A deletion shifts later entries into slot i: look at it again. Entries only ever move into slots at
@@ -421,64 +474,81 @@ export function ixClearPod (base: usize, pod: u32, kindMask: u32): i32 {
 }
 
 /**
- * Writer. ixClearPod for a set of pods in ONE sweep: clears every pod whose bit is set in the IX_PRESENCE_BYTES
- * bitset at `podsPtr` (4 u64 words, pod p at bit p) from every key in the kinds of `kindMask`, and deletes the
- * keys left empty. Rows released together cost one scan of the slots, not one each. Returns how many keys it
- * changed (a key counts once however many of the pods it loses).
+ * Writer. ixClearPod for a set of pods in ONE sweep: clears every pod whose bit is set in the bitset at
+ * `podsPtr` (IX_PRESENCE_BYTES_PER_GROUP per group: 4 u64 words each, pod p at bit p) from every key in the
+ * kinds of `kindMask`, and deletes the keys left empty. Rows released together cost one scan of the slots, not
+ * one each. Returns how many keys it changed (a key counts once however many of the pods it loses).
  */
 export function ixClearPods (base: usize, podsPtr: usize, kindMask: u32): i32 {
-  const m0 = load<u64>(podsPtr);
-  const m1 = load<u64>(podsPtr, 8);
-  const m2 = load<u64>(podsPtr, 16);
-  const m3 = load<u64>(podsPtr, 24);
+  const groups = load<u32>(base + IX_H_GROUPS);
+  const words = groups << 2;
+  let any: u64 = 0;
+  for (let w: u32 = 0; w < words; w++) any |= load<u64>(podsPtr + (<usize>w << 3));
   kindMask &= IX_MASK_ALL;
-  if ((m0 | m1 | m2 | m3) == 0 || kindMask == 0) return 0;
+  if (any == 0 || kindMask == 0) return 0;
   const slots = load<u32>(base + IX_H_SLOTS);
+  // One group (up to 256 rows): its four words stay in registers for the whole sweep.
+  const one = groups == 1;
+  const o0 = load<u64>(podsPtr);
+  const o1 = load<u64>(podsPtr, 8);
+  const o2 = load<u64>(podsPtr, 16);
+  const o3 = load<u64>(podsPtr, 24);
   let changed: i32 = 0;
   let i: u32 = 0;
   while (i < slots) {
     const e = slotAt(base, i);
     if (load<u64>(e) != 0) {
-      let hit: u64 = 0;
-      for (let k: u32 = 0; k < IX_KINDS; k++) {
-        if ((kindMask & (1 << k)) == 0) continue;
-        const p = e + IX_E_BITS + k * IX_KIND_BYTES;
-        hit |= (load<u64>(p) & m0) | (load<u64>(p, 8) & m1) | (load<u64>(p, 16) & m2) | (load<u64>(p, 24) & m3);
+      let r: i32;
+      if (one) r = clearBits(base, i, e, kindMask, o0, o1, o2, o3);
+      else {
+        // The entry's group's words of the bitset (L1: the bitset is at most 2 KiB).
+        const mp = podsPtr + (<usize>load<u32>(e + IX_E_GROUP) << 5);
+        r = clearBits(base, i, e, kindMask, load<u64>(mp), load<u64>(mp, 8), load<u64>(mp, 16), load<u64>(mp, 24));
       }
-      if (hit != 0) {
-        const s = beginWrite(e);
-        for (let k: u32 = 0; k < IX_KINDS; k++) {
-          if ((kindMask & (1 << k)) == 0) continue;
-          const p = e + IX_E_BITS + k * IX_KIND_BYTES;
-          // Only the words that change: most of an entry's words are 0, and a store dirties the line.
-          let v = load<u64>(p);
-          if ((v & m0) != 0) atomic.store<u64>(p, v & ~m0);
-          v = load<u64>(p, 8);
-          if ((v & m1) != 0) atomic.store<u64>(p + 8, v & ~m1);
-          v = load<u64>(p, 16);
-          if ((v & m2) != 0) atomic.store<u64>(p + 16, v & ~m2);
-          v = load<u64>(p, 24);
-          if ((v & m3) != 0) atomic.store<u64>(p + 24, v & ~m3);
-        }
-        endWrite(e, s);
-        changed++;
-        if (!anyPresence(e)) {
-          deleteAt(base, i);
-          bump64(base + IX_H_REMOVES);
-          // Slot i now holds what shifted back into it (or nothing): look at it again. As in ixClearPod, an
-          // entry not yet swept only ever moves into a slot at or after the hole; one moved across the wrap
-          // was swept already and is looked at again with no bit left to clear, so it is not counted twice.
-          continue;
-        }
-      }
+      changed += r > 0 ? 1 : 0;
+      // Slot i now holds what shifted back into it (or nothing): look at it again. As in ixClearPod, an entry
+      // not yet swept only ever moves into a slot at or after the hole; one moved across the wrap was swept
+      // already and is looked at again with no bit left to clear, so it is not counted twice.
+      if (r == 2) continue;
     }
     i++;
   }
-  lostBits(base, 0, m0);
-  lostBits(base, 1, m1);
-  lostBits(base, 2, m2);
-  lostBits(base, 3, m3);
+  for (let w: u32 = 0; w < words; w++) lostBits(base, w, load<u64>(podsPtr + (<usize>w << 3)));
   return changed;
+}
+
+/**
+ * ixClearPods on the entry at slot i (address e): clears the bits of m0..m3 in the kinds of `kindMask`. Returns 0
+ * if none was set, 1 if cleared, 2 if that left the entry empty and it was deleted.
+ */
+// @ts-ignore: decorator
+@inline function clearBits (base: usize, i: u32, e: usize, kindMask: u32, m0: u64, m1: u64, m2: u64, m3: u64): i32 {
+  let hit: u64 = 0;
+  for (let k: u32 = 0; k < IX_KINDS; k++) {
+    if ((kindMask & (1 << k)) == 0) continue;
+    const p = e + IX_E_BITS + k * IX_KIND_BYTES;
+    hit |= (load<u64>(p) & m0) | (load<u64>(p, 8) & m1) | (load<u64>(p, 16) & m2) | (load<u64>(p, 24) & m3);
+  }
+  if (hit == 0) return 0;
+  const s = beginWrite(e);
+  for (let k: u32 = 0; k < IX_KINDS; k++) {
+    if ((kindMask & (1 << k)) == 0) continue;
+    const p = e + IX_E_BITS + k * IX_KIND_BYTES;
+    // Only the words that change: most of an entry's words are 0, and a store dirties the line.
+    let v = load<u64>(p);
+    if ((v & m0) != 0) atomic.store<u64>(p, v & ~m0);
+    v = load<u64>(p, 8);
+    if ((v & m1) != 0) atomic.store<u64>(p + 8, v & ~m1);
+    v = load<u64>(p, 16);
+    if ((v & m2) != 0) atomic.store<u64>(p + 16, v & ~m2);
+    v = load<u64>(p, 24);
+    if ((v & m3) != 0) atomic.store<u64>(p + 24, v & ~m3);
+  }
+  endWrite(e, s);
+  if (anyPresence(e)) return 1;
+  deleteAt(base, i);
+  bump64(base + IX_H_REMOVES);
+  return 2;
 }
 
 /**
@@ -501,13 +571,14 @@ export function ixExpireAssumed (base: usize, now: u32, ttl: u32, budget: u32): 
       const a2 = load<u64>(a + 16);
       const a3 = load<u64>(a + 24);
       if ((a0 | a1 | a2 | a3) != 0) {
+        const g4 = load<u32>(e + IX_E_GROUP) << 2;
         const s = beginWrite(e);
         for (let w: u32 = 0; w < 4; w++) atomic.store<u64>(a + (w << 3), 0);
         endWrite(e, s);
-        lostBits(base, 0, a0);
-        lostBits(base, 1, a1);
-        lostBits(base, 2, a2);
-        lostBits(base, 3, a3);
+        lostBits(base, g4, a0);
+        lostBits(base, g4 + 1, a1);
+        lostBits(base, g4 + 2, a2);
+        lostBits(base, g4 + 3, a3);
         expired++;
         if (!anyPresence(e)) {
           deleteAt(base, cur);
@@ -594,38 +665,61 @@ export function ixProbeStats (base: usize, outPtr: usize): void {
 }
 
 /**
- * Reader. Writes the pods holding `key` in any kind of `kindMask` to `outPtr` (IX_PRESENCE_BYTES: 4 u64 words,
- * pod p at bit p). Returns 1 if the key is in the index (even with no pod in those kinds), 0 if not.
+ * Reader. Writes the pods holding `key` in any kind of `kindMask` to `outPtr` (IX_PRESENCE_BYTES_PER_GROUP per
+ * pod group: 4 u64 words each, pod p at bit p). Returns 1 if the key is in the index for some group (even with
+ * no pod in those kinds), 0 if not.
  */
 export function ixLookup (base: usize, key: u64, kindMask: u32, outPtr: usize): u32 {
-  key = normKey(key);
-  while (true) {
-    const t = openRead(base, key);
-    if (t < 0) break;
-    const e = slotAt(base, <u32>t);
-    const p0 = presence(e, 0, kindMask);
-    const p1 = presence(e, 1, kindMask);
-    const p2 = presence(e, 2, kindMask);
-    const p3 = presence(e, 3, kindMask);
-    if (atomic.load<u32>(e + IX_E_SEQ) != <u32>(t >> 32)) continue;
-    store<u64>(outPtr, p0);
-    store<u64>(outPtr + 8, p1);
-    store<u64>(outPtr + 16, p2);
-    store<u64>(outPtr + 24, p3);
-    return 1;
+  const block = normKey(key);
+  const groups = load<u32>(base + IX_H_GROUPS);
+  let found: u32 = 0;
+  for (let g: u32 = 0; g < groups; g++) {
+    const k = groupKey(block, g);
+    const out = outPtr + (<usize>g << 5);
+    let hit = false;
+    while (true) {
+      const t = openRead(base, k);
+      if (t < 0) break;
+      const e = slotAt(base, <u32>t);
+      const p0 = presence(e, 0, kindMask);
+      const p1 = presence(e, 1, kindMask);
+      const p2 = presence(e, 2, kindMask);
+      const p3 = presence(e, 3, kindMask);
+      if (atomic.load<u32>(e + IX_E_SEQ) != <u32>(t >> 32)) continue;
+      store<u64>(out, p0);
+      store<u64>(out + 8, p1);
+      store<u64>(out + 16, p2);
+      store<u64>(out + 24, p3);
+      hit = true;
+      break;
+    }
+    if (hit) found = 1;
+    else memory.fill(out, 0, IX_PRESENCE_BYTES_PER_GROUP);
   }
-  memory.fill(outPtr, 0, IX_PRESENCE_BYTES);
-  return 0;
+  return found;
 }
 
 /**
- * Loads both lines of the home slots of blocks [from, to), values unused. WASM has no prefetch: a load the
- * CPU must wait for stalls retirement, so loads spread one per block keep only the few that fit the reorder
- * window in flight. Issued back to back, a group's misses (and TLB walks) overlap: on a cold cache a long
- * walk costs about one miss per group instead of one per few blocks.
+ * Loads both lines of the home slots of blocks [from, to) in each group of `live`, values unused. WASM has no
+ * prefetch: a load the CPU must wait for stalls retirement, so loads spread one per block keep only the few
+ * that fit the reorder window in flight. Issued back to back, a group's misses (and TLB walks) overlap: on a
+ * cold cache a long walk costs about one miss per group instead of one per few blocks.
  */
 // @ts-ignore: decorator
-@inline function touchSlots (base: usize, keysPtr: usize, from: u32, to: u32): void {
+@inline function touchSlots (base: usize, keysPtr: usize, from: u32, to: u32, live: u64): void {
+  for (let j = from; j < to; j++) {
+    const block = normKey(load<u64>(keysPtr + (<usize>j << 3)));
+    for (let rest = live; rest != 0; rest &= rest - 1) {
+      const e = slotAt(base, homeOf(base, groupKey(block, <u32>ctz<u64>(rest))));
+      load<u64>(e);
+      load<u64>(e, 64);
+    }
+  }
+}
+
+/** touchSlots for an index of one group: the keys' own home slots. */
+// @ts-ignore: decorator
+@inline function touchHomeSlots (base: usize, keysPtr: usize, from: u32, to: u32): void {
   for (let j = from; j < to; j++) {
     const e = slotAt(base, homeOf(base, load<u64>(keysPtr + (<usize>j << 3))));
     load<u64>(e);
@@ -643,28 +737,131 @@ export function ixLookup (base: usize, key: u64, kindMask: u32, outPtr: usize): 
 
 /**
  * Reader. Walks the `n` chained block keys at `keysPtr` from block 0 and writes, per pod, how many leading
- * blocks it holds in any kind of `kindMask` (IX_COUNTS_BYTES: u32 x IX_MAX_PODS at `outPtr`); stops at the
- * first block no remaining pod holds. Returns the deepest match (blocks).
+ * blocks it holds in any kind of `kindMask` (IX_COUNTS_BYTES_PER_GROUP per group at `outPtr`: u32 per pod,
+ * pod p at u32 p); stops at the first block no remaining pod holds. Returns the deepest match (blocks).
  */
 export function ixLongestPrefix (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize): u32 {
-  return ixLongestPrefixFrom(base, keysPtr, n, kindMask, outPtr, 0, 0);
+  return ixLongestPrefixFrom(base, keysPtr, n, kindMask, outPtr, 0xFFFFFFFF, 0);
 }
 
 /**
  * Reader. ixLongestPrefix given that pod `hintPod` holds the first `hintFrom` blocks (in a kind of
  * `kindMask`): while no other pod is still matching, blocks below `hintFrom` are not looked up. The result is
  * ixLongestPrefix's whenever the hint is true. A session's turn knows it from its previous turn's walk: that pod
- * held that many blocks then, and it still does if its loss epoch (IX_H_LOSS_EPOCHS, read before that walk) has
- * not moved since, as insertions only add. Then a turn looks up its new blocks, not its whole prompt.
+ * held that many blocks then, and it still does if its loss epoch (at IX_H_LOSS_AT, read before that walk) has
+ * not moved since, as insertions only add. Then a turn looks up its new blocks, not its whole prompt. A hintPod
+ * at or above the pod rows means no hint.
+ *
+ * Each block is looked up in every group still in play (`live`): all of them at block 0, then only those with a
+ * pod still matching, so past a fleet's shared prefix a walk costs one probe per block as with one group.
  */
 export function ixLongestPrefixFrom (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize, hintPod: u32, hintFrom: u32): u32 {
-  memory.fill(outPtr, 0, IX_COUNTS_BYTES);
+  const groups = load<u32>(base + IX_H_GROUPS);
+  if (groups == 1) return longestPrefixOneGroup(base, keysPtr, n, kindMask, outPtr, hintPod, hintFrom);
+  const countsBytes = <usize>groups * IX_GROUP_PODS * 4;
+  memory.fill(outPtr, 0, countsBytes);
+  // Pods still matching, 4 u64 words per group, after the counts.
+  const alive = outPtr + countsBytes;
+  memory.fill(alive, 0xFF, <usize>groups << 5);
+  let live: u64 = groups >= 64 ? ~(<u64>0) : (<u64>1 << <u64>groups) - 1;
+  // The hinted pod's group, word and bit (no bit when there is no hint).
+  const from = hintPod < load<u32>(base + IX_H_PODS) ? min(hintFrom, n) : 0;
+  const hg = hintPod / IX_GROUP_PODS;
+  const hw = (hintPod % IX_GROUP_PODS) >> 6;
+  const hb: u64 = from > 0 ? <u64>1 << <u64>(hintPod & 63) : 0;
+  const hgBit: u64 = from > 0 ? <u64>1 << <u64>hg : 0;
+  let depth: u32 = 0;
+  touchSlots(base, keysPtr, 0, min(n, PREFETCH_BLOCKS), live);
+  let pf: u32 = 0; // next group boundary: the group after it is touched when the walk reaches it
+  let i: u32 = 0;
+  while (i < n) {
+    if (i < from && live == hgBit) {
+      // Only the hinted pod's group is in play: is the hinted pod the only one left in it?
+      const a = alive + (<usize>hg << 5);
+      let others: u64 = 0;
+      for (let w: u32 = 0; w < 4; w++) others |= load<u64>(a + (<usize>w << 3)) & ~(w == hw ? hb : 0);
+      if (others == 0) {
+        // Only the hinted pod is still matching, and it holds every block below `from`.
+        i = from;
+        depth = from;
+        if (i >= n) break;
+        touchSlots(base, keysPtr, i, min(n, i + PREFETCH_BLOCKS), live);
+        pf = i;
+      }
+    }
+    if (i == pf) {
+      if (i + PREFETCH_BLOCKS < n) touchSlots(base, keysPtr, i + PREFETCH_BLOCKS, min(n, i + 2 * PREFETCH_BLOCKS), live);
+      pf += PREFETCH_BLOCKS;
+    }
+    const block = normKey(load<u64>(keysPtr + (<usize>i << 3)));
+    for (let rest = live; rest != 0; rest &= rest - 1) {
+      const g = <u32>ctz<u64>(rest);
+      const key = groupKey(block, g);
+      let p0: u64 = 0;
+      let p1: u64 = 0;
+      let p2: u64 = 0;
+      let p3: u64 = 0;
+      while (true) {
+        const t = openRead(base, key);
+        if (t < 0) break;
+        const e = slotAt(base, <u32>t);
+        p0 = presence(e, 0, kindMask);
+        p1 = presence(e, 1, kindMask);
+        p2 = presence(e, 2, kindMask);
+        p3 = presence(e, 3, kindMask);
+        if (atomic.load<u32>(e + IX_E_SEQ) == <u32>(t >> 32)) break;
+      }
+      if (i < from && g == hg) {
+        if (hw == 0) p0 |= hb;
+        else if (hw == 1) p1 |= hb;
+        else if (hw == 2) p2 |= hb;
+        else p3 |= hb;
+      }
+      const a = alive + (<usize>g << 5);
+      const a0 = load<u64>(a);
+      const a1 = load<u64>(a, 8);
+      const a2 = load<u64>(a, 16);
+      const a3 = load<u64>(a, 24);
+      // Pods that held blocks 0..i-1 but not block i matched exactly i blocks (out is 0 for those absent at 0).
+      if (i > 0) {
+        const w = g << 2;
+        record(outPtr, w, a0 & ~p0, i);
+        record(outPtr, w + 1, a1 & ~p1, i);
+        record(outPtr, w + 2, a2 & ~p2, i);
+        record(outPtr, w + 3, a3 & ~p3, i);
+      }
+      store<u64>(a, a0 & p0);
+      store<u64>(a, a1 & p1, 8);
+      store<u64>(a, a2 & p2, 16);
+      store<u64>(a, a3 & p3, 24);
+      if (((a0 & p0) | (a1 & p1) | (a2 & p2) | (a3 & p3)) == 0) live &= ~(<u64>1 << <u64>g);
+    }
+    if (live == 0) return depth;
+    depth = i + 1;
+    i++;
+  }
+  for (let rest = live; rest != 0; rest &= rest - 1) {
+    const g = <u32>ctz<u64>(rest);
+    const a = alive + (<usize>g << 5);
+    for (let w: u32 = 0; w < 4; w++) record(outPtr, (g << 2) + w, load<u64>(a + (<usize>w << 3)), depth);
+  }
+  return depth;
+}
+
+/**
+ * ixLongestPrefixFrom for an index of one pod group (up to 256 rows, the default), its words in locals and its
+ * prefetch on the keys' own home slots: the generic walk, which keeps them in the out area one group after
+ * another, made a one-group walk a fifth slower than before pod groups (an in-process A/B, bench/RESULTS.md issue
+ * 24); this one is as fast. Same results; the property tests run both (256 and 600 rows).
+ */
+function longestPrefixOneGroup (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize, hintPod: u32, hintFrom: u32): u32 {
+  memory.fill(outPtr, 0, IX_GROUP_PODS * 4);
   let a0: u64 = ~0;
   let a1: u64 = ~0;
   let a2: u64 = ~0;
   let a3: u64 = ~0;
   // The hinted pod's bit (none when there is no hint).
-  const from = hintPod < IX_MAX_PODS ? min(hintFrom, n) : 0;
+  const from = hintPod < load<u32>(base + IX_H_PODS) ? min(hintFrom, n) : 0;
   const hw = hintPod >> 6;
   const hb: u64 = from > 0 ? <u64>1 << <u64>(hintPod & 63) : 0;
   const h0: u64 = hw == 0 ? hb : 0;
@@ -672,7 +869,7 @@ export function ixLongestPrefixFrom (base: usize, keysPtr: usize, n: u32, kindMa
   const h2: u64 = hw == 2 ? hb : 0;
   const h3: u64 = hw == 3 ? hb : 0;
   let depth: u32 = 0;
-  touchSlots(base, keysPtr, 0, min(n, PREFETCH_BLOCKS));
+  touchHomeSlots(base, keysPtr, 0, min(n, PREFETCH_BLOCKS));
   let pf: u32 = 0; // next group boundary: the group after it is touched when the walk reaches it
   let i: u32 = 0;
   while (i < n) {
@@ -681,11 +878,11 @@ export function ixLongestPrefixFrom (base: usize, keysPtr: usize, n: u32, kindMa
       i = from;
       depth = from;
       if (i >= n) break;
-      touchSlots(base, keysPtr, i, min(n, i + PREFETCH_BLOCKS));
+      touchHomeSlots(base, keysPtr, i, min(n, i + PREFETCH_BLOCKS));
       pf = i;
     }
     if (i == pf) {
-      if (i + PREFETCH_BLOCKS < n) touchSlots(base, keysPtr, i + PREFETCH_BLOCKS, min(n, i + 2 * PREFETCH_BLOCKS));
+      if (i + PREFETCH_BLOCKS < n) touchHomeSlots(base, keysPtr, i + PREFETCH_BLOCKS, min(n, i + 2 * PREFETCH_BLOCKS));
       pf += PREFETCH_BLOCKS;
     }
     const key = normKey(load<u64>(keysPtr + (<usize>i << 3)));

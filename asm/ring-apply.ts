@@ -24,8 +24,8 @@ export const RA_OUT_BYTES: u32 = 16;
  * Pops up to `limit` ops, `batch` at a time through `opsPtr` (room for `batch` ops), and applies those whose
  * lease is their pod row's lease in the pod table at `podsBase` (the others are dropped): assumed → insert as
  * assumed at the op's time; touch → the same, for a key the index still has; forgetPod → clear the pod in
- * every kind. `lookupPtr` is IX_PRESENCE_BYTES of scratch for touch; `countsPtr` receives RA_OUT_BYTES of
- * counts. Returns how many ops it took off the ring (applied + stale).
+ * every kind. `lookupPtr` is scratch for touch (IX_PRESENCE_BYTES_PER_GROUP per pod group); `countsPtr`
+ * receives RA_OUT_BYTES of counts. Returns how many ops it took off the ring (applied + stale).
  */
 export function ixApplyRing (ixBase: usize, ringBase: u32, podsBase: u32, opsPtr: u32, batch: u32, limit: u32, lookupPtr: usize, countsPtr: usize): u32 {
   let taken: u32 = 0;

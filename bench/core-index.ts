@@ -79,13 +79,18 @@ function blockHashRow (region: Region, tokens: Uint32Array): BenchRow {
   return { op: `block keys of a ${PROMPT_TOKENS}-token prompt (${BLOCKS} blocks of ${BLOCK_SIZE}, incl. copy to scratch)`, unit: 'µs', wasm, reference: ref, better: 'lower' };
 }
 
-function longestPrefixRow (region: Region, writer: PrefixIndexWriter, ref: PrefixIndexRef, prompt: BigUint64Array): BenchRow {
+/**
+ * `holder(p)`: the pod row of the p-th of the PODS pods holding parts (spread over every row, or packed into one
+ * group of 256 rows), so that with more rows a walk probes every group or only one past block 0.
+ */
+function longestPrefixRow (region: Region, writer: PrefixIndexWriter, ref: PrefixIndexRef, prompt: BigUint64Array, holder: (p: number) => number, where: string): BenchRow {
   // Pod p holds the first ~(p+1)/64 of the prompt (pod 63 all of it), in alternating kinds, plus a scattering
   // of later blocks (parts of other branches) that a prefix walk must not count.
   const r = rng(11);
-  for (let p = 0; p < PODS; p++) {
-    const len = Math.floor((BLOCKS * (p + 1)) / PODS);
-    const kind = p % 2 === 0 ? writer.kind.confirmed : writer.kind.assumed;
+  for (let q = 0; q < PODS; q++) {
+    const p = holder(q);
+    const len = Math.floor((BLOCKS * (q + 1)) / PODS);
+    const kind = q % 2 === 0 ? writer.kind.confirmed : writer.kind.assumed;
     for (let i = 0; i < BLOCKS; i++) {
       if (i < len || r() < 0.1) {
         writer.insert(prompt[i], p, kind, 0);
@@ -99,13 +104,14 @@ function longestPrefixRow (region: Region, writer: PrefixIndexWriter, ref: Prefi
   const reader = new PrefixIndex(region, { ptr: area.ptr + BLOCKS * 8, bytes: area.bytes - BLOCKS * 8 });
   const counts = new Uint32Array(writer.maxPods);
   const depth = reader.longestPrefix(span);
-  if (depth !== BLOCKS || ref.longestPrefix(prompt, writer.mask.all, counts) !== BLOCKS || counts[PODS - 1] !== BLOCKS || reader.counts[PODS - 1] !== BLOCKS) {
+  const deepest = holder(PODS - 1);
+  if (depth !== BLOCKS || ref.longestPrefix(prompt, writer.mask.all, counts) !== BLOCKS || counts[deepest] !== BLOCKS || reader.counts[deepest] !== BLOCKS) {
     throw new Error('longestPrefix benchmark set-up is wrong: the deepest pod must match every block');
   }
   const wasm = timePerCall(() => reader.longestPrefix(span)) * 1000;
   const refUs = timePerCall(() => ref.longestPrefix(prompt, writer.mask.all, counts)) * 1000;
   return {
-    op: `longestPrefix over ${BLOCKS} blocks, ${PODS} pods holding parts (index of ${BACKGROUND_KEYS / 1000}k keys)`,
+    op: `longestPrefix over ${BLOCKS} blocks, ${PODS} pods holding parts${where} (index of ${BACKGROUND_KEYS / 1000}k keys)`,
     unit: 'µs', wasm, reference: refUs, better: 'lower',
     target: '< 50 µs and ≥ 3× reference', met: wasm < 50 && refUs / wasm >= 3
   };
@@ -141,22 +147,30 @@ function churnRows (region: Region, writer: PrefixIndexWriter, ref: PrefixIndexR
   ];
 }
 
-/** Runs every index benchmark (about 10 s) and returns the rows. */
-export function runIndexBenchmarks (): BenchRow[] {
-  const region = createAndAttach({ scratchSlots: 8 });
+/**
+ * Runs every index benchmark (about 10 s) and returns the rows, on a region of `podRows` pod rows (maxPods). With
+ * more than 256 rows the walk is measured twice: its 64 pods spread over every group of 256 rows, and packed
+ * into one group.
+ */
+export function runIndexBenchmarks (podRows = 256): BenchRow[] {
+  const region = createAndAttach({ scratchSlots: 8, pods: podRows });
   const rows = xxhashRows(region, h64Raw);
   const r = rng(3);
   const tokens = Uint32Array.from({ length: PROMPT_TOKENS }, () => (r() * 150_000) >>> 0);
   rows.push(blockHashRow(region, tokens));
 
   const writer = new PrefixIndexWriter(region);
-  const ref = new PrefixIndexRef(writer.stats().capacity);
+  const ref = new PrefixIndexRef(writer.stats().capacity, podRows);
   const background = randomKeys(BACKGROUND_KEYS, 5);
   for (let i = 0; i < background.length; i++) {
-    writer.insert(background[i], i % 256, i % 3, 0);
-    ref.insert(background[i], i % 256, i % 3, 0);
+    writer.insert(background[i], i % podRows, i % 3, 0);
+    ref.insert(background[i], i % podRows, i % 3, 0);
   }
-  rows.push(longestPrefixRow(region, writer, ref, hashBlocksRef(tokens, BLOCK_SIZE, 42n)));
+  const stride = Math.max(1, Math.floor(podRows / PODS));
+  rows.push(longestPrefixRow(region, writer, ref, hashBlocksRef(tokens, BLOCK_SIZE, 42n), (p) => p * stride, podRows > 256 ? ' over every group of 256 rows' : ''));
+  if (podRows > 256) {
+    rows.push(longestPrefixRow(region, writer, ref, hashBlocksRef(tokens, BLOCK_SIZE, 43n), (p) => podRows - PODS + p, ' in one group of 256 rows'));
+  }
   rows.push(...churnRows(region, writer, ref));
   return rows;
 }

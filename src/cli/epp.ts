@@ -20,7 +20,7 @@ answered with EAR's admission and routing (x-gateway-destination-endpoint, envoy
   --ext-proc-mode M      body mode assumed when the proxy sends no protocol_config (Envoy before 1.33):
                          full-duplex (FULL_DUPLEX_STREAMED, default) or buffered
   --fallbacks N          endpoints named after the primary for the proxy to fall back on (default 2)
-Every \`ear serve\` option applies (--config, --backend, --policy, --scheduler, --max-queued, …): see \`ear serve --help\`.
+Every \`ear serve\` option applies (--config, --backend, --policy, --scheduler, --max-queued, --max-pods, …): see \`ear serve --help\`.
 SIGTERM/SIGINT: readiness turns NOT_SERVING, open streams finish (up to drainTimeoutMs), exit.`;
 
 function port (v: unknown, name: string, dflt: number): number {

@@ -15,6 +15,7 @@ import { EAR_DEFAULTS } from '../core/policies/ear.js';
 import { parseTransferMode, type TransferMode } from '../migration/cost.js';
 import { configFor, knobValue, policiesTaking, type PolicyKnobs } from './policy-knobs.js';
 import { SCHEDULING_POLICIES, type SchedulingPolicy } from '../sim/engine.js';
+import { maxPodRows } from '../config/pod-rows.js';
 
 const USAGE = `usage: ear eval [--driver des|e2e] [--workload agentic|claude-code:DIR|mooncake:FILE] [--policies|--policy a,b,c]
                 [--engines N] [--profile NAME] [--duration S] [--seed N] [--out DIR] [--sweep name=v1,v2,...]
@@ -267,7 +268,7 @@ export async function main (argv: string[]): Promise<number> {
       policyKnobs,
       engine
     };
-    if (plan.engines > 256) throw new UsageError('--engines must be at most 256 (the pod table bound)');
+    if (plan.engines > maxPodRows()) throw new UsageError(`--engines must be at most ${maxPodRows()} (the pod rows' bound, asm/layout.ts POD_ROWS_MAX)`);
     out = values.out!;
     plots = !values['no-plots'];
     if (values.sweep) {

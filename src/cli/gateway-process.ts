@@ -55,13 +55,18 @@ export async function startGatewayProcess (config: Readonly<GatewayConfig>, log:
     }
     throw err;
   }
+  const rows = ear.podRows;
+  const mib = (n: number): string => (n / 2 ** 20).toFixed(n < 2 ** 20 ? 2 : 1);
+  log.info({ maxPods: rows.rows, podRowsBytes: rows.bytes, sharedRegionBytes: rows.regionBytes },
+    `pod rows: ${rows.rows} (maxPods), ${mib(rows.bytes)} MiB of the shared tables (pod, load, prefix-index rows); shared region ${mib(rows.regionBytes)} MiB`);
   if (ha !== null) registerHaMetrics(ear.gateway.metrics.registry, ha.elector);
   // The process's own series (RSS, heap, GC, event-loop lag) on /metrics: registered once per process, here rather
   // than per gateway (test suites start many gateways in one process, and each call adds GC and event-loop monitors).
   collectDefaultMetrics({ register: ear.gateway.metrics.registry });
-  const applier = discovered?.attach(ear.gateway);
-  // A reload refused because every pod row was taken is tried again as soon as a row comes free.
-  if (applier !== undefined) ear.onRowFreed(() => applier.retryNow());
+  discovered?.attach(ear.gateway);
+  // Backends that find every pod row taken wait in the fleet for one: said once per episode, counted always.
+  ear.gateway.fleet.onRowWait((s, first) => log.warn({ maxPods: config.maxPods, waiting: s.waiting, first: first.id },
+    'every pod row is in use (old backends still draining): new backends wait for a row and join as rows come free (ear_pod_rows_waiting)'));
   // Before the line that says we listen: until a handler is installed, SIGHUP kills the process.
   process.on('SIGHUP', () => {
     let next: Readonly<GatewayConfig>;
@@ -73,6 +78,7 @@ export async function startGatewayProcess (config: Readonly<GatewayConfig>, log:
     }
     // Keys, rate limits and the admin token always; the backends unless discovery gives them. Other settings
     // need a restart.
+    if (next.maxPods !== config.maxPods) log.warn({ maxPods: config.maxPods, asked: next.maxPods }, 'maxPods takes a restart (the shared tables are laid out at start): keeping the current pod rows');
     ear.gateway.reconfigure(next);
     log.info({ apiKeys: next.apiKeys.length, rateLimits: next.rateLimits.default !== null || next.rateLimits.perIp !== null || Object.keys(next.rateLimits.keys).length > 0 }, 'credentials and rate limits reloaded');
     if (discovered !== null) return;

@@ -3,6 +3,7 @@
 import pino from 'pino';
 import { ConfigError, DEFAULTS, type GatewayConfig } from '../config/index.js';
 import { parseGatewayArgs, readGatewayConfig } from './serve-options.js';
+import { maxPodRows } from '../config/pod-rows.js';
 import { startGatewayProcess } from './gateway-process.js';
 import { policyNames } from '../core/policies/index.js';
 import { startSim, type SimServer } from '../sim/server.js';
@@ -12,6 +13,7 @@ import { DEFAULT_PROFILE } from '../engine-model/profile.js';
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=ENGINE_KEY][,priority=vllm|sglang|sglang-low-first]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
                  [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--client-body-timeout-ms N] [--session-store memory|redis://HOST[:PORT][/DB]] [--max-contexts N]
+                 [--max-pods N]
                  [--proactive-interval-ms N] [--proactive-body-cache-bytes N] [--ha active-active|active-passive] [--lease-name N]
                  [--demo N [--demo-profile NAME] [--demo-time-scale X]]
                  [--discovery k8s [--kubeconfig F] [--namespace NS] [--label-selector S | --inference-pool NAME]]
@@ -36,6 +38,8 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
                        bindings and service shared by every replica naming the same Redis (down: local table)
   --client-body-timeout-ms N  the whole request body must arrive within N ms (default ${DEFAULTS.clientBodyTimeoutMs}; then 408)
   --max-contexts N     explicit contexts (POST /v1/context) live at once (default ${DEFAULTS.maxContexts}; 429 beyond)
+  --max-pods N         pod rows of the shared tables: backends serving or draining at once (default ${DEFAULTS.maxPods},
+                       at most ${maxPodRows()}; a backend past them waits for a row); discovery's maxPods follows it
   --kv-connectors L    how KV moves when a session migrates (ear, ear-proactive) or a P/D request goes to its decode
                        engine (pd-static): a list of nixl (vLLM NixlConnector two-step), shared-store (engines share an
                        LMCache / Mooncake store), recompute (always offered); default ${DEFAULTS.kvConnectors.join(',')}

@@ -1,5 +1,6 @@
 // The `discovery` section: backends taken from Kubernetes pods (src/discovery/) instead of a `backends` list.
 import { DEFAULT_REGION_CONFIG } from '../core/region.js';
+import { maxPodRows } from './pod-rows.js';
 import { DNS_LABEL, DNS_SUBDOMAIN } from '../kube/names.js';
 import { ConfigError } from './config-error.js';
 import { checkInt, checkString, shown, type FieldCheck } from './checks.js';
@@ -25,7 +26,10 @@ export interface DiscoveryConfig {
   priorityLabel: string;
   kvEventsPort: number;
   kvReplayPort: number;
-  /** Pods taken as backends at once; more matching pods wait (logged, counted) until one leaves. */
+  /**
+   * Pods taken as backends at once; more matching pods wait (logged, counted) until one leaves. Follows the
+   * top-level maxPods (the pod rows) unless set, and may not exceed it.
+   */
   maxPods: number;
 }
 
@@ -42,8 +46,8 @@ export const DISCOVERY_DEFAULTS: Readonly<DiscoveryConfig> = Object.freeze({
   priorityLabel: 'ear.dev/engine-priority',
   kvEventsPort: 5557,
   kvReplayPort: 5558,
-  // One pod row each (src/core/pod-rows.ts): the region holds DEFAULT_REGION_CONFIG.pods, and a rolling update
-  // needs free rows for the surge while the old pods' rows are still being released.
+  // One pod row each (src/core/pod-rows.ts): the top-level maxPods unless set (followMaxPods). Pods past the rows
+  // while old pods' rows are still being released wait for a row in the fleet (src/fleet/fleet.ts).
   maxPods: DEFAULT_REGION_CONFIG.pods
 });
 
@@ -116,8 +120,18 @@ function checkDiscovery (p: string, v: unknown): DiscoveryConfig | null {
   for (const k of ['roleLabel', 'modelLabel', 'kvEventsLabel', 'priorityLabel'] as const) if (r[k] !== undefined) out[k] = checkLabelKey(`${p}.${k}`, r[k]);
   for (const k of ['port', 'kvEventsPort', 'kvReplayPort'] as const) if (r[k] !== undefined) out[k] = checkInt(`${p}.${k}`, r[k], 1, 65535);
   if (out.kvEventsPort === out.kvReplayPort) throw new ConfigError(`${p}.kvReplayPort`, `must differ from kvEventsPort (${out.kvEventsPort})`);
-  if (r.maxPods !== undefined) out.maxPods = checkInt(`${p}.maxPods`, r.maxPods, 1, DEFAULT_REGION_CONFIG.pods);
+  if (r.maxPods !== undefined) out.maxPods = checkInt(`${p}.maxPods`, r.maxPods, 1, maxPodRows());
   return out;
+}
+
+/**
+ * discovery.maxPods once the top-level maxPods is known: the pod rows unless the section sets it (`given`), and
+ * never more than the rows (a discovered backend beyond them could only wait).
+ */
+export function followMaxPods (d: DiscoveryConfig, given: unknown, maxPods: number): DiscoveryConfig {
+  if (given === undefined) return { ...d, maxPods };
+  if (d.maxPods > maxPods) throw new ConfigError('discovery.maxPods', `must be at most maxPods (${maxPods}, the pod rows), got ${d.maxPods}`);
+  return d;
 }
 
 export interface DiscoverySection {

@@ -17,13 +17,16 @@ import { SESSIONS_DEFAULTS, SESSIONS_FIELDS, type SessionsConfig } from './sessi
 import { ADMISSION_CONFIG_DEFAULTS, ADMISSION_FIELDS, type AdmissionConfig } from './admission.js';
 import { MIGRATION_DEFAULTS, MIGRATION_FIELDS, type MigrationConfig } from './migration.js';
 import { HA_SECTION_DEFAULTS, HA_SECTION_FIELDS, type HaSection } from './ha.js';
+import { POD_ROWS_DEFAULTS, POD_ROWS_FIELDS, type PodRowsConfig } from './pod-rows.js';
+import { followMaxPods } from './discovery.js';
 
 export { ConfigError } from './config-error.js';
 export { parseBackendFlag, type BackendConfig } from './backends.js';
 export { checkLabelSelector, DISCOVERY_DEFAULTS, type DiscoveryConfig } from './discovery.js';
+import type { DiscoveryConfig } from './discovery.js';
 
 export interface GatewayConfig extends ServerConfig, ClientsConfig, UpstreamConfig, DiscoverySection, RoutingConfig,
-  FeaturesConfig, PrefixIndexConfig, SessionsConfig, AdmissionConfig, MigrationConfig, HaSection {
+  FeaturesConfig, PrefixIndexConfig, SessionsConfig, AdmissionConfig, MigrationConfig, HaSection, PodRowsConfig {
   backends: BackendConfig[];
 }
 
@@ -38,7 +41,8 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   ...SESSIONS_DEFAULTS,
   ...ADMISSION_CONFIG_DEFAULTS,
   ...MIGRATION_DEFAULTS,
-  ...HA_SECTION_DEFAULTS
+  ...HA_SECTION_DEFAULTS,
+  ...POD_ROWS_DEFAULTS
 });
 
 /** Every top-level field but `backends`, with its check. */
@@ -53,7 +57,8 @@ const FIELDS: Record<keyof typeof DEFAULTS, FieldCheck> = {
   ...SESSIONS_FIELDS,
   ...ADMISSION_FIELDS,
   ...MIGRATION_FIELDS,
-  ...HA_SECTION_FIELDS
+  ...HA_SECTION_FIELDS,
+  ...POD_ROWS_FIELDS
 };
 
 /**
@@ -84,6 +89,13 @@ export function buildConfig (file: Record<string, unknown>, flags: Record<string
   cfg.backends = backends;
   if (cfg.discovery !== null && cfg.discovery !== undefined && backends.length > 0) {
     throw new ConfigError('backends', 'must be empty with discovery (the discovered pods are the backends)');
+  }
+  const maxPods = cfg.maxPods as number;
+  if (backends.length > maxPods) {
+    throw new ConfigError('backends', `lists ${backends.length} backends but maxPods is ${maxPods} (one pod row each): raise maxPods`);
+  }
+  if (cfg.discovery !== null && cfg.discovery !== undefined) {
+    cfg.discovery = followMaxPods(cfg.discovery as DiscoveryConfig, isMapping(merged.discovery) ? merged.discovery.maxPods : undefined, maxPods);
   }
   checkRateLimitKeys(cfg as unknown as GatewayConfig);
   return deepFreeze(cfg as unknown as GatewayConfig);

@@ -47,12 +47,16 @@ type Fn<A extends unknown[], R = number> = (...args: A) => R;
 export class PrefixIndex {
   readonly region: Region;
   readonly base: number;
+  /** Pod rows the index covers (the region's, set at start): pods are in [0, maxPods). */
   readonly maxPods: number;
   readonly kind: IndexKinds;
   readonly mask: IndexMasks;
   /** Per-pod matched blocks of the last longestPrefix call (a view into shared memory). */
   readonly counts: Uint32Array;
   protected readonly area: number;
+  /** Where in the area: the presence words (lookup, and clearPods' pod bitset), and the probe stats. */
+  protected readonly presenceAt: number;
+  protected readonly statsAt: number;
   readonly #presence: Uint32Array;
   readonly #h: Record<'slots' | 'capacity' | 'size' | 'inserts' | 'removes' | 'evictions' | 'expirations', number>;
   readonly #longest: Fn<[number, number, number, number, number, number, number]>;
@@ -64,7 +68,8 @@ export class PrefixIndex {
 
   /** Bytes of output area a PrefixIndex needs (counts, presence words, probe stats, the ring drain's counts). */
   static areaBytes (region: Region): number {
-    return region.const('IX_COUNTS_BYTES') + region.const('IX_PRESENCE_BYTES') + region.const('IX_PS_BYTES') + region.const('RA_OUT_BYTES');
+    const a = areaLayout(region);
+    return a.probeStats + region.const('IX_PS_BYTES') + region.const('RA_OUT_BYTES');
   }
 
   /** `area` (≥ areaBytes, 8-aligned) defaults to a newly claimed scratch area; pass a slice of one to share it. */
@@ -76,14 +81,17 @@ export class PrefixIndex {
     this.region = region;
     this.base = region.base('TABLE_PREFIX_INDEX');
     this.area = area.ptr;
-    this.maxPods = c('IX_MAX_PODS');
+    this.maxPods = region.u32[(this.base + c('IX_H_PODS')) >>> 2];
+    const layout = areaLayout(region);
+    this.presenceAt = area.ptr + layout.presence;
+    this.statsAt = area.ptr + layout.probeStats;
     this.kind = { confirmed: c('IX_KIND_CONFIRMED'), assumed: c('IX_KIND_ASSUMED'), offloaded: c('IX_KIND_OFFLOADED') };
     this.mask = {
       confirmed: c('IX_MASK_CONFIRMED'), assumed: c('IX_MASK_ASSUMED'), offloaded: c('IX_MASK_OFFLOADED'), all: c('IX_MASK_ALL')
     };
     const buf = region.memory.buffer;
     this.counts = new Uint32Array(buf, area.ptr, this.maxPods);
-    this.#presence = new Uint32Array(buf, area.ptr + c('IX_COUNTS_BYTES'), c('IX_PRESENCE_BYTES') / 4);
+    this.#presence = new Uint32Array(buf, this.presenceAt, (layout.probeStats - layout.presence) / 4);
     this.#h = {
       slots: c('IX_H_SLOTS'),
       capacity: c('IX_H_CAPACITY'),
@@ -94,8 +102,9 @@ export class PrefixIndex {
       expirations: c('IX_H_EXPIRATIONS')
     };
     this.#longest = region.fn('ixLongestPrefixFrom');
-    this.#lossEpochs = (this.base + c('IX_H_LOSS_EPOCHS')) >>> 2;
-    this.#lossEpochView = new Uint32Array(buf, this.base + c('IX_H_LOSS_EPOCHS'), this.maxPods);
+    const lossAt = this.base + region.u32[(this.base + c('IX_H_LOSS_AT')) >>> 2];
+    this.#lossEpochs = lossAt >>> 2;
+    this.#lossEpochView = new Uint32Array(buf, lossAt, this.maxPods);
     this.#assumedTtl = (this.base + c('IX_H_ASSUMED_TTL')) >>> 2;
     this.#lookup = region.fn('ixLookup');
   }
@@ -239,9 +248,9 @@ export class PrefixIndexWriter extends PrefixIndex {
    */
   clearPods (pods: Iterable<number>, kindMask: number): number {
     // The pod bitset goes in this writer's presence words (its own area; lookup() reuses them afterwards).
-    const words = (this.area + this.region.const('IX_COUNTS_BYTES')) >>> 2;
+    const words = this.presenceAt >>> 2;
     const u32 = this.region.u32;
-    u32.fill(0, words, words + 8);
+    u32.fill(0, words, this.statsAt >>> 2);
     let any = false;
     for (const pod of pods) {
       this.#pod(pod);
@@ -269,9 +278,8 @@ export class PrefixIndexWriter extends PrefixIndex {
    */
   applyRing (ring: RingConsumer, limit: number): { taken: number; applied: number; stale: number; forgotten: number } {
     const r = this.region;
-    const presence = this.area + r.const('IX_COUNTS_BYTES');
-    const counts = presence + r.const('IX_PRESENCE_BYTES') + r.const('IX_PS_BYTES');
-    const taken = this.#applyRing(this.base, ring.base, this.#podsBase, ring.outPtr, ring.maxOps, Math.min(limit, 0xffffffff) >>> 0, presence, counts) >>> 0;
+    const counts = this.statsAt + r.const('IX_PS_BYTES');
+    const taken = this.#applyRing(this.base, ring.base, this.#podsBase, ring.outPtr, ring.maxOps, Math.min(limit, 0xffffffff) >>> 0, this.presenceAt, counts) >>> 0;
     const at = (name: string) => r.u32[(counts + r.const(name)) >>> 2];
     return { taken, applied: at('RA_OUT_APPLIED'), stale: at('RA_OUT_STALE'), forgotten: at('RA_OUT_FORGOTTEN') };
   }
@@ -279,7 +287,7 @@ export class PrefixIndexWriter extends PrefixIndex {
   /** Diagnostic full scan: probe lengths and a clean-slot check. */
   probeStats (): ProbeStats {
     const r = this.region;
-    const out = this.area + r.const('IX_COUNTS_BYTES') + r.const('IX_PRESENCE_BYTES');
+    const out = this.statsAt;
     this.#probeStats(this.base, out);
     const occupied = r.u32[(out + r.const('IX_PS_OCCUPIED')) >>> 2];
     const sumProbe = Number(r.u64[(out + r.const('IX_PS_SUM_PROBE')) >>> 3]);
@@ -291,6 +299,16 @@ export class PrefixIndexWriter extends PrefixIndex {
       junk: r.u32[(out + r.const('IX_PS_JUNK')) >>> 2]
     };
   }
+}
+
+/**
+ * Byte offsets in a PrefixIndex's area, for the region's pod groups (asm/prefix-index.ts): the walk's counts
+ * and its own words at 0, the presence words, then the probe stats and the ring drain's counts.
+ */
+function areaLayout (region: Region): { presence: number; probeStats: number } {
+  const groups = region.u32[(region.base('TABLE_PREFIX_INDEX') + region.const('IX_H_GROUPS')) >>> 2];
+  const presence = groups * region.const('IX_COUNTS_BYTES_PER_GROUP');
+  return { presence, probeStats: presence + groups * region.const('IX_PRESENCE_BYTES_PER_GROUP') };
 }
 
 function check (r: number, pod: number): number {

@@ -1,7 +1,7 @@
 // The shared region: one WebAssembly.Memory holding every table, found by other threads through the directory
 // at offset 0 (asm/layout.ts). The creating thread lays the tables out and initialises them, then shares
 // { memory, module } with the other threads, which attach without writing anything but their scratch claim.
-import { constant, coreModule, createSharedMemory, instantiateCore, kernel, type CoreExports } from './wasm.js';
+import { constant, coreModule, createSharedMemory, instantiateCore, kernel, layoutConstant, type CoreExports } from './wasm.js';
 
 /** Capacities of the tables. Each has a bound; what happens at the bound is documented with the table. */
 export interface RegionConfig {
@@ -13,7 +13,10 @@ export interface RegionConfig {
   heapJobs: number;
   /** Record ring capacity in ops (rounded up to a power of two). */
   recordRingOps: number;
-  /** Pods the pod and load tables hold. */
+  /**
+   * Pod rows: what the pod and load tables hold and the prefix index's presence covers (config maxPods), in
+   * [1, asm/layout.ts POD_ROWS_MAX].
+   */
   pods: number;
   /** Per-thread scratch areas for passing token arrays and keys to the kernels. */
   scratchSlots: number;
@@ -36,11 +39,15 @@ export interface SharedRegion {
   module: WebAssembly.Module;
 }
 
-/** A table whose kernels follow the convention `<prefix>Bytes(capacity)` and `<prefix>Init(base, capacity)`. */
-interface TableSpec { id: string; prefix: string; capacity: (c: RegionConfig) => number }
+/**
+ * A table whose kernels follow the convention `<prefix>Bytes(capacity)` and `<prefix>Init(base, capacity)`, or
+ * with `byRows`, `<prefix>Bytes(capacity, pods)` and `<prefix>Init(base, capacity, pods)`: a table keyed by
+ * something else whose entries also cover every pod row.
+ */
+interface TableSpec { id: string; prefix: string; capacity: (c: RegionConfig) => number; byRows?: boolean }
 
 const TABLES: TableSpec[] = [
-  { id: 'TABLE_PREFIX_INDEX', prefix: 'ix', capacity: (c) => c.prefixIndexKeys },
+  { id: 'TABLE_PREFIX_INDEX', prefix: 'ix', capacity: (c) => c.prefixIndexKeys, byRows: true },
   { id: 'TABLE_SESSIONS', prefix: 'sess', capacity: (c) => c.sessions },
   { id: 'TABLE_HEAP', prefix: 'heap', capacity: (c) => c.heapJobs },
   { id: 'TABLE_RECORD_RING', prefix: 'ring', capacity: (c) => c.recordRingOps },
@@ -58,6 +65,10 @@ function alignUp (n: number, a: number): number {
  */
 export function createRegion (config: Partial<RegionConfig> = {}, module: WebAssembly.Module = coreModule()): SharedRegion {
   const cfg: RegionConfig = { ...DEFAULT_REGION_CONFIG, ...config };
+  const maxRows = layoutConstant('POD_ROWS_MAX');
+  if (!Number.isInteger(cfg.pods) || cfg.pods < 1 || cfg.pods > maxRows) {
+    throw new RangeError(`pod rows must be an integer in [1, ${maxRows}], got ${cfg.pods}`);
+  }
   const memory = createSharedMemory();
   const k = instantiateCore(memory, module);
   const u32 = new Uint32Array(memory.buffer);
@@ -69,11 +80,12 @@ export function createRegion (config: Partial<RegionConfig> = {}, module: WebAss
   for (const t of TABLES) {
     if (typeof k[`${t.prefix}Bytes`] !== 'function') continue;
     const capacity = t.capacity(cfg);
-    const bytes = kernel<(c: number) => number>(k, `${t.prefix}Bytes`)(capacity) >>> 0;
+    const rows = t.byRows === true ? [cfg.pods] : [];
+    const bytes = kernel<(c: number, ...rows: number[]) => number>(k, `${t.prefix}Bytes`)(capacity, ...rows) >>> 0;
     const base = alignUp(end, align);
     end = base + bytes;
     u32[(dirTables + 4 * constant(k, t.id)) >>> 2] = base;
-    inits.push(() => kernel<(b: number, c: number) => void>(k, `${t.prefix}Init`)(base, capacity));
+    inits.push(() => kernel<(b: number, c: number, ...rows: number[]) => void>(k, `${t.prefix}Init`)(base, capacity, ...rows));
   }
   const scratchBase = alignUp(end, align);
   const scratchBytes = alignUp(cfg.scratchBytes, align);
@@ -161,4 +173,22 @@ export class Region {
 /** Creates a region and attaches to it on this thread. */
 export function createAndAttach (config: Partial<RegionConfig> = {}): Region {
   return new Region(createRegion(config));
+}
+
+/** What the pod rows cost in the shared region, from the kernels' own layout functions. */
+export interface PodRowsCost {
+  rows: number;
+  /** Bytes of the pod table, the load table and the prefix index's per-row part (loss epochs, whole groups). */
+  bytes: number;
+  /** The whole region as laid out (every table and the scratch areas). */
+  regionBytes: number;
+}
+
+/** The pod rows of an attached region and the shared memory they cost (logged at start, docs/configuration.md). */
+export function podRowsCost (region: Region): PodRowsCost {
+  const rows = region.u32[(region.base('TABLE_PODS') + region.const('PODS_H_CAPACITY')) >>> 2];
+  const bytes = (f: string, ...args: number[]): number => region.fn<(...a: number[]) => number>(f)(...args) >>> 0;
+  // The index's per-row part: its size with these rows less its size with one group's rows, plus that group.
+  const indexRows = bytes('ixBytes', 1, rows) - bytes('ixBytes', 1, 1) + 4 * region.const('IX_GROUP_PODS');
+  return { rows, bytes: bytes('podsBytes', rows) + bytes('loadBytes', rows) + indexRows, regionBytes: region.u32[region.const('DIR_END') >>> 2] };
 }

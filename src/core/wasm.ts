@@ -6,7 +6,7 @@ const WASM_URL = new URL('../../../build/core.wasm', import.meta.url);
 const LAYOUT_URL = new URL('../../../build/layout.wasm', import.meta.url);
 
 let cachedModule: WebAssembly.Module | undefined;
-let cachedPages: number | undefined;
+let cachedLayout: WebAssembly.Exports | undefined;
 
 export type CoreExports = WebAssembly.Exports;
 
@@ -16,13 +16,18 @@ export function coreModule (): WebAssembly.Module {
   return cachedModule;
 }
 
+/**
+ * A constant of asm/layout.ts, read from its own small build (no shared memory needed): the memory's size, and
+ * limits that configuration checks need before any region exists (POD_ROWS_MAX).
+ */
+export function layoutConstant (name: string): number {
+  cachedLayout ??= new WebAssembly.Instance(new WebAssembly.Module(readFileSync(LAYOUT_URL)), { env: { abort () {} } }).exports;
+  return constant(cachedLayout, name);
+}
+
 /** Pages of the shared memory, read from asm/layout.ts's own build (the kernels import a memory of exactly this size). */
 export function memoryPages (): number {
-  if (cachedPages === undefined) {
-    const layout = new WebAssembly.Instance(new WebAssembly.Module(readFileSync(LAYOUT_URL)), { env: { abort () {} } }).exports;
-    cachedPages = (layout.MEMORY_PAGES as WebAssembly.Global).value >>> 0;
-  }
-  return cachedPages;
+  return layoutConstant('MEMORY_PAGES');
 }
 
 /** A fresh shared memory sized for the kernels (initial == maximum: views never go stale). Untouched pages cost no RSS. */

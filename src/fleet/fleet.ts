@@ -2,9 +2,11 @@
 // picker alike): each backend leases a pod row of the shared tables, is probed for health and its models, and
 // scraped for its engine's load; reloads (a config file, pod discovery) add, drain and remove backends without
 // dropping requests; a request holds its backend until it ends, so a removed one closes, and its row is freed,
-// once the last lets go. Readiness is the process's: a healthy backend, and what the caller adds (active-passive).
+// once the last lets go. A backend added when every row is taken (old ones still draining in a rolling update)
+// waits for a row, first come first served, and joins as soon as one is free. Readiness is the process's: a healthy backend, and what the caller adds (active-passive).
 import { Backend, probe, scrape } from './backends.js';
-import type { GatewayConfig } from '../config/index.js';
+import type { BackendConfig, GatewayConfig } from '../config/index.js';
+import { PodRowsFullError } from '../core/pod-rows.js';
 import type { RoutingState } from './routing-port.js';
 
 export interface ReadinessCondition {
@@ -25,6 +27,12 @@ export interface FleetOptions {
   readiness?: () => ReadinessCondition;
 }
 
+/** Backends that waited for a pod row: waiting now, and how many ever had to (ear_pod_rows_waiting, _waits_total). */
+export interface RowWaitStats {
+  waiting: number;
+  waited: number;
+}
+
 export class BackendFleet {
   /** The live backends (draining ones until their requests end). A backend's index is the pod row it leases. */
   readonly backends: Backend[] = [];
@@ -34,6 +42,13 @@ export class BackendFleet {
   readonly #now: () => number;
   readonly #readiness: (() => ReadinessCondition) | null;
   #reloads: Promise<void> = Promise.resolve();
+  /**
+   * Backends of the last reload that found every pod row taken, by id in arrival order: they join as rows come
+   * free. Bounded by the reload's list (the config checker bounds a list by maxPods, discovery by its maxPods).
+   */
+  readonly #waiting = new Map<string, BackendConfig>();
+  #waited = 0;
+  readonly #onRowWait: Array<(s: RowWaitStats, first: BackendConfig) => void> = [];
   #healthTimer: NodeJS.Timeout | null = null;
   #metricsTimer: NodeJS.Timeout | null = null;
 
@@ -65,6 +80,15 @@ export class BackendFleet {
       this.#metricsTimer = setInterval(() => { void this.#scrapeAll(); }, config.metricsIntervalMs);
       this.#metricsTimer.unref();
     }
+  }
+
+  get rowWaits (): RowWaitStats {
+    return { waiting: this.#waiting.size, waited: this.#waited };
+  }
+
+  /** Called when backends start waiting for a pod row after none did (once per such episode: logged once). */
+  onRowWait (listener: (s: RowWaitStats, first: BackendConfig) => void): void {
+    this.#onRowWait.push(listener);
   }
 
   /** A request is sent to `b`: it holds it until release. */
@@ -118,6 +142,12 @@ export class BackendFleet {
   async #applyReload (next: Readonly<GatewayConfig>): Promise<void> {
     const { state } = this;
     const wanted = new Map(next.backends.map((c) => [c.id, c]));
+    // A waiting backend the new list drops stops waiting; one it still names waits on in its place, as it now reads.
+    for (const id of [...this.#waiting.keys()]) {
+      const c = wanted.get(id);
+      if (c === undefined) this.#waiting.delete(id);
+      else this.#waiting.set(id, c);
+    }
     for (const b of [...this.backends]) {
       const c = wanted.get(b.id);
       if (b.draining) continue;
@@ -130,29 +160,55 @@ export class BackendFleet {
       state.retire(b);
       if (b.inFlight === 0) void this.#leave(b).catch(() => {});
     }
-    const added: Backend[] = [];
-    let refused: unknown = null;
+    const before = this.#waiting.size;
+    // Behind the ones already waiting: rows go first come, first served.
+    const arrived: string[] = [];
     for (const c of wanted.values()) {
+      if (this.#waiting.has(c.id)) continue;
+      this.#waiting.set(c.id, c);
+      arrived.push(c.id);
+    }
+    const joined = this.#admitWaiting();
+    for (const id of arrived) if (this.#waiting.has(id)) this.#waited++;
+    if (before === 0 && this.#waiting.size > 0) {
+      const first = this.#waiting.values().next().value as BackendConfig;
+      for (const l of this.#onRowWait) l(this.rowWaits, first);
+    }
+    await this.#probeAdded(joined);
+  }
+
+  /**
+   * Gives the waiting backends rows, in order, while there are free ones; returns those that joined. Every row
+   * in use (old backends still draining): the rest wait for the next release.
+   */
+  #admitWaiting (): Backend[] {
+    const added: Backend[] = [];
+    for (const c of this.#waiting.values()) {
       let row: number;
       try {
-        row = state.admit(c.id);
+        row = this.state.admit(c.id);
       } catch (err) {
-        // Every pod row in use (old backends still draining): the others join now; the caller may try again.
-        refused ??= err;
-        continue;
+        if (err instanceof PodRowsFullError) break;
+        throw err;
       }
+      this.#waiting.delete(c.id);
       const b = new Backend(row, c, this.#config);
       this.backends.push(b);
       added.push(b);
-      state.backendChanged(b, this.#now());
+      this.state.backendChanged(b, this.#now());
     }
-    // Probed together: discovery adds pods by the hundred in a rolling update, and one probe after another
-    // (up to 2 s each for a pod that does not answer yet) would hold this reload and every one queued after it.
+    return added;
+  }
+
+  /**
+   * Probed together: discovery adds pods by the hundred in a rolling update, and one probe after another (up to
+   * 2 s each for a pod that does not answer yet) would hold this reload and every one queued after it.
+   */
+  async #probeAdded (added: readonly Backend[]): Promise<void> {
     await Promise.all(added.map(async (b) => {
       await probe(b, this.#config.unhealthyAfter);
-      state.backendChanged(b, this.#now());
+      this.state.backendChanged(b, this.#now());
     }));
-    if (refused !== null) throw refused;
   }
 
   /** A drained backend goes: its connections close, it leaves the list, and its pod row is purged and freed. */
@@ -163,6 +219,11 @@ export class BackendFleet {
     if (i >= 0) this.backends.splice(i, 1);
     await b.pool.close().catch(() => {});
     await this.state.release(b);
+    // Its row is free: the first backend waiting for one joins, in order with the reloads.
+    if (this.#waiting.size > 0) {
+      const r = this.#reloads.then(() => this.#probeAdded(this.#admitWaiting()));
+      this.#reloads = r.catch(() => {});
+    }
     // Its series go too, unless a backend of the same id (a changed URL) took its place.
     if (!this.backends.some((x) => x.id === b.id)) await this.#onGone?.(b.id);
   }

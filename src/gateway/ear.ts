@@ -1,6 +1,6 @@
 // Assembles a running gateway: the shared region, the kv-events thread (the index's writer), the route pool,
 // the policy and the uWS server. Used by `ear serve`, the end-to-end tests and the e2e evaluation driver.
-import { createRegion, Region } from '../core/region.js';
+import { createRegion, podRowsCost, Region, type PodRowsCost } from '../core/region.js';
 import { APPROXIMATE_ASSUMED_TTL_MS, PRECISE_ASSUMED_TTL_MS } from '../core/defaults.js';
 import { createPolicy } from '../core/policies/index.js';
 import { startKvEventsThread, type KvBackendSpec, type KvEventsThread } from '../kvevents/kv-events-thread.js';
@@ -31,8 +31,8 @@ export interface Ear {
   proactive: ProactiveMigration | null;
   /** Resolves once the kv-events thread follows the backends as they are now (tests, reload). */
   kvSynced (): Promise<void>;
-  /** Calls `listener` whenever a released pod row is free again (discovery retries a reload refused for rows). */
-  onRowFreed (listener: () => void): void;
+  /** The pod rows (maxPods) and the shared memory they cost, for the start-up log. */
+  podRows: PodRowsCost;
   close (): Promise<void>;
 }
 
@@ -74,8 +74,9 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
   const policy = createPolicy(config.policy, config.policyConfig);
   // Scratch areas: six for the main thread, three for the kv-events thread, one for the migration thread, one per
   // route worker, and spares so a restarted worker can claim one.
-  const shared = createRegion({ sessions: config.maxSessions, scratchSlots: config.routeThreads + 13 });
+  const shared = createRegion({ sessions: config.maxSessions, pods: config.maxPods, scratchSlots: config.routeThreads + 13 });
   const region = new Region(shared);
+  const podRows = podRowsCost(region);
   let kv: KvEventsThread | null = null;
   let pool: RoutePool | null = null;
   let store: SessionStore | null = null;
@@ -94,7 +95,6 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
     // The gateway (and its metrics) starts after the pool; no task runs before it does.
     let observeQueueWait = (_seconds: number): void => {};
     let observeRowFree = (_seconds: number): void => {};
-    const rowFreed: Array<() => void> = [];
     pool = createRoutePool(shared, {
       threads: config.routeThreads, tokenizer: config.tokenizer, blockSize: config.blockSize,
       sessionsPerThread: config.sessionsPerRouteThread, sessionIdleMs: config.sessionIdleMs, remote: config.remoteTokenizer,
@@ -102,8 +102,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
     });
     const p = pool;
     // Tell the thread only what changed; calls stay in order on one chain, purges of released rows batched.
-    const podRows = region.u32[(region.base('TABLE_PODS') + region.const('PODS_H_CAPACITY')) >>> 2];
-    const chain = new KvThreadChain(k, podRows);
+    const chain = new KvThreadChain(k, podRows.rows);
     let list: readonly Backend[] = [];
     let sent = '';
     const sync = (): void => {
@@ -131,10 +130,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
           purgeRow: (row) => chain.purge(row),
           // Its row's index entries are the old process's cache: the thread drops them and replays the new one's.
           onEngineRestarted: (b) => chain.engineRestarted(b.index, b.id),
-          onRowFreed: (_row, seconds) => {
-            observeRowFree(seconds);
-            for (const l of rowFreed) l();
-          }
+          onRowFreed: (_row, seconds) => observeRowFree(seconds)
         });
         return routing;
       },
@@ -156,7 +152,8 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
     if (sessions !== null) registerSessionStoreMetrics(gateway.metrics.registry, sessions);
     observeRowFree = registerPodRowMetrics(gateway.metrics.registry, {
       rows: () => ({ capacity: routing.host.rows.capacity, used: routing.host.rows.used, releasing: routing.host.rows.releasing }),
-      purgesWaiting: () => chain.pending
+      purgesWaiting: () => chain.pending,
+      waits: () => gateway.fleet.rowWaits
     });
     const queueWait = gateway.metrics.queueWaitSeconds;
     observeQueueWait = (seconds) => queueWait.observe(seconds);
@@ -169,7 +166,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       sessions,
       proactive,
       kvSynced: () => chain.idle(),
-      onRowFreed: (listener) => { rowFreed.push(listener); },
+      podRows,
       async close () {
         // First, so no move is applied to tables the gateway is tearing down.
         await proactive?.close();

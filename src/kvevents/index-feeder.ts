@@ -70,7 +70,7 @@ export class IndexFeeder {
 
   /**
    * purgePod for several released rows in ONE sweep of the index (rows released while a purge was pending):
-   * the sweep costs the same for one row or 256. Same preconditions, for each row. Returns keys changed.
+   * the sweep costs the same for one row or all of them. Same preconditions, for each row. Returns keys changed.
    */
   purgePods (pods: readonly number[]): number {
     this.pump(Infinity);

@@ -35,7 +35,7 @@ export interface KvEventsThread {
    */
   purgePod (index: number): Promise<number>;
   /**
-   * purgePod for several released rows (distinct, 1 to 256) in one sweep of the index: what a batch of rows
+   * purgePod for several released rows (distinct, 1 to the pod rows) in one sweep of the index: what a batch of rows
    * released together costs. Rejects with a RangeError, purging none, if any row is out of range or repeated.
    */
   purgePods (rows: readonly number[]): Promise<number>;

@@ -213,6 +213,8 @@ export interface PodRowSource {
   rows (): { capacity: number; used: number; releasing: number };
   /** Released rows waiting for their purge on the kv-events chain (queued or in the sweep). */
   purgesWaiting (): number;
+  /** Backends waiting for a pod row now, and how many ever had to (src/fleet/fleet.ts). */
+  waits (): { waiting: number; waited: number };
 }
 
 /**
@@ -235,6 +237,11 @@ export function registerPodRowMetrics (registry: Registry, src: PodRowSource): (
     name: 'ear_pod_row_purges_waiting', help: 'Released pod rows waiting for the kv-events thread to purge them (batched: one sweep for all).',
     registers: [registry], collect () { this.set(src.purgesWaiting()); }
   });
+  new Gauge({
+    name: 'ear_pod_rows_waiting', help: 'Backends waiting for a pod row (every row leased or releasing); each joins as a row comes free.',
+    registers: [registry], collect () { this.set(src.waits().waiting); }
+  });
+  registerTotal(registry, 'ear_pod_row_waits_total', 'Backends that found every pod row in use and had to wait for one (raise maxPods if it keeps counting).', () => src.waits().waited);
   const free = new Histogram({
     name: 'ear_pod_row_free_seconds', help: 'Time from a backend\'s release (its lease moved) to its pod row free again (index purge confirmed).',
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers: [registry]

@@ -11,11 +11,12 @@ const region = createAndAttach({ prefixIndexKeys: 1 << 16, scratchSlots: 4, scra
 const area = region.claimScratch();
 const keysPtr = area.ptr + 4096;
 
-function freshIndex (capacity: number): PrefixIndexWriter {
+/** `pods`: the pod rows the index is laid out for (the region's own 256 unless a test asks for more groups). */
+function freshIndex (capacity: number, pods = 256): PrefixIndexWriter {
   const base = region.base('TABLE_PREFIX_INDEX');
-  const bytes = region.fn<(c: number) => number>('ixBytes')(capacity) >>> 0;
+  const bytes = region.fn<(c: number, pods: number) => number>('ixBytes')(capacity, pods) >>> 0;
   region.u8.fill(0, base, base + bytes);
-  region.fn<(b: number, c: number) => void>('ixInit')(base, capacity);
+  region.fn<(b: number, c: number, pods: number) => void>('ixInit')(base, capacity, pods);
   return new PrefixIndexWriter(region, { ptr: area.ptr, bytes: 4096 });
 }
 
@@ -26,11 +27,10 @@ function putKeys (keys: bigint[]): { ptr: number; count: number } {
 
 const chain = (n: number, from = 1): bigint[] => Array.from({ length: n }, (_, i) => BigInt(1000 + from + i));
 
-test('a hinted walk skips the hinted pod\'s known blocks and gives the whole walk\'s counts, other pods included', () => {
-  const ix = freshIndex(CAPACITY);
+/** Pods A and B on an index of `rows` rows (in one group, or in two groups of 256 past 256 rows). */
+function hintedWalk (rows: number, A: number, B: number): void {
+  const ix = freshIndex(CAPACITY, rows);
   const keys = chain(40);
-  const A = 3;
-  const B = 200;
   for (let i = 0; i < 30; i++) ix.insert(keys[i], A, ix.kind.assumed, 1);
   for (let i = 0; i < 10; i++) ix.insert(keys[i], B, ix.kind.confirmed, 1);
   const span = putKeys(keys);
@@ -46,6 +46,16 @@ test('a hinted walk skips the hinted pod\'s known blocks and gives the whole wal
   assert.equal(ix.longestPrefixFrom(span, ix.mask.all, A, 30), 35);
   assert.equal(ix.counts[A], 35);
   assert.equal(ix.counts[B], 10);
+}
+
+test('a hinted walk skips the hinted pod\'s known blocks and gives the whole walk\'s counts, other pods included', () => {
+  hintedWalk(256, 3, 200);
+});
+
+test('the same on 600 rows, the hinted pod and the other in different groups of 256, either way round', () => {
+  hintedWalk(600, 300, 599);
+  hintedWalk(600, 599, 3);
+  hintedWalk(600, 256, 257);
 });
 
 test('loss epochs move after every way a pod loses a block: remove, clearPod, clearPods, expiry, CLOCK eviction', () => {
@@ -79,9 +89,9 @@ test('loss epochs move after every way a pod loses a block: remove, clearPod, cl
   assert.equal(e(5), e5 + 1, 'CLOCK eviction');
 });
 
-test('random writes: a hint found by a walk stays exact while the pod\'s loss epoch stands, and is refused once it moves', () => {
+/** `pods` of an index of `rows` rows take random writes and walks; a hint is taken while its epoch stands. */
+function hintsUnderRandomWrites (rows: number, pods: number[]): void {
   const keys = chain(24);
-  const pods = [0, 1, 64, 255];
   type Op = { op: 'insert'; k: number; pod: number; kind: number } | { op: 'remove'; k: number; pod: number } |
     { op: 'clear'; pod: number } | { op: 'expire'; dt: number } | { op: 'walk'; n: number } | { op: 'record'; n: number; pod: number };
   const opArb: fc.Arbitrary<Op> = fc.oneof(
@@ -96,7 +106,7 @@ test('random writes: a hint found by a walk stays exact while the pod\'s loss ep
   let taken = 0;
   let wrongAfterLoss = 0;
   fc.assert(fc.property(fc.array(opArb, { minLength: 60, maxLength: 200 }), fc.boolean(), (ops, prefill) => {
-    const ix = freshIndex(CAPACITY);
+    const ix = freshIndex(CAPACITY, rows);
     let now = 1000;
     if (prefill) for (let i = 0; i < 20; i++) ix.insert(keys[i], 0, ix.kind.assumed, now);
     let hint: { pod: number; count: number; epoch: number } | null = null;
@@ -129,4 +139,12 @@ test('random writes: a hint found by a walk stays exact while the pod\'s loss ep
   }), { numRuns: 300 });
   assert.ok(taken > 100, `hints were taken (${taken})`);
   assert.ok(wrongAfterLoss > 0, 'a hint kept past a loss would have been wrong');
+}
+
+test('random writes: a hint found by a walk stays exact while the pod\'s loss epoch stands, and is refused once it moves', () => {
+  hintsUnderRandomWrites(256, [0, 1, 64, 255]);
+});
+
+test('the same on 600 rows, the pods in three groups of 256 (loss epochs and hints past the first group)', () => {
+  hintsUnderRandomWrites(600, [0, 255, 256, 300, 599]);
 });

@@ -95,7 +95,8 @@ test('discovery config: defaults, flags over the file, and errors that name the 
     [{ kind: 'k8s', roleLabel: 'bad key/with space' }, /discovery\.roleLabel: .* is not a Kubernetes label key/],
     [{ kind: 'k8s', port: 0 }, /discovery\.port: must be an integer in \[1, 65535\]/],
     [{ kind: 'k8s', kvEventsPort: 7000, kvReplayPort: 7000 }, /discovery\.kvReplayPort: must differ/],
-    [{ kind: 'k8s', maxPods: 1000 }, /discovery\.maxPods: must be an integer in \[1, 256\]/],
+    [{ kind: 'k8s', maxPods: 0 }, /discovery\.maxPods: must be an integer in \[1, 16384\]/],
+    [{ kind: 'k8s', maxPods: 1000 }, /discovery\.maxPods: must be at most maxPods \(256, the pod rows\), got 1000/],
     [{ kind: 'k8s', labelselector: 'a=b' }, /discovery\.labelselector: unknown field/]
   ];
   for (const [d, re] of bad) assert.throws(() => buildConfig({ discovery: d }), (err: unknown) => err instanceof ConfigError && re.test(err.message), JSON.stringify(d));

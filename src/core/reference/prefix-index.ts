@@ -1,16 +1,21 @@
 // Reference prefix index in plain TypeScript (one thread): the oracle for asm/prefix-index.ts and the
-// benchmark baseline. Same semantics and return codes; a Map keyed by BigInt, presence as 8 u32 words per
-// kind. Its CLOCK runs over the Map's insertion order (a referenced entry is moved to the back and loses its
+// benchmark baseline. Same semantics and return codes; a Map keyed by (block key, pod group) as the kernel's
+// entries are (a group is REF_GROUP_PODS pods), presence as 8 u32 words per kind. Its CLOCK runs over the Map's insertion order (a referenced entry is moved to the back and loses its
 // bit), so at the capacity bound it may pick a different victim than the slot-ordered CLOCK of the kernel;
 // expiry is always a full sweep.
 
 export const REF_KINDS = 3;
-export const REF_MAX_PODS = 256;
-const WORDS = REF_MAX_PODS / 32;
+/** Pods per group, and the default pod rows. */
+export const REF_GROUP_PODS = 256;
+export const REF_MAX_PODS = REF_GROUP_PODS;
+const WORDS = REF_GROUP_PODS / 32;
 const ASSUMED = 1;
 
+/** The map key of block `key` for pod group `g`. */
+const entryKey = (key: bigint, g: number): bigint => ((key === 0n ? 1n : key) << 16n) | BigInt(g);
+
 interface RefEntry {
-  bits: Uint32Array; // kind k, pod p: bit p % 32 of word k * WORDS + p / 32
+  bits: Uint32Array; // kind k, pod p of the group: bit p % 32 of word k * WORDS + (p % 256) / 32
   access: number;
   assumedAt: number;
   ref: boolean;
@@ -18,14 +23,23 @@ interface RefEntry {
 
 export class PrefixIndexRef {
   readonly capacity: number;
+  /** Pod rows: pods are in [0, pods). */
+  readonly pods: number;
+  readonly #groups: number;
   readonly #map = new Map<bigint, RefEntry>();
   inserts = 0;
   removes = 0;
   evictions = 0;
   expirations = 0;
 
-  constructor (capacity: number) {
+  constructor (capacity: number, pods = REF_MAX_PODS) {
     this.capacity = Math.max(1, capacity);
+    this.pods = pods;
+    this.#groups = Math.ceil(pods / REF_GROUP_PODS);
+  }
+
+  #bad (pod: number): boolean {
+    return !(pod >= 0 && pod < this.pods);
   }
 
   get size (): number { return this.#map.size; }
@@ -42,8 +56,8 @@ export class PrefixIndexRef {
   }
 
   insert (key: bigint, pod: number, kind: number, now: number): number {
-    if (pod < 0 || pod >= REF_MAX_PODS || kind < 0 || kind >= REF_KINDS) return -1;
-    if (key === 0n) key = 1n;
+    if (this.#bad(pod) || kind < 0 || kind >= REF_KINDS) return -1;
+    key = entryKey(key, Math.floor(pod / REF_GROUP_PODS));
     let e = this.#map.get(key);
     let added = 0;
     if (e === undefined) {
@@ -53,7 +67,7 @@ export class PrefixIndexRef {
       this.inserts++;
       added = 1;
     }
-    e.bits[kind * WORDS + (pod >>> 5)] |= 1 << (pod & 31);
+    e.bits[kind * WORDS + ((pod % REF_GROUP_PODS) >>> 5)] |= 1 << (pod & 31);
     e.access = now >>> 0;
     e.ref = true;
     if (kind === ASSUMED) e.assumedAt = now >>> 0;
@@ -64,7 +78,7 @@ export class PrefixIndexRef {
     let hit = false;
     const bit = 1 << (pod & 31);
     for (let k = 0; k < REF_KINDS; k++) {
-      const w = k * WORDS + (pod >>> 5);
+      const w = k * WORDS + ((pod % REF_GROUP_PODS) >>> 5);
       if ((kindMask & (1 << k)) !== 0 && (e.bits[w] & bit) !== 0) {
         e.bits[w] &= ~bit;
         hit = true;
@@ -78,26 +92,28 @@ export class PrefixIndexRef {
   }
 
   remove (key: bigint, pod: number, kindMask: number): number {
-    if (pod < 0 || pod >= REF_MAX_PODS) return -1;
-    if (key === 0n) key = 1n;
+    if (this.#bad(pod)) return -1;
+    key = entryKey(key, Math.floor(pod / REF_GROUP_PODS));
     const e = this.#map.get(key);
     return e === undefined ? 0 : this.#clear(key, e, pod, kindMask);
   }
 
   clearPod (pod: number, kindMask: number): number {
-    if (pod < 0 || pod >= REF_MAX_PODS) return -1;
+    if (this.#bad(pod)) return -1;
     let changed = 0;
-    for (const [key, e] of [...this.#map]) if (this.#clear(key, e, pod, kindMask) > 0) changed++;
+    const g = BigInt(Math.floor(pod / REF_GROUP_PODS));
+    for (const [key, e] of [...this.#map]) if ((key & 0xffffn) === g && this.#clear(key, e, pod, kindMask) > 0) changed++;
     return changed;
   }
 
   /** clearPod for every pod of `pods` at once: keys changed, each counted once. */
   clearPods (pods: readonly number[], kindMask: number): number {
-    if (pods.some((p) => p < 0 || p >= REF_MAX_PODS)) return -1;
+    if (pods.some((p) => this.#bad(p))) return -1;
     let changed = 0;
     for (const [key, e] of [...this.#map]) {
       let hit = false;
       for (const pod of pods) {
+        if (BigInt(Math.floor(pod / REF_GROUP_PODS)) !== (key & 0xffffn)) continue;
         const r = this.#clear(key, e, pod, kindMask);
         if (r > 0) hit = true;
         if (r === 2) break; // the key is gone
@@ -124,40 +140,45 @@ export class PrefixIndexRef {
     return expired;
   }
 
-  /** Pods holding `key` in the kinds of `kindMask`, ascending; null if the key is absent. */
+  /** Pods holding `key` in the kinds of `kindMask`, ascending; null if the key is absent (in every group). */
   lookup (key: bigint, kindMask: number): number[] | null {
-    const e = this.#map.get(key === 0n ? 1n : key);
-    if (e === undefined) return null;
+    let found = false;
     const pods: number[] = [];
-    for (let p = 0; p < REF_MAX_PODS; p++) {
-      for (let k = 0; k < REF_KINDS; k++) {
-        if ((kindMask & (1 << k)) !== 0 && (e.bits[k * WORDS + (p >>> 5)] & (1 << (p & 31))) !== 0) {
-          pods.push(p);
-          break;
+    for (let g = 0; g < this.#groups; g++) {
+      const e = this.#map.get(entryKey(key, g));
+      if (e === undefined) continue;
+      found = true;
+      for (let q = 0; q < REF_GROUP_PODS; q++) {
+        for (let k = 0; k < REF_KINDS; k++) {
+          if ((kindMask & (1 << k)) !== 0 && (e.bits[k * WORDS + (q >>> 5)] & (1 << (q & 31))) !== 0) {
+            pods.push(g * REF_GROUP_PODS + q);
+            break;
+          }
         }
       }
     }
-    return pods;
+    return found ? pods : null;
   }
 
-  /** Per-pod matched leading blocks into `counts` (length 256); returns the deepest match. */
+  /** Per-pod matched leading blocks into `counts` (length ≥ pods); returns the deepest match. */
   longestPrefix (keys: BigUint64Array, kindMask: number, counts: Uint32Array): number {
     counts.fill(0);
-    const alive = new Uint32Array(WORDS).fill(0xffffffff);
-    const present = new Uint32Array(WORDS);
+    const words = this.#groups * WORDS;
+    const alive = new Uint32Array(words).fill(0xffffffff);
+    const present = new Uint32Array(words);
     let depth = 0;
     for (let i = 0; i < keys.length; i++) {
-      const key = keys[i];
-      const e = this.#map.get(key === 0n ? 1n : key);
       present.fill(0);
-      if (e !== undefined) {
+      for (let g = 0; g < this.#groups; g++) {
+        const e = this.#map.get(entryKey(keys[i], g));
+        if (e === undefined) continue;
         for (let k = 0; k < REF_KINDS; k++) {
           if ((kindMask & (1 << k)) === 0) continue;
-          for (let w = 0; w < WORDS; w++) present[w] |= e.bits[k * WORDS + w];
+          for (let w = 0; w < WORDS; w++) present[g * WORDS + w] |= e.bits[k * WORDS + w];
         }
       }
       let any = 0;
-      for (let w = 0; w < WORDS; w++) {
+      for (let w = 0; w < words; w++) {
         let dropped = (alive[w] & ~present[w]) >>> 0;
         if (i > 0) {
           while (dropped !== 0) {
@@ -172,8 +193,8 @@ export class PrefixIndexRef {
       if (any === 0) return depth;
       depth = i + 1;
     }
-    for (let w = 0; w < WORDS; w++) {
-      for (let b = 0; b < 32; b++) if ((alive[w] & (1 << b)) !== 0) counts[w * 32 + b] = depth;
+    for (let w = 0; w < words; w++) {
+      for (let b = 0; b < 32; b++) if ((alive[w] & (1 << b)) !== 0 && w * 32 + b < counts.length) counts[w * 32 + b] = depth;
     }
     return depth;
   }

@@ -12,6 +12,7 @@ import YAML from 'yaml';
 import { ADMISSION_DEFAULTS } from '../../core/admission.js';
 import { SCHEDULER } from '../../core/defaults.js';
 import type { RoutingHostOptions } from '../../core/routing-host.js';
+import { POD_ROWS_DEFAULTS } from '../../config/pod-rows.js';
 import { Agent, request } from 'undici';
 import pino from 'pino';
 import { startSim, type SimServer } from '../../sim/server.js';
@@ -91,6 +92,8 @@ const MODEL = 'ear-eval';
 /** `backends` are `--backend` specs (URL and options); `blockSize` the engines' (precise mode needs the same). */
 async function startGatewayProcess (backends: string[], policy: string, blockSize: number, config: string | null): Promise<{ child: ChildProcess; url: string }> {
   const args = [BIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--policy', policy, '--route-threads', '1', '--block-size', String(blockSize),
+    // A row per engine: past the default's rows, as many as there are engines.
+    ...(backends.length > POD_ROWS_DEFAULTS.maxPods ? ['--max-pods', String(backends.length)] : []),
     ...(config === null ? [] : ['--config', config]), ...backends.flatMap((b, i) => ['--backend', `${b},id=engine-${i}`])];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, EAR_LOG_LEVEL: 'info' } });
   let out = '';
