@@ -21,5 +21,5 @@ export function maxPodRows (): number {
 }
 
 export const POD_ROWS_FIELDS: Record<keyof PodRowsConfig, FieldCheck> = {
-  maxPods: (p, v) => checkInt(`${p} (pod rows of the shared tables)`, v, 1, maxPodRows())
+  maxPods: (p, v) => checkInt(p, v, 1, maxPodRows())
 };

@@ -18,7 +18,7 @@ test('maxPods defaults to 256, takes up to 16384 from the file or --max-pods, an
 });
 
 test('bad maxPods values are refused by the config checker with a clear message', () => {
-  const rule = /config maxPods \(pod rows of the shared tables\): must be an integer in \[1, 16384\], got /;
+  const rule = /config maxPods: must be an integer in \[1, 16384\], got /;
   for (const v of [0, -1, -256, 16385, 1 << 20, 1.5, '2.5', 'many', '', true, null, [256], { n: 1 }]) {
     assert.throws(() => buildConfig({ maxPods: v }), (err: unknown) => err instanceof ConfigError && rule.test(err.message), JSON.stringify(v));
   }
