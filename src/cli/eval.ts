@@ -8,6 +8,7 @@ import { SCHEDULER } from '../core/defaults.js';
 import { runDes, type DesRunOptions } from '../eval/drivers/des.js';
 import type { KvEventsMode } from '../eval/drivers/lab-routing.js';
 import { runE2e } from '../eval/drivers/e2e.js';
+import { E2E_APIS, isE2eApi, type E2eApi } from '../eval/drivers/api-requests.js';
 import { loadWorkload, workloadStats, type Workload } from '../eval/workloads/index.js';
 import { buildResults, describeWorkload, policyTable, Progress, writeReport, type PolicyResult, type Sweep } from '../eval/report/index.js';
 import type { MetricsSummary } from '../eval/metrics/index.js';
@@ -19,7 +20,8 @@ import { maxPodRows } from '../config/pod-rows.js';
 
 const USAGE = `usage: ear eval [--driver des|e2e] [--workload agentic|claude-code:DIR|mooncake:FILE] [--policies|--policy a,b,c]
                 [--engines N] [--profile NAME] [--duration S] [--seed N] [--out DIR] [--sweep name=v1,v2,...]
-                [--set option=value]... [--time-scale X] [--ttft-slo S] [--scheduler NAME] [--no-plots]
+                [--set option=value]... [--time-scale X] [--api completions|chat|messages|responses]
+                [--ttft-slo S] [--scheduler NAME] [--no-plots]
 
 Runs the workload against each policy and writes results.json, report.md and PNG plots to --out.
   --policies    default: every registered policy (${policyNames().join(', ')})
@@ -42,7 +44,10 @@ Runs the workload against each policy and writes results.json, report.md and PNG
                 scheduler, a scheduler knob, a policy knob
                 (tHot, tCool, …) or any workload option (e.g. rate=0.25,0.5,1, turnsSigma=1.5,2,2.5 for
                 the skew: the report shows each value's realised top-1% token share, or scheduler=off,fcfs,plas,atlas)
-  --time-scale  e2e only: wall seconds per workload second (default 0.1)`;
+  --time-scale  e2e only: wall seconds per workload second (default 0.1)
+  --api         e2e only: the API the requests go through: completions (token ids, the default), or the
+                workload's tokens as text over chat (completions), messages (Anthropic, as Claude Code sends
+                them) or responses (OpenAI, as Codex sends them); compare APIs with each other (evaluation.md)`;
 
 interface Plan {
   driver: 'des' | 'e2e';
@@ -61,6 +66,8 @@ interface Plan {
   kvConnectors: TransferMode[] | undefined;
   kvConnector: TransferMode | null;
   timeScale: number;
+  /** e2e: the API the requests go through. */
+  api: E2eApi;
   ttftSlo: number;
   scheduler: SchedulerKind;
   /** Admission and capacity knobs given with --set (admission.ts, capacity.ts). */
@@ -173,7 +180,7 @@ async function runOne (p: Plan, w: Workload, policy: string, engines: number, nu
     return runDes(options).summary;
   }
   return (await runE2e({
-    workload: w, policy, policyConfig, engines, profile: p.profile, seed: p.seed, timeScale: p.timeScale, until, ttftSlo: p.ttftSlo, onProgress, kvEvents: p.kvEvents,
+    workload: w, policy, policyConfig, engines, profile: p.profile, seed: p.seed, timeScale: p.timeScale, api: p.api, until, ttftSlo: p.ttftSlo, onProgress, kvEvents: p.kvEvents,
     kvConnectors: p.kvConnectors, kvConnector: p.kvConnector, ...admission, ...engine
   })).summary;
 }
@@ -200,6 +207,7 @@ export async function main (argv: string[]): Promise<number> {
         sweep: { type: 'string' },
         set: { type: 'string', multiple: true },
         'time-scale': { type: 'string', default: '0.1' },
+        api: { type: 'string' },
         'ttft-slo': { type: 'string', default: '2' },
         scheduler: { type: 'string', default: SCHEDULER },
         'no-plots': { type: 'boolean' },
@@ -211,6 +219,9 @@ export async function main (argv: string[]): Promise<number> {
       return 0;
     }
     if (values.driver !== 'des' && values.driver !== 'e2e') throw new UsageError('--driver must be des or e2e');
+    const api = values.api ?? 'completions';
+    if (!isE2eApi(api)) throw new UsageError(`--api must be one of ${E2E_APIS.join(', ')}, got "${api}"`);
+    if (values.api !== undefined && values.driver !== 'e2e') throw new UsageError('--api takes effect with --driver e2e only');
     const known = policyNames();
     if (values.policies !== undefined && values.policy !== undefined) throw new UsageError('--policy and --policies are the same flag: give one');
     const named = values.policies ?? values.policy;
@@ -262,6 +273,7 @@ export async function main (argv: string[]): Promise<number> {
       kvConnectors,
       kvConnector,
       timeScale: num('time-scale', values['time-scale'], 0.001),
+      api,
       ttftSlo: num('ttft-slo', values['ttft-slo'], 0),
       scheduler: schedulerOf(values.scheduler!),
       admission,
@@ -327,7 +339,7 @@ export async function main (argv: string[]): Promise<number> {
     kvEvents: plan.kvEvents, kvDelayMs: plan.kvDelayMs ?? null, scrapeIntervalMs: plan.scrapeIntervalMs ?? null,
     scheduler: plan.scheduler, admission: plan.admission, engine: plan.engine,
     policyKnobs: Object.fromEntries(plan.policies.map((p) => [p, configFor(p, plan.policyKnobs)])),
-    timeScale: plan.driver === 'e2e' ? plan.timeScale : null, ttftSlo: plan.ttftSlo, sweep, command: `ear eval ${argv.join(' ')}`
+    timeScale: plan.driver === 'e2e' ? plan.timeScale : null, api: plan.driver === 'e2e' ? plan.api : null, ttftSlo: plan.ttftSlo, sweep, command: `ear eval ${argv.join(' ')}`
   };
   const files = await writeReport(out, buildResults({ config, policies: results, sweeps, workload: stats }), { plots });
   console.log(policyTable(results));

@@ -230,7 +230,7 @@ export async function runGeneration (ctx: SimContext, g: GenerationRequest, req:
       const times = m !== undefined
         ? { arrival: m.arrivalTime, firstScheduled: m.firstScheduledTime, firstToken: m.firstTokenTime, finished: m.finishTime }
         : { arrival: c.arrival, firstScheduled: c.firstScheduled, firstToken: Number.isNaN(c.firstToken) ? now : c.firstToken, finished: now };
-      ctx.onRequestFinished?.(requestIdHeader(req), times);
+      ctx.onRequestFinished?.(requestIdHeader(req), times, { promptTokens: c.prompt.ids.length, cachedTokens: Math.max(0, c.cached) });
       ctx.metrics.observeFinished({
         times,
         promptTokens: c.prompt.ids.length,

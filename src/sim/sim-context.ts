@@ -27,10 +27,13 @@ export interface SimContext {
   offloadClient: RemoteOffloadStore | null;
   /** A process-unique number for engine request ids. */
   nextSeq (): number;
-  /** In-process observers (the e2e evaluation driver): each finished request's modelled times, by its x-request-id. */
+  /** In-process observers (the e2e evaluation driver): each finished request's modelled times and prompt usage, by its x-request-id. */
   onRequestFinished?: RequestFinishedHook;
 }
 
 /** Modelled seconds of one finished request: arrival, first scheduled, first token, finished. */
 export interface RequestTimes { arrival: number; firstScheduled: number; firstToken: number; finished: number }
-export type RequestFinishedHook = (requestId: string | null, times: RequestTimes) => void;
+/** Its prompt as the engine ran it: tokens, and those its prefix cache served (what vLLM's usage reports as
+ *  cached_tokens, which its Anthropic API does not carry). */
+export interface RequestPromptUsage { promptTokens: number; cachedTokens: number }
+export type RequestFinishedHook = (requestId: string | null, times: RequestTimes, prompt: RequestPromptUsage) => void;

@@ -2,7 +2,10 @@
 // loopback, driven over HTTP with streaming responses. Engines and think times share one time scale, so a
 // 600 s workload takes 600 × scale wall seconds; every time the metrics see is unscaled (workload seconds).
 // The engines run in this process (startSim) so the driver can sample their pending prefill every 100 ms;
-// the gateway runs apart so its event loop is its own.
+// the gateway runs apart so its event loop is its own. Requests go as token ids to /v1/completions, or
+// (`api`) as the text an agent sends to chat completions, Anthropic Messages or OpenAI Responses: the same
+// blocks as text (token-text.ts), a session as one conversation (conversation.ts), the agents' own headers
+// (api-requests.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,8 +21,13 @@ import pino from 'pino';
 import { startSim, type SimServer } from '../../sim/server.js';
 import type { SchedulingPolicy } from '../../sim/engine.js';
 import type { TransferMode } from '../../migration/cost.js';
-import { ApcBound, HttpStatusError, MetricsCollector, failureCause, type MetricsSummary } from '../metrics/index.js';
-import { replay, SessionPrompt, requestId, type Workload } from '../workloads/index.js';
+import { ApcBound, MetricsCollector, failureCause, type MetricsSummary } from '../metrics/index.js';
+import { allSessions, replay, SessionPrompt, requestId, type OpenRequest, type Workload } from '../workloads/index.js';
+import { Conversation } from '../workloads/conversation.js';
+import { TokenText } from '../workloads/token-text.js';
+import { createTokenizer } from '../../tokenize/index.js';
+import { textRequest, type ApiRequest, type E2eApi } from './api-requests.js';
+import { readStream } from './api-streams.js';
 import { runWorkload, type Scheduler } from '../workloads/runner.js';
 import { loadProfile } from '../../engine-model/profile.js';
 import { isolatedServiceTime } from './isolated.js';
@@ -53,7 +61,25 @@ export interface E2eRunOptions {
   admission?: RoutingHostOptions['admission'];
   capacity?: RoutingHostOptions['capacity'];
   maxConcurrent?: number;
+  /** The API the requests go through (default completions: token ids). */
+  api?: E2eApi;
   onProgress?: (t: number) => void;
+  /** Each request that completed, as the driver saw it (tests). */
+  onRequestDone?: (r: E2eRequestRecord) => void;
+}
+
+export interface E2eRequestRecord {
+  sessionId: string;
+  turn: number;
+  /** The engine the gateway sent it to (x-ear-backend), or null. */
+  backend: string | null;
+  /** Prompt tokens: the workload's, and the engine's count (null when the API did not say). */
+  workloadPromptTokens: number;
+  promptTokens: number | null;
+  /** Cached prompt tokens as recorded (for messages: the engine's own figure, the API has none). */
+  cachedTokens: number;
+  outputTokens: number;
+  firstTokenSeen: boolean;
 }
 
 export interface E2eRunResult {
@@ -88,6 +114,8 @@ function schedulerConfig (o: E2eRunOptions, scale: number): Record<string, unkno
   return c;
 }
 const MODEL = 'ear-eval';
+/** The engines' tokenizer: the text APIs' prompts are the workload's token ids decoded with it. */
+const TOKENIZER = 'hf:qwen3';
 
 /** `backends` are `--backend` specs (URL and options); `blockSize` the engines' (precise mode needs the same). */
 async function startGatewayProcess (backends: string[], policy: string, blockSize: number, config: string | null): Promise<{ child: ChildProcess; url: string }> {
@@ -109,33 +137,6 @@ async function startGatewayProcess (backends: string[], policy: string, blockSiz
   throw new Error(`ear serve did not start:\n${out}`);
 }
 
-/** Reads an SSE completion stream: first content chunk time, usage (cached tokens), output tokens. */
-async function stream (dispatcher: Agent, url: string, body: string, headers: Record<string, string>, onFirst: () => void): Promise<{ cached: number; output: number }> {
-  const r = await request(`${url}/v1/completions`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json', ...headers }, body });
-  if (r.statusCode !== 200) throw new HttpStatusError(r.statusCode, await r.body.text());
-  let carry = '';
-  let first = false;
-  let cached = 0;
-  let output = 0;
-  for await (const chunk of r.body) {
-    carry += chunk.toString();
-    let i;
-    while ((i = carry.indexOf('\n\n')) >= 0) {
-      const ev = carry.slice(0, i);
-      carry = carry.slice(i + 2);
-      if (!ev.startsWith('data: ') || ev === 'data: [DONE]') continue;
-      const doc = JSON.parse(ev.slice(6));
-      if (doc.error) throw new HttpStatusError(typeof doc.error.code === 'number' ? doc.error.code : 500, JSON.stringify(doc));
-      if (!first && doc.choices?.[0]?.text) { first = true; onFirst(); }
-      if (doc.usage) {
-        cached = doc.usage.prompt_tokens_details?.cached_tokens ?? 0;
-        output = doc.usage.completion_tokens ?? 0;
-      }
-    }
-  }
-  return { cached, output };
-}
-
 export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
   const wall0 = performance.now();
   const w = o.workload;
@@ -148,12 +149,18 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
   let configDir: string | null = null;
   const dispatcher = new Agent({ connections: 512, headersTimeout: 0, bodyTimeout: 0 });
   try {
-    // Each request's engine TTFT (modelled seconds), by the x-request-id the gateway forwards.
+    const api = o.api ?? 'completions';
+    // Each request's engine TTFT (modelled seconds) and prompt usage, by the x-request-id the gateway forwards.
     const engineTtft = new Map<string, number>();
+    const engineCached = new Map<string, number>();
     for (let i = 0; i < o.engines; i++) {
       sims.push(await startSim({
-        onRequestFinished: (rid, t) => { if (rid !== null) engineTtft.set(rid, t.firstToken - t.arrival); },
-        host: '127.0.0.1', port: 0, profile: o.profile, timeScale: scale, tokenizer: 'hf:qwen3', servedModelName: [MODEL],
+        onRequestFinished: (rid, t, prompt) => {
+          if (rid === null) return;
+          engineTtft.set(rid, t.firstToken - t.arrival);
+          if (api === 'messages') engineCached.set(rid, prompt.cachedTokens);
+        },
+        host: '127.0.0.1', port: 0, profile: o.profile, timeScale: scale, tokenizer: TOKENIZER, servedModelName: [MODEL],
         enablePromptTokensDetails: true, seed: o.seed + i, stopProbability: 0, logger: silent,
         ...(o.schedulingPolicy === undefined ? {} : { schedulingPolicy: o.schedulingPolicy }),
         ...(o.longPrefillTokenThreshold === undefined ? {} : { longPrefillTokenThreshold: o.longPrefillTokenThreshold }),
@@ -172,6 +179,11 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
     const now = (): number => (performance.now() - t0) / 1000 / scale;
     const sched: Scheduler = { at: (t, fn) => { setTimeout(() => fn(Math.max(t, now())), Math.max(0, (t - now()) * scale * 1000)); } };
     const prompts = new Map<string, SessionPrompt>();
+    // Text APIs: each session's conversation, dropped after its last turn (a trace has thousands of sessions).
+    const tokenText = api === 'completions' ? null : new TokenText(await createTokenizer(TOKENIZER));
+    const conversations = new Map<string, Conversation>();
+    const turnsOf = new Map<string, number>();
+    if (w.kind === 'closed') for (const s of allSessions(w.sessions)) turnsOf.set(s.id, s.turns.length);
     const isolated = new Map<string, number>();
     const ideal = new ApcBound(w.blockSize);
     let open = 0;
@@ -189,25 +201,53 @@ export async function runE2e (o: E2eRunOptions): Promise<E2eRunResult> {
       isolated.set(id, isolatedServiceTime(profile, tokens.length, ideal.observe(d.rootSessionId, blocks, tokens.length).all, d.outputTokens));
       metrics.requestSent({ id, sessionId: d.sessionId, rootSessionId: d.rootSessionId, at: d.at, promptTokens: tokens.length, blocks });
       open++;
-      // Written by hand: JSON.stringify turns a Uint32Array into an object, and this is the hot path of the client.
-      // The OpenAI user is the root session, as the discrete-event driver sets it (fairness policies see the same users).
-      const body = `{"model":"${MODEL}","prompt":[${tokens.join(',')}],"max_tokens":${d.outputTokens},"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true},"user":${JSON.stringify(d.rootSessionId)}}`;
       // The gateway forwards a sane x-request-id as it is ('/' is not one of its characters).
       const rid = `eval:${id.replace(/[^A-Za-z0-9._:-]/g, ':')}`;
+      let req: ApiRequest;
+      let conversation: Conversation | null = null;
+      const final = w.kind === 'open' ? (d.spec as OpenRequest).final : d.turn === (turnsOf.get(d.sessionId) ?? 0) - 1;
+      if (tokenText === null) {
+        // Written by hand: JSON.stringify turns a Uint32Array into an object, and this is the hot path of the client.
+        // The OpenAI user is the root session, as the discrete-event driver sets it (fairness policies see the same users).
+        const body = `{"model":"${MODEL}","prompt":[${tokens.join(',')}],"max_tokens":${d.outputTokens},"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true},"user":${JSON.stringify(d.rootSessionId)}}`;
+        req = { path: '/v1/completions', headers: { 'x-session-id': d.sessionId, 'x-request-id': rid }, body };
+      } else {
+        conversation = conversations.get(d.sessionId) ?? null;
+        if (conversation === null) conversations.set(d.sessionId, (conversation = new Conversation(tokenText, w.blockSize, w.sharedPrefixBlocks)));
+        const turn = conversation.advance(tokens, blocks, d.spec.keepBlocks, d.outputTokens);
+        if (final) conversations.delete(d.sessionId);
+        const t = textRequest(api as Exclude<E2eApi, 'completions'>, {
+          model: MODEL, conversation: turn, maxTokens: d.outputTokens, sessionId: d.sessionId, rootSessionId: d.rootSessionId, parentId: d.parentId
+        });
+        req = { ...t, headers: { ...t.headers, 'x-request-id': rid } };
+      }
       let first = NaN;
-      stream(dispatcher, url, body, { 'x-session-id': d.sessionId, 'x-request-id': rid }, () => { first = now(); metrics.firstToken(id, first); })
-        .then(({ cached, output }) => {
+      readStream(api, dispatcher, url, req, () => { first = now(); metrics.firstToken(id, first); })
+        .then((r) => {
           const t = now();
+          // The next turn sends this answer back (the conversation keeps it only until that turn is built).
+          conversation?.answered(d.turn, r.text);
+          // vLLM's Anthropic usage has no cached tokens: the engine's own figure, which the sim hands over in process.
+          const cached = r.cachedTokens ?? engineCached.get(rid) ?? 0;
+          engineCached.delete(rid);
+          const output = r.outputTokens;
+          o.onRequestDone?.({
+            sessionId: d.sessionId, turn: d.turn, backend: r.backend, workloadPromptTokens: tokens.length, promptTokens: r.promptTokens,
+            cachedTokens: cached, outputTokens: output, firstTokenSeen: !Number.isNaN(first)
+          });
           // Added latency in wall seconds: client TTFT minus the engine's, both scaled to the wall clock. The
           // collector takes it as ttft − engineTtft on its own (workload) clock, so the engine TTFT is expressed there.
           const eng = engineTtft.get(rid);
           engineTtft.delete(rid);
           const ttft = (Number.isNaN(first) ? t : first) - d.at;
           const added = eng === undefined ? undefined : (ttft - eng) * scale;
-          metrics.requestFinished(id, { at: t, cachedTokens: cached, outputTokens: output, engineTtft: added === undefined ? undefined : ttft - added });
+          // Over a text API the engine's prompt is the re-tokenized, templated text: the APC is taken on its count.
+          const promptTokens = api === 'completions' || r.promptTokens === null ? undefined : r.promptTokens;
+          metrics.requestFinished(id, { at: t, cachedTokens: cached, outputTokens: output, engineTtft: added === undefined ? undefined : ttft - added, promptTokens });
           done(t);
         }, (err: Error) => {
           const t = now();
+          engineCached.delete(rid);
           metrics.requestFailed(id, t, failureCause(err, 'connection'));
           done(t);
         })

@@ -61,6 +61,10 @@ export interface FinishedRequest {
   at: number;
   /** Prompt tokens the engine served from its prefix cache (`usage.prompt_tokens_details.cached_tokens`). */
   cachedTokens: number;
+  /** Prompt tokens as the engine counted them, when they are not the ones sent (e2e over a text API: the
+   *  workload's text re-tokenized in the chat template). The APC is cached over these; the bounds stay on the
+   *  sent tokens (the workload's blocks). Default: the sent `promptTokens`. */
+  promptTokens?: number;
   outputTokens: number;
   /** TTFT the engine itself measured (e2e), for the gateway's added latency. */
   engineTtft?: number;
@@ -161,7 +165,8 @@ export class MetricsCollector {
   readonly #index: number[] = [];
   #sumMax = 0; #sumMean = 0;
   #sent = 0; #completed = 0; #failed = 0; #good = 0;
-  #prompt = 0; #cached = 0; #boundAll = 0; #boundIntra = 0; #output = 0; #sessionsDone = 0;
+  /** Prompt tokens as the engine counted them (the APC's denominator) and as sent (the bounds'). */
+  #prompt = 0; #sentPrompt = 0; #cached = 0; #boundAll = 0; #boundIntra = 0; #output = 0; #sessionsDone = 0;
   #firstSent = Infinity; #lastEnd = -Infinity;
   #blocksSeen = true;
   /** Per completed request: its root session and TTFT, split by session length at the end. */
@@ -227,8 +232,10 @@ export class MetricsCollector {
     if (ttft <= this.#slo) this.#good++;
     if (f.engineTtft !== undefined) this.#added.record(ttft - f.engineTtft);
     this.#completed++;
-    this.#prompt += o.prompt;
-    this.#cached += Math.min(f.cachedTokens, o.prompt);
+    const prompt = f.promptTokens ?? o.prompt;
+    this.#prompt += prompt;
+    this.#sentPrompt += o.prompt;
+    this.#cached += Math.min(f.cachedTokens, prompt);
     this.#boundAll += o.boundAll;
     this.#boundIntra += o.boundIntra;
     this.#output += f.outputTokens;
@@ -302,9 +309,9 @@ export class MetricsCollector {
   summary (opts: { idealMakespan?: number; idealSessionCompletion?: ReadonlyMap<string, number> } = {}): MetricsSummary {
     const makespan = this.#firstSent === Infinity || this.#lastEnd === -Infinity ? 0 : Math.max(0, this.#lastEnd - this.#firstSent);
     const ideal = opts.idealMakespan ?? null;
-    const bounded = this.#bound !== null && this.#blocksSeen && this.#prompt > 0;
+    const bounded = this.#bound !== null && this.#blocksSeen && this.#sentPrompt > 0;
     const apc = this.#prompt > 0 ? this.#cached / this.#prompt : 0;
-    const bound = bounded ? this.#boundAll / this.#prompt : null;
+    const bound = bounded ? this.#boundAll / this.#sentPrompt : null;
     const failures = { ...this.#failures };
     if (this.#open.size > 0) failures.incomplete = this.#open.size;
     return {
@@ -312,7 +319,7 @@ export class MetricsCollector {
       ttft: this.#ttft.summary(), ttftExcess: this.#ttftExcess.summary(), tpot: this.#tpot.summary(), e2e: this.#e2e.summary(), sessionCompletion: this.#session.summary(),
       ttftCdf: this.#ttft.cdf(),
       apc: {
-        value: apc, bound, intraSessionBound: bounded ? this.#boundIntra / this.#prompt : null,
+        value: apc, bound, intraSessionBound: bounded ? this.#boundIntra / this.#sentPrompt : null,
         ratio: bound !== null && bound > 0 ? apc / bound : null, promptTokens: this.#prompt, cachedTokens: this.#cached,
       },
       hotspot: {
