@@ -52,6 +52,8 @@ export interface MigrationSummary {
   bytes: number;
   /** µs, successful moves. */
   transferTime: LatencySummary;
+  /** µs, successful NIXL moves: the export leg (its wait in the source's queue included) plus the pull. */
+  nixlTransferTime: LatencySummary;
   /** Bytes per successful move. */
   bytesPerMove: Distribution;
   /** null when the collector has no tHot. */
@@ -73,6 +75,7 @@ export class MigrationStats {
   readonly #byMode = zeroModes();
   readonly #failedByMode = zeroModes();
   readonly #transfer = new Latency();
+  readonly #nixlTransfer = new Latency();
   readonly #bytes: number[] = [];
   readonly #lastMove = new Map<string, number>();
   readonly #thrashed = new Set<string>();
@@ -100,6 +103,7 @@ export class MigrationStats {
     this.#bytesSum += m.bytes;
     this.#bytes.push(m.bytes);
     this.#transfer.record(m.transferTime);
+    if (mode === 'nixl') this.#nixlTransfer.record(m.transferTime);
     const last = this.#lastMove.get(m.sessionId);
     if (last !== undefined && m.at - last < this.#o.tCool) { this.#thrash++; this.#thrashed.add(m.sessionId); }
     this.#lastMove.set(m.sessionId, m.at);
@@ -138,6 +142,7 @@ export class MigrationStats {
       count: this.#count, failed: this.#failed, byMode: { ...this.#byMode }, failedByMode: { ...this.#failedByMode },
       triggerRatePct: requestsSent > 0 ? ((this.#count + this.#failed) / requestsSent) * 100 : 0,
       tokens: this.#tokens, bytes: this.#bytesSum, transferTime: this.#transfer.summary(),
+      nixlTransferTime: this.#nixlTransfer.summary(),
       bytesPerMove: {
         count: b.length, mean: b.length === 0 ? 0 : this.#bytesSum / b.length,
         p50: percentile(b, 50), p99: percentile(b, 99), max: b.reduce((a, x) => Math.max(a, x), 0),

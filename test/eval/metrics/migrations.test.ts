@@ -61,6 +61,7 @@ test('by-mode counts, failed transfers, trigger rate and bytes per move', () => 
   assert.equal(s.bytes, 100 + 300 + 200 + 0 + 1e6);
   assert.deepEqual([s.bytesPerMove.count, s.bytesPerMove.p50, s.bytesPerMove.max], [5, 200, 1e6]);
   assert.equal(s.transferTime.max, 3000);
+  assert.deepEqual([s.nixlTransferTime.count, s.nixlTransferTime.max], [2, 3000], 'the successful NIXL moves alone');
   assert.equal(m.summary().timeline.migrations.length, 5, 'failed transfers are not marked as moves');
   assert.equal(s.thrash, 1, 's1 moved twice within 10 s');
 });
