@@ -202,7 +202,8 @@ export function runDes (o: DesRunOptions): DesRunResult {
           where.delete(id);
           const outTokens = out.metrics?.numGenerationTokens ?? d.outputTokens;
           lab.finished(routed, { promptTokens: tokens.length, completionTokens: outTokens }, ft * 1000);
-          metrics.requestFinished(id, { at: ft, cachedTokens: out.numCachedTokens, outputTokens: outTokens });
+          const m = out.metrics;
+          metrics.requestFinished(id, { at: ft, cachedTokens: out.numCachedTokens, outputTokens: outTokens, engineQueue: m === undefined ? undefined : m.firstScheduledTime - m.arrivalTime });
           done(ft);
         },
         onError: (ft, err) => {
