@@ -227,9 +227,9 @@ export function runDes (o: DesRunOptions): DesRunResult {
       // As kv-transfer-step.ts: a priority source runs the leg ahead of its waiting queue (cost.ts).
       const backlog = { pending: lab.host.load.pendingPrefill(from), running: lab.host.load.running(from), waiting: lab.host.load.waiting(from), priority: enginePriority !== null };
       const choice = transfers.choose(tokens.length, backlog);
-      const moved = (mode: TransferMode, ok: boolean, at: number, transferTime: number, bytes: number): void => {
+      const moved = (mode: TransferMode, ok: boolean, at: number, transferTime: number, bytes: number, exportWait?: number): void => {
         // At the decision's time, the one the session table keeps as its last migration (thrash is judged on it).
-        if (migrating) metrics.migration({ at: ok ? t : at, sessionId: d.sessionId, from, to: routed.pod, tokens: ok ? tokens.length : 0, bytes, transferTime, mode, ok });
+        if (migrating) metrics.migration({ at: ok ? t : at, sessionId: d.sessionId, from, to: routed.pod, tokens: ok ? tokens.length : 0, bytes, transferTime, mode, ok, exportWait });
       };
       const ended = (ft: number): void => { if (migrating) lab.host.migrationEnded(routed, true, ft * 1000); };
       if (choice.mode !== 'nixl') {
@@ -250,9 +250,9 @@ export function runDes (o: DesRunOptions): DesRunResult {
         id: `${id}#export`, promptTokenIds: tokens, minTokens: 0, ignoreEos: true, stopTokenIds: [],
         loraName: null, cacheSalt: null, seed, arrivalTime: t, blockHashes: dg, priority: urgent
       }, t, {
-        held: (xt, kvImport, pull) => {
+        held: (xt, kvImport, pull, waited) => {
           transfers.observeExport(xt - t, backlog);
-          moved('nixl', true, xt, xt - t + pull, transfers.bytes(kvImport.prefixTokenIds.length));
+          moved('nixl', true, xt, xt - t + pull, transfers.bytes(kvImport.prefixTokenIds.length), waited);
           run(routed, xt, kvImport, migrating ? ended : null);
         },
         failed
