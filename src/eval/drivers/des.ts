@@ -228,8 +228,9 @@ export function runDes (o: DesRunOptions): DesRunResult {
       const backlog = { pending: lab.host.load.pendingPrefill(from), running: lab.host.load.running(from), waiting: lab.host.load.waiting(from), priority: enginePriority !== null };
       const choice = transfers.choose(tokens.length, backlog);
       const moved = (mode: TransferMode, ok: boolean, at: number, transferTime: number, bytes: number, exportWait?: number): void => {
-        // At the decision's time, the one the session table keeps as its last migration (thrash is judged on it).
-        if (migrating) metrics.migration({ at: ok ? t : at, sessionId: d.sessionId, from, to: routed.pod, tokens: ok ? tokens.length : 0, bytes, transferTime, mode, ok, exportWait });
+        // At the decision's time, the one the session table keeps as its last migration (thrash is judged on it):
+        // under the engine-queue hold a placement may be dispatched long after it was decided.
+        if (migrating) metrics.migration({ at: ok ? routed.decidedAt / 1000 : at, sessionId: d.sessionId, from, to: routed.pod, tokens: ok ? tokens.length : 0, bytes, transferTime, mode, ok, exportWait });
       };
       const ended = (ft: number): void => { if (migrating) lab.host.migrationEnded(routed, true, ft * 1000); };
       if (choice.mode !== 'nixl') {
