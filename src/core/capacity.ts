@@ -16,7 +16,12 @@
 //   least that many raises them by one (it may have more). Between scrapes the engine's count is kept current
 //   from this gateway's own starts and ends: its in flight now, plus what the engine had beyond this gateway's
 //   in flight at the scrape (another client's, a KV leg). A pod is full when that reaches its seats. Until a
-//   scrape has shown the engine queuing, nothing is known and nothing is held.
+//   scrape has shown the engine queuing, nothing is known and nothing is held. The seats bind only while a
+//   prompt of this gateway's is still being computed there: an engine with chunked prefill mostly queues for
+//   token budget behind a running prefill, not for seats (measured, bench/RESULTS.md "Engine priority"), so
+//   once every request of ours there is past its prefill its budget is free and the next request starts at
+//   once: holding it then would idle the engine until the next scrape raised the seats (work conservation).
+//   At most that one request can wait in an engine that really is out of seats (it holds the pending prefill).
 // A pod with nothing in flight always has room for one request, so stale figures can never stall it.
 // With no signal at all (no limit configured, none learned, no budget) every pod has room: the scheduler passes
 // through, as if off.
@@ -82,15 +87,26 @@ export class CapacityEstimator {
     }
   }
 
-  /** The pod's concurrency limit now (Infinity when nothing limits it). */
+  /** The pod's concurrency limit now (Infinity when nothing limits it), the engine's seats included. */
   limit (row: number): number {
+    return Math.min(this.#fixedLimit(row), this.#seatLimit(row));
+  }
+
+  /** The configured and the learned limit (Infinity when neither is set). */
+  #fixedLimit (row: number): number {
     const p = this.#pods[row];
     if (p === undefined) return Infinity;
     let l = Infinity;
     if (p.configured > 0) l = p.configured;
     if (p.learned > 0) l = Math.min(l, Math.max(1, Math.floor(p.learned)));
-    if (this.opts.holdEngineQueue && p.seats > 0) l = Math.min(l, Math.max(1, p.seats - p.others));
     return l;
+  }
+
+  /** What the engine's seats leave this gateway under holdEngineQueue (Infinity: not held, or never seen queuing). */
+  #seatLimit (row: number): number {
+    const p = this.#pods[row];
+    if (p === undefined || !this.opts.holdEngineQueue || p.seats === 0) return Infinity;
+    return Math.max(1, p.seats - p.others);
   }
 
   /** The engine's seats as last learned (0: unknown), for tests and stats. */
@@ -101,7 +117,8 @@ export class CapacityEstimator {
   /** Whether the pod can take a request expecting `prefill` prompt tokens to compute. */
   hasRoom (row: number, inFlight: number, pendingPrefill: number, prefill: number): boolean {
     if (inFlight === 0) return true;
-    if (inFlight >= this.limit(row)) return false;
+    if (inFlight >= this.#fixedLimit(row)) return false;
+    if (pendingPrefill > 0 && inFlight >= this.#seatLimit(row)) return false;
     const p = this.#pods[row];
     if (p !== undefined && p.kvUsage >= this.opts.kvHighWatermark) return false;
     const budget = this.opts.prefillBudgetTokens;

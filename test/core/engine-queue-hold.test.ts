@@ -81,8 +81,31 @@ test('the seats: set when the engine queues, raised by one when it runs that man
   c.report(0, 5, 1, 0.5, 2);
   assert.equal(c.seats(0), 5);
   assert.equal(c.limit(0), 1, '4 of the engine\'s 6 are another client\'s: this gateway may hold 1');
-  assert.equal(c.hasRoom(0, 1, 0, 0), false);
-  assert.equal(c.hasRoom(0, 0, 0, 0), true, 'nothing in flight: always room for one');
+  assert.equal(c.hasRoom(0, 1, 500, 0), false, 'a prompt of ours still computing there: the seats bind');
+  assert.equal(c.hasRoom(0, 0, 500, 0), true, 'nothing in flight: always room for one');
+  assert.equal(c.hasRoom(0, 3, 0, 500), true, 'every request of ours past its prefill: the engine\'s budget is free');
+  const fixed = new CapacityEstimator({ holdEngineQueue: true });
+  fixed.configure(0, 2);
+  fixed.report(0, 1, 1, 0.5, 2);
+  assert.equal(fixed.hasRoom(0, 2, 0, 500), false, 'a configured max-concurrent binds whatever the prefill');
+});
+
+test('work conservation: an engine whose requests from here all decode takes the next at once, seats or not', () => {
+  const { host } = setup('atlas');
+  const a = host.admission.submit(req('a'), new Recorder('x', []), 0) as Placement;
+  const b = host.admission.submit(req('b'), new Recorder('x', []), 1) as Placement;
+  // b waits behind a's prefill for token budget: the scrape shows one seat.
+  host.engineLoad(0, { running: 1, waiting: 1, kvUsage: 0.1 }, 2);
+  assert.equal(host.admission.capacity.seats(0), 1);
+  const log: string[] = [];
+  const c = new Recorder('c', log);
+  assert.ok('queued' in host.admission.submit(req('c'), c, 3), 'prompts of ours still computing: held');
+  host.firstToken(a, 4);
+  assert.equal(c.placement, null, 'b still in its prefill');
+  host.firstToken(b, 5);
+  assert.ok(c.placement !== null, 'both decode: released at their first tokens, not at the next scrape');
+  const d = new Recorder('d', log);
+  assert.ok('queued' in host.admission.submit(req('d'), d, 6), 'c computes its prompt: the next one waits here');
 });
 
 test('held jobs leave in EAR\'s order when a seat frees: the better class, then the lower level', () => {

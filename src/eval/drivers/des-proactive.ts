@@ -72,10 +72,10 @@ export class DesProactive {
     const choice = o.transfers.choose(tokens.length, { pending: m.sourceBacklog, running: m.sourceRunning, waiting: m.sourceWaiting, priority: o.enginePriority !== null }, false);
     if (choice.mode === 'recompute') return this.#planner.end(m);
     const id = `proactive-${this.#seq++}`;
-    const done = (mode: TransferMode, ok: boolean, at: number, bytes: number): void => {
+    const done = (mode: TransferMode, ok: boolean, at: number, bytes: number, exportWait?: number): void => {
       this.#planner.end(m);
       const moved = ok && o.lab.host.rebindIdle(key, from, to, at * 1000);
-      o.metrics.migration({ at, sessionId: last.sessionId, from, to, tokens: moved ? tokens.length : 0, bytes: moved ? bytes : 0, transferTime: at - t, mode, ok: moved });
+      o.metrics.migration({ at, sessionId: last.sessionId, from, to, tokens: moved ? tokens.length : 0, bytes: moved ? bytes : 0, transferTime: at - t, mode, ok: moved, exportWait });
     };
     if (choice.mode === 'shared-store') return done('shared-store', true, t, o.transfers.bytes(tokens.length));
     // Both legs at the most urgent value, as the thread sends them (proactive-transfer.ts, leg-priority.ts).
@@ -85,9 +85,9 @@ export class DesProactive {
       loraName: null, cacheSalt: null, seed: 0, arrivalTime: t, blockHashes: digests, priority, ...extra
     });
     exportLeg(o.des, o.profile, from, request('#export', {}), t, {
-      held: (xt, kvImport) => {
+      held: (xt, kvImport, _pull, waited) => {
         o.des.submit(to, request('#warm', { kvImport }), xt, {
-          onFinish: (ft) => done('nixl', true, ft, o.transfers.bytes(kvImport.prefixTokenIds.length)),
+          onFinish: (ft) => done('nixl', true, ft, o.transfers.bytes(kvImport.prefixTokenIds.length), waited),
           onError: (ft) => done('nixl', false, ft, 0)
         });
       },

@@ -202,7 +202,8 @@ export function runDes (o: DesRunOptions): DesRunResult {
           where.delete(id);
           const outTokens = out.metrics?.numGenerationTokens ?? d.outputTokens;
           lab.finished(routed, { promptTokens: tokens.length, completionTokens: outTokens }, ft * 1000);
-          metrics.requestFinished(id, { at: ft, cachedTokens: out.numCachedTokens, outputTokens: outTokens });
+          const m = out.metrics;
+          metrics.requestFinished(id, { at: ft, cachedTokens: out.numCachedTokens, outputTokens: outTokens, engineQueue: m === undefined ? undefined : m.firstScheduledTime - m.arrivalTime });
           done(ft);
         },
         onError: (ft, err) => {
@@ -226,9 +227,10 @@ export function runDes (o: DesRunOptions): DesRunResult {
       // As kv-transfer-step.ts: a priority source runs the leg ahead of its waiting queue (cost.ts).
       const backlog = { pending: lab.host.load.pendingPrefill(from), running: lab.host.load.running(from), waiting: lab.host.load.waiting(from), priority: enginePriority !== null };
       const choice = transfers.choose(tokens.length, backlog);
-      const moved = (mode: TransferMode, ok: boolean, at: number, transferTime: number, bytes: number): void => {
-        // At the decision's time, the one the session table keeps as its last migration (thrash is judged on it).
-        if (migrating) metrics.migration({ at: ok ? t : at, sessionId: d.sessionId, from, to: routed.pod, tokens: ok ? tokens.length : 0, bytes, transferTime, mode, ok });
+      const moved = (mode: TransferMode, ok: boolean, at: number, transferTime: number, bytes: number, exportWait?: number): void => {
+        // At the decision's time, the one the session table keeps as its last migration (thrash is judged on it):
+        // under the engine-queue hold a placement may be dispatched long after it was decided.
+        if (migrating) metrics.migration({ at: ok ? routed.decidedAt / 1000 : at, sessionId: d.sessionId, from, to: routed.pod, tokens: ok ? tokens.length : 0, bytes, transferTime, mode, ok, exportWait });
       };
       const ended = (ft: number): void => { if (migrating) lab.host.migrationEnded(routed, true, ft * 1000); };
       if (choice.mode !== 'nixl') {
@@ -249,9 +251,9 @@ export function runDes (o: DesRunOptions): DesRunResult {
         id: `${id}#export`, promptTokenIds: tokens, minTokens: 0, ignoreEos: true, stopTokenIds: [],
         loraName: null, cacheSalt: null, seed, arrivalTime: t, blockHashes: dg, priority: urgent
       }, t, {
-        held: (xt, kvImport, pull) => {
+        held: (xt, kvImport, pull, waited) => {
           transfers.observeExport(xt - t, backlog);
-          moved('nixl', true, xt, xt - t + pull, transfers.bytes(kvImport.prefixTokenIds.length));
+          moved('nixl', true, xt, xt - t + pull, transfers.bytes(kvImport.prefixTokenIds.length), waited);
           run(routed, xt, kvImport, migrating ? ended : null);
         },
         failed

@@ -68,6 +68,8 @@ export interface FinishedRequest {
   outputTokens: number;
   /** TTFT the engine itself measured (e2e), for the gateway's added latency. */
   engineTtft?: number;
+  /** Seconds from the engine's arrival to its first scheduling (its waiting queue: seats, token budget, KV). */
+  engineQueue?: number;
 }
 
 export interface MetricsSummary {
@@ -103,7 +105,9 @@ export interface MetricsSummary {
   amplification: number | null;
   /** Per root session: its completion time over its completion time in the ideal run; over the sessions done
    *  in both with an ideal time > 0 (null when there are none). */
-  sessionSlowdown: { mean: number | null; p90: number | null; sessions: number };
+  /** Each session's completion against its ideal; idealMean (s): the mean of those ideals, the floor under the
+   *  mean session completion that no scheduler or placement can go below. */
+  sessionSlowdown: { mean: number | null; p90: number | null; sessions: number; idealMean: number | null };
   throughput: { outputTokensPerSec: number; sessionsPerMin: number; outputTokens: number; sessionsCompleted: number };
   goodput: { ttftSlo: number; share: number };
   /** The migration microbenchmark (migrations.ts). */
@@ -120,6 +124,8 @@ export interface MetricsSummary {
   bySessionLength: { medianRequests: number; short: SessionClassSummary; long: SessionClassSummary };
   /** Time requests waited in the gateway's admission queue (s); the longest is the starvation figure. */
   admissionWait: LatencySummary;
+  /** Time requests waited in the engine's queue before their first step (s; des: from the engine's figures). */
+  engineQueue: LatencySummary;
 }
 
 export interface SessionClassSummary {
@@ -174,6 +180,7 @@ export class MetricsCollector {
   readonly #ttftValues: number[] = [];
   readonly #requestsPerRoot = new Map<string, number>();
   readonly #wait = new Latency();
+  readonly #engineQueue = new Latency();
 
   constructor (o: CollectorOptions) {
     if (!(Number.isInteger(o.engines) && o.engines > 0)) throw new RangeError(`engines must be an integer > 0, got ${o.engines}`);
@@ -227,6 +234,7 @@ export class MetricsCollector {
     this.#ttftValues.push(ttft);
     this.#e2e.record(e2e);
     this.#e2eSum += e2e;
+    if (f.engineQueue !== undefined) this.#engineQueue.record(f.engineQueue);
     this.#lastFinish.set(o.sessionId, f.at);
     if (f.outputTokens > 1) this.#tpot.record((e2e - ttft) / (f.outputTokens - 1));
     if (ttft <= this.#slo) this.#good++;
@@ -348,19 +356,24 @@ export class MetricsCollector {
       timeline: { ...this.#timeline(), migrations: this.#moves.slice(), droppedSamples: this.#droppedSamples },
       bySessionLength: this.#bySessionLength(),
       admissionWait: this.#wait.summary(),
+      engineQueue: this.#engineQueue.summary(),
     };
   }
 
   #slowdown (ideal: ReadonlyMap<string, number> | undefined): MetricsSummary['sessionSlowdown'] {
     const ratios: number[] = [];
+    let idealSum = 0;
     if (ideal !== undefined) {
       for (const [id, t] of this.#sessionTime) {
         const i = ideal.get(id);
-        if (i !== undefined && i > 0) ratios.push(t / i);
+        if (i !== undefined && i > 0) {
+          ratios.push(t / i);
+          idealSum += i;
+        }
       }
     }
-    if (ratios.length === 0) return { mean: null, p90: null, sessions: 0 };
-    return { mean: ratios.reduce((a, b) => a + b, 0) / ratios.length, p90: percentile(ratios, 90), sessions: ratios.length };
+    if (ratios.length === 0) return { mean: null, p90: null, sessions: 0, idealMean: null };
+    return { mean: ratios.reduce((a, b) => a + b, 0) / ratios.length, p90: percentile(ratios, 90), sessions: ratios.length, idealMean: idealSum / ratios.length };
   }
 
   /** Pending prefill per engine over time, at most timelinePoints points (bucket maxima keep the peaks). */

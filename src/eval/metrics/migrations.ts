@@ -15,6 +15,8 @@ export interface Migration {
   bytes: number;
   /** Seconds the KV transfer took (for a failed one: until it was given up). */
   transferTime: number;
+  /** NIXL: seconds the export leg waited in the source's queue before its first step (drivers that know it). */
+  exportWait?: number;
   /** How the KV moved; absent from drivers that do not say (counted as `unspecified`). */
   mode?: MigrationMode;
   /** false: the transfer failed and the session stayed on its source. Absent or true: the session moved. */
@@ -52,6 +54,10 @@ export interface MigrationSummary {
   bytes: number;
   /** µs, successful moves. */
   transferTime: LatencySummary;
+  /** µs, successful NIXL moves: the export leg (its wait in the source's queue included) plus the pull. */
+  nixlTransferTime: LatencySummary;
+  /** µs, successful NIXL moves whose driver measured it: the export leg's wait in the source's queue alone. */
+  nixlExportWait: LatencySummary;
   /** Bytes per successful move. */
   bytesPerMove: Distribution;
   /** null when the collector has no tHot. */
@@ -73,6 +79,8 @@ export class MigrationStats {
   readonly #byMode = zeroModes();
   readonly #failedByMode = zeroModes();
   readonly #transfer = new Latency();
+  readonly #nixlTransfer = new Latency();
+  readonly #nixlExportWait = new Latency();
   readonly #bytes: number[] = [];
   readonly #lastMove = new Map<string, number>();
   readonly #thrashed = new Set<string>();
@@ -100,6 +108,8 @@ export class MigrationStats {
     this.#bytesSum += m.bytes;
     this.#bytes.push(m.bytes);
     this.#transfer.record(m.transferTime);
+    if (mode === 'nixl') this.#nixlTransfer.record(m.transferTime);
+    if (mode === 'nixl' && m.exportWait !== undefined) this.#nixlExportWait.record(m.exportWait);
     const last = this.#lastMove.get(m.sessionId);
     if (last !== undefined && m.at - last < this.#o.tCool) { this.#thrash++; this.#thrashed.add(m.sessionId); }
     this.#lastMove.set(m.sessionId, m.at);
@@ -138,6 +148,8 @@ export class MigrationStats {
       count: this.#count, failed: this.#failed, byMode: { ...this.#byMode }, failedByMode: { ...this.#failedByMode },
       triggerRatePct: requestsSent > 0 ? ((this.#count + this.#failed) / requestsSent) * 100 : 0,
       tokens: this.#tokens, bytes: this.#bytesSum, transferTime: this.#transfer.summary(),
+      nixlTransferTime: this.#nixlTransfer.summary(),
+      nixlExportWait: this.#nixlExportWait.summary(),
       bytesPerMove: {
         count: b.length, mean: b.length === 0 ? 0 : this.#bytesSum / b.length,
         p50: percentile(b, 50), p99: percentile(b, 99), max: b.reduce((a, x) => Math.max(a, x), 0),

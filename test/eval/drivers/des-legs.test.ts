@@ -129,6 +129,10 @@ test('a migration\'s export leg refused at once (prompt past max_model_len) and 
   // The refused export is counted as a failed NIXL move (the session stayed on its source).
   const m = result.summary.migrations;
   assert.equal(m.failedByMode.nixl, 1, JSON.stringify(m));
+  // Each held export's wait in the source's queue is measured (the engine's first step less its arrival).
+  assert.ok(m.byMode.nixl > 0, JSON.stringify(m.byMode));
+  assert.equal(m.nixlExportWait.count, m.byMode.nixl);
+  assert.ok(m.nixlExportWait.max <= m.nixlTransferTime.max);
 });
 
 test('pd-static\'s prefill leg refused at once and its decode import refused late: the run goes on', () => {

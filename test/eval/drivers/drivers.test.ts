@@ -29,7 +29,11 @@ test('des is deterministic for a seed, and sane: sticky beats round-robin on APC
     assert.equal(s.sessionSlowdown.sessions, w.kind === 'closed' ? w.sessions.length : -1);
     assert.ok(s.sessionSlowdown.mean !== null && s.sessionSlowdown.mean >= 0.999 && s.sessionSlowdown.p90! >= s.sessionSlowdown.mean * 0.5, JSON.stringify(s.sessionSlowdown));
     assert.ok(s.hotspot.loadWeighted >= 1 && s.hotspot.loadWeighted <= 4, `load-weighted hotspot ${s.hotspot.loadWeighted}`);
+    // The engine's own queue, from its figures: one sample per completed request, never past its TTFT.
+    assert.equal(s.engineQueue.count, s.requests.completed);
+    assert.ok(s.engineQueue.max <= s.ttft.max, `engine queue max ${s.engineQueue.max} µs, TTFT max ${s.ttft.max} µs`);
   }
+  assert.ok(rr.engineQueue.max > 0, 'round-robin on four engines queues somewhere');
 });
 
 test('des counts ear\'s moves as migrations (a re-route until the KV connectors exist), with no thrash inside tCool', () => {

@@ -102,11 +102,12 @@ test('session slowdown: each root session against its ideal completion time, mea
   m.requestSent({ id: 'f/0', sessionId: 'f', at: 0, promptTokens: 1 }); // never done: not counted
   const ideal = new Map([['a', 2], ['b', 1], ['c', 2], ['d', 2], ['e', 3], ['f', 1], ['ghost', 5]]);
   const s = m.summary({ idealSessionCompletion: ideal }).sessionSlowdown;
-  // Slowdowns 1, 3, 2, 5, 2: mean 13 / 5; p90 (nearest rank, 5 values) is the largest.
-  assert.deepEqual(s, { mean: 13 / 5, p90: 5, sessions: 5 });
+  // Slowdowns 1, 3, 2, 5, 2: mean 13 / 5; p90 (nearest rank, 5 values) is the largest. The ideals of the sessions
+  // done (f never was, ghost never ran) average 10 / 5: the floor under the mean session completion (5 s here).
+  assert.deepEqual(s, { mean: 13 / 5, p90: 5, sessions: 5, idealMean: 10 / 5 });
   // Without ideal times, or with an ideal time of 0, there is nothing to divide by.
-  assert.deepEqual(m.summary().sessionSlowdown, { mean: null, p90: null, sessions: 0 });
-  assert.deepEqual(m.summary({ idealSessionCompletion: new Map([['a', 0]]) }).sessionSlowdown, { mean: null, p90: null, sessions: 0 });
+  assert.deepEqual(m.summary().sessionSlowdown, { mean: null, p90: null, sessions: 0, idealMean: null });
+  assert.deepEqual(m.summary({ idealSessionCompletion: new Map([['a', 0]]) }).sessionSlowdown, { mean: null, p90: null, sessions: 0, idealMean: null });
 });
 
 test('the timeline keeps bucket maxima when downsampled, and a bounded number of samples', () => {

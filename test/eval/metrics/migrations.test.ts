@@ -47,7 +47,7 @@ test('by-mode counts, failed transfers, trigger rate and bytes per move', () => 
   const m = new MetricsCollector({ engines: 2, tCool: 10 });
   for (let i = 0; i < 20; i++) m.requestSent({ id: `r${i}`, sessionId: `s${i % 4}`, at: i, promptTokens: 1 });
   move(m, 0, 's0', 1, { mode: 'nixl', bytes: 100, transferTime: 0.001 });
-  move(m, 0, 's1', 1, { mode: 'nixl', bytes: 300, transferTime: 0.003 });
+  move(m, 0, 's1', 1, { mode: 'nixl', bytes: 300, transferTime: 0.003, exportWait: 0.002 });
   move(m, 0, 's2', 1, { mode: 'shared-store', bytes: 200, transferTime: 0.002 });
   move(m, 0, 's3', 1, { mode: 'recompute', bytes: 0, transferTime: 0 });
   move(m, 1, 's0', 0, { mode: 'nixl', ok: false, bytes: 999, transferTime: 5 });
@@ -61,6 +61,8 @@ test('by-mode counts, failed transfers, trigger rate and bytes per move', () => 
   assert.equal(s.bytes, 100 + 300 + 200 + 0 + 1e6);
   assert.deepEqual([s.bytesPerMove.count, s.bytesPerMove.p50, s.bytesPerMove.max], [5, 200, 1e6]);
   assert.equal(s.transferTime.max, 3000);
+  assert.deepEqual([s.nixlTransferTime.count, s.nixlTransferTime.max], [2, 3000], 'the successful NIXL moves alone');
+  assert.deepEqual([s.nixlExportWait.count, s.nixlExportWait.max], [1, 2000], 'the moves whose driver measured the leg\'s wait');
   assert.equal(m.summary().timeline.migrations.length, 5, 'failed transfers are not marked as moves');
   assert.equal(s.thrash, 1, 's1 moved twice within 10 s');
 });

@@ -60,7 +60,7 @@ test('results.json, report.md (a row per policy, best marked) and PNG plots are 
     assert.match(md, /\| slowdown mean \| slowdown p90 \|.*\| hotspot load-wtd \|/);
     assert.equal(parsed.policies[0].metrics.hotspot.loadWeighted, 6 / 5); // [5, 5, 4, 6] throughout
     // Sessions s0..s4 start at 0, 0.5, .., 2 s and end at 20 s, against an ideal of 4 / 3 s each.
-    assert.deepEqual(parsed.policies[0].metrics.sessionSlowdown, { mean: (20 + 19.5 + 19 + 18.5 + 18) / 5 * 3 / 4, p90: 15, sessions: 5 });
+    assert.deepEqual(parsed.policies[0].metrics.sessionSlowdown, { mean: (20 + 19.5 + 19 + 18.5 + 18) / 5 * 3 / 4, p90: 15, sessions: 5, idealMean: 4 / 3 });
     assert.match(md, /!\[ttft-cdf\.png\]\(ttft-cdf\.png\)/);
 
     for (const f of files.slice(2)) {
