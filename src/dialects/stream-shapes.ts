@@ -6,6 +6,7 @@
 //     (input) and `message_delta` (output); vLLM's input_tokens is the whole prompt (it counts cached tokens in
 //     it and may add cache_read_input_tokens beside), Anthropic's own excludes them: both are read as given.
 //   OpenAI Responses: `response.*.delta` events, the usage of `response.completed`, the id of `response.created`.
+import { isObject, type Doc } from './chat-request.js';
 
 export interface Usage {
   promptTokens: number;
@@ -28,9 +29,6 @@ export interface StreamShape {
   responseId (doc: Record<string, unknown>): string | null;
 }
 
-type Doc = Record<string, unknown>;
-
-const isObject = (v: unknown): v is Doc => typeof v === 'object' && v !== null && !Array.isArray(v);
 const nonEmpty = (v: unknown): boolean => typeof v === 'string' && v !== '';
 const count = (v: unknown): number => typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0;
 

@@ -11,6 +11,7 @@ import { EarError, errorAnswer, errorCodeOf, type ErrorCode } from '../request/e
 import { StreamObserver } from '../upstream/stream-observer.js';
 import { EndpointFilter, endpointList } from './endpoints.js';
 import type { EppMetrics, EppOutcome } from './metrics.js';
+import type { Dialect } from '../dialects/dialect.js';
 import { dialectOfRequest, type AbortSignalLike, type EndpointPicker, type Picked } from './picker.js';
 import type { RequestLimits } from '../request/client-gate.js';
 import {
@@ -43,6 +44,8 @@ export class ExtProcStream {
   /** When the request's headers arrived (a traced request's server span starts there). */
   #receivedAt = 0;
   #path = '';
+  /** The API its :path names (null: not an inference call), read once with the headers. */
+  #dialect: Dialect | null = null;
   #allowed: EndpointFilter | null = null;
   #conformance = false;
   readonly #body: Buffer[] = [];
@@ -118,6 +121,7 @@ export class ExtProcStream {
     this.#receivedAt = performance.timeOrigin + performance.now();
     this.#headers = headerRecord(h);
     this.#path = this.#headers.get(':path') ?? '';
+    this.#dialect = dialectOfRequest(this.#path);
     // The conformance suite's header names the endpoints to pick among, ahead of the subset hint (as GIE's test
     // picker reads them); either one present restricts the candidates, and an empty list leaves none.
     const test = this.#headers.get(TEST_ENDPOINT_SELECTION);
@@ -208,7 +212,7 @@ export class ExtProcStream {
     const set = [];
     if (this.#picked !== null) {
       this.#o.metrics.served.inc({ kind: this.#picked.served(served) });
-      this.#observer = new StreamObserver(headers.get('content-type') ?? '', undefined, dialectOfRequest(this.#path)?.stream);
+      this.#observer = new StreamObserver(headers.get('content-type') ?? '', this.#dialect?.stream);
       set.push(setHeader('x-ear-backend', this.#picked.backend.id));
     }
     if (this.#conformance && served !== null) set.push(setHeader(CONFORMANCE_SERVED, served));
@@ -256,7 +260,7 @@ export class ExtProcStream {
   #immediate (err: unknown, outcome: EppOutcome): void {
     this.#phase = 'done';
     this.#o.metrics.requests.inc({ outcome });
-    const { status, body, headers } = errorAnswer(dialectOfRequest(this.#path), err);
+    const { status, body, headers } = errorAnswer(this.#dialect, err);
     const set = [...headers, ...this.#limitHeaders()].map(([k, v]) => setHeader(k, v));
     // Envoy's HttpStatus takes only the codes its enum defines: Anthropic's 529 (overloaded) goes as 503.
     this.#send({ immediate_response: { status: { code: status === 529 ? 503 : status }, headers: { set_headers: set }, body: Buffer.from(body), details: errorCodeOf(err) } });
@@ -264,7 +268,7 @@ export class ExtProcStream {
 
   /** The client's rate-limit headers as its limits stand now (none when no limit applies). */
   #limitHeaders (): Array<[string, string]> {
-    const style = dialectOfRequest(this.#path)?.errors === 'anthropic' ? 'anthropic' : 'openai';
+    const style = this.#dialect?.errors === 'anthropic' ? 'anthropic' : 'openai';
     return this.#limits === null ? [] : this.#limits.headers(style, Date.now());
   }
 

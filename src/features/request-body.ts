@@ -9,6 +9,7 @@ import type { ChatMessage, RenderOptions } from '../tokenize/types.js';
 import type { Endpoint } from '../dialects/dialect.js';
 import { anthropicToChat } from '../dialects/anthropic-request.js';
 import { responsesToChat } from '../dialects/responses-request.js';
+import { bad } from '../dialects/chat-request.js';
 
 export interface ParsedRequest {
   endpoint: Endpoint;
@@ -41,11 +42,8 @@ export interface ParsedRequest {
 
 export type ClientPriority = number | 'invalid' | null;
 
-function bad (message: string): EarError {
-  return new EarError('EAR_ERR_BAD_REQUEST', message);
-}
-
-function isTokenIds (v: unknown): v is number[] {
+/** A non-empty list of token ids (uint32): a completions prompt given as tokens. */
+export function isTokenIds (v: unknown): v is number[] {
   if (!Array.isArray(v) || v.length === 0) return false;
   for (const x of v) if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > 0xffffffff) return false;
   return true;

@@ -11,7 +11,8 @@ import { RequestContext, type Abortable } from '../request/context.js';
 import { runPipeline, type Pipeline } from '../request/pipeline.js';
 import type { Send, SendResult, Transport } from '../request/transport.js';
 import { EarError, openAiError } from '../request/errors.js';
-import { badJson, reserialize } from '../features/request-body.js';
+import { badJson, isTokenIds, reserialize } from '../features/request-body.js';
+import { bad } from '../dialects/chat-request.js';
 import type { Endpoint } from '../dialects/dialect.js';
 import type { Usage } from '../upstream/stream-observer.js';
 import { post, type Answer } from '../upstream/buffered-post.js';
@@ -29,14 +30,6 @@ export interface ContextRequest {
   ttlSeconds: number;
   /** The prefill body: the client's fields (messages or prompt and rendering options) with max_tokens 1. */
   body: Buffer;
-}
-
-function bad (message: string): EarError {
-  return new EarError('EAR_ERR_BAD_REQUEST', message);
-}
-
-function isTokenIds (v: unknown): boolean {
-  return Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === 'number' && Number.isInteger(x) && x >= 0 && x <= 0xffffffff);
 }
 
 /** Checks a POST /v1/context body; throws OpenAI-style 400s that name the field and the rule. */

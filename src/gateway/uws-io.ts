@@ -4,7 +4,7 @@
 // under backpressure (wait for onWritable, never resend).
 import type { HttpResponse } from 'uWebSockets.js';
 import { Gauge, type Registry } from 'prom-client';
-import { EarError, errorAnswer, openAiError } from '../request/errors.js';
+import { EarError, errorAnswer, errorFields } from '../request/errors.js';
 import type { Dialect } from '../dialects/dialect.js';
 import { ReadDeadlines } from './read-deadlines.js';
 
@@ -183,8 +183,8 @@ export class ResponseState {
 
 /** The Responses API's in-band error event: {"type":"error","code","message","param"}. */
 function responsesErrorEvent (err: unknown): string {
-  const e = JSON.parse(openAiError(err).body).error as { message: string; code: string };
-  return JSON.stringify({ type: 'error', code: e.code, message: e.message, param: null });
+  const { code, message } = errorFields(err);
+  return JSON.stringify({ type: 'error', code, message, param: null });
 }
 
 const REASONS: Record<number, string> = {

@@ -26,7 +26,7 @@ export class UwsTransport implements Transport {
       headers: requestHeaders(ctx.id, s.headers),
       responseHeaders: [['x-ear-backend', b.id], this.#rid],
       final: s.final,
-      observer: (contentType) => new StreamObserver(contentType, undefined, shape),
+      observer: (contentType) => new StreamObserver(contentType, shape),
       onFirstToken: s.firstToken
     });
     return { result, usage: observer?.usage ?? null, contentEvents: observer?.contentEvents ?? 0, responseId: observer?.responseId ?? null };

@@ -51,8 +51,6 @@ export class RequestContext {
   readonly dialect: Dialect;
   /** How it reached EAR: uWS (`ear serve`) or ext_proc (`ear epp`: Envoy sends it). */
   readonly via: 'http' | 'ext_proc';
-  /** The engine path it is sent to (the route label of its metrics and spans). */
-  readonly path: EnginePath;
   /** What it is sent to: the engine path with the client's query string. */
   readonly target: string;
   /** The route its metrics and spans name. */
@@ -99,14 +97,19 @@ export class RequestContext {
   contentEvents = 0;
   readonly outcome: Outcome = { status: 0, aborted: false, error: null, backend: '' };
 
+  /** The engine path it is sent to: its dialect's. */
+  get path (): EnginePath {
+    return this.dialect.path;
+  }
+
   constructor (readonly pipeline: Pipeline, s: RequestStart) {
     this.id = s.id;
     this.endpoint = s.endpoint;
     this.dialect = DIALECTS[s.endpoint];
     this.via = s.via;
-    this.path = this.dialect.path;
-    this.target = s.query === undefined || s.query === '' ? this.path : `${this.path}?${s.query}`;
-    this.route = s.route ?? this.path;
+    const path = this.dialect.path;
+    this.target = s.query === undefined || s.query === '' ? path : `${path}?${s.query}`;
+    this.route = s.route ?? path;
     this.startedAt = s.startedAt;
     this.keyUser = s.keyUser;
     this.priorityClass = s.priorityClass;

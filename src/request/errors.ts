@@ -131,13 +131,17 @@ export interface ErrorResponse {
  * hold paths or secrets).
  */
 export function openAiError (err: unknown): ErrorResponse {
+  const f = errorFields(err);
+  return { status: f.spec.status, body: JSON.stringify({ error: { message: f.message, type: f.spec.type, code: f.code } }), headers: f.headers };
+}
+
+/** What every shape of answer is made of: the code (EAR_ERR_INTERNAL for anything else), its spec, the message shown, headers. */
+export function errorFields (err: unknown): { code: ErrorCode; spec: ErrorSpec; message: string; headers: Array<[string, string]> } {
   const known = err instanceof EarError;
   const code = known ? err.code : 'EAR_ERR_INTERNAL';
-  const spec = ERRORS[code];
-  const message = known ? err.message : 'internal error';
   const headers: Array<[string, string]> = [['content-type', 'application/json']];
   if (known && err.retryAfterSeconds !== null) headers.push(['retry-after', String(err.retryAfterSeconds)]);
-  return { status: spec.status, body: JSON.stringify({ error: { message, type: spec.type, code } }), headers };
+  return { code, spec: ERRORS[code], message: known ? err.message : 'internal error', headers };
 }
 
 /** Any thrown value as the answer of the API a request speaks (`dialect.errors`: OpenAI's shape or Anthropic's). */
@@ -150,11 +154,7 @@ export function errorAnswer (dialect: { readonly errors: 'openai' | 'anthropic' 
  * Messages API: the same status as openAiError's except that overloaded_error is 529, as Anthropic answers it.
  */
 export function anthropicError (err: unknown): ErrorResponse {
-  const known = err instanceof EarError;
-  const spec = ERRORS[known ? err.code : 'EAR_ERR_INTERNAL'];
-  const message = known ? err.message : 'internal error';
-  const headers: Array<[string, string]> = [['content-type', 'application/json']];
-  if (known && err.retryAfterSeconds !== null) headers.push(['retry-after', String(err.retryAfterSeconds)]);
+  const { spec, message, headers } = errorFields(err);
   const status = spec.anthropic === 'overloaded_error' ? 529 : spec.status;
   return { status, body: JSON.stringify({ type: 'error', error: { type: spec.anthropic, message } }), headers };
 }

@@ -26,7 +26,7 @@ export class StreamObserver {
   #jsonBytes = 0;
   readonly #maxJsonBytes: number;
 
-  constructor (contentType: string, maxJsonBytes = 8 << 20, shape: StreamShape = OPENAI_STREAM) {
+  constructor (contentType: string, shape: StreamShape = OPENAI_STREAM, maxJsonBytes = 8 << 20) {
     this.#shape = shape;
     this.#sse = contentType.includes('text/event-stream');
     this.#maxJsonBytes = maxJsonBytes;
