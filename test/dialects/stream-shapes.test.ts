@@ -20,7 +20,7 @@ const anthropicEvents = [
 ];
 
 test('Anthropic: message_start is no token, the first text delta is; usage merges message_start and message_delta', () => {
-  const o = new StreamObserver('text/event-stream', undefined, ANTHROPIC_STREAM);
+  const o = new StreamObserver('text/event-stream', ANTHROPIC_STREAM);
   assert.equal(o.push(Buffer.from(anthropicEvents[0] + anthropicEvents[1])), false);
   assert.deepEqual(o.usage, { promptTokens: 120, completionTokens: 0, cachedTokens: null });
   assert.equal(o.push(Buffer.from(anthropicEvents[2])), true);
@@ -33,26 +33,26 @@ test('Anthropic: message_start is no token, the first text delta is; usage merge
 test('Anthropic: any split of the byte stream gives the same observation (property)', () => {
   const all = Buffer.from(anthropicEvents.join(''));
   fc.assert(fc.property(fc.uniqueArray(fc.integer({ min: 1, max: all.length - 1 }), { maxLength: 20 }), (cuts) => {
-    const o = new StreamObserver('text/event-stream', undefined, ANTHROPIC_STREAM);
+    const o = new StreamObserver('text/event-stream', ANTHROPIC_STREAM);
     assert.equal(pushSplit(o, all, cuts), 1);
     assert.deepEqual(o.usage, { promptTokens: 120, completionTokens: 2, cachedTokens: 96 });
   }));
 });
 
 test('Anthropic: a tool_use block is output; an error event is seen; a whole message is read at its end', () => {
-  const tool = new StreamObserver('text/event-stream', undefined, ANTHROPIC_STREAM);
+  const tool = new StreamObserver('text/event-stream', ANTHROPIC_STREAM);
   tool.push(Buffer.from(anthropicEvents[0]));
   assert.equal(tool.push(Buffer.from(sse('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: 't1', name: 'ls', input: {} } }))), true);
-  const err = new StreamObserver('text/event-stream', undefined, ANTHROPIC_STREAM);
+  const err = new StreamObserver('text/event-stream', ANTHROPIC_STREAM);
   err.push(Buffer.from(anthropicEvents[0] + anthropicEvents[2]));
   err.push(Buffer.from(sse('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } })));
   assert.equal(err.streamError, 'Overloaded');
-  const whole = new StreamObserver('application/json', undefined, ANTHROPIC_STREAM);
+  const whole = new StreamObserver('application/json', ANTHROPIC_STREAM);
   whole.push(Buffer.from(JSON.stringify({ id: 'chatcmpl-2', type: 'message', role: 'assistant', content: [{ type: 'text', text: 'hi' }], model: 'm', stop_reason: 'end_turn', usage: { input_tokens: 50, output_tokens: 3 } })));
   whole.end();
   assert.equal(whole.firstTokenSeen, true);
   assert.deepEqual(whole.usage, { promptTokens: 50, completionTokens: 3, cachedTokens: null });
-  const empty = new StreamObserver('application/json', undefined, ANTHROPIC_STREAM);
+  const empty = new StreamObserver('application/json', ANTHROPIC_STREAM);
   empty.push(Buffer.from(JSON.stringify({ type: 'message', content: [], usage: { input_tokens: 5, output_tokens: 0 } })));
   empty.end();
   assert.equal(empty.firstTokenSeen, false);
@@ -70,7 +70,7 @@ const responsesEvents = [
 ];
 
 test('Responses: the id from response.created, the first token at the first delta, usage from response.completed', () => {
-  const o = new StreamObserver('text/event-stream', undefined, RESPONSES_STREAM);
+  const o = new StreamObserver('text/event-stream', RESPONSES_STREAM);
   assert.equal(o.push(Buffer.from(responsesEvents.slice(0, 4).join(''))), false);
   assert.equal(o.responseId, 'resp_abc');
   assert.equal(o.push(Buffer.from(responsesEvents[4])), true);
@@ -80,15 +80,15 @@ test('Responses: the id from response.created, the first token at the first delt
 });
 
 test('Responses: a whole response, a function call, an error event', () => {
-  const whole = new StreamObserver('application/json', undefined, RESPONSES_STREAM);
+  const whole = new StreamObserver('application/json', RESPONSES_STREAM);
   whole.push(Buffer.from(JSON.stringify({ ...response('completed', { input_tokens: 9, input_tokens_details: { cached_tokens: 0 }, output_tokens: 2 }), output: [{ type: 'message', content: [{ type: 'output_text', text: 'ok' }] }] })));
   whole.end();
   assert.equal(whole.firstTokenSeen, true);
   assert.equal(whole.responseId, 'resp_abc');
   assert.deepEqual(whole.usage, { promptTokens: 9, completionTokens: 2, cachedTokens: 0 });
-  const call = new StreamObserver('text/event-stream', undefined, RESPONSES_STREAM);
+  const call = new StreamObserver('text/event-stream', RESPONSES_STREAM);
   assert.equal(call.push(Buffer.from(sse('response.function_call_arguments.delta', { type: 'response.function_call_arguments.delta', sequence_number: 3, item_id: 'fc_1', output_index: 0, delta: '{"a"' }))), true);
-  const err = new StreamObserver('text/event-stream', undefined, RESPONSES_STREAM);
+  const err = new StreamObserver('text/event-stream', RESPONSES_STREAM);
   err.push(Buffer.from(responsesEvents[0] + responsesEvents[4] + sse('error', { type: 'error', code: 'server_error', message: 'engine died', param: null, sequence_number: 5 })));
   assert.equal(err.streamError, 'engine died');
 });

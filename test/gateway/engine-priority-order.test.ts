@@ -5,10 +5,10 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { request, getGlobalDispatcher } from 'undici';
-import { buildConfig } from '../../src/config/index.js';
-import { startEar, type Ear } from '../../src/gateway/ear.js';
+import type { Ear } from '../../src/gateway/ear.js';
 import { startSim, type SimServer } from '../../src/sim/server.js';
 import { quiet, text } from '../sim/http-helpers.js';
+import { earInFront } from '../fixtures/ear-in-front.js';
 import { until } from '../fixtures/wait.js';
 
 after(() => getGlobalDispatcher().close());
@@ -18,16 +18,9 @@ async function fleet (spec: string, over: Record<string, unknown> = {}): Promise
     host: '127.0.0.1', port: 0, timeScale: 0.2, stopProbability: 0, servedModelName: ['m'], logger: quiet,
     schedulingPolicy: 'priority', maxNumSeqs: 1
   });
-  const ear = await startEar(buildConfig(
-    { host: '127.0.0.1', port: 0, routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0, adminToken: 'admin', ...over },
-    { backend: [`${sim.url},id=e0${spec}`] }
-  ));
-  after(async () => {
-    await ear.close();
-    await sim.close();
-  });
-  const url = `http://127.0.0.1:${ear.gateway.port}`;
-  await until(async () => (await request(`${url}/ready`)).statusCode === 200, { what: 'the gateway ready' });
+  const { ear, url } = await earInFront(sim.url, spec, over);
+  // After the gateway's own close (after hooks run in the order they were added).
+  after(() => sim.close());
   return { sim, ear, url };
 }
 

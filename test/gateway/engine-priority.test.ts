@@ -5,26 +5,18 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { request, getGlobalDispatcher } from 'undici';
-import { buildConfig } from '../../src/config/index.js';
-import { startEar, type Ear } from '../../src/gateway/ear.js';
+import type { Ear } from '../../src/gateway/ear.js';
 import { enginePriority, urgentEnginePriority } from '../../src/core/engine-priority.js';
 import { fakeEngine, type FakeEngine } from '../fixtures/fake-engine.js';
-import { until } from '../fixtures/wait.js';
+import { earInFront } from '../fixtures/ear-in-front.js';
 
 after(() => getGlobalDispatcher().close());
 
 async function gateway (spec: string, over: Record<string, unknown> = {}): Promise<{ e: FakeEngine; ear: Ear; url: string }> {
   const e = await fakeEngine('m');
-  const ear = await startEar(buildConfig(
-    { host: '127.0.0.1', port: 0, routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0, adminToken: 'admin', ...over },
-    { backend: [`${e.url},id=e0${spec}`] }
-  ));
-  after(async () => {
-    await ear.close();
-    await e.close();
-  });
-  const url = `http://127.0.0.1:${ear.gateway.port}`;
-  await until(async () => (await request(`${url}/ready`)).statusCode === 200, { what: 'the gateway ready' });
+  const { ear, url } = await earInFront(e.url, spec, over);
+  // After the gateway's own close (after hooks run in the order they were added).
+  after(() => e.close());
   return { e, ear, url };
 }
 

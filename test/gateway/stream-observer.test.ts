@@ -66,7 +66,7 @@ test('in-band errors are noticed, garbage is ignored, and a huge body is not buf
   o.push(Buffer.from('data: {not json\n\n: comment\n\ndata: {"error":{"message":"boom","type":"x","code":500}}\n\ndata: [DONE]\n\n'));
   o.end();
   assert.equal(o.streamError, 'boom');
-  const big = new StreamObserver('application/json', 16);
+  const big = new StreamObserver('application/json', undefined, 16);
   big.push(Buffer.from('{"usage":{"prompt_tokens":1,"completion_tokens":1}, "pad":"xxxxxxxxxxxxxxxxxxxxxxxxx"}'));
   big.end();
   assert.equal(big.usage, null);
