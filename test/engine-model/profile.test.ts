@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DEFAULT_OFFLOAD, kvBytesPerToken, offloadLoadTime, prefillTime, stepTime, transferTime } from '../../src/engine-model/figures.js';
 import { loadProfile, profileNames, resolveProfile } from '../../src/engine-model/profile.js';
+import { readFileSync } from 'node:fs';
 import { tinyProfile } from '../sim/helpers.js';
 
 test('shipped profiles load, cite sources, and derive KV size and capacity from the model and GPU', () => {
@@ -38,8 +39,8 @@ test('prefill after a cached prefix: the steps of the chunks, each attending to 
 
 test('bad profiles and names get clear errors', () => {
   assert.throws(() => loadProfile('../etc/passwd'), /profile name/);
-  assert.throws(() => loadProfile('no-such-profile'), /unknown engine profile "no-such-profile" \(known: h100-llama-3.1-8b, h20-qwen3-coder\)/);
-  assert.deepEqual(profileNames(), ['h100-llama-3.1-8b', 'h20-qwen3-coder']);
+  assert.throws(() => loadProfile('no-such-profile'), /unknown engine profile "no-such-profile" \(known: h100-llama-3.1-8b, h20-qwen3-coder, h200-llama-3.1-8b\)/);
+  assert.deepEqual(profileNames(), ['h100-llama-3.1-8b', 'h20-qwen3-coder', 'h200-llama-3.1-8b']);
   assert.throws(() => resolveProfile(tinyProfile({ blockSize: 0 })), /blockSize must be a positive integer/);
   assert.throws(() => resolveProfile(tinyProfile({ sources: [] })), /sources/);
   assert.throws(() => resolveProfile(tinyProfile({ weightsGiB: 10 })), /no memory left/);
@@ -47,4 +48,32 @@ test('bad profiles and names get clear errors', () => {
   assert.equal(kvBytesPerToken(tinyProfile().model), 32);
   assert.throws(() => resolveProfile(tinyProfile({ offload: { loadBytesPerSecond: 0, setup: 0 } })), /offload.loadBytesPerSecond must be a positive number/);
   assert.throws(() => resolveProfile(tinyProfile({ offload: { loadBytesPerSecond: 1, setup: -1 } })), /offload.setup must be a number ≥ 0/);
+});
+
+test('the measured H200 profile reproduces every calibration point within 25%', () => {
+  const h200 = resolveProfile(loadProfile('h200-llama-3.1-8b'));
+  // The run the profile was fitted to (test/fixtures/engine-calibration/README.md): seconds measured on the GPU.
+  const run = JSON.parse(readFileSync(new URL('../../../test/fixtures/engine-calibration/h200-llama-3.1-8b-2026-11-28.json', import.meta.url), 'utf8')) as {
+    prefill: Array<{ n: number; p: number; s: number }>;
+    decode: Array<{ D: number; C: number; graph: number }>;
+  };
+  assert.equal(run.prefill.length, 12);
+  assert.equal(run.decode.length, 7);
+  const off: string[] = [];
+  const check = (what: string, predicted: number, measured: number): void => {
+    if (Math.abs(predicted - measured) > 0.25 * measured) off.push(`${what}: ${predicted.toFixed(4)} s predicted, ${measured.toFixed(4)} s measured`);
+  };
+  // A prefill point is one chunk of n new tokens after p computed ones, nothing decoding (chunks ≤ 8192 fit one step).
+  for (const { n, p, s } of run.prefill) check(`prefill n=${n} p=${p}`, stepTime(h200.step, [n], [p], 1, 0, 0), s);
+  // A decode point is one step of D sequences of C context each, replayed as a CUDA graph as vLLM does.
+  for (const { D, C, graph } of run.decode) check(`decode D=${D} C=${C}`, stepTime(h200.step, [], [], 0, D, D * C), graph);
+  assert.deepEqual(off, []);
+  // The published H100 estimate misses the same points by more: the reason this profile exists.
+  const h100 = resolveProfile(loadProfile('h100-llama-3.1-8b'));
+  const miss = run.prefill.filter(({ n, p, s }) => Math.abs(stepTime(h100.step, [n], [p], 1, 0, 0) - s) > 0.25 * s).length +
+    run.decode.filter(({ D, C, graph }) => Math.abs(stepTime(h100.step, [], [], 0, D, D * C) - graph) > 0.25 * graph).length;
+  assert.ok(miss >= 5, `${miss} of 19 points off by more than 25% under h100-llama-3.1-8b`);
+  // The memory side: the same KV per token as the H100 profile, on a larger card.
+  assert.equal(h200.kvBytesPerToken, 131072);
+  assert.equal(h200.numGpuBlocks, Math.floor((140 * 0.9 - 14.96 - 4) * 2 ** 30 / (131072 * 16)));
 });
