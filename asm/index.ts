@@ -1,5 +1,6 @@
 // Entry point of the kernels module: re-exports every kernel and layout constant.
-// Compiled by scripts/build-asm.js with --runtime stub over an imported shared memory (see STYLE.md §2).
+// Compiled by scripts/build-asm.js with --runtime stub over an imported shared memory; the rules that follow
+// from it: docs/architecture.md#assemblyscript-over-shared-memory.
 export * from './layout';
 export * from './xxhash64';
 export * from './block-hash';

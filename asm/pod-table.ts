@@ -8,7 +8,7 @@
 // one field atomically. Every change bumps the row's generation and the table's, so a reader can rebuild what
 // it derives from the pod list (a hash ring) only when PODS_H_GENERATION moved.
 //
-// Leases (ARCHITECTURE.md "Pod rows"): a row is leased to one backend at a time, not owned. PODS_F_LEASE counts
+// Leases (docs/architecture.md#pod-rows): a row is leased to one backend at a time, not owned. PODS_F_LEASE counts
 // the row's releases: podsRelease bumps it (and makes the row absent) when a backend leaves for good, so the
 // next backend on the row runs under a new lease. Ops that other threads send about a pod carry the lease they
 // were decided under (asm/ring.ts), and the consumer drops an op whose lease is not the row's lease now: late

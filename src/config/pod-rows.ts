@@ -1,4 +1,4 @@
-// The pod rows of the shared tables (ARCHITECTURE.md "Pod rows"): one per backend, leased while it serves and
+// The pod rows of the shared tables (docs/architecture.md#pod-rows): one per backend, leased while it serves and
 // until its purge completes. Fixed at start: the pod table, the load table and the prefix index's presence are
 // laid out for them (asm/), so a change needs a restart.
 import { DEFAULT_REGION_CONFIG } from '../core/region.js';

@@ -1,4 +1,4 @@
-// Admission control (ARCHITECTURE.md "Request lifecycle" step 3), the routing host's part that decides *when*: a
+// Admission control (docs/architecture.md#admit), the routing host's part that decides *when*: a
 // request is routed and dispatched at once when its pod has room (or the scheduler is off), else it waits in the
 // WASM heap keyed by (class, level) — PLAS, ATLAS, FCFS or VTC — with anti-starvation promotion, parked on the pod
 // it was routed to or routed again at release. Released by events (first tokens, ends, engine reports, pods

@@ -1,4 +1,4 @@
-// The admission queue (ARCHITECTURE.md "Request lifecycle" step 3): requests wait here, ordered by their
+// The admission queue (docs/architecture.md#admit): requests wait here, ordered by their
 // session's priority, until the routing host releases them against real capacity. Pure: no clock (times are
 // passed in), no I/O, one thread (the host's).
 //

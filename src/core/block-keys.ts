@@ -1,5 +1,5 @@
-// Block keys for a prompt, computed by the WASM kernels in this thread's scratch area (ARCHITECTURE.md
-// "Block hashing"). The keys stay in shared memory: a KeySpan (pointer + count) goes straight to
+// Block keys for a prompt, computed by the WASM kernels in this thread's scratch area
+// (docs/architecture.md#block-keys). The keys stay in shared memory: a KeySpan (pointer + count) goes straight to
 // PrefixIndex.longestPrefix / insertMany without a copy.
 import type { Region } from './region.js';
 

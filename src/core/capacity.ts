@@ -1,4 +1,4 @@
-// How much each pod can take now, for the admission queue (ARCHITECTURE.md "Request lifecycle" step 3). Pure:
+// How much each pod can take now, for the admission queue (docs/architecture.md#admit). Pure:
 // the host feeds it engine reports and asks it with the pod's fresh counters.
 //
 // Signals, any of which limits a pod:

@@ -1,4 +1,4 @@
-// EAR's order, told to the engines (ARCHITECTURE.md "Request lifecycle" step 6): a backend that honours request
+// EAR's order, told to the engines (docs/architecture.md#send): a backend that honours request
 // priorities gets, on each request, the integer its admission key maps to, and on each KV leg the most urgent one.
 // Pure: the gateway's pipeline and the lab's des driver both call these, so the order measured is the order sent.
 //

@@ -1,7 +1,7 @@
 // Typed view of the load table (asm/load-table.ts). Each field has one writing thread:
 //   gateway counters — addInFlight, addPendingPrefill, countDecision: the main thread
 //   engine metrics   — setEngine: the thread that scrapes the engines' /metrics (the gateway's main thread,
-//                      whose scrapes are async I/O; ARCHITECTURE.md had the kv-events thread do it)
+//                      whose scrapes are async I/O; an earlier design had the kv-events thread do it)
 //   a released row   — resetRow: the main thread, writer of both halves
 // Every read (get, inFlight, pendingPrefill) is safe on any thread.
 import type { Region } from './region.js';

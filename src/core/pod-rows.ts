@@ -1,5 +1,5 @@
 // Pod rows: which backend occupies which row of the shared tables (pod, load, prefix index, sessions), for the
-// routing host (ARCHITECTURE.md "Pod rows"). A row is leased, not owned: a backend acquires the lowest free
+// routing host (docs/architecture.md#pod-rows). A row is leased, not owned: a backend acquires the lowest free
 // row, and when it leaves, the row goes through "releasing" while its requests finish and its entries are
 // purged, and is free again only once the purge is confirmed. Pure bookkeeping (no I/O, no clock, no tables
 // written), so the gateway and the discrete-event driver both use it; the lease number itself lives in the pod

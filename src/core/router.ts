@@ -1,6 +1,6 @@
 // The routing core's table side: match the prompt's block keys against the prefix index, give the policy a
-// read-only view of the tables, and record its decision back in the tables (ARCHITECTURE.md "The routing
-// core's contract"). Only the routing host (routing-host.ts) calls it; the host runs on the thread that writes
+// read-only view of the tables, and record its decision back in the tables (docs/architecture.md#policies).
+// Only the routing host (routing-host.ts) calls it; the host runs on the thread that writes
 // the load and session tables (the gateway's main thread; the discrete-event driver's only thread).
 import type { KeySpan } from './block-keys.js';
 import type { LoadTable } from './load-table.js';

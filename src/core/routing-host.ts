@@ -1,5 +1,5 @@
 // The routing host: everything around the Router that the gateway and the discrete-event driver both need,
-// written once (ARCHITECTURE.md "The routing host"). It keeps the pods (model, role, state, KV capacity) and
+// written once (docs/architecture.md#the-routing-host). It keeps the pods (model, role, state, KV capacity) and
 // picks the candidates of a request (candidate-filters.ts), holds admission control (admission-control.ts: when
 // a request runs), turns session ids into keys, puts the prompt's block keys where the
 // kernels read them, asks the Router, records each step of a request's life in the tables (dispatch, first
@@ -162,7 +162,7 @@ export class RoutingHost {
   readonly pods: PodTable;
   readonly index: PrefixIndex;
   readonly ring: RingProducer;
-  /** Which pod holds which row, and the rows being released (ARCHITECTURE.md "Pod rows"). */
+  /** Which pod holds which row, and the rows being released (docs/architecture.md#pod-rows). */
   readonly rows: PodRows;
   readonly blockSize: number;
   /** Per-user weighted tokens in a sliding window, and the VTC counters (user-usage.ts). */

@@ -1,7 +1,7 @@
 // `ear serve`: the gateway's uWebSockets.js edge. It takes requests in (body limits, auth, rate limits, session and
 // priority headers) and hands each to the request pipeline (src/request/) with the uWS transport, which proxies to
 // the engines; it also serves the other routes (models, contexts, health, metrics, admin) and keeps the backend list
-// (health probes, engine metrics, reloads). See ARCHITECTURE.md "Request lifecycle".
+// (health probes, engine metrics, reloads). See docs/architecture.md#a-requests-life.
 import uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { performance } from 'node:perf_hooks';

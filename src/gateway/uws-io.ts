@@ -1,7 +1,7 @@
-// uWebSockets.js response plumbing. The rules (STYLE.md §3): an HttpRequest is only valid inside its handler
-// (read every header first); a response needs an abort handler before any async step and is dead once aborted
-// or ended; writes from outside a uWS callback are corked; write() keeps the whole chunk and returns false
-// under backpressure (wait for onWritable, never resend).
+// uWebSockets.js response plumbing. The rules (docs/architecture.md#uwebsocketsjs): an HttpRequest is only
+// valid inside its handler (read every header first); a response needs an abort handler before any async step
+// and is dead once aborted or ended; writes from outside a uWS callback are corked; write() keeps the whole chunk
+// and returns false under backpressure (wait for onWritable, never resend).
 import type { HttpResponse } from 'uWebSockets.js';
 import { Gauge, type Registry } from 'prom-client';
 import { EarError, errorAnswer, errorFields } from '../request/errors.js';

@@ -1,4 +1,4 @@
-// Applies one backend's decoded KV events to the prefix index (ARCHITECTURE.md "Block hashing", precise mode).
+// Applies one backend's decoded KV events to the prefix index (docs/architecture.md#block-keys, precise mode).
 // Engine hashes are never reproduced: on BlockStored we hash the event's token_ids into EAR's own keys,
 // chained from the parent's mapped key (or, at block 0, the root seed of model/LoRA/cache_salt), so they equal
 // the keys the gateway computes for a prompt with the same tokens; engine hash → key is kept to apply

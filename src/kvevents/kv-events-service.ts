@@ -1,5 +1,5 @@
 // The kv-events thread's work (started by workers/kv-events-thread.ts): the prefix index's only writer
-// (ARCHITECTURE.md principle 1). It applies the record ops that the gateway pushes on the ring, ages assumed
+// (docs/architecture.md#principles, 1). It applies the record ops that the gateway pushes on the ring, ages assumed
 // entries out, and follows every backend whose engine publishes KV events (one KvEventSubscriber each), applying
 // their batches with an EventApplier. Its requests: src/kvevents/thread-protocol.ts.
 import type { MessagePort } from 'node:worker_threads';

@@ -1,6 +1,7 @@
 // The migration thread's copy of each session's last request body: what a proactive transfer replays on the
-// source (export leg) and the target (import or recompute pre-warm). Bounded in bytes (ARCHITECTURE.md
-// principle 4): least recently used first out, counted; a body larger than the whole bound is not kept, counted.
+// source (export leg) and the target (import or recompute pre-warm). Bounded in bytes (principle 4 of
+// docs/architecture.md#principles): least recently used first out, counted; a body larger than the whole bound is
+// not kept, counted.
 // Keyed by session key; Map order is recency (an entry is re-inserted when it is written or read).
 
 export interface SessionBody {

@@ -1,5 +1,5 @@
 // Which KV connector moves a session's context: the one with the lowest estimated time to have the context
-// computed on the target (ARCHITECTURE.md "Migration (EAR)", kv-transfer.md §6 "Policy sketch"):
+// computed on the target (docs/architecture.md#migration, kv-transfer.md §6 "Policy sketch"):
 //   nixl          the source's backlog (the export leg queues behind it) + the export leg + the KV transfer
 //   shared-store  the offload-store load (the target reads what the source saved)
 //   recompute     prefilling the context on the target

@@ -1,4 +1,4 @@
-// The migration thread's work (started by workers/migration-thread.ts; ARCHITECTURE.md "Migration (EAR)";
+// The migration thread's work (started by workers/migration-thread.ts; docs/architecture.md#migration;
 // ear-proactive only): watches load and sessions lock-free and moves idle sessions off hot pods
 // (src/migration/proactive-loop.ts). It writes no table: a move is handed back to the main thread, the session
 // table's writer. Messages: src/migration/thread-protocol.ts.

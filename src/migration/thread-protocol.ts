@@ -1,6 +1,6 @@
 // The migration thread's messages (src/migration/migration-thread.ts ↔ src/migration/migration-service.ts),
 // carried by src/threads/: notes to the thread, its two requests, and its events back. MessagePort, not a ring:
-// a move is seconds of transfer, so a message's microseconds do not matter (ARCHITECTURE.md "Rings").
+// a move is seconds of transfer, so a message's microseconds do not matter (docs/architecture.md#rings-and-messages).
 import type { SharedRegion } from '../core/region.js';
 import type { BodyCacheStats } from './body-cache.js';
 import type { TransferMode } from './cost.js';

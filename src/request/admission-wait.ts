@@ -1,4 +1,4 @@
-// One request's wait for admission (ARCHITECTURE.md "Request lifecycle" step 3): submit to the routing state, and
+// One request's wait for admission (docs/architecture.md#admit): submit to the routing state, and
 // cancellation when the client (or the proxy's stream) goes away. What happened is reported once, to one callback
 // (the pipeline publishes it; an explicit context's prefill records its metrics).
 import { NoCandidateError } from '../core/policy.js';

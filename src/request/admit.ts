@@ -1,4 +1,4 @@
-// Phase 3, admit (ARCHITECTURE.md "Request lifecycle"): the session's shared record is loaded first (so the
+// Phase 3, admit (docs/architecture.md#admit): the session's shared record is loaded first (so the
 // scheduler ranks it by the service every replica saw), the request waits for the scheduler to release it, and
 // if another replica bound the session meanwhile, the request follows that binding.
 import { NoCandidateError } from '../core/policy.js';

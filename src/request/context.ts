@@ -1,4 +1,4 @@
-// One request as it moves through the pipeline (ARCHITECTURE.md "Request lifecycle"): what the transport took in
+// One request as it moves through the pipeline (docs/architecture.md#a-requests-life): what the transport took in
 // (who asks, for which session, with which body), what the phases learn (features, the placement, the attempt,
 // the backends that failed it), and how it ended. Made once per request by the transport; the phases fill it in.
 import { DIALECTS, type Dialect, type Endpoint, type EnginePath } from '../dialects/dialect.js';

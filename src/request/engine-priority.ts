@@ -1,4 +1,4 @@
-// Phase 6's part of the order (ARCHITECTURE.md "Request lifecycle", proxy): which `priority` a request carries to
+// Phase 6's part of the order (docs/architecture.md#send): which `priority` a request carries to
 // the backend it is sent to. EAR's own, mapped from where admission ranked it (src/core/engine-priority.ts),
 // for a backend that honours priorities and an API that takes the field; the most urgent one for a KV leg
 // (a /v1/context prefill); the client's own only when its API key may set it (config enginePriorityKeys).

@@ -1,4 +1,4 @@
-// Phase 2, features (ARCHITECTURE.md "Request lifecycle"): what routing needs of the body (model, tokens, block
+// Phase 2, features (docs/architecture.md#features): what routing needs of the body (model, tokens, block
 // keys), from the route pool or inline, and the request as the routing host takes it.
 import { EarError } from './errors.js';
 import { channels } from './channels.js';

@@ -1,4 +1,4 @@
-// The request path's KV transfer step (ARCHITECTURE.md "Migration (EAR)"): when a placement names a source for
+// The request path's KV transfer step (docs/architecture.md#migrate): when a placement names a source for
 // its KV (a migration's source, or a P/D prefill pod), the connector's source leg runs before the request goes
 // to its backend, and the request carries what the connector adds. What a failure means:
 // - a migration: the session and the request go back to the source (which still holds the KV), through the

@@ -1,4 +1,4 @@
-// Phase 5, migrate (ARCHITECTURE.md "Request lifecycle"): when the placement names a source for its KV (a
+// Phase 5, migrate (docs/architecture.md#migrate): when the placement names a source for its KV (a
 // migration's source, a P/D prefill pod), the connector's source leg runs before the request goes to its backend.
 // Without a KV connector (ext_proc: the proxy sends the request), or for an API whose engine takes no
 // kv_transfer_params (Responses), the target recomputes the prompt, and the session's move is done at once so

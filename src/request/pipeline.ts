@@ -1,4 +1,4 @@
-// The request pipeline (ARCHITECTURE.md "Request lifecycle"): every request that `ear serve` or `ear epp` takes in
+// The request pipeline (docs/architecture.md#a-requests-life): every request that `ear serve` or `ear epp` takes in
 // goes through the same phases — features, the token charge, admit, route, migrate, then the transport's send —
 // with one retry loop and one end. The transport (uWS, ext_proc) owns accept and proxy; metrics and traces subscribe to the events
 // the phases publish (channels.ts).

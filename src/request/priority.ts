@@ -1,4 +1,4 @@
-// A request's priority class (ARCHITECTURE.md "Request lifecycle", accept): what the client asks for in
+// A request's priority class (docs/architecture.md#accept): what the client asks for in
 // x-ear-priority, else what its API key is configured with, else normal. Admission ranks by it first.
 import { DEFAULT_CLASS, PRIORITY_CLASSES } from '../core/admission.js';
 import { EarError } from './errors.js';

@@ -1,4 +1,4 @@
-// What the pipeline asks of a transport (ARCHITECTURE.md "Request lifecycle": accept and proxy are the
+// What the pipeline asks of a transport (docs/architecture.md#a-requests-life: accept and send are the
 // transport's). uWS (`ear serve`) sends the request to the engine and streams the answer; ext_proc (`ear epp`)
 // names the endpoints to Envoy, which sends it, and reports how the response went.
 import type { Backend } from '../fleet/backends.js';

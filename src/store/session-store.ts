@@ -1,4 +1,4 @@
-// The SessionStore (ARCHITECTURE.md "Session state and scale-out"): the session state that replicas of
+// The SessionStore (docs/architecture.md#sessions-across-replicas): the session state that replicas of
 // `ear serve` share — a session's host, its attained service and critical path, its context length — and the
 // explicit contexts with their TTL and location. Two implementations: `memory` (memory-store.ts, in-process,
 // the default) and `redis` (redis-store.ts, shared by every replica that names the same server).

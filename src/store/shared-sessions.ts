@@ -1,4 +1,4 @@
-// Session state shared by replicas of `ear serve` (ARCHITECTURE.md "Session state and scale-out"): the request
+// Session state shared by replicas of `ear serve` (docs/architecture.md#sessions-across-replicas): the request
 // path's side of a SessionStore (src/store/session-store.ts has the contract). With `--session-store memory`
 // (the default) none of this exists and the request path does no extra work: the local WASM session table is
 // the session state. With `redis://…` each request with a session id is one SharedTurn:

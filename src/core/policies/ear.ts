@@ -1,4 +1,4 @@
-// ear and ear-proactive: Elastic Affinity Routing (ARCHITECTURE.md "Migration (EAR)", issue 12 item 1).
+// ear and ear-proactive: Elastic Affinity Routing (docs/architecture.md#migration, issue 12 item 1).
 // - A new session (or a request without one) goes to the candidate with the least pending prefill. Ties: the
 //   fewest requests on the pod (the engine's running count or the gateway's in flight, whichever is larger),
 //   then a rotation on the host's count of placements, so idle pods share new sessions in turn (pick.ts argmin

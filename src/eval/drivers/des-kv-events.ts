@@ -1,5 +1,5 @@
 // Precise mode in the discrete-event driver: the engines' KV events reach the prefix index the way they reach
-// the gateway's (ARCHITECTURE.md "The routing host": same code, same delays). Each engine batch the DesHost
+// the gateway's (docs/architecture.md#the-lab: same code, same delays). Each engine batch the DesHost
 // raises is encoded to the PUB payload bytes exactly as `ear sim` publishes them (encodeEngineBatch), held for
 // a delivery delay on the virtual clock, then decoded with the gateway's decodeBatch and applied by one
 // EventApplier per engine, the class the kv-events thread uses. Nothing here reads a wall clock: a batch's ts
