@@ -12,7 +12,7 @@ import { DEFAULT_PROFILE } from '../engine-model/profile.js';
 
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=ENGINE_KEY][,priority=vllm|sglang|sglang-low-first]]...
                  [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
-                 [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--client-body-timeout-ms N] [--session-store memory|redis://HOST[:PORT][/DB]] [--max-contexts N]
+                 [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--max-header-bytes N] [--client-body-timeout-ms N] [--session-store memory|redis://HOST[:PORT][/DB]] [--max-contexts N]
                  [--max-pods N]
                  [--proactive-interval-ms N] [--proactive-body-cache-bytes N] [--ha active-active|active-passive] [--lease-name N]
                  [--demo N [--demo-profile NAME] [--demo-time-scale X]]
@@ -36,6 +36,8 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --prefill-budget-tokens N  prompt tokens a backend may hold uncomputed before it takes no more (default 0: none)
   --session-store S    memory (default: this process's session table) or redis://HOST[:PORT][/DB]: session
                        bindings and service shared by every replica naming the same Redis (down: local table)
+  --max-header-bytes N largest request head answered (default ${DEFAULTS.maxHeaderBytes}; then 431); above 4096, one split
+                       across TCP reads is closed unanswered (docs/security.md)
   --client-body-timeout-ms N  the whole request body must arrive within N ms (default ${DEFAULTS.clientBodyTimeoutMs}; then 408)
   --max-contexts N     explicit contexts (POST /v1/context) live at once (default ${DEFAULTS.maxContexts}; 429 beyond)
   --max-pods N         pod rows of the shared tables: backends serving or draining at once (default ${DEFAULTS.maxPods},

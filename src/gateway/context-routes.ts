@@ -12,6 +12,7 @@ import type { Pipeline } from '../request/pipeline.js';
 import type { RoutingState } from '../fleet/routing-port.js';
 import { requestId } from '../request/request-id.js';
 import { readBody, ResponseState } from './uws-io.js';
+import { headTooLarge } from './head-size.js';
 import type { AdmittedClient } from '../request/client-gate.js';
 
 export const CONTEXT_PATH = '/v1/context';
@@ -46,6 +47,7 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
 
   app.post(CONTEXT_PATH, (res: HttpResponse, req: HttpRequest) => {
     const t0 = deps.now();
+    const tooLarge = headTooLarge(req, config.maxHeaderBytes);
     const auth = clientCredential(req.getHeader('authorization'), req.getHeader('x-api-key'));
     const traceparent = req.getHeader('traceparent');
     const tracestate = traceparent === '' ? '' : req.getHeader('tracestate');
@@ -62,6 +64,7 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
       if (!prefilled) count(ERRORS[errorCodeOf(err)].status);
       rs.fail(err, [ridHeader]);
     };
+    if (tooLarge !== null) return fail(tooLarge);
     if (deps.draining()) return fail(new EarError('EAR_ERR_DRAINING', 'the gateway is shutting down'));
     const client = deps.admit(auth, rs);
     if (client instanceof EarError) return fail(client);
@@ -97,11 +100,13 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
   });
 
   const byId = (handler: (rs: ResponseState, id: string) => Promise<void>) => (res: HttpResponse, req: HttpRequest) => {
+    const tooLarge = headTooLarge(req, config.maxHeaderBytes);
     const auth = clientCredential(req.getHeader('authorization'), req.getHeader('x-api-key'));
     const rid = requestId(req.getHeader('x-request-id'));
     const param = req.getParameter(0) ?? '';
     const rs = new ResponseState(res);
     const ridHeader: [string, string] = ['x-request-id', rid];
+    if (tooLarge !== null) return rs.fail(tooLarge, [ridHeader]);
     const client = deps.admit(auth, rs);
     if (client instanceof EarError) return rs.fail(client, [ridHeader]);
     const id = decodedParam(param);

@@ -34,6 +34,7 @@ import { RequestContext } from '../request/context.js';
 import { Pipeline, runPipeline, type FeatureFn } from '../request/pipeline.js';
 import { subscribeRequestMetrics } from '../telemetry/request-metrics.js';
 import { UwsTransport } from './uws-transport.js';
+import { headTooLarge } from './head-size.js';
 
 export type { FeatureFn };
 
@@ -105,14 +106,6 @@ function assertNativeUws (): void {
   }
 }
 
-function hasCtl (v: string): boolean {
-  for (let i = 0; i < v.length; i++) {
-    const c = v.charCodeAt(i);
-    if (c === 13 || c === 10 || c === 0) return true;
-  }
-  return false;
-}
-
 export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   assertNativeUws();
   const { config } = deps;
@@ -160,6 +153,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     return (res: HttpResponse, req: HttpRequest) => {
       // Everything from req is read now: it is gone after this handler returns.
       const t0 = now();
+      const tooLarge = headTooLarge(req, config.maxHeaderBytes);
       // Anthropic's clients (Claude Code) send their key as x-api-key: a credential as a bearer token is.
       const auth = clientCredential(req.getHeader('authorization'), req.getHeader('x-api-key'));
       const declaredLength = req.getHeader('content-length');
@@ -175,12 +169,10 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const rs = new ResponseState(res);
       rs.dialect = dialect;
       const ridHeader: [string, string] = ['x-request-id', rid];
+      if (tooLarge !== null) return rs.fail(tooLarge, [ridHeader]);
       if (draining) return rs.fail(new EarError('EAR_ERR_DRAINING', 'the gateway is shutting down'), [ridHeader]);
       const client = admitted(rs, gate.admit(dialect.path, auth, () => remoteAddressOf(res)));
       if (client instanceof EarError) return rs.fail(client, [ridHeader]);
-      if (headerValues.some(hasCtl) || hasCtl(query)) {
-        return rs.fail(new EarError('EAR_ERR_BAD_HEADER', 'header values (and the query string) must not contain CR, LF or NUL'), [ridHeader]);
-      }
       let priorityClass: number;
       let codings: string[];
       try {
@@ -220,6 +212,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
 
   app.get('/v1/models', (res, req) => {
     const rs = new ResponseState(res);
+    const tooLarge = headTooLarge(req, config.maxHeaderBytes);
+    if (tooLarge !== null) return rs.fail(tooLarge);
     const client = admitted(rs, gate.admit('/v1/models', clientCredential(req.getHeader('authorization'), req.getHeader('x-api-key')), () => remoteAddressOf(res)));
     if (client instanceof EarError) return rs.fail(client);
     const ids = new Set<string>();
@@ -272,6 +266,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   });
   app.any('/*', (res, req) => {
     const rs = new ResponseState(res);
+    const tooLarge = headTooLarge(req, config.maxHeaderBytes);
+    if (tooLarge !== null) return rs.fail(tooLarge);
     const url = req.getUrl();
     const known = Object.values(DIALECTS).some((d) => d.path === url) || ['/', '/v1/models', '/health', '/ready', '/metrics', CONTEXT_PATH].includes(url) || url.startsWith(`${CONTEXT_PATH}/`);
     // The path is echoed cut short: uWS takes paths of tens of KB, and an error need not reflect them whole.

@@ -27,7 +27,7 @@ export const ERRORS = {
   // ---- the request's own faults ----
   EAR_ERR_BAD_JSON: { status: 400, type: 'invalid_request_error', anthropic: 'invalid_request_error', when: 'The request body is not valid JSON.' },
   EAR_ERR_BAD_REQUEST: { status: 400, type: 'invalid_request_error', anthropic: 'invalid_request_error', when: 'A field is missing or of the wrong type, the messages cannot be rendered, or an id is not valid percent-encoding.' },
-  EAR_ERR_BAD_HEADER: { status: 400, type: 'invalid_request_error', anthropic: 'invalid_request_error', when: 'x-ear-priority names no class, or a header value holds CR, LF or NUL.' },
+  EAR_ERR_BAD_HEADER: { status: 400, type: 'invalid_request_error', anthropic: 'invalid_request_error', when: 'x-ear-priority names no class.' },
   EAR_ERR_UNAUTHORIZED: { status: 401, type: 'authentication_error', anthropic: 'authentication_error', when: 'The API key (or the admin token on /admin) is missing or wrong.' },
   EAR_ERR_NOT_FOUND: { status: 404, type: 'not_found_error', anthropic: 'not_found_error', when: 'No such route, or no such session under /admin/sessions.' },
   EAR_ERR_MODEL_NOT_FOUND: { status: 404, type: 'not_found_error', anthropic: 'not_found_error', when: 'No backend serves the model the request names.' },
@@ -36,6 +36,7 @@ export const ERRORS = {
   EAR_ERR_METHOD: { status: 405, type: 'invalid_request_error', anthropic: 'invalid_request_error', when: 'The route exists but not with this method.' },
   EAR_ERR_CLIENT_TIMEOUT: { status: 408, type: 'timeout_error', anthropic: 'invalid_request_error', when: 'The request body did not arrive within clientBodyTimeoutMs (stalled or trickling); the connection closes.' },
   EAR_ERR_BODY_TOO_LARGE: { status: 413, type: 'invalid_request_error', anthropic: 'request_too_large', when: 'The body (or its Content-Length) exceeds maxBodyBytes.' },
+  EAR_ERR_HEADERS_TOO_LARGE: { status: 431, type: 'invalid_request_error', anthropic: 'request_too_large', when: 'The request head (request line and headers) exceeds maxHeaderBytes.' },
   EAR_ERR_UNSUPPORTED_ENCODING: { status: 415, type: 'invalid_request_error', anthropic: 'invalid_request_error', when: 'The body\'s content-encoding is not one EAR decodes (gzip, deflate, br, zstd).' },
   // ---- limits ----
   EAR_ERR_QUEUE_FULL: { status: 429, type: 'rate_limit_error', anthropic: 'overloaded_error', when: 'The admission queue (with Retry-After) or the route pool\'s queue is at its bound.' },

@@ -3,9 +3,9 @@
 export const SESSION_HEADERS: readonly string[] = [
   'x-session-id',
   'x-claude-code-session-id', // Claude Code
-  // Codex's older `session_id` never reaches a handler: the pinned uWebSockets.js build drops any request with
-  // `_` in a header name unanswered (closed at its idle timeout; bench/RESULTS.md "Fuzzing"). Kept so the name
-  // is read once a build that accepts it is pinned; nginx too ignores such headers by default.
+  // Codex's older `session_id` never reaches a handler: the pinned uWebSockets.js build (uWebSockets v20.43)
+  // never answers a request with `_` in a header name, and closes it at its idle timeout (docs/security.md
+  // "Request heads"). Kept so the name is read once a build that accepts it (v20.61 on) is pinned.
   'session_id', // Codex
   'session-id', // Codex (newer)
   'x-session-affinity' // OpenCode
