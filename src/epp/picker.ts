@@ -5,7 +5,7 @@
 // which served and how the response went.
 import type { Backend } from '../fleet/backends.js';
 import type { GatewayConfig } from '../config/index.js';
-import { EarError, errorAnswer } from '../request/errors.js';
+import { EarError, errorAnswer } from '../errors/errors.js';
 import type { FeatureSource } from '../features/inline-features.js';
 import { dialectAt, type Dialect } from '../dialects/dialect.js';
 import { contentCodings, decodeBody } from '../request/body-encoding.js';

@@ -6,7 +6,7 @@ import type { Backend } from '../fleet/backends.js';
 import type { GatewayConfig } from '../config/index.js';
 import { prefill, parseContextRequest } from './context-prefill.js';
 import type { ContextRegistry } from './contexts.js';
-import { EarError, ERRORS, errorCodeOf } from '../request/errors.js';
+import { EarError, ERRORS, errorCodeOf } from '../errors/errors.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import type { Pipeline } from '../request/pipeline.js';
 import type { RoutingState } from '../fleet/routing-port.js';

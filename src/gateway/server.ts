@@ -12,7 +12,7 @@ import { registerAdmissionMetrics } from '../telemetry/admission-metrics.js';
 import type { Backend } from '../fleet/backends.js';
 import { BackendFleet, type ReadinessCondition } from '../fleet/fleet.js';
 import type { GatewayConfig } from '../config/index.js';
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 import { GatewayMetrics } from '../telemetry/metrics.js';
 import { requestId } from '../request/request-id.js';
 import { DIALECTS, type Endpoint } from '../dialects/dialect.js';
