@@ -6,6 +6,7 @@
 // - no library imports a transport: src/gateway/ and src/epp/ are imported only by src/cli/, by each other and by
 //   bench/. A library is every other folder of src/, and workers/ (its threads run library code: the kv-events chain,
 //   the migration planner, the route workers);
+// - src/errors/ (the error registry, the ground floor every folder may import) imports no other folder;
 // - nothing in src/ or workers/ imports bench/ (the benchmarks drive the product, in-process as the CLI does, and
 //   may import any of it, transports included; the product never needs them).
 // Type-only imports (`import type`) count as edges: a type belongs to the folder that owns what it describes, so a
@@ -109,7 +110,8 @@ for (const c of components()) {
 for (const [key, imports] of [...edges].sort()) {
   const [a, b] = key.split(' -> ');
   let why = null;
-  if (TRANSPORTS.has(b) && !MAY_IMPORT_TRANSPORTS.has(a)) why = `a library (${a}) imports a transport (${b})`;
+  if (a === 'errors') why = `the error registry (errors) imports ${b}: it is the ground floor, below every folder`;
+  else if (TRANSPORTS.has(b) && !MAY_IMPORT_TRANSPORTS.has(a)) why = `a library (${a}) imports a transport (${b})`;
   else if (b === 'bench' && a !== 'bench') why = `${a} imports the benchmarks`;
   if (why === null) continue;
   broken++;
