@@ -1,5 +1,5 @@
 // The one error a configuration that does not hold raises: `config <path>: <rule>`, naming the field and the rule.
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 
 export class ConfigError extends EarError {
   constructor (path: string, rule: string) {

@@ -13,7 +13,7 @@ import type { SessionTable } from './session-table.js';
 import type { UserUsage } from './user-usage.js';
 import { VtcAccounts } from './vtc-admission.js';
 import type { AdmissionRank } from './engine-priority.js';
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 import type { HostRequest, Placement } from './routing-host.js';
 
 /** Told what became of a request submitted to admission. */

@@ -26,7 +26,7 @@
 // At the bound: at most `leases.capacity` rows are leased or releasing at once; acquire then throws
 // PodRowsFullError (code EAR_ERR_POD_ROWS_FULL), naming the rows still releasing, and changes nothing.
 
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 
 /** Where the rows' leases are read (PodTable has this shape). */
 export interface LeaseSource {

@@ -4,7 +4,7 @@
 // gateway's threads and the discrete-event driver all see the same thing.
 
 import type { PodRole } from './pod-table.js';
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 export type { PodRole, PodState } from './pod-table.js';
 
 /** One engine as a policy sees it. `index` is its row in the shared pod and load tables. */

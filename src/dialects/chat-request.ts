@@ -1,7 +1,7 @@
 // What every API dialect turns into: the chat request vLLM builds from an Anthropic Messages or OpenAI Responses
 // body before it applies the chat template, so that EAR renders the prompt tokens the engine will. Shared field
 // checks for the dialects' validators live here too. Pure: no I/O, no clock.
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 import type { ChatMessage, RenderOptions } from '../tokenize/types.js';
 
 export interface ChatRequest {

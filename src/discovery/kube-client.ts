@@ -4,7 +4,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 
 /** An answer other than 200: the API server's HTTP status and, from a Status body, its reason and message. */
 export class KubeApiError extends EarError {

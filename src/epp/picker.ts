@@ -5,7 +5,7 @@
 // which served and how the response went.
 import type { Backend } from '../fleet/backends.js';
 import type { GatewayConfig } from '../config/index.js';
-import { EarError, errorAnswer } from '../request/errors.js';
+import { EarError, errorAnswer } from '../errors/errors.js';
 import type { FeatureSource } from '../features/inline-features.js';
 import { dialectAt, type Dialect } from '../dialects/dialect.js';
 import { contentCodings, decodeBody } from '../request/body-encoding.js';
@@ -17,7 +17,7 @@ import type { BackendFleet } from '../fleet/fleet.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { limitsOf, type ClientGate, type GatedRoute, type RequestLimits } from '../request/client-gate.js';
 import { bearerToken, clientCredential } from '../request/credentials.js';
-import type { RoutingState } from '../fleet/routing-port.js';
+import type { Placements } from '../fleet/routing-port.js';
 import { sessionOf } from '../request/session-id.js';
 import type { StreamObserver } from '../upstream/stream-observer.js';
 import type { SharedSessions } from '../store/shared-sessions.js';
@@ -43,7 +43,8 @@ export interface PickerDeps {
   metrics: GatewayMetrics;
   /** API keys and rate limits, as `ear serve` checks them. */
   gate: ClientGate;
-  routing: RoutingState;
+  /** The routing state, as the pipeline (and the pending prefill the picker reports) asks it. */
+  routing: Placements;
   features: FeatureSource;
   now: () => number;
   /** Endpoints named after the primary, for the proxy to try in order when it fails. */

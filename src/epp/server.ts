@@ -7,7 +7,7 @@ import type { GatewayConfig } from '../config/index.js';
 import type { BackendFleet, ReadinessCondition } from '../fleet/fleet.js';
 import type { FeatureSource } from '../features/inline-features.js';
 import type { ClientGate } from '../request/client-gate.js';
-import type { RoutingState } from '../fleet/routing-port.js';
+import type { Placements } from '../fleet/routing-port.js';
 import type { SharedSessions } from '../store/shared-sessions.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import type { Tracing } from '../telemetry/tracing.js';
@@ -22,7 +22,8 @@ export interface EppHost {
   fleet: BackendFleet;
   metrics: GatewayMetrics;
   gate: ClientGate;
-  routing: RoutingState;
+  /** The routing state, as the picker's pipeline asks it. */
+  routing: Placements;
   features: FeatureSource;
   /** Session state shared with other replicas; null with `memory`. */
   sessions: SharedSessions | null;

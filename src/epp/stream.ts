@@ -7,7 +7,7 @@
 // the response ends or the stream does, whichever comes first.
 import type * as grpc from '@grpc/grpc-js';
 import type { GatewayConfig } from '../config/index.js';
-import { EarError, errorAnswer, errorCodeOf, type ErrorCode } from '../request/errors.js';
+import { EarError, errorAnswer, errorCodeOf, type ErrorCode } from '../errors/errors.js';
 import { StreamObserver } from '../upstream/stream-observer.js';
 import { EndpointFilter, endpointList } from './endpoints.js';
 import type { EppMetrics, EppOutcome } from './metrics.js';

@@ -6,7 +6,7 @@
 import type { BlockHasher } from '../core/block-keys.js';
 import type { Tokenizer } from '../tokenize/types.js';
 import { renderPieces, type RenderedPieces } from '../tokenize/chat-template.js';
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 import { parseRequestBody, type ClientPriority, type ParsedRequest } from './request-body.js';
 import { DIALECTS, type Endpoint } from '../dialects/dialect.js';
 import type { SessionFeatures } from './session-features.js';

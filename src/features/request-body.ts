@@ -4,7 +4,7 @@
 // kv_transfer_params are never forwarded (they would let a client steer an engine's KV transfers), nor its
 // `priority` (it would let a client jump an engine's queue: the engine's priority is EAR's to give,
 // src/core/engine-priority.ts); the latter is kept aside for a client whose API key may set it.
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 import type { ChatMessage, RenderOptions } from '../tokenize/types.js';
 import type { Endpoint } from '../dialects/dialect.js';
 import { anthropicToChat } from '../dialects/anthropic-request.js';

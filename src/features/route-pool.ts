@@ -8,7 +8,7 @@ import { Piscina } from 'piscina';
 import type { SharedRegion } from '../core/region.js';
 import { SESSION_IDLE_MS } from '../core/defaults.js';
 import { unwrap } from '../threads/outcome.js';
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 import type { Endpoint } from '../dialects/dialect.js';
 import type { Features } from './features.js';
 import type { RemoteTokenizerOptions } from '../tokenize/remote.js';

@@ -4,7 +4,7 @@
 import type { SharedRegion } from '../core/region.js';
 import type { RemoteTokenizerOptions } from '../tokenize/remote.js';
 import type { Outcome, WireError } from '../threads/outcome.js';
-import { EarError, type ErrorCode } from '../request/errors.js';
+import { EarError, type ErrorCode } from '../errors/errors.js';
 import type { Features } from './features.js';
 import type { Endpoint } from '../dialects/dialect.js';
 

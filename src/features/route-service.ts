@@ -12,7 +12,7 @@ import { computeFeatures, featuresFromTokens, type FeatureContext, type Features
 import { parseRequestBody } from './request-body.js';
 import type { Endpoint } from '../dialects/dialect.js';
 import { SessionFeatures } from './session-features.js';
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 import type { RouteResult, RouteTask, RouteWorkerData } from './route-protocol.js';
 
 async function remoteFeatures (ctx: FeatureContext, r: RemoteTokenizer, endpoint: Endpoint, body: Buffer): Promise<{ features: Features; fallback: boolean }> {

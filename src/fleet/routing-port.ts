@@ -1,7 +1,8 @@
-// The routing core and its tables as the rest of the gateway sees them, in two ports: `Placements`, all that the
-// request pipeline (src/request/) asks — a decision for a request and the bookkeeping that keeps load and sessions
-// fresh as it moves along — and `Fleet`, what the backend list, the scheduler's clock, /metrics and the admin
-// routes ask. TableRouting (over the routing host) implements both.
+// The routing core and its tables as the rest of the gateway sees them, one port per caller: `Placements`, all that
+// the request pipeline (src/request/) asks — a decision for a request and the bookkeeping that keeps load and
+// sessions fresh as it moves along; `BackendRouting`, what the backend list (fleet.ts) tells it of its backends;
+// `ContextSessions`, what explicit contexts (gateway/contexts.ts) ask; and `Fleet`, what the scheduler's clock,
+// /metrics and the admin routes ask. TableRouting (over the routing host) implements them all (`RoutingState`).
 import type { Backend } from './backends.js';
 import type { Usage } from '../upstream/stream-observer.js';
 import type { EngineLoad } from './engine-metrics.js';
@@ -39,14 +40,6 @@ export interface Placement {
   readonly rank?: AdmissionRank;
 }
 
-/** Runs around the routing decisions of a session's requests (explicit contexts keep their session bound and alive). */
-export interface RouteHook {
-  /** Before a session's first placement (not a retry's); `backend` finds a serving backend by id. */
-  beforeRoute (sessionId: string, backend: (id: string) => Backend | null): void;
-  /** After a session's placement was decided (at release, for a request that waited for admission). */
-  afterRoute (sessionId: string): void;
-}
-
 /** What the request pipeline asks of routing. */
 export interface Placements {
   /**
@@ -77,32 +70,10 @@ export interface Placements {
   migrationEnded? (p: Placement, ok: boolean, now: number): Placement | null;
   /** Prompt tokens sent to `b` and not yet computed (its pending prefill, as policies see it). */
   pendingPrefill? (b: Backend): number;
-  /** Migrations started / done / failed, and turns that went to a source while their session moved. */
-  migrationStats? (): MigrationStats;
 }
 
-/** What the backend list, the scheduler's clock, /metrics, the admin routes and explicit contexts ask. */
-export interface Fleet {
-  /** The upkeep clock: admission timeouts, anti-starvation, release when events did not; a slice of session expiry. */
-  tick (now: number): void;
-  /** Every waiting request is dropped (shutdown). */
-  dropAll (reason: DropReason, now: number): void;
-  admissionStats (now: number): AdmissionStats;
-  /** Session facts for the admin endpoint; null if unknown. */
-  session (sessionId: string): Record<string, unknown> | null;
-  /**
-   * Explicit contexts (contexts.ts): keeps the session alive with idle TTL `ttlMs` and binds it to `backend`
-   * if it has no host. Optional: a state without session tables does nothing.
-   */
-  holdSession? (sessionId: string, backend: Backend | null, ttlMs: number, now: number): void;
-  /** Sets an existing session's idle TTL (ms). */
-  setSessionTtl? (sessionId: string, ttlMs: number): void;
-  /** `hook` runs around every routing decision of a session's request from now on. */
-  addRouteHook? (hook: RouteHook): void;
-  /** Leading blocks of `keys` the prefix index places on `backend`, by kind (see RoutingHost.prefixOf); null if unknown. */
-  prefixOf? (keys: BigUint64Array, backend: Backend): { gpu: number; engine: number; assumed: number; total: number } | null;
-  /** Table sizes and what their bounds dropped, for /metrics. */
-  tableStats (): Array<{ table: string; entries: number; dropped: number }>;
+/** What the backend list (fleet.ts) tells routing: a backend's pod row, its comings and goings, its engine's reports. */
+export interface BackendRouting {
   /** A pod row for a new backend (its `index`); throws PodRowsFullError when every row is in use. */
   admit (id: string): number;
   /** The backend leaves (reload, discovery): nothing new goes to it, its sessions are unbound. */
@@ -117,4 +88,42 @@ export interface Fleet {
   engineRestarted? (b: Backend): void;
 }
 
-export interface RoutingState extends Placements, Fleet {}
+/** Runs around the routing decisions of a session's requests (explicit contexts keep their session bound and alive). */
+export interface RouteHook {
+  /** Before a session's first placement (not a retry's); `backend` finds a serving backend by id. */
+  beforeRoute (sessionId: string, backend: (id: string) => Backend | null): void;
+  /** After a session's placement was decided (at release, for a request that waited for admission). */
+  afterRoute (sessionId: string): void;
+}
+
+/**
+ * What explicit contexts (gateway/contexts.ts) ask: their sessions kept bound and alive, and where a context's
+ * prefix is. Optional: a state without session tables does nothing.
+ */
+export interface ContextSessions {
+  /** Keeps the session alive with idle TTL `ttlMs` and binds it to `backend` if it has no host. */
+  holdSession? (sessionId: string, backend: Backend | null, ttlMs: number, now: number): void;
+  /** Sets an existing session's idle TTL (ms). */
+  setSessionTtl? (sessionId: string, ttlMs: number): void;
+  /** `hook` runs around every routing decision of a session's request from now on. */
+  addRouteHook? (hook: RouteHook): void;
+  /** Leading blocks of `keys` the prefix index places on `backend`, by kind (see RoutingHost.prefixOf); null if unknown. */
+  prefixOf? (keys: BigUint64Array, backend: Backend): { gpu: number; engine: number; assumed: number; total: number } | null;
+}
+
+/** What the scheduler's clock, /metrics and the admin routes ask. */
+export interface Fleet {
+  /** The upkeep clock: admission timeouts, anti-starvation, release when events did not; a slice of session expiry. */
+  tick (now: number): void;
+  /** Every waiting request is dropped (shutdown). */
+  dropAll (reason: DropReason, now: number): void;
+  admissionStats (now: number): AdmissionStats;
+  /** Session facts for the admin endpoint; null if unknown. */
+  session (sessionId: string): Record<string, unknown> | null;
+  /** Table sizes and what their bounds dropped, for /metrics. */
+  tableStats (): Array<{ table: string; entries: number; dropped: number }>;
+  /** Migrations started / done / failed, and turns that went to a source while their session moved. */
+  migrationStats? (): MigrationStats;
+}
+
+export interface RoutingState extends Placements, BackendRouting, ContextSessions, Fleet {}

@@ -10,7 +10,7 @@ import type { ContextEntry } from './contexts.js';
 import { RequestContext, type Abortable } from '../request/context.js';
 import { runPipeline, type Pipeline } from '../request/pipeline.js';
 import type { Send, SendResult, Transport } from '../request/transport.js';
-import { EarError, openAiError } from '../request/errors.js';
+import { EarError, openAiError } from '../errors/errors.js';
 import { badJson, isTokenIds, reserialize } from '../features/request-body.js';
 import { bad } from '../dialects/chat-request.js';
 import type { Endpoint } from '../dialects/dialect.js';

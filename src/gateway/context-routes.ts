@@ -6,10 +6,10 @@ import type { Backend } from '../fleet/backends.js';
 import type { GatewayConfig } from '../config/index.js';
 import { prefill, parseContextRequest } from './context-prefill.js';
 import type { ContextRegistry } from './contexts.js';
-import { EarError, ERRORS, errorCodeOf } from '../request/errors.js';
+import { EarError, ERRORS, errorCodeOf } from '../errors/errors.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import type { Pipeline } from '../request/pipeline.js';
-import type { RoutingState } from '../fleet/routing-port.js';
+import type { Fleet } from '../fleet/routing-port.js';
 import { requestId } from '../request/request-id.js';
 import { readBody, ResponseState } from './uws-io.js';
 import { headTooLarge } from './head-size.js';
@@ -22,7 +22,7 @@ export interface ContextRouteDeps {
   /** The request pipeline a context's prefill runs through. */
   pipeline: Pipeline;
   /** Session facts (where a context's session lives now). */
-  state: Pick<RoutingState, 'session'>;
+  state: Pick<Fleet, 'session'>;
   backends: readonly Backend[];
   /** The pipeline's clock (ms). */
   now: () => number;

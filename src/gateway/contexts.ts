@@ -14,7 +14,7 @@
 //
 // The context's session in the session table: held with idle TTL ≥ the context's remaining TTL, so it does
 // not idle-expire first. Every routed request of the session resets its TTL to sessionIdleMs (the Router's
-// upsert), so the registry is a route hook of the RoutingState (attach()): after a context session's request is
+// upsert), so the registry is a route hook of the routing state (attach()): after a context session's request is
 // routed, its TTL is put back to the remaining context TTL, and before it, a session the table lost (evicted at
 // its bound, or unbound when its pod left) is bound to the context's engine again.
 // On DELETE or expiry the session is not removed: its TTL goes back to sessionIdleMs from its last activity,
@@ -24,7 +24,7 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { randomBytes } from 'node:crypto';
 import type { Backend } from '../fleet/backends.js';
-import type { RouteHook, RoutingState } from '../fleet/routing-port.js';
+import type { ContextSessions, RouteHook } from '../fleet/routing-port.js';
 import { createSessionStore } from '../store/create.js';
 import type { SessionStore } from '../store/session-store.js';
 
@@ -83,7 +83,7 @@ export class ContextRegistry implements RouteHook {
   readonly #clock: () => number;
   readonly #now: () => number;
   readonly #idleMs: number;
-  #state: RoutingState | null = null;
+  #state: ContextSessions | null = null;
   readonly #timer: NodeJS.Timeout | null;
   readonly created: Counter;
   readonly deleted: Counter;
@@ -115,7 +115,7 @@ export class ContextRegistry implements RouteHook {
   }
 
   /** Hooks into the gateway's routing state so a context's session keeps its host and outlives idle expiry (see the header). */
-  attach (state: RoutingState): void {
+  attach (state: ContextSessions): void {
     this.#state = state;
     state.addRouteHook?.(this);
   }

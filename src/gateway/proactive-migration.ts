@@ -8,7 +8,7 @@ import { startMigrationThread, type MigrationThread } from '../migration/migrati
 import type { MigrationBackend, MigrationThreadStats } from '../migration/thread-protocol.js';
 import type { Backend } from '../fleet/backends.js';
 import type { GatewayConfig } from '../config/index.js';
-import { kvTransferMetrics } from '../request/kv-transfer-metrics.js';
+import { kvTransferMetrics } from '../telemetry/kv-transfer-metrics.js';
 import { registerProactiveMetrics } from './proactive-metrics.js';
 import { applyIdleMove } from './proactive-rebind.js';
 import type { SharedSessions } from '../store/shared-sessions.js';

@@ -4,7 +4,7 @@
 // Everything one socket read brings (many SSE events) goes to the client in one uWS write, at the read's end.
 import { isUpstreamTimeout, UpstreamError } from '../upstream/errors.js';
 import { type UpstreamCall, type UpstreamHandler, type UpstreamPool } from '../upstream/pool.js';
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 import { StreamObserver } from '../upstream/stream-observer.js';
 import type { ResponseState } from './uws-io.js';
 import type { AttemptResult } from '../request/transport.js';

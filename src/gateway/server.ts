@@ -12,7 +12,7 @@ import { registerAdmissionMetrics } from '../telemetry/admission-metrics.js';
 import type { Backend } from '../fleet/backends.js';
 import { BackendFleet, type ReadinessCondition } from '../fleet/fleet.js';
 import type { GatewayConfig } from '../config/index.js';
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 import { GatewayMetrics } from '../telemetry/metrics.js';
 import { requestId } from '../request/request-id.js';
 import { DIALECTS, type Endpoint } from '../dialects/dialect.js';
@@ -33,6 +33,7 @@ import { subscribeRequestSpans } from '../telemetry/request-spans.js';
 import { RequestContext } from '../request/context.js';
 import { Pipeline, runPipeline, type FeatureFn } from '../request/pipeline.js';
 import { subscribeRequestMetrics } from '../telemetry/request-metrics.js';
+import { subscribeKvTransferMetrics } from '../telemetry/kv-transfer-metrics.js';
 import { UwsTransport } from './uws-transport.js';
 import { headTooLarge } from './head-size.js';
 
@@ -120,7 +121,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   // Explicit contexts: the registry wraps the routing state to keep a context's session bound and alive.
   const contexts = new ContextRegistry({ maxContexts: config.maxContexts, sessionIdleMs: config.sessionIdleMs, registry: metrics.registry, store: deps.sessionStore, clock: deps.clock, now });
   contexts.attach(state);
-  const kvTransfers = new KvTransferStep(kvTransfersFor(config), state, metrics.registry, now, release);
+  const kvTransfers = new KvTransferStep(kvTransfersFor(config), state, now, release);
   let draining = false;
   let inFlight = 0;
   let idle: (() => void) | null = null;
@@ -143,7 +144,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     responses: new ResponseOrigins({ store: contexts.store, ttlSeconds: RESPONSE_ORIGIN_TTL_S })
   });
   // The path publishes; metrics (and spans, with tracing on) subscribe.
-  const unsubscribe = [subscribeRequestMetrics(pipeline, metrics)];
+  const unsubscribe = [subscribeRequestMetrics(pipeline, metrics), subscribeKvTransferMetrics(pipeline, metrics.registry, () => state.migrationStats?.() ?? null)];
   if (tracing !== null) unsubscribe.push(subscribeRequestSpans(pipeline, tracing));
 
   const app: TemplatedApp = uWS.App();

@@ -4,7 +4,7 @@
 // and returns false under backpressure (wait for onWritable, never resend).
 import type { HttpResponse } from 'uWebSockets.js';
 import { Gauge, type Registry } from 'prom-client';
-import { EarError, errorAnswer, errorFields } from '../request/errors.js';
+import { EarError, errorAnswer, errorFields } from '../errors/errors.js';
 import type { Dialect } from '../dialects/dialect.js';
 import { ReadDeadlines } from './read-deadlines.js';
 

@@ -2,7 +2,7 @@
 // attempt to the engine and streams the answer back (proxy.ts), and answers the client when the pipeline fails.
 import type { RequestContext } from '../request/context.js';
 import type { Send, SendResult, Transport } from '../request/transport.js';
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 import { attempt } from './proxy.js';
 import { StreamObserver } from '../upstream/stream-observer.js';
 import { requestHeaders } from '../upstream/headers.js';

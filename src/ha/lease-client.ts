@@ -6,7 +6,7 @@
 import { hostname } from 'node:os';
 import type { CoordinationV1Api, V1Lease, V1ObjectMeta } from '@kubernetes/client-node';
 import type { KubeTarget } from '../kube/kube-target.js';
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 
 /** The lease's spec as leader election reads it (client-go's LeaderElectionRecord). */
 export interface LeaseRecord {

@@ -1,6 +1,6 @@
 // The one error the KV-event decoder and frame parsers throw: whatever is wrong with the bytes an engine sent,
 // the caller gets this (with a stable code) and can count and skip the message.
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 
 export class KvDecodeError extends EarError {
   constructor (message: string, options?: { cause?: unknown }) {

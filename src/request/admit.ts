@@ -2,7 +2,7 @@
 // scheduler ranks it by the service every replica saw), the request waits for the scheduler to release it, and
 // if another replica bound the session meanwhile, the request follows that binding.
 import { NoCandidateError } from '../core/policy.js';
-import { EarError } from './errors.js';
+import { EarError } from '../errors/errors.js';
 import type { DropReason, Placement } from '../fleet/routing-port.js';
 import { waitForAdmission } from './admission-wait.js';
 import { channels } from './channels.js';

@@ -6,7 +6,7 @@
 import { promisify } from 'node:util';
 import { brotliDecompress, gunzip, inflate, type ZlibOptions } from 'node:zlib';
 import { Decompress as ZstdDecompress } from 'fzstd';
-import { EarError } from './errors.js';
+import { EarError } from '../errors/errors.js';
 
 type Decoder = (body: Buffer, maxBytes: number) => Promise<Buffer>;
 

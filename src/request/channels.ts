@@ -24,7 +24,8 @@ export type AdmittedMessage = { ctx: RequestContext } & AdmissionReport;
 export interface RoutedMessage { ctx: RequestContext; placement: Placement; attempt: number; decisionSeconds: number | null; backends: readonly Backend[] }
 /** A KV transfer's source leg starts (`headers`: a subscriber's answer, the trace context the legs carry). */
 export interface TransferStartMessage { ctx: RequestContext; kind: 'migration' | 'pd'; source: Backend; target: Backend; headers: TraceHeaders | undefined }
-export interface TransferEndMessage { ctx: RequestContext; transfer: TransferFacts; servedBy: Backend }
+/** It ended (`kind` as at its start): what it did, and the backend the request goes to (its source if it failed). */
+export interface TransferEndMessage { ctx: RequestContext; kind: 'migration' | 'pd'; transfer: TransferFacts; servedBy: Backend }
 /**
  * An attempt is about to be sent to `backend`. `headers`: the trace headers the engine gets; the client's own by
  * default, a subscriber's answer when tracing is on.

@@ -11,7 +11,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import type { GatewayConfig } from '../config/index.js';
 import type { RateLimit } from '../config/clients.js';
 import { ApiKeys } from './credentials.js';
-import { EarError } from './errors.js';
+import { EarError } from '../errors/errors.js';
 import { available, RateLimiter, retryAfterSeconds, take, type ClientBuckets, type ClientLimit } from './rate-limit.js';
 import { rateLimitHeaders, type RateLimitState, type RateLimitStyle } from './rate-limit-headers.js';
 import { charge, correct, debtWait, remainingTokens, untilFull } from './token-rate.js';

@@ -5,7 +5,7 @@
 import type { Backend } from '../fleet/backends.js';
 import { priorityToSend } from '../core/engine-priority.js';
 import type { RequestContext } from './context.js';
-import { EarError } from './errors.js';
+import { EarError } from '../errors/errors.js';
 
 /** The priority to write into the body sent to `b`, or null for none (the body goes as EAR forwards it). */
 export function enginePriorityFor (ctx: RequestContext, b: Backend): number | null {

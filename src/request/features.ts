@@ -1,6 +1,6 @@
 // Phase 2, features (docs/architecture.md#features): what routing needs of the body (model, tokens, block
 // keys), from the route pool or inline, and the request as the routing host takes it.
-import { EarError } from './errors.js';
+import { EarError } from '../errors/errors.js';
 import { channels } from './channels.js';
 import type { RequestContext } from './context.js';
 import { checkOwnPriority } from './engine-priority.js';

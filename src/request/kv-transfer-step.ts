@@ -6,7 +6,6 @@
 // - a P/D prefill: the decode backend computes the prompt itself (llm-d falls back to decode-only the same way).
 // The migration ends (the session's "migrating" mark clears) when the target's first token shows it has the KV,
 // or when the request ends without one.
-import type { Counter, Histogram, Registry } from 'prom-client';
 import type { Backend } from '../fleet/backends.js';
 import { post } from '../upstream/buffered-post.js';
 import type { Placement, RoutingInput, Placements } from '../fleet/routing-port.js';
@@ -14,11 +13,9 @@ import type { LegSignal, TransferPeer } from '../migration/connector.js';
 import { KvTransfers } from '../migration/transfer.js';
 import type { SourceBacklog } from '../migration/cost.js';
 import { legPriority } from '../migration/leg-priority.js';
-import { registerTotal } from '../telemetry/metrics.js';
-import { kvTransferMetrics } from './kv-transfer-metrics.js';
 import type { TraceHeaders } from '../upstream/traceparent.js';
 
-/** What a KV transfer did (its trace span's facts). */
+/** What a KV transfer did (its trace span's facts; the KV transfer series count them, telemetry/kv-transfer-metrics.ts). */
 export interface TransferFacts {
   /** The connector used (nixl, shared-store, recompute; none when it could not start). */
   mode: string;
@@ -26,6 +23,8 @@ export interface TransferFacts {
   bytes: number;
   tokens: number;
   failure?: string;
+  /** The source leg's time; absent when no leg ran (the source was not serving). */
+  seconds?: number;
 }
 
 export interface TransferStepResult {
@@ -47,24 +46,14 @@ export class KvTransferStep {
   readonly #transfers: KvTransfers;
   readonly #state: Placements;
   readonly #now: () => number;
-  readonly #total: Counter<'kind' | 'mode' | 'outcome'>;
-  readonly #seconds: Histogram<'mode'>;
-  readonly #bytes: Counter<'mode'>;
-
   readonly #leave: (b: Backend) => void;
 
   /** `leave`: the source leg ended on `b` (the gateway's in-flight count; a draining backend goes when idle). */
-  constructor (transfers: KvTransfers, state: Placements, registry: Registry, now: () => number, leave: (b: Backend) => void) {
+  constructor (transfers: KvTransfers, state: Placements, now: () => number, leave: (b: Backend) => void) {
     this.#leave = leave;
     this.#transfers = transfers;
     this.#state = state;
     this.#now = now;
-    const m = kvTransferMetrics(registry);
-    this.#total = m.total;
-    this.#seconds = m.sourceSeconds;
-    this.#bytes = m.bytes;
-    const migrations = (): ReturnType<NonNullable<Placements['migrationStats']>> | null => state.migrationStats?.() ?? null;
-    registerTotal(registry, 'ear_migration_turns_to_source_total', 'Turns sent to a migration\'s source because they came while their session moved.', () => migrations()?.turnsToSource ?? null);
   }
 
   /**
@@ -89,11 +78,8 @@ export class KvTransferStep {
     } finally {
       this.#leave(src);
     }
-    this.#seconds.observe({ mode: t.mode }, t.seconds);
-    const transfer: TransferFacts = { mode: t.mode, ok: t.ok, bytes: t.ok ? t.bytes : 0, tokens: t.tokens, failure: t.failure };
+    const transfer: TransferFacts = { mode: t.mode, ok: t.ok, bytes: t.ok ? t.bytes : 0, tokens: t.tokens, failure: t.failure, seconds: t.seconds };
     if (!t.ok) return this.#failed(kind, transfer, placement, input, body);
-    this.#total.inc({ kind, mode: t.mode, outcome: 'ok' });
-    this.#bytes.inc({ mode: t.mode }, t.bytes);
     if (kind !== 'migration') return { placement, body: t.body, arrived: null, transfer };
     let done = false;
     return {
@@ -109,7 +95,6 @@ export class KvTransferStep {
   }
 
   #failed (kind: 'migration' | 'pd', transfer: TransferFacts, placement: Placement, input: RoutingInput, body: Buffer): TransferStepResult {
-    this.#total.inc({ kind, mode: transfer.mode, outcome: 'failed' });
     if (kind !== 'migration') return { placement, body, arrived: null, transfer };
     const now = this.#now();
     const back = this.#state.migrationEnded?.(placement, false, now) ?? null;

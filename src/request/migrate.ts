@@ -28,7 +28,7 @@ async function transfer (ctx: RequestContext, placement: Placement, src: Backend
   const start: TransferStartMessage = { ctx, kind: placement.migrating === true ? 'migration' : 'pd', source: src, target: placement.backend, headers: undefined };
   if (channels.transferStart.hasSubscribers) channels.transferStart.publish(start);
   const step = await p.kvTransfers!.run(placement, ctx.input!, ctx.path, ctx.forward, ctx.id, ctx.abort, start.headers);
-  if (channels.transferEnd.hasSubscribers) channels.transferEnd.publish({ ctx, transfer: step.transfer ?? NO_TRANSFER, servedBy: step.placement.backend });
+  if (channels.transferEnd.hasSubscribers) channels.transferEnd.publish({ ctx, kind: start.kind, transfer: step.transfer ?? NO_TRANSFER, servedBy: step.placement.backend });
   // A failed migration went back to its source: the shared binding follows.
   if (ctx.shared !== null && step.placement.backend.id !== placement.backend.id) ctx.shared.reverted(step.placement.backend.id);
   return step;

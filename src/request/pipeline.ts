@@ -9,7 +9,7 @@ import type { KvTransferStep } from './kv-transfer-step.js';
 import type { Placements } from '../fleet/routing-port.js';
 import type { SharedSessions } from '../store/shared-sessions.js';
 import type { ResponseOrigins } from './response-origin.js';
-import { EarError } from './errors.js';
+import { EarError } from '../errors/errors.js';
 import { isUpstreamTimeout } from '../upstream/errors.js';
 import { clientTraceHeaders, type TraceHeaders } from '../upstream/traceparent.js';
 import { admit, noBackend } from './admit.js';

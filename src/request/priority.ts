@@ -1,7 +1,7 @@
 // A request's priority class (docs/architecture.md#accept): what the client asks for in
 // x-ear-priority, else what its API key is configured with, else normal. Admission ranks by it first.
 import { DEFAULT_CLASS, PRIORITY_CLASSES } from '../core/admission.js';
-import { EarError } from './errors.js';
+import { EarError } from '../errors/errors.js';
 
 /** The priority class a request asks for: x-ear-priority (a class name or its rank), else its API key's, else normal. */
 export function priorityClassOf (header: string, apiKey: string | null, byKey: Readonly<Record<string, string>>): number {

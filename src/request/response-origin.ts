@@ -6,7 +6,7 @@
 // answers as it would; one whose engine has left the fleet is answered as vLLM answers an unknown id.
 import type { SessionStore } from '../store/session-store.js';
 import type { Backend } from '../fleet/backends.js';
-import { EarError } from './errors.js';
+import { EarError } from '../errors/errors.js';
 import type { RequestContext } from './context.js';
 
 export interface ResponseOriginsOptions {

@@ -7,7 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { anthropicToChat } from '../dialects/anthropic-request.js';
 import type { ChatRequest } from '../dialects/chat-request.js';
 import { continueConversation, responsesToChat } from '../dialects/responses-request.js';
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 import { AnthropicFormat, countTokensBody } from './anthropic-response.js';
 import { renderPrompts, resolveModelName, runGeneration } from './generation-handler.js';
 import { HttpError, anthropicErrorJson, badRequest } from './http-errors.js';

@@ -27,7 +27,7 @@ import type { OffloadTier } from './offload-store.js';
 import { offloadLoadTime, stepTime, transferTime } from '../engine-model/figures.js';
 import { resolveProfile, type EngineProfile, type ResolvedProfile } from '../engine-model/profile.js';
 import { DEFAULT_VOCABULARY, generationSeed, nextRandom, validateVocabulary } from './token-generator.js';
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 
 export interface SimEngineOptions {
   profile: EngineProfile;

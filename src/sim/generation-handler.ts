@@ -7,7 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { BlockDigest } from './block-hash.js';
 import type { FinishReason, KvImport, RequestMetrics, RequestOutput, SimRequest } from './engine-types.js';
 import { EngineFullError, contextLengthError } from './engine.js';
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 import { HttpError, badRequest } from './http-errors.js';
 import { classifyKvTransferParams, exportParams, pullBlocks } from './kv-transfer.js';
 import type { ImportParams } from './kv-transfer.js';

@@ -27,7 +27,7 @@
 // - addService needs no await on the response path; casHost gates a migration (only the winner moves).
 // - Degraded replies: go on from the local table. Nothing to retry: the store replays what it could not send.
 import { createHash } from 'node:crypto';
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 
 /** Longest id used as is in a key; longer session or context ids are keyed by their SHA-256 (see storeKeyPart). */
 export const MAX_ID_BYTES = 256;

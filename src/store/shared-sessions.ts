@@ -31,10 +31,9 @@
 // grows past it); a Redis that lost its data gets back the service of calls made after the loss (and the
 // figures a new bind seeds), so its attained service may stay below a replica's local one, which keeps the max.
 import { NoCandidateError } from '../core/policy.js';
-import type { RoutingHost } from '../core/routing-host.js';
+import type { HostRequest, RoutingHost } from '../core/routing-host.js';
 import type { SessionRecord } from '../core/session-table.js';
 import type { SessionStore, SharedSession, SessionSeed } from './session-store.js';
-import type { RoutingInput } from '../fleet/routing-port.js';
 
 export interface SharedSessionsOptions {
   store: SessionStore;
@@ -64,7 +63,7 @@ export class SharedSessions {
   }
 
   /** The shared part of one request: null without a session id. */
-  turn (input: RoutingInput): SharedTurn | null {
+  turn (input: HostRequest): SharedTurn | null {
     return input.sessionId === null ? null : new SharedTurn(this, input.sessionId);
   }
 

@@ -1,5 +1,5 @@
-// Errors of the tokenize subsystem, each with a stable code (what each means: src/request/errors.ts).
-import { EarError } from '../request/errors.js';
+// Errors of the tokenize subsystem, each with a stable code (what each means: src/errors/errors.ts).
+import { EarError } from '../errors/errors.js';
 
 export type TokenizeErrorCode = 'EAR_ERR_TOKENIZER_UNKNOWN' | 'EAR_ERR_TOKENIZER_LOAD' | 'EAR_ERR_TOKEN_ID' | 'EAR_ERR_CHAT_TEMPLATE';
 

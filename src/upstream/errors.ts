@@ -1,7 +1,7 @@
-// The upstream client's failures: one class, a registered code each (src/request/errors.ts says what each means).
-import { EarError } from '../request/errors.js';
+// The upstream client's failures: one class, a registered code each (src/errors/errors.ts says what each means).
+import { EarError } from '../errors/errors.js';
 
-/** A failure of one request to an engine; what each code means: src/request/errors.ts. */
+/** A failure of one request to an engine; what each code means: src/errors/errors.ts. */
 export type UpstreamErrorCode =
   | 'EAR_ERR_UPSTREAM_CONNECT_TIMEOUT' | 'EAR_ERR_UPSTREAM_HEADERS_TIMEOUT' | 'EAR_ERR_UPSTREAM_BODY_TIMEOUT'
   | 'EAR_ERR_UPSTREAM_PROTOCOL' | 'EAR_ERR_UPSTREAM_CLOSED' | 'EAR_ERR_UPSTREAM_QUEUE_FULL'

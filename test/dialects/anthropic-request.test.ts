@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { anthropicToChat } from '../../src/dialects/anthropic-request.js';
 import { pythonJsonDumps } from '../../src/dialects/python-json.js';
-import { EarError } from '../../src/request/errors.js';
+import { EarError } from '../../src/errors/errors.js';
 
 const base = { model: 'm', max_tokens: 16 };
 

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { continueConversation, responsesToChat } from '../../src/dialects/responses-request.js';
-import { EarError } from '../../src/request/errors.js';
+import { EarError } from '../../src/errors/errors.js';
 
 test('instructions → system first; a string input → one user message; defaults as vLLM', () => {
   const chat = responsesToChat({ model: 'm', instructions: 'Be brief.', input: 'hi' });

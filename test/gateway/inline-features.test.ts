@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createRegion, Region } from '../../src/core/region.js';
 import { createRoutePool, type RoutePool } from '../../src/features/route-pool.js';
 import { featureSource, INLINE_FEATURES_MAX_BYTES } from '../../src/features/inline-features.js';
-import { EarError } from '../../src/request/errors.js';
+import { EarError } from '../../src/errors/errors.js';
 import type { Endpoint } from '../../src/dialects/dialect.js';
 
 const shared = createRegion({ prefixIndexKeys: 1 << 12, sessions: 64, heapJobs: 64, recordRingOps: 64, scratchSlots: 4 });

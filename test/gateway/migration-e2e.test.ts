@@ -44,6 +44,9 @@ describe(`migration end to end (${connector}): ear serve --policy ear in front o
       assert.ok(b.cached >= first.prompt - 32, `the target loaded ${b.cached} prompt tokens from the store (previous turn: ${first.prompt})`);
     }
     assert.equal(await metric(gw.url, 'ear_kv_transfers_total', `{kind="migration",mode="${connector}",outcome="ok"}`), 1);
+    // Its source leg was timed and its bytes counted (the KV transfer series, from the request path's events).
+    assert.equal(await metric(gw.url, 'ear_kv_transfer_source_seconds_count', `{mode="${connector}"}`), 1);
+    assert.ok(await metric(gw.url, 'ear_kv_transfer_bytes_total', `{mode="${connector}"}`) > 0, 'the moved KV bytes are counted');
     const s = await session(gw.url, 'S');
     assert.equal(s.host, other);
     assert.equal(s.migrations, 1);
@@ -69,6 +72,9 @@ describe('a failed transfer: engines without a KV connector answer the export le
     assert.equal(a.backend, first.backend);
     assert.equal(b.backend, first.backend, 'the would-be migration is served by the source');
     assert.equal(await metric(gw, 'ear_kv_transfers_total', '{kind="migration",mode="nixl",outcome="failed"}'), 1);
+    // The failed leg ran (and was timed); no bytes moved.
+    assert.equal(await metric(gw, 'ear_kv_transfer_source_seconds_count', '{mode="nixl"}'), 1);
+    assert.equal(await metric(gw, 'ear_kv_transfer_bytes_total', '{mode="nixl"}'), 0);
     const s = await session(gw, 'F');
     assert.equal(s.host, first.backend);
     assert.equal(s.migrations, 0);

@@ -5,7 +5,7 @@ import { Registry } from 'prom-client';
 import { fullBucket, isFull, RateLimiter, retryAfterSeconds, take, type BucketLimit, type ClientLimit } from '../../src/request/rate-limit.js';
 import { ClientGate, type AdmittedClient } from '../../src/request/client-gate.js';
 import { buildConfig, ConfigError } from '../../src/config/index.js';
-import { EarError } from '../../src/request/errors.js';
+import { EarError } from '../../src/errors/errors.js';
 
 test('a bucket admits its burst at once, then one request per 1/rate seconds, and says how long to wait', () => {
   const lim: BucketLimit = { requestsPerSecond: 2, burst: 3 };

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { parseRequestBody } from '../../src/features/request-body.js';
-import { EarError } from '../../src/request/errors.js';
+import { EarError } from '../../src/errors/errors.js';
 
 const buf = (o: unknown) => Buffer.from(typeof o === 'string' ? o : JSON.stringify(o));
 

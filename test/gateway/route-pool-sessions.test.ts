@@ -7,7 +7,7 @@ import { createTokenizerSync } from '../../src/tokenize/index.js';
 import type { ChatMessage } from '../../src/tokenize/types.js';
 import { computeFeatures } from '../../src/features/features.js';
 import { createRoutePool, sessionShard } from '../../src/features/route-pool.js';
-import { EarError } from '../../src/request/errors.js';
+import { EarError } from '../../src/errors/errors.js';
 import { startSim, type SimServer } from '../../src/sim/server.js';
 
 const shared = createRegion({ prefixIndexKeys: 1 << 12, sessions: 64, heapJobs: 64, recordRingOps: 64, scratchSlots: 8 });

@@ -5,7 +5,7 @@ import { BlockHasher } from '../../src/core/block-keys.js';
 import { createTokenizerSync } from '../../src/tokenize/index.js';
 import { computeFeatures } from '../../src/features/features.js';
 import { createRoutePool } from '../../src/features/route-pool.js';
-import { EarError } from '../../src/request/errors.js';
+import { EarError } from '../../src/errors/errors.js';
 
 const shared = createRegion({ prefixIndexKeys: 1 << 12, sessions: 64, heapJobs: 64, recordRingOps: 64, scratchSlots: 4 });
 const pool = createRoutePool(shared, { threads: 1, tokenizer: 'hf:qwen3', blockSize: 16 });

@@ -10,7 +10,7 @@ import { ClientGate, RateLimitRefusal, limitsOf, type AdmittedClient } from '../
 import { admissionCost, usedTokens } from '../../src/request/token-charge.js';
 import type { RequestContext } from '../../src/request/context.js';
 import { buildConfig, ConfigError } from '../../src/config/index.js';
-import { EarError } from '../../src/request/errors.js';
+import { EarError } from '../../src/errors/errors.js';
 
 /** A run of requests against one bucket: each admitted one ends later, having used some other number of tokens. */
 const runs = fc.record({

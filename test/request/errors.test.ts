@@ -6,14 +6,14 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { EarError, ERRORS, errorCodeOf, openAiError, type ErrorCode } from '../../src/request/errors.js';
+import { EarError, ERRORS, errorCodeOf, openAiError, type ErrorCode } from '../../src/errors/errors.js';
 import { QueueFullError } from '../../src/core/admission-control.js';
 import { NoCandidateError } from '../../src/core/policy.js';
 import { UpstreamError } from '../../src/upstream/errors.js';
 import { statusLine } from '../../src/gateway/uws-io.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-const REGISTRY = 'src/request/errors.ts';
+const REGISTRY = 'src/errors/errors.ts';
 const CODES = Object.keys(ERRORS) as ErrorCode[];
 
 function sources (dir: string, out: string[] = []): string[] {
@@ -41,7 +41,7 @@ test('docs/errors.md has one row per code, with the registry\'s status, types an
     const s = ERRORS[code];
     assert.equal(rows.get(code), `| \`${code}\` | ${s.status} | \`${s.type}\` | \`${s.anthropic}\` | ${s.when} |`, `docs/errors.md row of ${code}`);
   }
-  for (const code of rows.keys()) assert.ok(Object.hasOwn(ERRORS, code), `docs/errors.md documents ${code}, which src/request/errors.ts does not have`);
+  for (const code of rows.keys()) assert.ok(Object.hasOwn(ERRORS, code), `docs/errors.md documents ${code}, which src/errors/errors.ts does not have`);
 });
 
 test('every code is thrown somewhere in src/ (an error constructed with it)', () => {
