@@ -3,7 +3,7 @@
 // sent (optional whitespace is not counted), so a head the parser reassembles (≤ 4096 bytes) is never refused
 // at the default bound. Heads the pinned parser drops before any handler runs: docs/security.md "Request heads".
 import type { HttpRequest } from 'uWebSockets.js';
-import { EarError } from '../request/errors.js';
+import { EarError } from '../errors/errors.js';
 
 // ' HTTP/1.1\r\n' after the target, and the empty line that ends the head.
 const LINE_ENDS = 11 + 2;

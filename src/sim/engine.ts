@@ -214,7 +214,7 @@ export class SimEngine {
 
   /**
    * Queues a request. Throws RangeError on invalid input, ContextLengthError over max_model_len, KvCapacityError
-   * beyond the KV cache (both 400s, src/request/errors.ts) and EngineFullError when the waiting queue is full
+   * beyond the KV cache (both 400s, src/errors/errors.ts) and EngineFullError when the waiting queue is full
    * (preempted requests return to the queue beyond that bound: at most max_num_seqs more). The engine keeps
    * `promptTokenIds` by reference until the request ends: the host must not mutate it.
    */
