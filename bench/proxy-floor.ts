@@ -9,10 +9,8 @@ import { Pool, type Dispatcher } from 'undici';
 import { parseArgs } from 'node:util';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { UpstreamPool, type UpstreamCall } from '../src/upstream/pool.js';
-import {
-  cannon, nginxBinary, percentile, sanity, startChild, startEar, startNginx, startUpstream, stopAll, waitForOutput,
-  type Cell, type Target
-} from './gateway.js';
+import { nginxBinary, startChild, startEar, startNginx, startUpstream, stopAll, waitForOutput } from './processes.js';
+import { cannon, percentile, sanity, type Cell, type Target } from './http-load.js';
 
 const SELF = fileURLToPath(import.meta.url);
 

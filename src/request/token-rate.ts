@@ -4,7 +4,7 @@
 // in a row, and the debt is paid back by refill before the next is let in. At the end the charge is corrected to
 // what the engine reported (a refund never fills the bucket past a minute's tokens).
 //
-// The bound this gives (test/gateway/token-limit.test.ts checks it with fast-check): between two admissions at a and
+// The bound this gives (test/request/token-limit.test.ts checks it with fast-check): between two admissions at a and
 // b, everything taken at or after a and before b (charges and corrections) is at most
 // tokensPerMinute + tokensPerMinute·(b − a)/60 s, and with b's own charge at most that plus b's charge.
 // Pure: time is passed in (ms), nothing here reads a clock.

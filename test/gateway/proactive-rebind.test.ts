@@ -1,7 +1,7 @@
 // A proactive move applied on the main thread: the routing host's compare-and-set (a turn that came while the
 // KV moved drops the move), and with a shared store its casHost, so of two replicas whose migration threads
 // move one session only one does; the other follows the winner. Two routing hosts over one MemoryStore stand
-// for two replicas, as in shared-sessions-unit.test.ts.
+// for two replicas, as in test/store/shared-sessions-unit.test.ts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MemoryStore } from '../../src/store/memory-store.js';

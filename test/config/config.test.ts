@@ -4,8 +4,6 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildConfig, loadConfigFile, parseBackendFlag, ConfigError } from '../../src/config/index.js';
-import { sessionIdFrom, sessionOf, MAX_SESSION_ID_BYTES } from '../../src/request/session-id.js';
-import { parseEngineMetrics } from '../../src/fleet/engine-metrics.js';
 
 test('backend flags parse into validated, frozen backends; flags override the file', () => {
   const cfg = buildConfig({ port: 9000, backends: [{ url: 'http://x:1' }] }, {
@@ -70,48 +68,4 @@ test('a YAML file loads, and a broken one is reported with its path', () => {
   const list = join(dir, 'list.yaml');
   writeFileSync(list, '- 1\n');
   assert.throws(() => loadConfigFile(list), /must hold a mapping/);
-});
-
-test('the session id comes from EAR\'s header first, then the agent clients\' headers', () => {
-  const from = (h: Record<string, string>) => sessionIdFrom((n) => h[n] ?? '');
-  assert.equal(from({ 'x-session-id': 'a', 'x-claude-code-session-id': 'b' }), 'a');
-  assert.equal(from({ 'x-claude-code-session-id': ' b ' }), 'b');
-  assert.equal(from({ session_id: 'codex' }), 'codex');
-  assert.equal(from({ 'session-id': 'codex2' }), 'codex2');
-  assert.equal(from({ 'x-session-affinity': 'oc' }), 'oc');
-  assert.equal(from({ 'x-session-id': '   ' }), null);
-  assert.equal(from({ 'x-session-id': 'x'.repeat(1000) })?.length, MAX_SESSION_ID_BYTES);
-});
-
-test('engine /metrics text gives running, waiting and KV usage for vLLM and SGLang', () => {
-  const vllm = [
-    '# HELP vllm:num_requests_running Number of requests in model execution batches.',
-    '# TYPE vllm:num_requests_running gauge',
-    'vllm:num_requests_running{engine="0",model_name="m"} 3.0',
-    'vllm:num_requests_running{engine="1",model_name="m"} 2.0',
-    'vllm:num_requests_waiting{engine="0",model_name="m"} 7.0',
-    'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5',
-    'vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.25',
-    'vllm:cache_config_info{block_size="16",engine="0",model_name="weird } label"} 1.0'
-  ].join('\n');
-  // cache_config_info without num_gpu_blocks: the block size is known, the capacity is not.
-  assert.deepEqual(parseEngineMetrics(vllm), { running: 5, waiting: 7, kvUsage: 0.375, numGpuBlocks: null, blockSize: 16 });
-  const old = 'vllm:gpu_cache_usage_perc{model_name="m"} 0.9\nvllm:num_requests_running{model_name="m"} 1 1700000000000\n';
-  assert.deepEqual(parseEngineMetrics(old), { running: 1, waiting: 0, kvUsage: 0.9, numGpuBlocks: null, blockSize: null });
-  const sglang = 'sglang:num_running_reqs{model_name="q"} 4\nsglang:num_queue_reqs{model_name="q"} 1\nsglang:token_usage{model_name="q"} 0.2\n';
-  assert.deepEqual(parseEngineMetrics(sglang), { running: 4, waiting: 1, kvUsage: 0.2, numGpuBlocks: null, blockSize: null });
-  assert.equal(parseEngineMetrics('http_requests_total 5\n'), null);
-  assert.equal(parseEngineMetrics('garbage{{{ \n\n vllm:num_requests_running{ NaN'), null);
-});
-
-test('a sub-agent\'s parent session comes from EAR\'s header, the common one, or Claude Code\'s agent ids', () => {
-  const of = (h: Record<string, string>) => sessionOf((n) => h[n] ?? '');
-  assert.deepEqual(of({ 'x-session-id': 'c', 'x-ear-parent-session-id': 'p' }), { sessionId: 'c', parentSessionId: 'p' });
-  assert.deepEqual(of({ 'x-session-id': 'c', 'x-parent-session-id': 'p' }), { sessionId: 'c', parentSessionId: 'p' });
-  assert.deepEqual(of({ 'x-session-id': 'c' }), { sessionId: 'c', parentSessionId: null });
-  // Claude Code sends the parent's session id on a sub-agent's turns and names the agents apart.
-  assert.deepEqual(of({ 'x-claude-code-session-id': 's' }), { sessionId: 's', parentSessionId: null });
-  assert.deepEqual(of({ 'x-claude-code-session-id': 's', 'x-claude-code-agent-id': 'a1' }), { sessionId: 's:a1', parentSessionId: 's' });
-  assert.deepEqual(of({ 'x-claude-code-session-id': 's', 'x-claude-code-agent-id': 'a2', 'x-claude-code-parent-agent-id': 'a1' }), { sessionId: 's:a2', parentSessionId: 's:a1' });
-  assert.equal(of({ 'x-session-id': 'c', 'x-parent-session-id': 'p'.repeat(1000) }).parentSessionId!.length, MAX_SESSION_ID_BYTES);
 });

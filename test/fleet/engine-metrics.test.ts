@@ -75,3 +75,24 @@ test('cache_config_info labels: escapes, braces and commas inside values, any or
   assert.deepEqual(parseLabels('x{a="1",b="unterminated', 1), new Map([['a', '1'], ['b', 'unterminated']]));
   assert.deepEqual(parseLabels('x{a', 1), new Map());
 });
+
+test('engine /metrics text gives running, waiting and KV usage for vLLM and SGLang', () => {
+  const vllm = [
+    '# HELP vllm:num_requests_running Number of requests in model execution batches.',
+    '# TYPE vllm:num_requests_running gauge',
+    'vllm:num_requests_running{engine="0",model_name="m"} 3.0',
+    'vllm:num_requests_running{engine="1",model_name="m"} 2.0',
+    'vllm:num_requests_waiting{engine="0",model_name="m"} 7.0',
+    'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5',
+    'vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.25',
+    'vllm:cache_config_info{block_size="16",engine="0",model_name="weird } label"} 1.0'
+  ].join('\n');
+  // cache_config_info without num_gpu_blocks: the block size is known, the capacity is not.
+  assert.deepEqual(parseEngineMetrics(vllm), { running: 5, waiting: 7, kvUsage: 0.375, numGpuBlocks: null, blockSize: 16 });
+  const old = 'vllm:gpu_cache_usage_perc{model_name="m"} 0.9\nvllm:num_requests_running{model_name="m"} 1 1700000000000\n';
+  assert.deepEqual(parseEngineMetrics(old), { running: 1, waiting: 0, kvUsage: 0.9, numGpuBlocks: null, blockSize: null });
+  const sglang = 'sglang:num_running_reqs{model_name="q"} 4\nsglang:num_queue_reqs{model_name="q"} 1\nsglang:token_usage{model_name="q"} 0.2\n';
+  assert.deepEqual(parseEngineMetrics(sglang), { running: 4, waiting: 1, kvUsage: 0.2, numGpuBlocks: null, blockSize: null });
+  assert.equal(parseEngineMetrics('http_requests_total 5\n'), null);
+  assert.equal(parseEngineMetrics('garbage{{{ \n\n vllm:num_requests_running{ NaN'), null);
+});
