@@ -138,8 +138,14 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   /** A limited client's every answer (errors and streams too) carries its rate-limit headers, OpenAI's style. */
   const admitted = (rs: ResponseState, answer: AdmittedClient | EarError): AdmittedClient | EarError => {
     const limits = limitsOf(answer);
-    // Anthropic's clients read Anthropic's names (anthropic-ratelimit-*); every other API OpenAI's (x-ratelimit-*).
-    if (limits !== null) rs.extraHeaders = () => limits.headers(rs.dialect?.errors === 'anthropic' ? 'anthropic' : 'openai', wallClock());
+    // Every API's answers carry OpenAI's names (x-ratelimit-*); Anthropic's carry Anthropic's too
+    // (anthropic-ratelimit-*): a client of either SDK reads its own.
+    if (limits !== null) {
+      rs.extraHeaders = () => {
+        const openai = limits.headers('openai', wallClock());
+        return rs.dialect?.errors === 'anthropic' ? [...openai, ...limits.headers('anthropic', wallClock())] : openai;
+      };
+    }
     return answer;
   };
   const tracing = deps.tracing ?? null;
