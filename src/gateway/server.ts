@@ -23,6 +23,7 @@ import { ContextRegistry } from './contexts.js';
 import { CONTEXT_PATH, decodedParam, mountContexts } from './context-routes.js';
 import type { SessionStore } from '../store/session-store.js';
 import { readBody, registerClientIoMetrics, ResponseState } from './uws-io.js';
+import { registerFaultMetrics, reportFault } from '../request/faults.js';
 import type { SharedSessions } from '../store/shared-sessions.js';
 import { KvTransferStep } from '../request/kv-transfer-step.js';
 import { ClientGate, limitsOf, remoteAddressOf, type AdmittedClient } from '../request/client-gate.js';
@@ -119,6 +120,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const now = deps.now ?? (() => performance.now());
   const metrics = new GatewayMetrics();
   registerClientIoMetrics(metrics.registry);
+  registerFaultMetrics(metrics.registry);
   // The live backends (draining ones until their requests end). A backend's index is the pod row it leases in
   // the shared tables: a row is released when its backend has gone, and reused by a later one.
   const fleet = new BackendFleet({ config, state: deps.state, onGone: (id) => metrics.removeBackend(id), now, readiness: deps.readiness });
@@ -180,6 +182,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const apiKey = bearerToken(auth);
       const rs = new ResponseState(res);
       rs.dialect = dialect;
+      rs.requestId = rid;
       const ridHeader: [string, string] = ['x-request-id', rid];
       if (draining) return rs.fail(new EarError('EAR_ERR_DRAINING', 'the gateway is shutting down'), [ridHeader]);
       const client = admitted(rs, gate.admit(dialect.path, auth, () => remoteAddressOf(res)));
@@ -201,7 +204,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
           id: rid, endpoint, via: 'http', startedAt: t0, keyUser: client.user, priorityClass, sessionId, parentSessionId, body, traceparent, tracestate, abort: rs,
           query, limits: client.limits, ownEnginePriority: apiKey !== null && config.enginePriorityKeys.includes(apiKey)
         });
-        void runPipeline(ctx, new UwsTransport(rs, rid)).finally(() => { if (--inFlight === 0 && idle) idle(); });
+        // runPipeline answers every failure itself: a rejection is a fault of EAR's, reported with the request's id.
+        runPipeline(ctx, new UwsTransport(rs, rid)).catch((err: unknown) => reportFault(err, 'request', rid)).finally(() => { if (--inFlight === 0 && idle) idle(); });
       };
       readBody(rs, config, (body) => {
         if (codings.length === 0) return run(body);
