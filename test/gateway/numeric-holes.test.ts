@@ -36,8 +36,8 @@ describe('numbers at the door (issue 28: 1, 4, 5, 8)', () => {
   let anthropic: Anthropic;
   before(async () => {
     fleet = await simFleet(config, () => [['--max-model-len', String(MAX_MODEL_LEN), '--time-scale', '0.02'], ['--max-model-len', String(MAX_MODEL_LEN), '--time-scale', '0.02']]);
-    openai = new OpenAI({ baseURL: `${fleet.url}/v1`, apiKey: 'key-limited', maxRetries: 0 });
-    anthropic = new Anthropic({ baseURL: fleet.url, apiKey: 'key-limited', maxRetries: 0 });
+    openai = new OpenAI({ baseURL: `${fleet.url}/v1`, apiKey: 'key-limited', maxRetries: 0, timeout: 30_000 });
+    anthropic = new Anthropic({ baseURL: fleet.url, apiKey: 'key-limited', maxRetries: 0, timeout: 30_000 });
   });
   after(async () => { await fleet?.close(); });
 
@@ -116,7 +116,7 @@ describe('numbers at the door (issue 28: 1, 4, 5, 8)', () => {
   });
 
   test('count_tokens is not charged tokens, and is answered while the key is in debt', async () => {
-    const tiny = new Anthropic({ baseURL: fleet.url, apiKey: 'key-tiny', maxRetries: 0 });
+    const tiny = new Anthropic({ baseURL: fleet.url, apiKey: 'key-tiny', maxRetries: 0, timeout: 30_000 });
     const before = await charged();
     const counted = await tiny.messages.countTokens({ model: 'm', messages: [{ role: 'user', content: text('count', 800) }] });
     assert.ok(counted.input_tokens > 60, `a prompt over the key's minute: ${counted.input_tokens}`);
