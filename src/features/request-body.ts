@@ -85,7 +85,8 @@ export function requestFromDoc (endpoint: Endpoint, raw: Buffer, doc: unknown): 
   if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean') throw bad('"stream" must be a boolean');
   // Both bounded (either may be the one the engine reads); max_completion_tokens wins when both are given.
   const maxCompletion = optIntIn(b, 'max_completion_tokens', '', 0, MAX_TOKEN_COUNT);
-  const max = maxCompletion ?? optIntIn(b, 'max_tokens', '', 0, MAX_TOKEN_COUNT);
+  const maxTokens = optIntIn(b, 'max_tokens', '', 0, MAX_TOKEN_COUNT);
+  const max = maxCompletion ?? maxTokens;
   checkSampling(b);
   let messages: ChatMessage[] | null = null;
   let prompt: string | number[] | null = null;
