@@ -96,7 +96,8 @@ export function optNumberIn (b: Doc, key: string, where: string, min: number, ma
 /**
  * The sampling numbers vLLM bounds (SamplingParams._verify_args), checked where a body names them so that a
  * refusal comes at the door in the API's shape: temperature ≥ 0, top_p in (0, 1], top_k -1 (or 0: off) or more,
- * min_p in [0, 1], presence and frequency penalties in [-2, 2], repetition_penalty > 0, n ≥ 1, seed an integer.
+ * min_p in [0, 1], presence and frequency penalties in [-2, 2], repetition_penalty > 0, n and best_of in
+ * [1, MAX_CHOICES], min_tokens a count, seed a 64-bit integer.
  * Nothing is read that is not there; each API names only some of them.
  */
 export function checkSampling (b: Doc, where = ''): void {
@@ -110,7 +111,12 @@ export function checkSampling (b: Doc, where = ''): void {
   optIntIn(b, 'n', where, 1, MAX_CHOICES);
   optIntIn(b, 'best_of', where, 1, MAX_CHOICES);
   optIntIn(b, 'min_tokens', where, 0, MAX_TOKEN_COUNT);
-  optInt(b, 'seed', where);
+  // vLLM takes any int64 seed, and EAR computes nothing with it: an integer within int64 (past 2^53 JSON's
+  // doubles cannot say which), not 1e300.
+  const seed = b.seed;
+  if (seed !== undefined && seed !== null && (typeof seed !== 'number' || !Number.isInteger(seed) || Math.abs(seed) > 2 ** 63)) {
+    throw bad(`"${where}seed" must be a 64-bit integer, got ${shown(seed)}`);
+  }
 }
 
 /** The most choices (n, best_of) one request may ask for: each is a whole generation the token charge does not see. */

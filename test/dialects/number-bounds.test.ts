@@ -36,6 +36,7 @@ test('sampling numbers keep vLLM\'s ranges in every API; what is in range passes
   for (const [endpoint, body] of Object.entries(BODIES) as Array<[Endpoint, Record<string, unknown>]>) {
     for (const extra of bad) refused(endpoint, { ...body, ...extra }, JSON.stringify(extra));
     parse(endpoint, { ...body, temperature: 0, top_p: 1, top_k: -1, min_p: 0, presence_penalty: -2, frequency_penalty: 2, repetition_penalty: 1.1, n: 1, seed: -7 });
+    parse(endpoint, { ...body, seed: 9223372036854775807 }); // int64's largest, as vLLM takes it
   }
   // count_tokens takes no sampling numbers: they are not read.
   parse('count_tokens', { model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 1e300 });
