@@ -10,6 +10,7 @@ import { startActivePassive, type ActivePassive } from '../ha/active-passive.js'
 import { registerHaMetrics } from '../ha/ha-metrics.js';
 import { KubeTargetError } from '../kube/kube-target.js';
 import { startTracing, type Tracing } from '../telemetry/tracing.js';
+import { installProcessFaultHandlers, setFaultSink } from '../request/faults.js';
 
 /** Longest wait for the last spans' export at shutdown: a collector that is down must not hold the exit. */
 const TRACE_FLUSH_TIMEOUT_MS = 5000;
@@ -33,6 +34,11 @@ export interface GatewayProcess {
  */
 export async function startGatewayProcess (config: Readonly<GatewayConfig>, log: pino.Logger, command: string,
   reread: () => Readonly<GatewayConfig>): Promise<GatewayProcess | number> {
+  // A throw nobody expected is logged (with its request's id where known) and the process serves on: exiting
+  // would end every client's requests for one request's fault (src/request/faults.ts, docs/errors.md "Faults").
+  const faults = log.child({ component: 'faults' });
+  setFaultSink((err, where, requestId) => faults.error({ err, where, requestId }, `unexpected fault (${where}); the process serves on`));
+  installProcessFaultHandlers();
   const discovered = await startDiscovery(config, log, command);
   if (discovered === 'failed') return 2;
   if (discovered !== null) config = discovered.config;

@@ -15,7 +15,8 @@
 //   without one). Pure: no I/O; the clock only through `nowMs` (vLLM names an id-less tool_use call_<seconds>).
 import type { ChatMessage, ContentPart } from '../tokenize/types.js';
 import {
-  bad, isObject, optArray, optBool, optInt, optNumber, optObject, optString, optStringList, requireObject, shown
+  bad, checkSampling, isObject, MAX_TOKEN_COUNT, optArray, optBool, optInt, optIntIn, optNumber, optObject, optString, optStringList,
+  requireObject, shown
 } from './chat-request.js';
 import type { ChatRequest, Doc } from './chat-request.js';
 import { pythonJsonDumps } from './python-json.js';
@@ -259,11 +260,11 @@ export function anthropicToChat (doc: unknown, opts: AnthropicOptions = {}): Ant
   let maxTokens: number | null = null;
   if (!countTokens) {
     if (b.max_tokens === undefined || b.max_tokens === null) throw bad('"max_tokens" is required');
-    maxTokens = optInt(b, 'max_tokens', '');
-    if (maxTokens !== null && maxTokens <= 0) throw bad('"max_tokens" must be positive');
+    maxTokens = optIntIn(b, 'max_tokens', '', 1, MAX_TOKEN_COUNT);
   }
   const stream = countTokens ? false : optBool(b, 'stream', '') ?? false;
   const stopSequences = countTokens ? [] : optStringList(b, 'stop_sequences', '') ?? [];
+  if (!countTokens) checkSampling(b);
   const temperature = countTokens ? null : optNumber(b, 'temperature', '');
   const topP = countTokens ? null : optNumber(b, 'top_p', '');
   const topK = countTokens ? null : optInt(b, 'top_k', '');

@@ -69,6 +69,59 @@ export function optInt (b: Doc, key: string, where: string): number | null {
   return v;
 }
 
+/**
+ * The most tokens any count a client sends may name (max_tokens and the like): 2^31 − 1, vLLM's int32 token
+ * counts. Far past any engine's max_model_len, which the pipeline checks next (context-length.ts); what this
+ * bound stops is a number no arithmetic downstream should see (9007199254740991, 1e300: an integer to
+ * Number.isInteger), refused before anything is charged or sent.
+ */
+export const MAX_TOKEN_COUNT = 2 ** 31 - 1;
+
+/** An integer in [min, max] (safe, as optInt takes it); null when absent. */
+export function optIntIn (b: Doc, key: string, where: string, min: number, max: number): number | null {
+  const v = optInt(b, key, where);
+  if (v !== null && (v < min || v > max)) throw bad(`"${where}${key}" must be an integer in [${min}, ${max}], got ${shown(v)}`);
+  return v;
+}
+
+/** A finite number in [min, max] (`open`: min itself excluded, as vLLM's top_p > 0); null when absent. */
+export function optNumberIn (b: Doc, key: string, where: string, min: number, max: number, open = false): number | null {
+  const v = optNumber(b, key, where);
+  if (v !== null && (v < min || v > max || (open && v === min))) {
+    throw bad(`"${where}${key}" must be a number in ${open ? '(' : '['}${min}, ${max}], got ${shown(v)}`);
+  }
+  return v;
+}
+
+/**
+ * The sampling numbers vLLM bounds (SamplingParams._verify_args), checked where a body names them so that a
+ * refusal comes at the door in the API's shape: temperature ≥ 0, top_p in (0, 1], top_k -1 (or 0: off) or more,
+ * min_p in [0, 1], presence and frequency penalties in [-2, 2], repetition_penalty > 0, n and best_of in
+ * [1, MAX_CHOICES], min_tokens a count, seed a 64-bit integer.
+ * Nothing is read that is not there; each API names only some of them.
+ */
+export function checkSampling (b: Doc, where = ''): void {
+  optNumberIn(b, 'temperature', where, 0, Number.MAX_VALUE);
+  optNumberIn(b, 'top_p', where, 0, 1, true);
+  optIntIn(b, 'top_k', where, -1, MAX_TOKEN_COUNT);
+  optNumberIn(b, 'min_p', where, 0, 1);
+  optNumberIn(b, 'presence_penalty', where, -2, 2);
+  optNumberIn(b, 'frequency_penalty', where, -2, 2);
+  optNumberIn(b, 'repetition_penalty', where, 0, Number.MAX_VALUE, true);
+  optIntIn(b, 'n', where, 1, MAX_CHOICES);
+  optIntIn(b, 'best_of', where, 1, MAX_CHOICES);
+  optIntIn(b, 'min_tokens', where, 0, MAX_TOKEN_COUNT);
+  // vLLM takes any int64 seed, and EAR computes nothing with it: an integer within int64 (past 2^53 JSON's
+  // doubles cannot say which), not 1e300.
+  const seed = b.seed;
+  if (seed !== undefined && seed !== null && (typeof seed !== 'number' || !Number.isInteger(seed) || Math.abs(seed) > 2 ** 63)) {
+    throw bad(`"${where}seed" must be a 64-bit integer, got ${shown(seed)}`);
+  }
+}
+
+/** The most choices (n, best_of) one request may ask for: each is a whole generation the token charge does not see. */
+export const MAX_CHOICES = 128;
+
 export function optObject (b: Doc, key: string, where: string): Doc | null {
   const v = b[key];
   if (absent(v)) return null;

@@ -33,14 +33,19 @@ export interface Dialect {
    * mapping puts a normal-class request at level 0 (src/core/engine-priority.ts). count_tokens is not scheduled.
    */
   readonly enginePriority: boolean;
+  /**
+   * Whether it is charged tokens against a client's tokensPerMinute. count_tokens generates nothing and computes no
+   * KV: it is limited by requests alone (as Anthropic limits it), never charged nor refused for token debt.
+   */
+  readonly costsTokens: boolean;
 }
 
 export const DIALECTS: Readonly<Record<Endpoint, Dialect>> = {
-  chat: { endpoint: 'chat', path: '/v1/chat/completions', errors: 'openai', stream: OPENAI_STREAM, fillsCache: true, kvTransfer: true, enginePriority: true },
-  completions: { endpoint: 'completions', path: '/v1/completions', errors: 'openai', stream: OPENAI_STREAM, fillsCache: true, kvTransfer: true, enginePriority: true },
-  messages: { endpoint: 'messages', path: '/v1/messages', errors: 'anthropic', stream: ANTHROPIC_STREAM, fillsCache: true, kvTransfer: true, enginePriority: false },
-  count_tokens: { endpoint: 'count_tokens', path: '/v1/messages/count_tokens', errors: 'anthropic', stream: ANTHROPIC_STREAM, fillsCache: false, kvTransfer: false, enginePriority: false },
-  responses: { endpoint: 'responses', path: '/v1/responses', errors: 'openai', stream: RESPONSES_STREAM, fillsCache: true, kvTransfer: false, enginePriority: true }
+  chat: { endpoint: 'chat', path: '/v1/chat/completions', errors: 'openai', stream: OPENAI_STREAM, fillsCache: true, kvTransfer: true, enginePriority: true, costsTokens: true },
+  completions: { endpoint: 'completions', path: '/v1/completions', errors: 'openai', stream: OPENAI_STREAM, fillsCache: true, kvTransfer: true, enginePriority: true, costsTokens: true },
+  messages: { endpoint: 'messages', path: '/v1/messages', errors: 'anthropic', stream: ANTHROPIC_STREAM, fillsCache: true, kvTransfer: true, enginePriority: false, costsTokens: true },
+  count_tokens: { endpoint: 'count_tokens', path: '/v1/messages/count_tokens', errors: 'anthropic', stream: ANTHROPIC_STREAM, fillsCache: false, kvTransfer: false, enginePriority: false, costsTokens: false },
+  responses: { endpoint: 'responses', path: '/v1/responses', errors: 'openai', stream: RESPONSES_STREAM, fillsCache: true, kvTransfer: false, enginePriority: true, costsTokens: true }
 };
 
 const BY_PATH = new Map<string, Dialect>(Object.values(DIALECTS).map((d) => [d.path, d]));

@@ -13,7 +13,8 @@
 // conversation with `continueConversation`. Pure: no I/O, no clock.
 import type { ChatMessage, ContentPart } from '../tokenize/types.js';
 import {
-  bad, isObject, optArray, optBool, optInt, optNumber, optObject, optString, optStringList, requireObject, shown
+  bad, checkSampling, isObject, MAX_TOKEN_COUNT, optArray, optBool, optInt, optIntIn, optNumber, optObject, optString, optStringList,
+  requireObject, shown
 } from './chat-request.js';
 import type { ChatRequest, Doc } from './chat-request.js';
 
@@ -191,8 +192,9 @@ export function responsesToChat (doc: unknown): ResponsesChat {
   else if (Array.isArray(input)) input.forEach((item, i) => addItem(item, i, inputMessages));
   else throw bad('"input" is required and must be a string or a list of items');
 
-  const maxTokens = optInt(b, 'max_output_tokens', '');
-  if (maxTokens !== null && maxTokens < 1) throw bad('"max_output_tokens" must be at least 1');
+  const maxTokens = optIntIn(b, 'max_output_tokens', '', 1, MAX_TOKEN_COUNT);
+  checkSampling(b);
+  optIntIn(b, 'top_logprobs', '', 0, 20);
   const previousResponseId = optString(b, 'previous_response_id', '');
   if (previousResponseId !== null && b.previous_response !== undefined && b.previous_response !== null) {
     throw bad("Cannot set both 'previous_response_id' and 'previous_response'.");

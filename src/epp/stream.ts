@@ -266,10 +266,11 @@ export class ExtProcStream {
     this.#send({ immediate_response: { status: { code: status === 529 ? 503 : status }, headers: { set_headers: set }, body: Buffer.from(body), details: errorCodeOf(err) } });
   }
 
-  /** The client's rate-limit headers as its limits stand now (none when no limit applies). */
+  /** The client's rate-limit headers as its limits stand now (none when no limit applies): x-ratelimit-*, and Anthropic's too for its API. */
   #limitHeaders (): Array<[string, string]> {
-    const style = this.#dialect?.errors === 'anthropic' ? 'anthropic' : 'openai';
-    return this.#limits === null ? [] : this.#limits.headers(style, Date.now());
+    if (this.#limits === null) return [];
+    const openai = this.#limits.headers('openai', Date.now());
+    return this.#dialect?.errors === 'anthropic' ? [...openai, ...this.#limits.headers('anthropic', Date.now())] : openai;
   }
 
   #fail (err: unknown): void {

@@ -73,7 +73,7 @@ export const ERRORS = {
   EAR_ERR_LEASE_API: { status: 500, type: 'internal_error', anthropic: 'api_error', when: 'The Lease API failed (unreachable, 5xx, 403, a timeout); leader election tries again.' },
   // ---- the simulator's engine (ear sim answers these in vLLM's shapes) ----
   EAR_ERR_ENGINE_QUEUE_FULL: { status: 503, type: 'service_unavailable', anthropic: 'overloaded_error', when: 'The simulated engine\'s waiting queue is full.' },
-  EAR_ERR_CONTEXT_LENGTH: { status: 400, type: 'invalid_request_error', anthropic: 'invalid_request_error', when: 'The prompt with its max tokens exceeds the simulated engine\'s max_model_len.' },
+  EAR_ERR_CONTEXT_LENGTH: { status: 400, type: 'invalid_request_error', anthropic: 'invalid_request_error', when: 'The prompt with its max tokens exceeds the simulated engine\'s max_model_len; or, at the gateway, max_tokens alone reaches the max_model_len every engine of the model reports (vLLM\'s message), before anything is charged or sent.' },
   EAR_ERR_KV_CAPACITY: { status: 400, type: 'invalid_request_error', anthropic: 'invalid_request_error', when: 'The prompt with its max tokens needs more KV blocks than the simulated engine has.' }
 } as const satisfies Record<`EAR_ERR_${string}`, ErrorSpec>;
 
@@ -141,7 +141,8 @@ export function errorFields (err: unknown): { code: ErrorCode; spec: ErrorSpec; 
   const known = err instanceof EarError;
   const code = known ? err.code : 'EAR_ERR_INTERNAL';
   const headers: Array<[string, string]> = [['content-type', 'application/json']];
-  if (known && err.retryAfterSeconds !== null) headers.push(['retry-after', String(err.retryAfterSeconds)]);
+  // Whole seconds, at least 1 and at most a day, whatever a thrower computed (RFC 9110: delay-seconds).
+  if (known && err.retryAfterSeconds !== null) headers.push(['retry-after', String(Math.min(Math.max(1, Math.ceil(err.retryAfterSeconds) || 1), 86_400))]);
   return { code, spec: ERRORS[code], message: known ? err.message : 'internal error', headers };
 }
 

@@ -9,7 +9,7 @@ import type { ChatMessage, RenderOptions } from '../tokenize/types.js';
 import type { Endpoint } from '../dialects/dialect.js';
 import { anthropicToChat } from '../dialects/anthropic-request.js';
 import { responsesToChat } from '../dialects/responses-request.js';
-import { bad } from '../dialects/chat-request.js';
+import { bad, checkSampling, MAX_TOKEN_COUNT, optIntIn } from '../dialects/chat-request.js';
 
 export interface ParsedRequest {
   endpoint: Endpoint;
@@ -83,10 +83,11 @@ export function requestFromDoc (endpoint: Endpoint, raw: Buffer, doc: unknown): 
   if (endpoint !== 'chat' && endpoint !== 'completions') return dialectRequest(endpoint, raw, b);
   if (typeof b.model !== 'string' || b.model === '') throw bad('"model" is required and must be a non-empty string');
   if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean') throw bad('"stream" must be a boolean');
-  const max = b.max_completion_tokens ?? b.max_tokens;
-  if (max !== undefined && max !== null && (typeof max !== 'number' || !Number.isInteger(max) || max < 0)) {
-    throw bad('"max_tokens" must be a non-negative integer');
-  }
+  // Both bounded (either may be the one the engine reads); max_completion_tokens wins when both are given.
+  const maxCompletion = optIntIn(b, 'max_completion_tokens', '', 0, MAX_TOKEN_COUNT);
+  const maxTokens = optIntIn(b, 'max_tokens', '', 0, MAX_TOKEN_COUNT);
+  const max = maxCompletion ?? maxTokens;
+  checkSampling(b);
   let messages: ChatMessage[] | null = null;
   let prompt: string | number[] | null = null;
   if (endpoint === 'chat') {
@@ -114,7 +115,7 @@ export function requestFromDoc (endpoint: Endpoint, raw: Buffer, doc: unknown): 
     chatTemplateKwargs: (kwargs ?? undefined) as Record<string, unknown> | undefined
   };
   return {
-    endpoint, model: b.model, stream: b.stream === true, messages, prompt, maxTokens: typeof max === 'number' ? max : null, cacheSalt: salt,
+    endpoint, model: b.model, stream: b.stream === true, messages, prompt, maxTokens: max, cacheSalt: salt,
     user: typeof user === 'string' && user !== '' ? user : null, render, ...forwardOf(raw, b), previousResponseId: null, store: false
   };
 }

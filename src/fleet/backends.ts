@@ -16,6 +16,8 @@ export class Backend {
   draining = false;
   failures = 0;
   models = new Set<string>();
+  /** Each listed model's max_model_len as the engine's /v1/models reports it (vLLM, ear sim); absent: not reported. */
+  maxModelLen = new Map<string, number>();
   engineLoad: EngineLoad | null = null;
   lastScrape = 0;
   /** The engine process's start time (its /metrics process_start_time_seconds), null until read. */
@@ -62,9 +64,12 @@ export async function probe (b: Backend, unhealthyAfter: number): Promise<boolea
     if (h.status !== 200) throw new Error(`/health answered ${h.status}`);
     const m = await getText(b, '/v1/models');
     if (m.status === 200) {
-      const doc = JSON.parse(m.text) as { data?: Array<{ id?: unknown }> };
-      const ids = (doc.data ?? []).map((x) => x.id).filter((x): x is string => typeof x === 'string');
-      if (ids.length > 0) b.models = new Set(ids);
+      const doc = JSON.parse(m.text) as { data?: Array<{ id?: unknown; max_model_len?: unknown }> };
+      const listed = (doc.data ?? []).filter((x): x is { id: string; max_model_len?: unknown } => typeof x?.id === 'string');
+      if (listed.length > 0) {
+        b.models = new Set(listed.map((x) => x.id));
+        b.maxModelLen = new Map(listed.flatMap((x) => Number.isSafeInteger(x.max_model_len) && (x.max_model_len as number) > 0 ? [[x.id, x.max_model_len as number]] : []));
+      }
     }
     b.failures = 0;
     b.health = 'healthy';

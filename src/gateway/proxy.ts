@@ -2,10 +2,15 @@
 // uWS with backpressure (the upstream socket is paused while uWS holds unsent bytes). The caller decides
 // what to do with an attempt that failed before any byte reached the client (retry on the next-best backend).
 // Everything one socket read brings (many SSE events) goes to the client in one uWS write, at the read's end.
+// A throw in any of the attempt's callbacks (they run inside the upstream connection's read, which cannot answer
+// the client) ends the attempt here: the client gets a 500 or its stream is ended, the upstream request is
+// cancelled, the attempt settles as broken (its in-flight count and token charge are released by the pipeline),
+// and the fault is reported.
 import { isUpstreamTimeout, UpstreamError } from '../upstream/errors.js';
 import { type UpstreamCall, type UpstreamHandler, type UpstreamPool } from '../upstream/pool.js';
 import { EarError } from '../errors/errors.js';
 import { StreamObserver } from '../upstream/stream-observer.js';
+import { reportFault } from '../request/faults.js';
 import type { ResponseState } from './uws-io.js';
 import type { AttemptResult } from '../request/transport.js';
 
@@ -39,6 +44,7 @@ export function attempt (state: ResponseState, pool: UpstreamPool, opts: Attempt
 }
 
 const CLIENT_GONE = new Error('the client went away');
+const WRITE_FAILED = new Error('the answer could not be written to the client');
 const DEFAULT_MAX_BUFFERED = 16 << 20;
 
 /** Where the body of the upstream's answer goes. */
@@ -82,7 +88,45 @@ class UpstreamAttempt implements UpstreamHandler {
     if (this.state.aborted) call.abort(CLIENT_GONE);
   }
 
+  /** Runs one of the upstream's callbacks; a throw in it ends the attempt (see the head of this file). */
+  #safely<T> (fallback: T, fn: () => T): T {
+    try {
+      return fn();
+    } catch (err) {
+      this.#fault(err);
+      return fallback;
+    }
+  }
+
+  #fault (err: unknown): void {
+    reportFault(err, 'upstream-attempt', this.state.requestId || null);
+    if (this.#settled) return;
+    this.state.fail(new EarError('EAR_ERR_INTERNAL', 'internal error'));
+    this.#settle({ kind: 'broken', error: err });
+    this.#call?.abort(err instanceof Error ? err : WRITE_FAILED);
+  }
+
   onHeaders (statusCode: number, headers: string[]): void {
+    this.#safely(undefined, () => { this.#onHeaders(statusCode, headers); });
+  }
+
+  onData (view: Buffer): boolean {
+    return this.#safely(true, () => this.#onData(view));
+  }
+
+  onReadEnd (): boolean {
+    return this.#safely(true, () => this.#onReadEnd());
+  }
+
+  onComplete (): void {
+    this.#safely(undefined, () => { this.#onComplete(); });
+  }
+
+  onError (error: Error): void {
+    this.#safely(undefined, () => { this.#onError(error); });
+  }
+
+  #onHeaders (statusCode: number, headers: string[]): void {
     this.#status = statusCode;
     if (this.state.aborted) return;
     if (statusCode >= 500 && !this.opts.final) {
@@ -104,7 +148,7 @@ class UpstreamAttempt implements UpstreamHandler {
     }
   }
 
-  onData (view: Buffer): boolean {
+  #onData (view: Buffer): boolean {
     if (this.#settled || this.state.aborted) return true;
     // Kept past this read (the whole body, or the observer's copy of a JSON body): copied out of the client's read buffer.
     const chunk = this.#mode === Mode.Buffer || !this.#sse ? Buffer.from(view) : view;
@@ -118,7 +162,7 @@ class UpstreamAttempt implements UpstreamHandler {
   }
 
   /** One socket read can carry many chunks (SSE events): they go out in one write now, before its buffer is reused. */
-  onReadEnd (): boolean {
+  #onReadEnd (): boolean {
     if (this.#mode === Mode.Stream) this.#write(false);
     return !this.#backpressure;
   }
@@ -137,9 +181,14 @@ class UpstreamAttempt implements UpstreamHandler {
       this.#backpressure = true;
       this.state.whenWritable(this.#drained);
     }
+    // The write failed and ended the answer (a 500, or the connection closed): nothing more can reach the client.
+    if (!end && this.state.ended && !this.state.aborted) {
+      this.#settle({ kind: 'broken', error: WRITE_FAILED });
+      this.#call?.abort(WRITE_FAILED);
+    }
   }
 
-  onComplete (): void {
+  #onComplete (): void {
     if (this.#settled) return;
     const state = this.state;
     if (state.aborted) return this.#settle({ kind: 'aborted' });
@@ -161,7 +210,7 @@ class UpstreamAttempt implements UpstreamHandler {
     if (!sawFirst && observer.firstTokenSeen) this.opts.onFirstToken?.();
   }
 
-  onError (error: Error): void {
+  #onError (error: Error): void {
     if (this.#settled) return;
     const state = this.state;
     if (state.aborted) return this.#settle({ kind: 'aborted' });

@@ -23,6 +23,7 @@ import { ContextRegistry } from './contexts.js';
 import { CONTEXT_PATH, decodedParam, mountContexts } from './context-routes.js';
 import type { SessionStore } from '../store/session-store.js';
 import { readBody, registerClientIoMetrics, ResponseState } from './uws-io.js';
+import { registerFaultMetrics, reportFault } from '../request/faults.js';
 import type { SharedSessions } from '../store/shared-sessions.js';
 import { KvTransferStep } from '../request/kv-transfer-step.js';
 import { ClientGate, limitsOf, remoteAddressOf, type AdmittedClient } from '../request/client-gate.js';
@@ -113,6 +114,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const now = deps.now ?? (() => performance.now());
   const metrics = new GatewayMetrics();
   registerClientIoMetrics(metrics.registry);
+  registerFaultMetrics(metrics.registry);
   // The live backends (draining ones until their requests end). A backend's index is the pod row it leases in
   // the shared tables: a row is released when its backend has gone, and reused by a later one.
   const fleet = new BackendFleet({ config, state: deps.state, onGone: (id) => metrics.removeBackend(id), now, readiness: deps.readiness });
@@ -132,8 +134,14 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   /** A limited client's every answer (errors and streams too) carries its rate-limit headers, OpenAI's style. */
   const admitted = (rs: ResponseState, answer: AdmittedClient | EarError): AdmittedClient | EarError => {
     const limits = limitsOf(answer);
-    // Anthropic's clients read Anthropic's names (anthropic-ratelimit-*); every other API OpenAI's (x-ratelimit-*).
-    if (limits !== null) rs.extraHeaders = () => limits.headers(rs.dialect?.errors === 'anthropic' ? 'anthropic' : 'openai', wallClock());
+    // Every API's answers carry OpenAI's names (x-ratelimit-*); Anthropic's carry Anthropic's too
+    // (anthropic-ratelimit-*): a client of either SDK reads its own.
+    if (limits !== null) {
+      rs.extraHeaders = () => {
+        const openai = limits.headers('openai', wallClock());
+        return rs.dialect?.errors === 'anthropic' ? [...openai, ...limits.headers('anthropic', wallClock())] : openai;
+      };
+    }
     return answer;
   };
   const tracing = deps.tracing ?? null;
@@ -169,6 +177,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       const apiKey = bearerToken(auth);
       const rs = new ResponseState(res);
       rs.dialect = dialect;
+      rs.requestId = rid;
       const ridHeader: [string, string] = ['x-request-id', rid];
       if (tooLarge !== null) return rs.fail(tooLarge, [ridHeader]);
       if (draining) return rs.fail(new EarError('EAR_ERR_DRAINING', 'the gateway is shutting down'), [ridHeader]);
@@ -188,7 +197,8 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
           id: rid, endpoint, via: 'http', startedAt: t0, keyUser: client.user, priorityClass, sessionId, parentSessionId, body, traceparent, tracestate, abort: rs,
           query, limits: client.limits, ownEnginePriority: apiKey !== null && config.enginePriorityKeys.includes(apiKey)
         });
-        void runPipeline(ctx, new UwsTransport(rs, rid)).finally(() => { if (--inFlight === 0 && idle) idle(); });
+        // runPipeline answers every failure itself: a rejection is a fault of EAR's, reported with the request's id.
+        runPipeline(ctx, new UwsTransport(rs, rid)).catch((err: unknown) => reportFault(err, 'request', rid)).finally(() => { if (--inFlight === 0 && idle) idle(); });
       };
       readBody(rs, config, (body) => {
         if (codings.length === 0) return run(body);

@@ -1,10 +1,13 @@
 // uWebSockets.js response plumbing. The rules (docs/architecture.md#uwebsocketsjs): an HttpRequest is only
 // valid inside its handler (read every header first); a response needs an abort handler before any async step
 // and is dead once aborted or ended; writes from outside a uWS callback are corked; write() keeps the whole chunk
-// and returns false under backpressure (wait for onWritable, never resend).
+// and returns false under backpressure (wait for onWritable, never resend). A throw while writing (a header that
+// cannot be written) is never let out to the caller (the upstream connection's read, a promise): the response is
+// answered 500 if its head is not out yet, else its connection is closed, and the fault is reported (faults.ts).
 import type { HttpResponse } from 'uWebSockets.js';
 import { Gauge, type Registry } from 'prom-client';
 import { EarError, errorAnswer, errorFields } from '../errors/errors.js';
+import { reportFault } from '../request/faults.js';
 import type { Dialect } from '../dialects/dialect.js';
 import { ReadDeadlines } from './read-deadlines.js';
 
@@ -45,6 +48,8 @@ export class ResponseState {
    * headers, which then say what is left as the response starts); null: none.
    */
   extraHeaders: (() => Iterable<[string, string]>) | null = null;
+  /** The request's id, for the report of a fault met while writing its answer ('' when not known). */
+  requestId = '';
   #writable: (() => void) | null = null;
   /**
    * Bytes written since the last write() that reported no backpressure: an upper bound (give or take uWS's 16 KiB
@@ -80,19 +85,53 @@ export class ResponseState {
   /** Writes the status and headers (once). */
   head (status: number, headers: Iterable<[string, string]>): void {
     if (!this.live || this.headersSent) return;
-    this.res.cork(() => { this.#head(status, headers); });
+    const lines = this.#lines(headers);
+    if (lines === null) return;
+    this.#guard(() => { this.res.cork(() => { this.#head(status, lines); }); });
   }
 
-  #head (status: number, headers: Iterable<[string, string]>): void {
+  #head (status: number, lines: ReadonlyArray<[string, string]>): void {
     this.res.writeStatus(statusLine(status));
-    for (const [k, v] of headers) this.res.writeHeader(k, v);
-    this.#writeExtra();
+    for (const [k, v] of lines) this.res.writeHeader(k, v);
     this.headersSent = true;
     this.status = status;
   }
 
-  #writeExtra (): void {
-    if (this.extraHeaders !== null) for (const [k, v] of this.extraHeaders()) this.res.writeHeader(k, v);
+  /**
+   * `headers` and the extra ones, all computed before anything is written: a throw here (a header that cannot be
+   * made) leaves nothing half-written, and the answer becomes a 500 (null returned: it is sent).
+   */
+  #lines (headers: Iterable<[string, string]>): Array<[string, string]> | null {
+    try {
+      const out = [...headers];
+      if (this.extraHeaders !== null) for (const h of this.extraHeaders()) out.push(h);
+      return out;
+    } catch (err) {
+      this.extraHeaders = null;
+      reportFault(err, 'response-write', this.requestId || null);
+      const { status, body, headers: own } = errorAnswer(this.dialect, new EarError('EAR_ERR_INTERNAL', 'internal error'));
+      this.send(status, body, this.requestId === '' ? own : [...own, ['x-request-id', this.requestId]]);
+      return null;
+    }
+  }
+
+  /**
+   * Runs a write into uWS; a throw in it ends the response: its connection is closed (what was written of it
+   * cannot be taken back), onAborted follows (the upstream request is cancelled), and the fault is reported.
+   */
+  #guard (write: () => void): void {
+    try {
+      write();
+    } catch (err) {
+      reportFault(err, 'response-write', this.requestId || null);
+      this.ended = true;
+      this.#release();
+      try {
+        this.res.close();
+      } catch {
+        // Already closed by uWS.
+      }
+    }
   }
 
   /**
@@ -101,15 +140,20 @@ export class ResponseState {
    */
   stream (status: number, headers: Iterable<[string, string]>, data: Uint8Array | undefined, end: boolean): boolean {
     if (!this.live) return true;
+    const lines = this.headersSent ? null : this.#lines(headers);
+    if (!this.live) return true; // #lines answered 500: the headers could not be made
     let ok = true;
-    this.res.cork(() => {
-      if (!this.headersSent) this.#head(status, headers);
-      if (data) ok = this.res.write(data);
-      if (end) {
-        this.ended = true;
-        this.res.end();
-      }
+    this.#guard(() => {
+      this.res.cork(() => {
+        if (!this.headersSent) this.#head(status, lines!);
+        if (data) ok = this.res.write(data);
+        if (end) {
+          this.ended = true;
+          this.res.end();
+        }
+      });
     });
+    if (!this.live && !this.ended) return true;
     if (this.ended) {
       this.#release();
     } else if (ok) {
@@ -143,20 +187,23 @@ export class ResponseState {
     if (!this.live) return;
     this.ended = true;
     this.#release();
-    this.res.cork(() => { this.res.end(body); });
+    this.#guard(() => { this.res.cork(() => { this.res.end(body); }); });
   }
 
   /** A complete response with a body; `close` closes the connection after it (uWS adds `Connection: close`). */
   send (status: number, body: string | Uint8Array, headers: Iterable<[string, string]> = [], close = false): void {
     if (!this.live) return;
+    const lines = this.#lines(headers);
+    if (lines === null) return;
     this.ended = true;
     this.status = status;
     this.#release();
-    this.res.cork(() => {
-      this.res.writeStatus(statusLine(status));
-      for (const [k, v] of headers) this.res.writeHeader(k, v);
-      this.#writeExtra();
-      this.res.end(body, close);
+    this.#guard(() => {
+      this.res.cork(() => {
+        this.res.writeStatus(statusLine(status));
+        for (const [k, v] of lines) this.res.writeHeader(k, v);
+        this.res.end(body, close);
+      });
     });
     this.headersSent = true;
   }

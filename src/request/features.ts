@@ -4,6 +4,7 @@ import { EarError } from '../errors/errors.js';
 import { channels } from './channels.js';
 import type { RequestContext } from './context.js';
 import { checkOwnPriority } from './engine-priority.js';
+import { checkContextLength } from './context-length.js';
 
 export async function features (ctx: RequestContext): Promise<void> {
   const p = ctx.pipeline;
@@ -18,6 +19,7 @@ export async function features (ctx: RequestContext): Promise<void> {
   if (!backends.some((b) => b.models.has(f.model)) && backends.some((b) => b.models.size > 0)) {
     throw new EarError('EAR_ERR_MODEL_NOT_FOUND', `The model \`${f.model}\` does not exist.`);
   }
+  checkContextLength(ctx);
   // A Responses continuation goes to the engine that holds the previous response (response-origin.ts).
   if (f.previousResponseId !== null && p.responses !== null) await p.responses.pin(ctx, f.previousResponseId, backends);
   ctx.input = {

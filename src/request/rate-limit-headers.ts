@@ -4,8 +4,21 @@
 //              its initial state, as a Go duration the way OpenAI writes it ("1s", "6m0s", "12ms", "1.5s").
 //   anthropic: anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}; reset is the moment the limit is fully
 //              replenished, RFC 3339 in UTC to the second ("2025-01-15T14:24:00Z").
-// Only the limits a client has are written (a key with tokensPerMinute alone gets no requests headers). Pure: the
-// wall clock is passed in.
+// Only the limits a client has are written (a key with tokensPerMinute alone gets no requests headers). Every delay
+// is clamped to [0, MAX_HEADER_DELAY_MS] before it is written, so no value (a debt of 9e15 tokens, a clock gone
+// wrong) can make a header throw (Date past year 275760) or say something no client can act on. Pure: the wall
+// clock is passed in.
+
+/**
+ * The longest delay a header states (a reset, a Retry-After): a day. A client told to come back in a day that
+ * finds its limit not yet back is told again; a longer figure helps nobody and a much longer one is not a date.
+ */
+export const MAX_HEADER_DELAY_MS = 86_400_000;
+
+/** `ms` as a delay a header may state: a finite number in [0, MAX_HEADER_DELAY_MS] (NaN: 0). */
+export function headerDelayMs (ms: number): number {
+  return ms > 0 ? Math.min(ms, MAX_HEADER_DELAY_MS) : 0;
+}
 
 export type RateLimitStyle = 'openai' | 'anthropic';
 
@@ -30,15 +43,22 @@ export function rateLimitHeaders (state: RateLimitState, style: RateLimitStyle, 
   for (const kind of ['requests', 'tokens'] as const) {
     const s = state[kind];
     if (s === null) continue;
+    const resetMs = headerDelayMs(s.resetMs);
+    const remaining = wholeCount(s.remaining);
     if (style === 'openai') {
-      out.push([`x-ratelimit-limit-${kind}`, String(s.limit)], [`x-ratelimit-remaining-${kind}`, String(s.remaining)],
-        [`x-ratelimit-reset-${kind}`, goDuration(s.resetMs)]);
+      out.push([`x-ratelimit-limit-${kind}`, String(s.limit)], [`x-ratelimit-remaining-${kind}`, remaining],
+        [`x-ratelimit-reset-${kind}`, goDuration(resetMs)]);
     } else {
-      out.push([`anthropic-ratelimit-${kind}-limit`, String(s.limit)], [`anthropic-ratelimit-${kind}-remaining`, String(s.remaining)],
-        [`anthropic-ratelimit-${kind}-reset`, rfc3339Seconds(wallNow + s.resetMs)]);
+      out.push([`anthropic-ratelimit-${kind}-limit`, String(s.limit)], [`anthropic-ratelimit-${kind}-remaining`, remaining],
+        [`anthropic-ratelimit-${kind}-reset`, rfc3339Seconds(wallNow + resetMs)]);
     }
   }
   return out;
+}
+
+/** A count as a header writes it: a whole number ≥ 0 (never "NaN", "-3" or "1e+21"). */
+function wholeCount (n: number): string {
+  return n > 0 ? String(Math.floor(Math.min(n, Number.MAX_SAFE_INTEGER))) : '0';
 }
 
 /**
@@ -46,7 +66,7 @@ export function rateLimitHeaders (state: RateLimitState, style: RateLimitStyle, 
  * limit reset): "0s", "12ms", "1s", "1.5s", "6m0s", "1h0m0.25s".
  */
 export function goDuration (ms: number): string {
-  const total = Math.ceil(Math.max(0, ms));
+  const total = Math.ceil(headerDelayMs(ms));
   if (total === 0) return '0s';
   if (total < 1000) return `${total}ms`;
   const hours = Math.floor(total / 3_600_000);
@@ -60,7 +80,15 @@ export function goDuration (ms: number): string {
   return `${seconds}s`;
 }
 
-/** The moment `ms` (since the epoch) rounded up to the second, as RFC 3339 in UTC: "2025-01-15T14:24:00Z". */
+/**
+ * The moment `ms` (since the epoch) rounded up to the second, as RFC 3339 in UTC: "2025-01-15T14:24:00Z". Never
+ * throws: a moment outside years 0000-9999 (what RFC 3339 can write; Date.toISOString throws past 275760) is
+ * clamped to that range, NaN to the epoch.
+ */
 export function rfc3339Seconds (ms: number): string {
-  return `${new Date(Math.ceil(ms / 1000) * 1000).toISOString().slice(0, 19)}Z`;
+  const at = Math.min(Math.max(Math.ceil(ms / 1000) * 1000 || 0, RFC3339_FIRST_MS), RFC3339_LAST_MS);
+  return `${new Date(at).toISOString().slice(0, 19)}Z`;
 }
+
+const RFC3339_FIRST_MS = Date.parse('0000-01-01T00:00:00Z');
+const RFC3339_LAST_MS = Date.parse('9999-12-31T23:59:59Z');

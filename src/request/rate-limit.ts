@@ -8,6 +8,7 @@
 // within its refill time) starts again full, any token debt forgotten. Both are counted.
 
 import { fullTokenBucket, isTokenBucketFull, type TokenBucket } from './token-rate.js';
+import { headerDelayMs } from './rate-limit-headers.js';
 
 export interface BucketLimit {
   /** Tokens added per second. */
@@ -53,9 +54,9 @@ export function available (b: Bucket, limit: BucketLimit, now: number): number {
   return Math.min(limit.burst, b.tokens + Math.max(0, now - b.at) * limit.requestsPerSecond / 1000);
 }
 
-/** Whole seconds a client should wait (Retry-After) for a wait of `ms`: at least 1. */
+/** Whole seconds a client should wait (Retry-After) for a wait of `ms`: at least 1, at most a day (headerDelayMs). */
 export function retryAfterSeconds (ms: number): number {
-  return Math.max(1, Math.ceil(ms / 1000));
+  return Math.max(1, Math.ceil(headerDelayMs(ms) / 1000));
 }
 
 export interface RateLimiterStats {

@@ -6,11 +6,19 @@
 // the request can cost, as OpenAI reserves it. OpenAI's guide words its estimate as the larger of max_tokens and the
 // prompt's estimate; the sum is what an engine may actually spend, and the end gives back what was not used. Without
 // max_tokens only the prompt is reserved, and the output is charged at the end.
+//
+// The charge is clamped: never more than the model's max_model_len (prompt and output together cannot exceed it
+// on any engine, context-length.ts), never more than MAX_TOKEN_COUNT, never negative or not a number. count_tokens
+// is never charged (it generates nothing: Dialect.costsTokens).
+import { MAX_TOKEN_COUNT } from '../dialects/chat-request.js';
 import type { RequestContext } from './context.js';
+import { contextLimit } from './context-length.js';
 
-/** A request's estimate: its prompt tokens and the most it may generate. */
-export function admissionCost (promptTokens: number, maxTokens: number | null): number {
-  return promptTokens + (maxTokens ?? 0);
+/** A request's estimate: its prompt tokens and the most it may generate, at most `limit` (max_model_len, when known). */
+export function admissionCost (promptTokens: number, maxTokens: number | null, limit: number | null = null): number {
+  const cost = promptTokens + (maxTokens ?? 0);
+  if (!(cost > 0)) return 0;
+  return Math.min(cost, limit ?? MAX_TOKEN_COUNT, MAX_TOKEN_COUNT);
 }
 
 /**
@@ -31,9 +39,9 @@ export function usedTokens (ctx: RequestContext): number | null {
 /** The phase after features: charges the estimate, or throws the 429 of a client whose tokens are in debt. */
 export function chargeTokens (ctx: RequestContext): void {
   const limits = ctx.limits;
-  if (limits === null || !limits.limitsTokens) return;
+  if (limits === null || !limits.limitsTokens || !ctx.dialect.costsTokens) return;
   const f = ctx.features!;
-  const refused = limits.chargeTokens(admissionCost(f.promptTokens, f.maxTokens));
+  const refused = limits.chargeTokens(admissionCost(f.promptTokens, f.maxTokens, contextLimit(ctx.pipeline.backends, f.model)));
   if (refused !== null) throw refused;
 }
 

@@ -39,7 +39,7 @@ export function refill (b: TokenBucket, perMinute: number, now: number): void {
 export function charge (b: TokenBucket, perMinute: number, now: number, cost: number): number {
   refill(b, perMinute, now);
   if (b.level < 0) return untilLevel(b, perMinute, 0);
-  b.level -= cost;
+  b.level -= sane(cost);
   return 0;
 }
 
@@ -55,7 +55,16 @@ export function debtWait (b: TokenBucket, perMinute: number, now: number): numbe
  */
 export function correct (b: TokenBucket, perMinute: number, now: number, delta: number): void {
   refill(b, perMinute, now);
-  b.level = Math.min(perMinute, b.level - delta);
+  b.level = Math.min(perMinute, b.level - sane(delta));
+}
+
+/**
+ * A charge or a correction as the bucket takes it: finite, and no larger than a safe integer either way (what
+ * reaches here is already bounded, token-charge.ts; this keeps NaN or Infinity from ever making a level that no
+ * refill brings back).
+ */
+function sane (n: number): number {
+  return Number.isFinite(n) ? Math.max(-Number.MAX_SAFE_INTEGER, Math.min(n, Number.MAX_SAFE_INTEGER)) : 0;
 }
 
 /** Whole tokens left now (0 in debt). */

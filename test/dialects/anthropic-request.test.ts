@@ -202,7 +202,7 @@ test('bad bodies: EAR_ERR_BAD_REQUEST with a message naming the field', () => {
     [{ max_tokens: 1, messages: [] }, /"model" is required/],
     [{ model: '', max_tokens: 1, messages: [] }, /"model" is required/],
     [{ model: 'm', messages: [] }, /"max_tokens" is required/],
-    [{ model: 'm', max_tokens: 0, messages: [] }, /"max_tokens" must be positive/],
+    [{ model: 'm', max_tokens: 0, messages: [] }, /"max_tokens" must be an integer in \[1, /],
     [{ model: 'm', max_tokens: 1.5, messages: [] }, /"max_tokens" must be an integer/],
     [{ model: 'm', max_tokens: 1 }, /"messages" is required/],
     [{ ...base, messages: [{ role: 'tool', content: 'x' }] }, /messages\[0\]\.role/],
