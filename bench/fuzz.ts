@@ -5,14 +5,14 @@
 // the API's shape, 200 and a well-formed body for valid requests, admin routes unreachable without the token.
 // After the run: the process alive, /health answering, nothing left in flight, the key's token bucket full
 // again (nothing left charged), RSS growth bounded. A violation is shrunk by fast-check and printed.
-//   npm run fuzz -- --cases 100000 [--seed S] [--concurrency C]
+//   npm run fuzz -- --cases 100000 [--seed S] [--concurrency C] [--families messages-body,responses-body,…]
 // test/gateway/fuzz.test.ts runs the same module with a fixed seed.
 import fc from 'fast-check';
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { simFleet, type SimFleet } from '../test/fixtures/processes.js';
-import { FAMILIES, FUZZ_KEY, fuzzCase, requestBytes, type Family, type FuzzCase } from './fuzz-cases.js';
+import { FAMILIES, FUZZ_KEY, fuzzCase, fuzzCaseOf, requestBytes, type Family, type FuzzCase } from './fuzz-cases.js';
 import { rawExchange, type RawAnswer } from './raw-http.js';
 import { gitCommit, machine } from './machine.js';
 
@@ -26,6 +26,8 @@ export interface FuzzOptions {
   /** RSS growth allowed from the end of warm-up (the first fifth of the cases) to the end. */
   rssGrowthBytes?: number;
   log?: (line: string) => void;
+  /** Only these families (default: all). */
+  families?: readonly Family[];
 }
 
 export interface Violation { kase: FuzzCase; reason: string; answer: string }
@@ -58,6 +60,8 @@ export interface FuzzReport {
  * left charged after its requests ended shows as a bucket that does not fill up again. */
 export const FUZZ_TOKENS_PER_MINUTE = 1_000_000_000;
 const FLEET_CONFIG = ['scheduler: atlas', 'maxContexts: 100000', `apiKeys: [${FUZZ_KEY}]`, 'rateLimits:', '  keys:', `    ${FUZZ_KEY}: {tokensPerMinute: ${FUZZ_TOKENS_PER_MINUTE}}`];
+/** Huge-number cases named beside a 429 (bench/fuzz-cases.ts puts the field and number in the kind). */
+const RECENT_HUGE = 6;
 /** How long the key's token bucket may take to fill up once the run settled. */
 const REFILL_BOUND_MS = 10_000;
 const FRAMING_BOUND_MS = 1000;
@@ -173,7 +177,7 @@ export function judge (c: FuzzCase, r: RawAnswer): string | null {
     if (anthropicRoute(c.target) ? !anthropicError(r.body) : !openAiError(r.body)) return `error body is not ${anthropicRoute(c.target) ? 'Anthropic' : 'OpenAI'}-style: ${r.body.toString('utf8').slice(0, 120)}`;
   }
   // A client's huge or negative number must be refused (or served), never turned into a 429 of its own charge.
-  if (r.status === 429 && c.expect !== 'framing') return `429 for a client's request: ${r.body.toString('utf8').slice(0, 160)}`;
+  if (r.status === 429 && c.expect !== 'framing') return `429 for a client's request (the key in debt: a charge another request ran up)`;
   const decoded = (() => { try { return decodeURIComponent(c.target); } catch { return c.target; } })().toLowerCase();
   if (r.status === 200 && c.kind !== 'admin-token' && c.family === 'method-path' && decoded.includes('admin')) return 'an admin route answered 200 without the token';
   if (r.status === 200 && c.raw === null && c.method === 'POST' && ['/v1/chat/completions', '/v1/completions', '/v1/context', '/v1/messages', '/v1/messages/count_tokens', '/v1/responses'].includes(c.target)) return malformed200(c, r);
@@ -222,7 +226,9 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
   try {
     const port = Number(new URL(fleet.url).port);
     const pid = fleet.gateway.child.pid!;
-    const counts: Record<string, Record<string, number>> = Object.fromEntries(FAMILIES.map((f) => [f, {}]));
+    const families = opts.families ?? FAMILIES;
+    const arbitrary = opts.families === undefined ? fuzzCase : fuzzCaseOf(families);
+    const counts: Record<string, Record<string, number>> = Object.fromEntries(families.map((f) => [f, {}]));
     const failures: FuzzReport['failures'] = [];
     const violations: Record<string, number> = {};
     let sent = 0;
@@ -232,6 +238,7 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
     let nextLog = Date.now() + 30_000;
     let nextTable = Date.now() + 300_000;
 
+    let recentHuge: string[] = [];
     /** Sends one case; the violation, or null. */
     const exchange = async (c: FuzzCase): Promise<Violation | null> => {
       // uWS holds a connection whose framing it refused, without an answer, until its 10 s idle timeout: a broken
@@ -260,8 +267,12 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
         dead = true;
         return { kase: c, reason: `the gateway exited (${fleet.gateway.child.exitCode ?? fleet.gateway.child.signalCode})`, answer: answerText(r) };
       }
+      if (c.kind.startsWith('huge-number')) recentHuge = [...recentHuge.slice(-(RECENT_HUGE - 1)), `${c.kind} on ${c.target} → ${outcome}`];
       const why = judge(c, r);
-      return why === null ? null : { kase: c, reason: why, answer: answerText(r) };
+      if (why === null) return null;
+      // A 429 is the key's debt, which another request ran up: the huge numbers sent before it are the suspects.
+      const suspects = r.status === 429 && recentHuge.length > 0 ? `\n  huge numbers sent before it (the last ${recentHuge.length}):\n    ${recentHuge.join('\n    ')}` : '';
+      return { kase: c, reason: why, answer: answerText(r) + suspects };
     };
 
     // Cases come in batches of BATCH generated from seed + batch number, taken in turn by `concurrency` senders:
@@ -273,7 +284,7 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
     const senders = Array.from({ length: opts.concurrency }, async () => {
       for (let b = nextBatch++; b < batches && !dead; b = nextBatch++) {
         const n = Math.min(BATCH, opts.cases - b * BATCH);
-        const cases = fc.sample(fuzzCase, { seed: opts.seed + b, numRuns: n });
+        const cases = fc.sample(arbitrary, { seed: opts.seed + b, numRuns: n });
         for (const [j, c] of cases.entries()) {
           if (dead) break;
           const v = await exchange(c);
@@ -292,7 +303,7 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
         continue;
       }
       let lastSeen: Violation | null = null;
-      const d = await fc.check(fc.asyncProperty(fuzzCase, async (c) => {
+      const d = await fc.check(fc.asyncProperty(arbitrary, async (c) => {
         if (dead) return;
         const v = await exchange(c);
         if (v === null) return;
@@ -366,10 +377,13 @@ export function formatReport (r: FuzzReport): string {
 }
 
 async function main (): Promise<void> {
-  const { values } = parseArgs({ options: { cases: { type: 'string', default: '100000' }, seed: { type: 'string' }, concurrency: { type: 'string', default: '32' } } });
+  const { values } = parseArgs({ options: { cases: { type: 'string', default: '100000' }, seed: { type: 'string' }, concurrency: { type: 'string', default: '32' }, families: { type: 'string' } } });
+  const families = values.families?.split(',').map((f) => f.trim()) as Family[] | undefined;
+  const unknown = families?.filter((f) => !FAMILIES.includes(f));
+  if (unknown !== undefined && unknown.length > 0) throw new Error(`--families: no family ${unknown.join(', ')} (families: ${FAMILIES.join(', ')})`);
   const seed = values.seed !== undefined ? Number(values.seed) : Math.floor(Math.random() * 2 ** 31);
-  const opts: FuzzOptions = { cases: Number(values.cases), seed, concurrency: Number(values.concurrency), log: (l) => console.log(l) };
-  console.log(`fuzzing the gateway: ${opts.cases} cases, seed ${seed}, concurrency ${opts.concurrency}; ${machine()}; commit ${gitCommit()}`);
+  const opts: FuzzOptions = { cases: Number(values.cases), seed, concurrency: Number(values.concurrency), log: (l) => console.log(l), families };
+  console.log(`fuzzing the gateway: ${opts.cases} cases, seed ${seed}, concurrency ${opts.concurrency}${families ? `, families ${families.join(',')}` : ''}; ${machine()}; commit ${gitCommit()}`);
   const report = await runFuzz(opts);
   console.log(formatReport(report));
   process.exitCode = report.passed ? 0 : 1;
