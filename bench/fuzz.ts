@@ -243,6 +243,8 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
     const exchange = async (c: FuzzCase): Promise<Violation | null> => {
       // uWS holds a connection whose framing it refused, without an answer, until its 10 s idle timeout: a broken
       // request gets a short bound, and still open at its end it counts as `held` (allowed), not as a hang.
+      // Recorded as sent: the request that ran up a debt may still be in flight when another is refused.
+      if (c.kind.startsWith('huge-number')) recentHuge = [...recentHuge.slice(-(RECENT_HUGE - 1)), `${c.kind} on ${c.target}`];
       const r = await rawExchange(port, requestBytes(c, '127.0.0.1'), c.expect === 'framing' ? FRAMING_BOUND_MS : timeoutMs, c.halfClose);
       if (c.expect === 'framing' && r.kind === 'timeout' && r.status === 0) r.kind = 'held';
       sent++;
@@ -267,11 +269,10 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
         dead = true;
         return { kase: c, reason: `the gateway exited (${fleet.gateway.child.exitCode ?? fleet.gateway.child.signalCode})`, answer: answerText(r) };
       }
-      if (c.kind.startsWith('huge-number')) recentHuge = [...recentHuge.slice(-(RECENT_HUGE - 1)), `${c.kind} on ${c.target} → ${outcome}`];
       const why = judge(c, r);
       if (why === null) return null;
       // A 429 is the key's debt, which another request ran up: the huge numbers sent before it are the suspects.
-      const suspects = r.status === 429 && recentHuge.length > 0 ? `\n  huge numbers sent before it (the last ${recentHuge.length}):\n    ${recentHuge.join('\n    ')}` : '';
+      const suspects = r.status === 429 && recentHuge.length > 0 ? `\n  huge numbers sent before it, answered or not yet (the last ${recentHuge.length}):\n    ${recentHuge.join('\n    ')}` : '';
       return { kase: c, reason: why, answer: answerText(r) + suspects };
     };
 
