@@ -2,9 +2,16 @@
 // goes on the wire is a latin1 string (one char per byte), so a case can hold any byte (invalid UTF-8, NUL,
 // a bare CR) and still prints and shrinks as text. `expect` says what a correct gateway does with it.
 import fc from 'fast-check';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 
-export type Family = 'valid' | 'method-path' | 'headers' | 'framing' | 'chat-body' | 'completions-body' | 'context-body';
-export const FAMILIES: readonly Family[] = ['valid', 'method-path', 'headers', 'framing', 'chat-body', 'completions-body', 'context-body'];
+export type Family = 'valid' | 'method-path' | 'headers' | 'framing' | 'chat-body' | 'completions-body' | 'context-body' | 'messages-body' | 'count-tokens-body' | 'responses-body';
+export const FAMILIES: readonly Family[] = ['valid', 'method-path', 'headers', 'framing', 'chat-body', 'completions-body', 'context-body', 'messages-body', 'count-tokens-body', 'responses-body'];
+
+/**
+ * The API key every case sends unless it sets its own authorization (the fuzzer's gateway has keys on, and this
+ * key has a tokens-per-minute limit: what a request charges must be back once it ended, bench/fuzz.ts).
+ */
+export const FUZZ_KEY = 'sk-fuzz';
 
 /**
  * - ok: a valid request: 200 and a well-formed body (or stream);
@@ -38,9 +45,15 @@ export const MODEL = 'm';
 
 /** The request's bytes on the wire. */
 export function requestBytes (c: FuzzCase, host: string): Buffer {
-  if (c.raw !== null) return Buffer.from(c.raw, 'latin1');
+  if (c.raw !== null) {
+    // A raw request whose first line is a request line gets the key too, so its framing is judged, not its auth.
+    const eol = c.raw.indexOf('\r\n');
+    const keyed = eol > 0 && /^[A-Z]+ \//.test(c.raw) && !/\r\nauthorization:/i.test(c.raw);
+    return Buffer.from(keyed ? `${c.raw.slice(0, eol)}\r\nauthorization: Bearer ${FUZZ_KEY}${c.raw.slice(eol)}` : c.raw, 'latin1');
+  }
   const lines = [`${c.method} ${c.target} HTTP/1.1`, `host: ${host}`];
   for (const [k, v] of c.headers) lines.push(`${k}: ${v}`);
+  if (!c.headers.some(([k]) => k.toLowerCase() === 'authorization')) lines.push(`authorization: Bearer ${FUZZ_KEY}`);
   if (c.lengthHeader) lines.push(`content-length: ${Buffer.byteLength(c.body, 'latin1')}`);
   return Buffer.from(`${lines.join('\r\n')}\r\n\r\n${c.body}`, 'latin1');
 }
@@ -76,7 +89,33 @@ const validContext = fc.record({
   ttl: fc.integer({ min: 1, max: 600 })
 }).map(({ body, ttl }) => ({ model: MODEL, ...body, ttl_seconds: ttl }));
 
+const toolUseTurn = fc.record({ input: fc.dictionary(fc.constantFrom('path', 'line', 'q'), fc.oneof(fc.string({ maxLength: 8 }), fc.integer()), { maxKeys: 3 }) }).map(({ input }) => [
+  { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'read_file', input }] },
+  { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'done' }] }
+]);
+const anthropicMessages = fc.tuple(words, fc.option(toolUseTurn, { nil: null })).map(([w, t]) => [{ role: 'user', content: w }, ...(t ?? [])]);
+const TOOLS = [{ name: 'read_file', description: 'Read a file', input_schema: { type: 'object', properties: { path: { type: 'string' } } } }];
+const validMessages = fc.record({
+  messages: anthropicMessages,
+  max_tokens: fc.integer({ min: 1, max: 6 }),
+  stream: fc.boolean(),
+  system: fc.option(words, { nil: undefined }),
+  tools: fc.option(fc.constant(TOOLS), { nil: undefined })
+}).map((b) => ({ model: MODEL, ...b }));
+const validCountTokens = fc.record({ messages: anthropicMessages, system: fc.option(words, { nil: undefined }), tools: fc.option(fc.constant(TOOLS), { nil: undefined }) }).map((b) => ({ model: MODEL, ...b }));
+const validResponses = fc.record({
+  input: fc.oneof(words, fc.array(fc.record({ type: fc.constant('message'), role: fc.constant('user'), content: words }), { minLength: 1, maxLength: 3 })),
+  max_output_tokens: fc.integer({ min: 1, max: 6 }),
+  stream: fc.boolean(),
+  instructions: fc.option(words, { nil: undefined }),
+  store: fc.option(fc.boolean(), { nil: undefined })
+}).map((b) => ({ model: MODEL, ...b }));
+const ANTHROPIC_HEADERS: Array<[string, string]> = [JSON_TYPE, ['anthropic-version', '2023-06-01']];
+
 export const validCase: fc.Arbitrary<FuzzCase> = fc.oneof(
+  validMessages.map((b) => base('valid', b.stream ? 'messages-stream' : 'messages', 'ok', { target: '/v1/messages', body: utf8(JSON.stringify(b)), headers: ANTHROPIC_HEADERS, stream: b.stream })),
+  validCountTokens.map((b) => base('valid', 'count-tokens', 'ok', { target: '/v1/messages/count_tokens', body: utf8(JSON.stringify(b)), headers: ANTHROPIC_HEADERS })),
+  validResponses.map((b) => base('valid', b.stream ? 'responses-stream' : 'responses', 'ok', { target: '/v1/responses', body: utf8(JSON.stringify(b)), stream: b.stream })),
   fc.tuple(validChat, sessionHeader).map(([b, s]) => base('valid', b.stream ? 'chat-stream' : 'chat', 'ok', { body: utf8(JSON.stringify(b)), headers: [JSON_TYPE, ...(s ? [s] : [])], stream: b.stream })),
   fc.tuple(validCompletion, sessionHeader).map(([b, s]) => base('valid', b.stream ? 'completions-stream' : 'completions', 'ok', { target: '/v1/completions', body: utf8(JSON.stringify(b)), headers: [JSON_TYPE, ...(s ? [s] : [])], stream: b.stream })),
   validContext.map((b) => base('valid', 'context', 'ok', { target: '/v1/context', body: utf8(JSON.stringify(b)) })),
@@ -143,14 +182,19 @@ const headerMutation: fc.Arbitrary<{ kind: string; expect: Expect; headers: Arra
   fc.tuple(fc.constantFrom(...HEADER_NAMES), fc.array(fc.stringMatching(/^[ -~]{0,16}$/), { minLength: 2, maxLength: 5 })).map(([n, vs]) => ({ kind: 'duplicated', expect: 'client-error' as Expect, headers: vs.map((v): [string, string] => [n, v]) })),
   fc.constantFrom<Array<[string, string]>>([['x-ear-priority', 'urgent']], [['x-ear-priority', '9']], [['x-ear-priority', '']], [['authorization', 'Bearer']], [['authorization', 'Basic Zm9vOmJhcg==']],
     [['content-type', 'text/plain']], [['content-type', '']], [['expect', '100-continue']], [['connection', 'upgrade'], ['upgrade', 'websocket']],
-    [['x-session-id', 'x'.repeat(257)]], [['x-session-id', '']], [['x-session-id', ' ']], [['x-ear-parent-session-id', 'p']])
+    [['x-session-id', 'x'.repeat(257)]], [['x-session-id', '']], [['x-session-id', ' ']], [['x-ear-parent-session-id', 'p']],
+    [['x-ear-priority', '1e300']], [['x-ear-priority', '-1']], [['x-ear-priority', '9007199254740993']], [['x-api-key', '']], [['x-api-key', 'sk-other']],
+    [['anthropic-version', '9999-99-99']], [['anthropic-beta', 'x'.repeat(3000)]], [['x-request-id', 'r'.repeat(3000)]], [['content-encoding', 'gzip']],
+    [['content-encoding', 'gzip, gzip, gzip, gzip, gzip, gzip, gzip, gzip']], [['content-encoding', 'identity']], [['authorization', `Bearer ${FUZZ_KEY}x`]])
     .map((h) => ({ kind: 'odd-value', expect: 'client-error' as Expect, headers: h })),
   fc.constantFrom(['x-session-id : a'], [' x-session-id: a'], ['x-session-id'], [': empty-name'], ['x session id: a'], ['x-session-id:\ta\t'], ['x-ok: a', ' folded'], ['\xff\xfe: a'], ['x-\x00: a'])
     .map((lines) => ({ kind: 'bad-line', expect: 'framing' as Expect, headers: lines.map((l): [string, string] => { const i = l.indexOf(': '); return i < 0 ? [l, '\0NOCOLON'] : [l.slice(0, i), l.slice(i + 2)]; }) }))
 );
 
-export const headersCase: fc.Arbitrary<FuzzCase> = fc.tuple(fc.constantFrom('/v1/chat/completions', '/v1/completions', '/v1/context'), headerMutation, validChat, validCompletion, validContext).map(([t, m, chat, comp, ctx]) => {
-  const body = t === '/v1/chat/completions' ? { ...chat, stream: false, stream_options: undefined } : t === '/v1/completions' ? { ...comp, stream: false } : ctx;
+const HEADER_TARGETS = ['/v1/chat/completions', '/v1/completions', '/v1/context', '/v1/messages', '/v1/messages/count_tokens', '/v1/responses'] as const;
+export const headersCase: fc.Arbitrary<FuzzCase> = fc.tuple(fc.constantFrom(...HEADER_TARGETS), headerMutation, validChat, validCompletion, validContext, validMessages, validCountTokens, validResponses).map(([t, m, chat, comp, ctx, msg, count, resp]) => {
+  const body = t === '/v1/chat/completions' ? { ...chat, stream: false, stream_options: undefined } : t === '/v1/completions' ? { ...comp, stream: false }
+    : t === '/v1/context' ? ctx : t === '/v1/messages' ? { ...msg, stream: false } : t === '/v1/messages/count_tokens' ? count : { ...resp, stream: false };
   // Header lines given as [line, '\0NOCOLON'] go out as they are (a line without ': ').
   const headers = m.headers.map(([k, v]): [string, string] => (v === '\0NOCOLON' ? [k, ''] : [k, v]));
   const raw = m.headers.some(([, v]) => v === '\0NOCOLON');
@@ -213,11 +257,14 @@ const anyJson: fc.Arbitrary<unknown> = fc.oneof(
   fc.array(fc.oneof(fc.integer(), fc.string({ maxLength: 4 }), fc.constant(null)), { maxLength: 4 }),
   fc.dictionary(fc.constantFrom('role', 'content', 'type', 'text', 'x', 'name'), fc.oneof(fc.integer(), fc.string({ maxLength: 6 }), fc.constant(null)), { maxKeys: 3 })
 );
-const HUGE = ['1e400', '-1e400', '1e-400', '123456789012345678901234567890', '-0', '9007199254740993', '4294967296', '-9223372036854775809', '0.1e999999', '1' + '0'.repeat(400), '2147483648', '1.7976931348623157e309'];
-const FIELDS: Record<'chat' | 'completions' | 'context', string[]> = {
+const HUGE = ['1e300', '-1e300', '9007199254740991', '-9007199254740991', '1e12', '-1', '-0.5', '1e400', '-1e400', '1e-400', '123456789012345678901234567890', '-0', '9007199254740993', '4294967296', '-9223372036854775809', '0.1e999999', '1' + '0'.repeat(400), '2147483648', '1.7976931348623157e309'];
+const FIELDS: Record<'chat' | 'completions' | 'context' | 'messages' | 'count_tokens' | 'responses', string[]> = {
   chat: ['model', 'messages', 'messages.0', 'messages.0.role', 'messages.0.content', 'max_tokens', 'max_completion_tokens', 'stream', 'stream_options', 'user', 'cache_salt', 'chat_template_kwargs', 'tools', 'temperature', 'top_p', 'n', 'stop', 'logprobs', 'seed', 'kv_transfer_params', 'add_generation_prompt', 'continue_final_message', 'response_format', 'min_tokens'],
   completions: ['model', 'prompt', 'prompt.0', 'max_tokens', 'stream', 'stream_options', 'user', 'cache_salt', 'temperature', 'n', 'best_of', 'echo', 'logprobs', 'suffix', 'kv_transfer_params', 'seed'],
-  context: ['model', 'messages', 'messages.0', 'messages.0.content', 'prompt', 'prompt.0', 'ttl_seconds', 'max_tokens', 'stream', 'kv_transfer_params', 'cache_salt', 'user']
+  context: ['model', 'messages', 'messages.0', 'messages.0.content', 'prompt', 'prompt.0', 'ttl_seconds', 'max_tokens', 'stream', 'kv_transfer_params', 'cache_salt', 'user'],
+  messages: ['model', 'messages', 'messages.0', 'messages.0.role', 'messages.0.content', 'messages.1.content.0.input', 'max_tokens', 'stream', 'system', 'tools', 'tool_choice', 'temperature', 'top_k', 'top_p', 'stop_sequences', 'metadata', 'thinking'],
+  count_tokens: ['model', 'messages', 'messages.0', 'messages.0.content', 'messages.1.content.0.input', 'system', 'tools', 'tool_choice', 'max_tokens'],
+  responses: ['model', 'input', 'input.0', 'input.0.content', 'max_output_tokens', 'stream', 'instructions', 'tools', 'tool_choice', 'previous_response_id', 'store', 'text', 'reasoning', 'temperature', 'top_p', 'user', 'metadata', 'priority']
 };
 type BodyKind = keyof typeof FIELDS;
 
@@ -236,13 +283,20 @@ function setPath (doc: Record<string, unknown>, path: string, v: unknown): void 
   (o as Record<string, unknown>)[parts[parts.length - 1]] = v;
 }
 
-const validFor = (k: BodyKind): fc.Arbitrary<Record<string, unknown>> =>
-  k === 'chat' ? validChat : k === 'completions' ? validCompletion : validContext;
+const VALID: Record<BodyKind, fc.Arbitrary<Record<string, unknown>>> = {
+  chat: validChat, completions: validCompletion, context: validContext, messages: validMessages, count_tokens: validCountTokens, responses: validResponses
+};
+const validFor = (k: BodyKind): fc.Arbitrary<Record<string, unknown>> => VALID[k];
+
+/** A body of 40 MiB of spaces, gzipped (~40 KB): past maxBodyBytes once decoded. */
+let bomb: string | null = null;
+const gzipBomb = (): string => (bomb ??= gzipSync(Buffer.alloc(40 << 20, 0x20)).toString('latin1'));
+const ENCODERS: Record<string, (b: Buffer) => Buffer> = { gzip: (b) => gzipSync(b), deflate: (b) => deflateSync(b), br: (b) => brotliCompressSync(b) };
 
 const LONE = ['\\ud800', '\\udfff', '\\ud800\\ud800', '\\udc00\\ud800', '\\u0000', '\\ufeff', '\\u2028', '\\uffff', '\\u202e'];
 const RAW_BAD = ['\xc0\xaf', '\xe0\x80\xaf', '\xed\xa0\x80', '\xff', '\xfe\xff', '\xf4\x90\x80\x80', '\x80\x80', '\xf0\x9f\x99'];
 
-function bodyCase (k: BodyKind): fc.Arbitrary<{ kind: string; body: string }> {
+function bodyCase (k: BodyKind): fc.Arbitrary<{ kind: string; body: string; headers?: Array<[string, string]> }> {
   const valid = validFor(k).map((b) => ({ ...b, stream: false, stream_options: undefined }));
   const text = (b: Record<string, unknown>): string => utf8(JSON.stringify(b));
   return fc.oneof(
@@ -256,7 +310,8 @@ function bodyCase (k: BodyKind): fc.Arbitrary<{ kind: string; body: string }> {
     fc.tuple(valid, fc.constantFrom(...FIELDS[k]), fc.constantFrom(...HUGE)).map(([b, f, n]) => {
       const d = structuredClone(b);
       setPath(d, f, '\0HUGE');
-      return { kind: 'huge-number', body: text(d).replace('"\\u0000HUGE"', n) };
+      // The field and number in the kind: a 429 elsewhere names the charges that ran before it (bench/fuzz.ts).
+      return { kind: `huge-number ${f}=${n}`, body: text(d).replace('"\\u0000HUGE"', n) };
     }),
     fc.tuple(valid, fc.constantFrom(...FIELDS[k]), anyJson).map(([b, f, v]) => {
       const d = structuredClone(b);
@@ -276,27 +331,51 @@ function bodyCase (k: BodyKind): fc.Arbitrary<{ kind: string; body: string }> {
       else d[mark] = 1;
       return { kind: 'unicode', body: text(d).replace('\\u0000UNI', u) };
     }),
+    // Compressed bodies: each coding EAR decodes, one that lies about its coding, a bomb past maxBodyBytes, a chain.
+    fc.tuple(valid, fc.constantFrom('gzip', 'deflate', 'br')).map(([b, enc]) => ({ kind: 'compressed', body: ENCODERS[enc](Buffer.from(JSON.stringify(b))).toString('latin1'), headers: [['content-encoding', enc]] as Array<[string, string]> })),
+    // The bomb is rare: decoding it to maxBodyBytes takes seconds of a shared core.
+    fc.oneof(
+      { weight: 19, arbitrary: fc.tuple(valid, fc.constantFrom('gzip', 'br', 'zstd', 'deflate, gzip', 'gzip, gzip, gzip, gzip, gzip, gzip, gzip, gzip, gzip', 'compress', 'identity')).map(([b, enc]) => ({ kind: 'bad-compressed', body: text(b), headers: [['content-encoding', enc]] as Array<[string, string]> })) },
+      { weight: 1, arbitrary: fc.constant(null).map(() => ({ kind: 'compressed-bomb', body: gzipBomb(), headers: [['content-encoding', 'gzip']] as Array<[string, string]> })) }
+    ),
     fc.oneof(fc.constantFrom('', 'null', '[]', '"s"', '1', 'true', '{}', '{"model":"m","model":5}', '{"model":"m"}{"model":"m"}', '{"__proto__":{"model":"m"}}', '{"constructor":{"prototype":{"x":1}},"model":"m","messages":[{"role":"user","content":"x"}],"prompt":"x"}'),
       fc.uint8Array({ maxLength: 300 }).map((b) => Buffer.from(b).toString('latin1')))
       .map((body) => ({ kind: 'not-an-object', body }))
   );
 }
 
-const PATHS: Record<BodyKind, string> = { chat: '/v1/chat/completions', completions: '/v1/completions', context: '/v1/context' };
+const PATHS: Record<BodyKind, string> = {
+  chat: '/v1/chat/completions', completions: '/v1/completions', context: '/v1/context', messages: '/v1/messages', count_tokens: '/v1/messages/count_tokens', responses: '/v1/responses'
+};
 const bodyFamily = (k: BodyKind, family: Family): fc.Arbitrary<FuzzCase> =>
-  bodyCase(k).map((b) => base(family, b.kind, 'client-error', { target: PATHS[k], body: b.body }));
+  bodyCase(k).map((b) => base(family, b.kind, 'client-error', {
+    target: PATHS[k], body: b.body, headers: [...(k === 'messages' || k === 'count_tokens' ? ANTHROPIC_HEADERS : [JSON_TYPE]), ...(b.headers ?? [])]
+  }));
 
 export const chatBodyCase = bodyFamily('chat', 'chat-body');
 export const completionsBodyCase = bodyFamily('completions', 'completions-body');
 export const contextBodyCase = bodyFamily('context', 'context-body');
+export const messagesBodyCase = bodyFamily('messages', 'messages-body');
+export const countTokensBodyCase = bodyFamily('count_tokens', 'count-tokens-body');
+export const responsesBodyCase = bodyFamily('responses', 'responses-body');
 
-/** Every family, valid requests about one in eight. */
-export const fuzzCase: fc.Arbitrary<FuzzCase> = fc.oneof(
-  { arbitrary: validCase, weight: 2 },
-  { arbitrary: methodPathCase, weight: 2 },
-  { arbitrary: headersCase, weight: 2 },
-  { arbitrary: framingCase, weight: 2 },
-  { arbitrary: chatBodyCase, weight: 3 },
-  { arbitrary: completionsBodyCase, weight: 3 },
-  { arbitrary: contextBodyCase, weight: 2 }
-);
+const WEIGHTED: Record<Family, { arbitrary: fc.Arbitrary<FuzzCase>; weight: number }> = {
+  valid: { arbitrary: validCase, weight: 2 },
+  'method-path': { arbitrary: methodPathCase, weight: 2 },
+  headers: { arbitrary: headersCase, weight: 2 },
+  framing: { arbitrary: framingCase, weight: 2 },
+  'chat-body': { arbitrary: chatBodyCase, weight: 3 },
+  'completions-body': { arbitrary: completionsBodyCase, weight: 3 },
+  'context-body': { arbitrary: contextBodyCase, weight: 2 },
+  'messages-body': { arbitrary: messagesBodyCase, weight: 3 },
+  'count-tokens-body': { arbitrary: countTokensBodyCase, weight: 2 },
+  'responses-body': { arbitrary: responsesBodyCase, weight: 3 }
+};
+
+/** Cases of the given families only, in their usual weights (a run aimed at some APIs: `--families`). */
+export function fuzzCaseOf (families: readonly Family[]): fc.Arbitrary<FuzzCase> {
+  return fc.oneof(...families.map((f) => WEIGHTED[f]));
+}
+
+/** Every family, valid requests about one in eleven. */
+export const fuzzCase: fc.Arbitrary<FuzzCase> = fuzzCaseOf(FAMILIES);

@@ -1,16 +1,18 @@
 // Fuzzes the running gateway (issue 13 item 4): `ear serve` in front of two `ear sim` engines, fed generated
-// requests (bench/fuzz-cases.ts) as raw bytes over TCP, each judged by oracles: an answer within a bound,
-// below 500 for a client's mistake, OpenAI-style error bodies, 200 and a well-formed body for valid requests,
-// admin routes unreachable without the token. After the run: the process alive, /health answering, nothing
-// left in flight, RSS growth bounded. A violation is shrunk by fast-check and printed.
-//   npm run fuzz -- --cases 100000 [--seed S] [--concurrency C]
+// requests (bench/fuzz-cases.ts: chat, completions, contexts, Messages, count_tokens and Responses bodies, headers,
+// framing, compressed bodies) as raw bytes over TCP with an API key that has a tokens-per-minute limit, each
+// judged by oracles: an answer within a bound, below 500 and never 429 for a client's mistake, error bodies in
+// the API's shape, 200 and a well-formed body for valid requests, admin routes unreachable without the token.
+// After the run: the process alive, /health answering, nothing left in flight, the key's token bucket full
+// again (nothing left charged), RSS growth bounded. A violation is shrunk by fast-check and printed.
+//   npm run fuzz -- --cases 100000 [--seed S] [--concurrency C] [--families messages-body,responses-body,…]
 // test/gateway/fuzz.test.ts runs the same module with a fixed seed.
 import fc from 'fast-check';
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { simFleet, type SimFleet } from '../test/fixtures/processes.js';
-import { FAMILIES, fuzzCase, requestBytes, type Family, type FuzzCase } from './fuzz-cases.js';
+import { FAMILIES, FUZZ_KEY, fuzzCase, fuzzCaseOf, requestBytes, type Family, type FuzzCase } from './fuzz-cases.js';
 import { rawExchange, type RawAnswer } from './raw-http.js';
 import { gitCommit, machine } from './machine.js';
 
@@ -24,6 +26,8 @@ export interface FuzzOptions {
   /** RSS growth allowed from the end of warm-up (the first fifth of the cases) to the end. */
   rssGrowthBytes?: number;
   log?: (line: string) => void;
+  /** Only these families (default: all). */
+  families?: readonly Family[];
 }
 
 export interface Violation { kase: FuzzCase; reason: string; answer: string }
@@ -43,11 +47,23 @@ export interface FuzzReport {
   healthOk: boolean;
   /** Requests still in flight (per backend) or queued for admission once the run settled. */
   leftInFlight: number;
+  /**
+   * The fuzz key's tokens-per-minute bucket once the run settled: its remaining tokens (a negative count is a
+   * debt) and whether it filled up again within REFILL_BOUND_MS (false: a request left the key charged).
+   */
+  keyTokens: { remaining: number; limit: number; reset: string; full: boolean } | null;
   seconds: number;
   passed: boolean;
 }
 
-const FLEET_CONFIG = ['scheduler: atlas', 'maxContexts: 100000'];
+/** A limit the run never reaches (1e9 tokens a minute, refilled in well under a second what a case uses): a key
+ * left charged after its requests ended shows as a bucket that does not fill up again. */
+export const FUZZ_TOKENS_PER_MINUTE = 1_000_000_000;
+const FLEET_CONFIG = ['scheduler: atlas', 'maxContexts: 100000', `apiKeys: [${FUZZ_KEY}]`, 'rateLimits:', '  keys:', `    ${FUZZ_KEY}: {tokensPerMinute: ${FUZZ_TOKENS_PER_MINUTE}}`];
+/** Huge-number cases named beside a 429 (bench/fuzz-cases.ts puts the field and number in the kind). */
+const RECENT_HUGE = 6;
+/** How long the key's token bucket may take to fill up once the run settled. */
+const REFILL_BOUND_MS = 10_000;
 const FRAMING_BOUND_MS = 1000;
 /** Cases generated at a time (one fast-check seed each). */
 const BATCH = 100;
@@ -63,6 +79,19 @@ function rssOf (pid: number): number {
   return m === null ? 0 : Number(m[1]) * 1024;
 }
 
+/** Anthropic's error shape: {"type":"error","error":{"type": string, "message": string}}. */
+function anthropicError (body: Buffer): boolean {
+  try {
+    const j = JSON.parse(body.toString('utf8')) as { type?: unknown; error?: { message?: unknown; type?: unknown } };
+    return j.type === 'error' && typeof j.error === 'object' && j.error !== null && typeof j.error.message === 'string' && typeof j.error.type === 'string';
+  } catch {
+    return false;
+  }
+}
+
+/** Whether a target is one of Anthropic's routes (/v1/messages and below), whose errors are in Anthropic's shape. */
+const anthropicRoute = (target: string): boolean => /^\/v1\/messages(\/|\?|$)/.test(target);
+
 /** OpenAI error shape: {"error":{"message": string, "type": string, "code": …}}. */
 function openAiError (body: Buffer): boolean {
   try {
@@ -77,6 +106,8 @@ function openAiError (body: Buffer): boolean {
 function malformed200 (c: FuzzCase, r: RawAnswer): string | null {
   const text = r.body.toString('utf8');
   const type = r.headers.find(([k]) => k === 'content-type')?.[1] ?? '';
+  const agentApi = agentApi200(c, text, type.includes('text/event-stream'));
+  if (agentApi !== undefined) return agentApi;
   if (type.includes('text/event-stream')) {
     const events = text.split('\n\n').map((e) => e.trim()).filter((e) => e !== '');
     if (events.length === 0 || events[events.length - 1] !== 'data: [DONE]') return 'stream does not end with data: [DONE]';
@@ -105,6 +136,32 @@ function malformed200 (c: FuzzCase, r: RawAnswer): string | null {
   return null;
 }
 
+/** malformed200 for Messages, count_tokens and Responses (undefined for another route). */
+function agentApi200 (c: FuzzCase, text: string, stream: boolean): string | null | undefined {
+  const path = c.target.split('?')[0];
+  if (path === '/v1/messages' || path === '/v1/responses') {
+    if (stream) {
+      const end = path === '/v1/messages' ? /event: message_stop/ : /event: response\.(completed|incomplete)/;
+      if (/event: error/.test(text)) return `stream carries an error: ${text.slice(text.indexOf('event: error'), text.indexOf('event: error') + 200)}`;
+      return end.test(text) ? null : `stream does not end with its final event: ${text.slice(-120)}`;
+    }
+    try {
+      const j = JSON.parse(text) as { type?: unknown; object?: unknown };
+      return (path === '/v1/messages' ? j.type === 'message' : j.object === 'response') ? null : `200 body is not a ${path === '/v1/messages' ? 'message' : 'response'}: ${text.slice(0, 80)}`;
+    } catch {
+      return `200 body is not JSON: ${text.slice(0, 80)}`;
+    }
+  }
+  if (path === '/v1/messages/count_tokens') {
+    try {
+      return typeof (JSON.parse(text) as { input_tokens?: unknown }).input_tokens === 'number' ? null : `200 count without input_tokens: ${text.slice(0, 80)}`;
+    } catch {
+      return `200 body is not JSON: ${text.slice(0, 80)}`;
+    }
+  }
+  return undefined;
+}
+
 /** The oracles for one exchange: null when the gateway did right. */
 export function judge (c: FuzzCase, r: RawAnswer): string | null {
   if (r.kind === 'timeout') return r.status > 0 ? `response started (status ${r.status}) but did not end within the bound` : 'no answer within the bound';
@@ -114,11 +171,16 @@ export function judge (c: FuzzCase, r: RawAnswer): string | null {
   const head = c.method.toUpperCase() === 'HEAD';
   if (c.expect === 'ok' && r.status !== 200) return `valid request answered ${r.status}`;
   const isJson = (r.headers.find(([k]) => k === 'content-type')?.[1] ?? '').includes('application/json');
-  // Errors the gateway itself writes are OpenAI-style; uWS's own answers to broken framing carry no JSON type.
-  if (r.status >= 400 && !head && (c.expect !== 'framing' || isJson) && !openAiError(r.body)) return `error body is not OpenAI-style: ${r.body.toString('utf8').slice(0, 120)}`;
+  // Errors are in the API's shape: Anthropic's on its routes, OpenAI's elsewhere; uWS's own answers to broken
+  // framing carry no JSON type.
+  if (r.status >= 400 && !head && (c.expect !== 'framing' || isJson)) {
+    if (anthropicRoute(c.target) ? !anthropicError(r.body) : !openAiError(r.body)) return `error body is not ${anthropicRoute(c.target) ? 'Anthropic' : 'OpenAI'}-style: ${r.body.toString('utf8').slice(0, 120)}`;
+  }
+  // A client's huge or negative number must be refused (or served), never turned into a 429 of its own charge.
+  if (r.status === 429 && c.expect !== 'framing') return `429 for a client's request (the key in debt: a charge another request ran up)`;
   const decoded = (() => { try { return decodeURIComponent(c.target); } catch { return c.target; } })().toLowerCase();
   if (r.status === 200 && c.kind !== 'admin-token' && c.family === 'method-path' && decoded.includes('admin')) return 'an admin route answered 200 without the token';
-  if (r.status === 200 && c.raw === null && c.method === 'POST' && ['/v1/chat/completions', '/v1/completions', '/v1/context'].includes(c.target)) return malformed200(c, r);
+  if (r.status === 200 && c.raw === null && c.method === 'POST' && ['/v1/chat/completions', '/v1/completions', '/v1/context', '/v1/messages', '/v1/messages/count_tokens', '/v1/responses'].includes(c.target)) return malformed200(c, r);
   return null;
 }
 
@@ -135,6 +197,13 @@ export function describeCase (c: FuzzCase): string {
 }
 
 const answerText = (r: RawAnswer): string => `${r.kind}${r.status > 0 ? ` ${r.status}` : ''}: ${short(r.raw.toString('latin1'), 300)}`;
+
+/** The fuzz key's token bucket as its rate-limit headers say (x-ratelimit-*-tokens of a GET /v1/models). */
+async function keyTokens (gw: string): Promise<{ remaining: number; limit: number; reset: string }> {
+  const res = await fetch(`${gw}/v1/models`, { headers: { authorization: `Bearer ${FUZZ_KEY}` } });
+  await res.arrayBuffer();
+  return { remaining: Number(res.headers.get('x-ratelimit-remaining-tokens')), limit: Number(res.headers.get('x-ratelimit-limit-tokens')), reset: res.headers.get('x-ratelimit-reset-tokens') ?? '' };
+}
 
 async function inFlightLeft (gw: string): Promise<number> {
   const t = await (await fetch(`${gw}/metrics`)).text();
@@ -157,7 +226,9 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
   try {
     const port = Number(new URL(fleet.url).port);
     const pid = fleet.gateway.child.pid!;
-    const counts: Record<string, Record<string, number>> = Object.fromEntries(FAMILIES.map((f) => [f, {}]));
+    const families = opts.families ?? FAMILIES;
+    const arbitrary = opts.families === undefined ? fuzzCase : fuzzCaseOf(families);
+    const counts: Record<string, Record<string, number>> = Object.fromEntries(families.map((f) => [f, {}]));
     const failures: FuzzReport['failures'] = [];
     const violations: Record<string, number> = {};
     let sent = 0;
@@ -167,10 +238,13 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
     let nextLog = Date.now() + 30_000;
     let nextTable = Date.now() + 300_000;
 
+    let recentHuge: string[] = [];
     /** Sends one case; the violation, or null. */
     const exchange = async (c: FuzzCase): Promise<Violation | null> => {
       // uWS holds a connection whose framing it refused, without an answer, until its 10 s idle timeout: a broken
       // request gets a short bound, and still open at its end it counts as `held` (allowed), not as a hang.
+      // Recorded as sent: the request that ran up a debt may still be in flight when another is refused.
+      if (c.kind.startsWith('huge-number')) recentHuge = [...recentHuge.slice(-(RECENT_HUGE - 1)), `${c.kind} on ${c.target}`];
       const r = await rawExchange(port, requestBytes(c, '127.0.0.1'), c.expect === 'framing' ? FRAMING_BOUND_MS : timeoutMs, c.halfClose);
       if (c.expect === 'framing' && r.kind === 'timeout' && r.status === 0) r.kind = 'held';
       sent++;
@@ -196,7 +270,10 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
         return { kase: c, reason: `the gateway exited (${fleet.gateway.child.exitCode ?? fleet.gateway.child.signalCode})`, answer: answerText(r) };
       }
       const why = judge(c, r);
-      return why === null ? null : { kase: c, reason: why, answer: answerText(r) };
+      if (why === null) return null;
+      // A 429 is the key's debt, which another request ran up: the huge numbers sent before it are the suspects.
+      const suspects = r.status === 429 && recentHuge.length > 0 ? `\n  huge numbers sent before it, answered or not yet (the last ${recentHuge.length}):\n    ${recentHuge.join('\n    ')}` : '';
+      return { kase: c, reason: why, answer: answerText(r) + suspects };
     };
 
     // Cases come in batches of BATCH generated from seed + batch number, taken in turn by `concurrency` senders:
@@ -208,7 +285,7 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
     const senders = Array.from({ length: opts.concurrency }, async () => {
       for (let b = nextBatch++; b < batches && !dead; b = nextBatch++) {
         const n = Math.min(BATCH, opts.cases - b * BATCH);
-        const cases = fc.sample(fuzzCase, { seed: opts.seed + b, numRuns: n });
+        const cases = fc.sample(arbitrary, { seed: opts.seed + b, numRuns: n });
         for (const [j, c] of cases.entries()) {
           if (dead) break;
           const v = await exchange(c);
@@ -227,7 +304,7 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
         continue;
       }
       let lastSeen: Violation | null = null;
-      const d = await fc.check(fc.asyncProperty(fuzzCase, async (c) => {
+      const d = await fc.check(fc.asyncProperty(arbitrary, async (c) => {
         if (dead) return;
         const v = await exchange(c);
         if (v === null) return;
@@ -242,6 +319,7 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
     let healthOk = false;
     let leftInFlight = -1;
     let rssEnd = 0;
+    let tokens: FuzzReport['keyTokens'] = null;
     if (gatewayAlive) {
       healthOk = (await rawExchange(port, Buffer.from('GET /health HTTP/1.1\r\nhost: x\r\n\r\n'), timeoutMs)).status === 200;
       // In-flight figures settle once the last upstream exchanges end.
@@ -251,10 +329,20 @@ export async function runFuzz (opts: FuzzOptions, given?: SimFleet): Promise<Fuz
         await new Promise((r) => setTimeout(r, 200));
       }
       rssEnd = rssOf(pid);
+      // Every request ended: what they charged the key is refunded or explained by their usage, which the
+      // bucket refills within a second at FUZZ_TOKENS_PER_MINUTE. A bucket still short after that is a charge
+      // a request left behind.
+      const until = Date.now() + REFILL_BOUND_MS;
+      for (;;) {
+        const t = await keyTokens(fleet.url);
+        tokens = { ...t, full: t.remaining === t.limit };
+        if (tokens.full || Date.now() > until) break;
+        await new Promise((r) => setTimeout(r, 200));
+      }
     }
     const rssOk = rssEnd - rssWarm <= (opts.rssGrowthBytes ?? 128 * 2 ** 20);
-    const passed = failures.length === 0 && Object.keys(violations).length === 0 && gatewayAlive && healthOk && leftInFlight === 0 && rssOk;
-    return { seed: opts.seed, cases: sent, counts, violations, failures, rssWarmBytes: rssWarm, rssEndBytes: rssEnd, gatewayAlive, healthOk, leftInFlight, seconds: (Date.now() - t0) / 1000, passed };
+    const passed = failures.length === 0 && Object.keys(violations).length === 0 && gatewayAlive && healthOk && leftInFlight === 0 && rssOk && tokens?.full === true;
+    return { seed: opts.seed, cases: sent, counts, violations, failures, rssWarmBytes: rssWarm, rssEndBytes: rssEnd, gatewayAlive, healthOk, leftInFlight, keyTokens: tokens, seconds: (Date.now() - t0) / 1000, passed };
   } finally {
     if (given === undefined) await fleet.close();
   }
@@ -276,6 +364,9 @@ export function formatReport (r: FuzzReport): string {
   const mib = (b: number): string => (b / 2 ** 20).toFixed(1);
   lines.push('', `requests: ${r.cases} in ${r.seconds.toFixed(0)} s (seed ${r.seed}); gateway alive: ${r.gatewayAlive}; /health: ${r.healthOk ? 200 : 'no'}; ` +
     `left in flight: ${r.leftInFlight}; RSS after warm-up ${mib(r.rssWarmBytes)} MiB, at the end ${mib(r.rssEndBytes)} MiB (${r.rssEndBytes >= r.rssWarmBytes ? '+' : ''}${mib(r.rssEndBytes - r.rssWarmBytes)} MiB)`);
+  const k = r.keyTokens;
+  lines.push(k === null ? 'key tokens: not read (the gateway is gone)'
+    : `key tokens: ${k.remaining} of ${k.limit} remaining (reset ${k.reset})${k.full ? '' : ` — VIOLATION: the key is still charged ${REFILL_BOUND_MS / 1000} s after its last request ended`}`);
   for (const [why, n] of Object.entries(r.violations)) lines.push(`violations: ${n} × ${why}`);
   for (const f of r.failures) {
     lines.push('', `FAILURE: ${f.first.reason}`, `  first case:\n    ${describeCase(f.first.kase)}`, `  answer: ${f.first.answer}`);
@@ -287,10 +378,13 @@ export function formatReport (r: FuzzReport): string {
 }
 
 async function main (): Promise<void> {
-  const { values } = parseArgs({ options: { cases: { type: 'string', default: '100000' }, seed: { type: 'string' }, concurrency: { type: 'string', default: '32' } } });
+  const { values } = parseArgs({ options: { cases: { type: 'string', default: '100000' }, seed: { type: 'string' }, concurrency: { type: 'string', default: '32' }, families: { type: 'string' } } });
+  const families = values.families?.split(',').map((f) => f.trim()) as Family[] | undefined;
+  const unknown = families?.filter((f) => !FAMILIES.includes(f));
+  if (unknown !== undefined && unknown.length > 0) throw new Error(`--families: no family ${unknown.join(', ')} (families: ${FAMILIES.join(', ')})`);
   const seed = values.seed !== undefined ? Number(values.seed) : Math.floor(Math.random() * 2 ** 31);
-  const opts: FuzzOptions = { cases: Number(values.cases), seed, concurrency: Number(values.concurrency), log: (l) => console.log(l) };
-  console.log(`fuzzing the gateway: ${opts.cases} cases, seed ${seed}, concurrency ${opts.concurrency}; ${machine()}; commit ${gitCommit()}`);
+  const opts: FuzzOptions = { cases: Number(values.cases), seed, concurrency: Number(values.concurrency), log: (l) => console.log(l), families };
+  console.log(`fuzzing the gateway: ${opts.cases} cases, seed ${seed}, concurrency ${opts.concurrency}${families ? `, families ${families.join(',')}` : ''}; ${machine()}; commit ${gitCommit()}`);
   const report = await runFuzz(opts);
   console.log(formatReport(report));
   process.exitCode = report.passed ? 0 : 1;

@@ -12,6 +12,12 @@ export const SESSION_IDLE_MS = 30 * 60_000;
 
 /** Sessions the session table holds at once (its capacity in the shared region). */
 export const MAX_SESSIONS = 1 << 16;
+/**
+ * How deep a request body's objects and arrays may nest (src/features/json-depth.ts): far past any tool schema or
+ * tool input an agent sends, and far below what the recursive walks after the door (templates, json.dumps,
+ * JSON.stringify, the engine's parser) overflow at.
+ */
+export const MAX_JSON_DEPTH = 256;
 /** How long EAR remembers which engine produced a stored response (Responses API previous_response_id), in s. */
 export const RESPONSE_ORIGIN_TTL_S = 24 * 3600;
 

@@ -10,6 +10,8 @@ import type { Endpoint } from '../dialects/dialect.js';
 import { anthropicToChat } from '../dialects/anthropic-request.js';
 import { responsesToChat } from '../dialects/responses-request.js';
 import { bad, checkSampling, MAX_TOKEN_COUNT, optIntIn } from '../dialects/chat-request.js';
+import { MAX_JSON_DEPTH } from '../core/defaults.js';
+import { nestsDeeperThan } from '../core/json-depth.js';
 
 export interface ParsedRequest {
   endpoint: Endpoint;
@@ -79,6 +81,7 @@ export function parseRequestBody (endpoint: Endpoint, raw: Buffer): ParsedReques
 /** parseRequestBody for a body already parsed: `doc` is JSON.parse(raw) (and is modified: see forward). */
 export function requestFromDoc (endpoint: Endpoint, raw: Buffer, doc: unknown): ParsedRequest {
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw bad('request body must be a JSON object');
+  if (nestsDeeperThan(doc, MAX_JSON_DEPTH)) throw bad(`request body nests deeper than ${MAX_JSON_DEPTH} levels`);
   const b = doc as Record<string, unknown>;
   if (endpoint !== 'chat' && endpoint !== 'completions') return dialectRequest(endpoint, raw, b);
   if (typeof b.model !== 'string' || b.model === '') throw bad('"model" is required and must be a non-empty string');

@@ -108,6 +108,14 @@ function assertNativeUws (): void {
   }
 }
 
+/** The methods a public route takes (its 405's Allow header), or null for a path that is no route (404). */
+function allowedMethods (url: string): string | null {
+  if (Object.values(DIALECTS).some((d) => d.path === url) || url === CONTEXT_PATH) return 'POST';
+  if (url.startsWith(`${CONTEXT_PATH}/`)) return 'GET, DELETE';
+  if (url === '/') return 'HEAD';
+  return ['/v1/models', '/health', '/ready', '/metrics'].includes(url) ? 'GET' : null;
+}
+
 export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   assertNativeUws();
   const { config } = deps;
@@ -280,10 +288,14 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     const tooLarge = headTooLarge(req, config.maxHeaderBytes);
     if (tooLarge !== null) return rs.fail(tooLarge);
     const url = req.getUrl();
-    const known = Object.values(DIALECTS).some((d) => d.path === url) || ['/', '/v1/models', '/health', '/ready', '/metrics', CONTEXT_PATH].includes(url) || url.startsWith(`${CONTEXT_PATH}/`);
+    // Anthropic's clients read Anthropic's error shape on its routes (/v1/messages and below); others OpenAI's.
+    rs.dialect = url === DIALECTS.messages.path || url.startsWith(`${DIALECTS.messages.path}/`) ? DIALECTS.messages : null;
+    const allow = allowedMethods(url);
     // The path is echoed cut short: uWS takes paths of tens of KB, and an error need not reflect them whole.
     const shown = url.length > 256 ? `${url.slice(0, 256)}…` : url;
-    rs.fail(known ? new EarError('EAR_ERR_METHOD', `method ${req.getMethod().toUpperCase()} is not allowed on ${shown}`) : new EarError('EAR_ERR_NOT_FOUND', `no route ${shown}`));
+    // RFC 9110 §15.5.6: a 405 names the methods the route takes.
+    if (allow !== null) rs.fail(new EarError('EAR_ERR_METHOD', `method ${req.getMethod().toUpperCase()} is not allowed on ${shown}`), [['allow', allow]]);
+    else rs.fail(new EarError('EAR_ERR_NOT_FOUND', `no route ${shown}`));
   });
 
   const readiness = (): ReadinessCondition => fleet.readiness(draining);

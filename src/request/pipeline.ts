@@ -8,7 +8,7 @@ import type { Endpoint } from '../dialects/dialect.js';
 import type { KvTransferStep } from './kv-transfer-step.js';
 import type { Placements } from '../fleet/routing-port.js';
 import type { SharedSessions } from '../store/shared-sessions.js';
-import type { ResponseOrigins } from './response-origin.js';
+import { ownerOf, type ResponseOrigins } from './response-origin.js';
 import { EarError } from '../errors/errors.js';
 import { isUpstreamTimeout } from '../upstream/errors.js';
 import { clientTraceHeaders, type TraceHeaders } from '../upstream/traceparent.js';
@@ -170,7 +170,7 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
     }
     if (last.kind === 'done') {
       ctx.outcome.backend = served.backend.id;
-      if (r.responseId != null && last.status < 300 && ctx.features!.store) p.responses?.remember(r.responseId, served.backend);
+      if (r.responseId != null && last.status < 300 && ctx.features!.store) p.responses?.remember(r.responseId, served.backend, ownerOf(ctx));
       if (ctx.sessionId !== null && last.status < 300 && ctx.dialect.kvTransfer) p.onSessionCompleted?.(ctx.sessionId, model, ctx.path, ctx.forward);
     }
     return;

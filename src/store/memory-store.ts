@@ -16,9 +16,9 @@
 // Time for TTLs comes from `clock` (Date.now by default; the lab passes its virtual clock).
 import { MAX_SESSIONS, SESSION_IDLE_MS } from '../core/defaults.js';
 import {
-  checkBackendId, checkHostOrNull, checkNow, checkSeed, checkServiceUpdate, checkTtlSeconds,
+  checkBackendId, checkHostOrNull, checkNow, checkResponseOrigin, checkSeed, checkServiceUpdate, checkTtlSeconds,
   decodeContext, emptySession, encodeContext, isMigration, ok, storeKeyPart,
-  type BindResult, type CasOptions, type CasResult, type ContextRecord, type ServiceUpdate, type SessionSeed, type SessionStore,
+  type BindResult, type CasOptions, type ResponseOrigin, type CasResult, type ContextRecord, type ServiceUpdate, type SessionSeed, type SessionStore,
   type SessionStoreStats, type SharedSession, type StoreReply, type StoredContext
 } from './session-store.js';
 
@@ -45,7 +45,7 @@ export class MemoryStore implements SessionStore {
   readonly state = 'up' as const;
   readonly #sessions = new Map<string, Entry<SharedSession>>();
   readonly #contexts = new Map<string, Entry<string>>();
-  readonly #responses = new Map<string, Entry<string>>();
+  readonly #responses = new Map<string, Entry<ResponseOrigin>>();
   readonly #maxSessions: number;
   readonly #maxContexts: number;
   readonly #maxResponses: number;
@@ -152,16 +152,16 @@ export class MemoryStore implements SessionStore {
     return ok(had);
   }
 
-  async setResponseOrigin (responseId: string, backendId: string, ttlSeconds: number): Promise<StoreReply<boolean>> {
+  async setResponseOrigin (responseId: string, origin: ResponseOrigin, ttlSeconds: number): Promise<StoreReply<boolean>> {
     const k = storeKeyPart(responseId, 'response id');
-    checkBackendId(backendId);
+    const o = checkResponseOrigin(origin);
     checkTtlSeconds(ttlSeconds);
     this.#calls++;
-    this.#put(this.#responses, k, backendId, this.#clock() + ttlSeconds * 1000, this.#maxResponses);
+    this.#put(this.#responses, k, o, this.#clock() + ttlSeconds * 1000, this.#maxResponses);
     return ok(true);
   }
 
-  async getResponseOrigin (responseId: string): Promise<StoreReply<string | null>> {
+  async getResponseOrigin (responseId: string): Promise<StoreReply<ResponseOrigin | null>> {
     const k = storeKeyPart(responseId, 'response id');
     this.#calls++;
     return ok(this.#live(this.#responses, k)?.value ?? null);

@@ -36,8 +36,8 @@ import { ADD_SERVICE_LUA, BIND_LUA, CAS_HOST_LUA, GET_CONTEXT_LUA } from './lua.
 import { SESSION_IDLE_MS } from '../core/defaults.js';
 import {
   DEGRADED, checkBackendId, checkHostOrNull, checkNow, checkSeed, checkServiceUpdate, checkTtlSeconds,
-  decodeContext, encodeContext, isMigration, ok, storeKeyPart,
-  type BindResult, type CasOptions, type CasResult, type ContextRecord, type DegradedReason, type ServiceUpdate, type SessionSeed,
+  decodeContext, decodeResponseOrigin, encodeContext, encodeResponseOrigin, isMigration, ok, storeKeyPart,
+  type BindResult, type CasOptions, type CasResult, type ContextRecord, type ResponseOrigin, type DegradedReason, type ServiceUpdate, type SessionSeed,
   type SessionStore, type SessionStoreStats, type SharedSession, type StoreLogger, type StoreReply, type StoreState, type StoredContext
 } from './session-store.js';
 
@@ -202,16 +202,19 @@ export class RedisStore implements SessionStore {
     return this.#run(async () => (await this.#client.del(key)) === 1);
   }
 
-  async setResponseOrigin (responseId: string, backendId: string, ttlSeconds: number): Promise<StoreReply<boolean>> {
+  async setResponseOrigin (responseId: string, origin: ResponseOrigin, ttlSeconds: number): Promise<StoreReply<boolean>> {
     const key = `${this.#prefix}resp${storeKeyPart(responseId, 'response id')}`;
-    checkBackendId(backendId);
+    const json = encodeResponseOrigin(origin);
     checkTtlSeconds(ttlSeconds);
-    return this.#run(async () => (await this.#client.set(key, backendId, 'EX', ttlSeconds)) === 'OK');
+    return this.#run(async () => (await this.#client.set(key, json, 'EX', ttlSeconds)) === 'OK');
   }
 
-  async getResponseOrigin (responseId: string): Promise<StoreReply<string | null>> {
+  async getResponseOrigin (responseId: string): Promise<StoreReply<ResponseOrigin | null>> {
     const key = `${this.#prefix}resp${storeKeyPart(responseId, 'response id')}`;
-    return this.#run(async () => await this.#client.get(key));
+    return this.#run(async () => {
+      const json = await this.#client.get(key);
+      return json === null ? null : decodeResponseOrigin(json);
+    });
   }
 
   stats (): SessionStoreStats {

@@ -58,6 +58,13 @@ export interface SharedSession {
 /** Why a call was not answered by the store: known down (failed fast, nothing sent), no reply in time, or an error. */
 export type DegradedReason = 'down' | 'timeout' | 'error';
 export interface Degraded { readonly ok: false; readonly reason: DegradedReason }
+/** A stored response: the backend that produced it, and the client that did (response-origin.ts). */
+export interface ResponseOrigin {
+  readonly backendId: string;
+  /** The API key's user id (`key:<digest>`), or ANONYMOUS_OWNER when no keys are configured. */
+  readonly owner: string;
+}
+
 export type StoreReply<T> = { readonly ok: true; readonly value: T } | Degraded;
 
 export interface BindResult {
@@ -174,11 +181,12 @@ export interface SessionStore {
   deleteContext (id: string): Promise<StoreReply<boolean>>;
   /**
    * Records which backend produced a stored response (Responses API): previous_response_id must reach it, since
-   * engines keep stored responses in their own memory. Kept ttlSeconds; a later write replaces it.
+   * engines keep stored responses in their own memory; and whose it is (only its owner may continue it). Kept
+   * ttlSeconds; a later write replaces it.
    */
-  setResponseOrigin (responseId: string, backendId: string, ttlSeconds: number): Promise<StoreReply<boolean>>;
-  /** The backend that produced `responseId`, or null if none is recorded (never, or past its TTL). */
-  getResponseOrigin (responseId: string): Promise<StoreReply<string | null>>;
+  setResponseOrigin (responseId: string, origin: ResponseOrigin, ttlSeconds: number): Promise<StoreReply<boolean>>;
+  /** Where and whose `responseId` is, or null if none is recorded (never, or past its TTL). */
+  getResponseOrigin (responseId: string): Promise<StoreReply<ResponseOrigin | null>>;
   stats (): SessionStoreStats;
   /** Resolves true once the store is up, false after timeoutMs (memory: true at once). Never rejects. */
   whenUp (timeoutMs: number): Promise<boolean>;
@@ -326,6 +334,26 @@ export function decodeContext (json: string): ContextRecord | null {
     const v = JSON.parse(json) as ContextRecord;
     encodeContext(v);
     return { backendId: v.backendId, sessionId: v.sessionId, model: v.model, tokens: v.tokens, createdAt: v.createdAt };
+  } catch {
+    return null;
+  }
+}
+
+/** A response origin after checking its fields (the store keeps ids and owners bounded like backend ids). */
+export function checkResponseOrigin (o: ResponseOrigin): ResponseOrigin {
+  if (typeof o !== 'object' || o === null) throw new RangeError('response origin must be an object');
+  return { backendId: checkBackendId(o.backendId), owner: checkBackendId(o.owner, 'response owner') };
+}
+
+/** The origin as stored (JSON). */
+export function encodeResponseOrigin (o: ResponseOrigin): string {
+  return JSON.stringify(checkResponseOrigin(o));
+}
+
+/** A stored origin back; null if it is not one of ours (a record of a version that kept no owner reads as none). */
+export function decodeResponseOrigin (json: string): ResponseOrigin | null {
+  try {
+    return checkResponseOrigin(JSON.parse(json) as ResponseOrigin);
   } catch {
     return null;
   }

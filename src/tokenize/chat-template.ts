@@ -5,6 +5,8 @@ import './jinja-python-strip.js'; // strings' strip methods as Python's jinja2 h
 import type { ChatMessage, ChatTemplate, ContentPart, RenderOptions } from './types.js';
 import { TokenizeError } from './errors.js';
 import { directRendererFor } from './direct-renderers.js';
+import { MAX_JSON_DEPTH } from '../core/defaults.js';
+import { nestsDeeperThan } from '../core/json-depth.js';
 
 /** How a template expects `content`: a plain string, or OpenAI parts it loops over (vLLM's detection). */
 export type ContentFormat = 'string' | 'openai';
@@ -31,7 +33,11 @@ function partText (p: ContentPart): string | null {
 function parseArguments (args: unknown): unknown {
   // vLLM hands templates the arguments as an object: JSON strings are parsed, anything unparsable becomes {}.
   if (typeof args === 'string') {
-    try { return JSON.parse(args); } catch { return {}; }
+    let v: unknown;
+    try { v = JSON.parse(args); } catch { return {}; }
+    // The template's tojson recurses: arguments nested past the body's own bound are refused, not overflowed.
+    if (nestsDeeperThan(v, MAX_JSON_DEPTH)) throw new Error(`tool call arguments nest deeper than ${MAX_JSON_DEPTH} levels`);
+    return v;
   }
   return args !== null && typeof args === 'object' ? args : {};
 }

@@ -6,6 +6,9 @@ import { formatReport, fuzzFleet, runFuzz } from '../../bench/fuzz.js';
 import { rawExchange } from '../../bench/raw-http.js';
 import type { SimFleet } from '../fixtures/processes.js';
 import { ADMIN } from '../fixtures/processes.js';
+import { FUZZ_KEY } from '../../bench/fuzz-cases.js';
+
+const KEY = { authorization: `Bearer ${FUZZ_KEY}` };
 
 let fleet: SimFleet;
 let port: number;
@@ -25,7 +28,7 @@ async function get (path: string, headers: string[] = []): Promise<{ status: num
 
 test('a malformed percent-escape in a path id is a 400, and the gateway lives on (found by the fuzzer: it crashed)', async () => {
   for (const id of ['%E0%A4%A', '%', '%zz']) {
-    const ctx = await get(`/v1/context/${id}`);
+    const ctx = await get(`/v1/context/${id}`, [`authorization: Bearer ${FUZZ_KEY}`]);
     assert.equal(ctx.status, 400, ctx.body);
     assert.equal(JSON.parse(ctx.body).error.code, 'EAR_ERR_BAD_REQUEST');
     const admin = await get(`/admin/sessions/${id}`, [`authorization: Bearer ${ADMIN}`]);
@@ -37,7 +40,7 @@ test('a malformed percent-escape in a path id is a 400, and the gateway lives on
 
 test('a deeply nested value in a field the engine checks is a 400, not the engine\'s 500 passed on (found by the fuzzer)', async () => {
   const body = `{"model":"m","prompt":[1],"max_tokens":1,"seed":${'['.repeat(20_000)}${']'.repeat(20_000)}}`;
-  const res = await fetch(`${fleet.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  const res = await fetch(`${fleet.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...KEY }, body });
   const text = await res.text();
   assert.equal(res.status, 400, text);
 });
@@ -45,13 +48,13 @@ test('a deeply nested value in a field the engine checks is a 400, not the engin
 test('a body nested deeper than JSON.stringify can write back is a 400 where the gateway rewrites it, not a 500 (found by the fuzzer)', async () => {
   const deep = `${'['.repeat(20_000)}${']'.repeat(20_000)}`;
   // /v1/context drops its own fields and writes the body back for the prefill: that write overflowed (500).
-  const ctx = await fetch(`${fleet.url}/v1/context`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `{"model":"m","prompt":"x","user":${deep}}` });
+  const ctx = await fetch(`${fleet.url}/v1/context`, { method: 'POST', headers: { 'content-type': 'application/json', ...KEY }, body: `{"model":"m","prompt":"x","user":${deep}}` });
   const text = await ctx.text();
   assert.equal(ctx.status, 400, text);
   assert.equal(JSON.parse(text).error.code, 'EAR_ERR_BAD_REQUEST');
-  // A completion whose nested field is the client's kv_transfer_params: stripped, and served.
-  const done = await fetch(`${fleet.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `{"model":"m","prompt":"x","max_tokens":1,"kv_transfer_params":${deep}}` });
-  assert.equal(done.status, 200, await done.text());
+  // A completion whose nested field is the client's kv_transfer_params: past the depth bound at the door (issue 28).
+  const done = await fetch(`${fleet.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...KEY }, body: `{"model":"m","prompt":"x","max_tokens":1,"kv_transfer_params":${deep}}` });
+  assert.equal(done.status, 400, await done.text());
 });
 
 test('2000 fuzz cases (seed 13): no crash, hang, 5xx for a client mistake, malformed answer or leak', async () => {

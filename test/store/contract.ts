@@ -110,14 +110,15 @@ export function contractSuite (name: string, make: () => Promise<SessionStore>):
     assert.equal(value(await s.createContext('c3', { backendId: null, sessionId: null, model: 'm', tokens: 0, createdAt: 0 }, 1)), true);
   });
 
-  t('response origins: written, read back, replaced by a later write; an unknown id is null', async (s) => {
-    assert.equal(value(await s.setResponseOrigin('resp_1', 'b1', 60)), true);
-    assert.equal(value(await s.getResponseOrigin('resp_1')), 'b1');
-    assert.equal(value(await s.setResponseOrigin('resp_1', 'b2', 60)), true);
-    assert.equal(value(await s.getResponseOrigin('resp_1')), 'b2');
+  t('response origins: written with their owner, read back, replaced by a later write; an unknown id is null', async (s) => {
+    assert.equal(value(await s.setResponseOrigin('resp_1', { backendId: 'b1', owner: 'key:a' }, 60)), true);
+    assert.deepEqual(value(await s.getResponseOrigin('resp_1')), { backendId: 'b1', owner: 'key:a' });
+    assert.equal(value(await s.setResponseOrigin('resp_1', { backendId: 'b2', owner: 'anonymous' }, 60)), true);
+    assert.deepEqual(value(await s.getResponseOrigin('resp_1')), { backendId: 'b2', owner: 'anonymous' });
     assert.equal(value(await s.getResponseOrigin('resp_2')), null);
-    await assert.rejects(s.setResponseOrigin('resp_3', '', 60), RangeError);
-    await assert.rejects(s.setResponseOrigin('resp_3', 'b1', 0), RangeError);
+    await assert.rejects(s.setResponseOrigin('resp_3', { backendId: '', owner: 'key:a' }, 60), RangeError);
+    await assert.rejects(s.setResponseOrigin('resp_3', { backendId: 'b1', owner: '' }, 60), RangeError);
+    await assert.rejects(s.setResponseOrigin('resp_3', { backendId: 'b1', owner: 'key:a' }, 0), RangeError);
     await assert.rejects(s.getResponseOrigin(''), RangeError);
   });
 

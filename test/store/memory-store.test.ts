@@ -40,7 +40,7 @@ test('memory: bounded: at capacity the oldest write goes, and is counted', async
   for (const id of ['a', 'c', 'd']) assert.notEqual(value(await s.load(id)), null, id);
   for (const id of ['x', 'y', 'z']) value(await s.createContext(id, CTX, 100));
   assert.equal(value(await s.getContext('x')), null);
-  for (const id of ['r1', 'r2', 'r3']) value(await s.setResponseOrigin(id, 'b1', 100));
+  for (const id of ['r1', 'r2', 'r3']) value(await s.setResponseOrigin(id, { backendId: 'b1', owner: 'anonymous' }, 100));
   assert.equal(value(await s.getResponseOrigin('r1')), null, 'the oldest response origin went');
   const st = s.stats();
   assert.deepEqual([st.sessions, st.contexts, st.responses, st.evicted, st.kind, st.state], [3, 2, 2, 3, 'memory', 'up']);
