@@ -112,15 +112,20 @@ export class EventApplier {
       else if (e.type === 'BlockRemoved') this.#removed(e);
       else {
         this.stats.cleared++;
-        this.clear();
+        this.clear(true);
       }
     }
   }
 
-  /** Forgets everything engine events told about this backend (AllBlocksCleared, resync, backend removed). */
-  clear (): void {
+  /**
+   * Forgets everything engine events told about this backend (AllBlocksCleared, resync, backend removed), and with
+   * `assumed` what EAR's routing assumed it holds too: after AllBlocksCleared the engine holds nothing, so
+   * presence assumed from requests routed before it is as stale as the confirmed (a prompt it then gets again is
+   * stored anew, and comes back as BlockStored).
+   */
+  clear (assumed = false): void {
     const m = this.#w.mask;
-    this.#w.clearPod(this.#pod, m.confirmed | m.offloaded);
+    this.#w.clearPod(this.#pod, assumed ? m.all : m.confirmed | m.offloaded);
     this.#map.clear();
   }
 
