@@ -9,7 +9,9 @@
 //     +12 flags u32 (CLOCK reference)   +16 last access u32 ms   +20 assumed-at u32 ms   +24 pod group u32
 //     +32 presence bits: IX_KINDS kinds x IX_GROUP_PODS pods (4 x u64 per kind), kind k at +32 + 32k.
 //   then one loss epoch per pod row (u32, IX_H_GROUPS x IX_GROUP_PODS of them, at IX_H_LOSS_AT), bumped by the
-//   writer after it clears any presence bit of the pod.
+//   writer after it clears any presence bit of the pod;
+//   then one voided-at time per pod row (u32, as many, at IX_H_VOID_AT): the pod's assumed presence recorded at or
+//   before it does not count (ixVoidAssumed, an engine's AllBlocksCleared; 0 = never).
 //   An empty slot is all zero (key, presence, times), so probing stops at the first key 0.
 //
 // Pod groups: the pod rows (IX_H_PODS, set at init, up to IX_MAX_PODS) fall into groups of IX_GROUP_PODS, and
@@ -88,6 +90,8 @@ export const IX_H_ASSUMED_TTL: u32 = 24; // u32 the assumed TTL (ms) of the last
 export const IX_H_PODS: u32 = 28;        // u32 pod rows (set at init)
 export const IX_H_GROUPS: u32 = 32;      // u32 pod groups: ceil(pods / IX_GROUP_PODS)
 export const IX_H_LOSS_AT: u32 = 36;     // u32 byte offset from the base of the loss epochs (after the slots)
+export const IX_H_VOID_AT: u32 = 40;     // u32 byte offset from the base of the voided-at times (after the loss epochs)
+export const IX_H_LAST_VOID: u32 = 44;   // u32 time of the latest ixVoidAssumed (0 = none yet)
 export const IX_H_SIZE: u32 = 64;        // u32 live keys
 export const IX_H_CLOCK_HAND: u32 = 68;  // u32 next slot the CLOCK hand examines
 export const IX_H_EXPIRE_CURSOR: u32 = 72; // u32 next slot the expiry sweep examines
@@ -168,7 +172,7 @@ function slotsFor (capacity: u32): u64 {
  */
 export function ixBytes (capacity: u32, pods: u32): u32 {
   if (pods == 0 || pods > IX_MAX_PODS) return 0xFFFFFFFF;
-  const bytes = <u64>IX_HEADER_BYTES + slotsFor(capacity) * IX_ENTRY_BYTES + <u64>groupsFor(pods) * IX_GROUP_PODS * 4;
+  const bytes = <u64>IX_HEADER_BYTES + slotsFor(capacity) * IX_ENTRY_BYTES + <u64>groupsFor(pods) * IX_GROUP_PODS * 8;
   return bytes > 0xFFFFFFFF ? 0xFFFFFFFF : <u32>bytes;
 }
 
@@ -180,6 +184,8 @@ export function ixInit (base: usize, capacity: u32, pods: u32): void {
   store<u32>(base + IX_H_PODS, pods);
   store<u32>(base + IX_H_GROUPS, groups);
   store<u32>(base + IX_H_LOSS_AT, lossAt);
+  store<u32>(base + IX_H_VOID_AT, lossAt + groups * IX_GROUP_PODS * 4);
+  atomic.store<u32>(base + IX_H_LAST_VOID, 0);
   store<u32>(base + IX_H_SLOTS, slots);
   store<u32>(base + IX_H_MASK, slots - 1);
   store<u32>(base + IX_H_SHIFT, 64 - ctz<u32>(slots));
@@ -194,7 +200,7 @@ export function ixInit (base: usize, capacity: u32, pods: u32): void {
   store<u64>(base + IX_H_EVICTIONS, 0);
   store<u64>(base + IX_H_EXPIRATIONS, 0);
   atomic.store<u32>(base + IX_H_ASSUMED_TTL, 0);
-  memory.fill(base + lossAt, 0, groups * IX_GROUP_PODS * 4);
+  memory.fill(base + lossAt, 0, groups * IX_GROUP_PODS * 8); // loss epochs and voided-at times
 }
 
 // ---------------------------------------------------------------------------------------------- writer side
@@ -376,7 +382,7 @@ function insertKey (base: usize, block: u64, pod: u32, kind: u32, now: u32): i32
   } else {
     // One assumed-at time serves every pod of the entry: before this insert refreshes it, the assumed bits it
     // already judged expired go (else another pod's routing would bring back a pod whose TTL ran out).
-    if (assumed) dropExpiredAssumed(base, e, now);
+    if (assumed) dropStaleAssumed(base, e, now);
     const w = e + IX_E_BITS + kind * IX_KIND_BYTES + ((local >> 6) << 3);
     const old = load<u64>(w);
     if ((old & bit) == 0) {
@@ -400,23 +406,73 @@ function insertKey (base: usize, block: u64, pod: u32, kind: u32, now: u32): i32
   return ttl != 0 && <i32>(now - at) >= <i32>ttl;
 }
 
-/** Writer. Clears every pod's assumed bit of entry e if they expired (the entry stays: its caller adds a bit). */
-function dropExpiredAssumed (base: usize, e: usize, now: u32): void {
-  if (!assumedExpired(now, load<u32>(e + IX_E_ASSUMED_AT), load<u32>(base + IX_H_ASSUMED_TTL))) return;
+/**
+ * Writer, before an assumed insert refreshes entry e's one assumed-at time: clears the assumed bits that time no
+ * longer vouches for, every pod's once it expired, and those of pods voided since it (the entry stays: its caller
+ * adds a bit). Afterwards a pod's assumed bit in an entry younger than the pod's voided-at time was set after it.
+ */
+function dropStaleAssumed (base: usize, e: usize, now: u32): void {
+  const at = load<u32>(e + IX_E_ASSUMED_AT);
   const a = e + IX_E_BITS + IX_KIND_ASSUMED * IX_KIND_BYTES;
   const a0 = load<u64>(a);
   const a1 = load<u64>(a + 8);
   const a2 = load<u64>(a + 16);
   const a3 = load<u64>(a + 24);
   if ((a0 | a1 | a2 | a3) == 0) return;
-  const s = beginWrite(e);
-  for (let w: u32 = 0; w < 4; w++) atomic.store<u64>(a + (w << 3), 0);
-  endWrite(e, s);
   const g4 = load<u32>(e + IX_E_GROUP) << 2;
-  lostBits(base, g4, a0);
-  lostBits(base, g4 + 1, a1);
-  lostBits(base, g4 + 2, a2);
-  lostBits(base, g4 + 3, a3);
+  let d0 = a0;
+  let d1 = a1;
+  let d2 = a2;
+  let d3 = a3;
+  if (!assumedExpired(now, at, load<u32>(base + IX_H_ASSUMED_TTL))) {
+    const last = load<u32>(base + IX_H_LAST_VOID);
+    if (last == 0 || <i32>(last - at) < 0) return; // no pod voided since this time
+    d0 = voidedBits(base, g4, a0, at);
+    d1 = voidedBits(base, g4 + 1, a1, at);
+    d2 = voidedBits(base, g4 + 2, a2, at);
+    d3 = voidedBits(base, g4 + 3, a3, at);
+    if ((d0 | d1 | d2 | d3) == 0) return;
+  }
+  const s = beginWrite(e);
+  if (d0 != 0) atomic.store<u64>(a, a0 & ~d0);
+  if (d1 != 0) atomic.store<u64>(a + 8, a1 & ~d1);
+  if (d2 != 0) atomic.store<u64>(a + 16, a2 & ~d2);
+  if (d3 != 0) atomic.store<u64>(a + 24, a3 & ~d3);
+  endWrite(e, s);
+  lostBits(base, g4, d0);
+  lostBits(base, g4 + 1, d1);
+  lostBits(base, g4 + 2, d2);
+  lostBits(base, g4 + 3, d3);
+}
+
+/**
+ * The pods of presence word w (pods 64w..64w+63) set in `bits` whose assumed presence recorded at `at` is void:
+ * the pod was voided (ixVoidAssumed) at or after `at`. Any thread.
+ */
+function voidedBits (base: usize, w: u32, bits: u64, at: u32): u64 {
+  const voidAt = base + load<u32>(base + IX_H_VOID_AT) + (<usize>w << 8);
+  let out: u64 = 0;
+  while (bits != 0) {
+    const b = <u32>ctz<u64>(bits);
+    const v = atomic.load<u32>(voidAt + (<usize>b << 2));
+    if (v != 0 && <i32>(v - at) >= 0) out |= <u64>1 << <u64>b;
+    bits &= bits - 1;
+  }
+  return out;
+}
+
+/**
+ * Writer. `pod` holds none of what EAR's routing assumed it holds up to `now` (an engine's AllBlocksCleared):
+ * readers given a time stop counting those bits at once, with no sweep of the table, until they expire by the
+ * TTL (which the expiry sweep then clears); an assumed insert of the pod after `now` counts. -1 for a bad pod.
+ */
+export function ixVoidAssumed (base: usize, pod: u32, now: u32): i32 {
+  if (pod >= load<u32>(base + IX_H_PODS)) return -1;
+  const t = now == 0 ? 1 : now; // 0 means never
+  atomic.store<u32>(base + load<u32>(base + IX_H_VOID_AT) + (<usize>pod << 2), t);
+  atomic.store<u32>(base + IX_H_LAST_VOID, t);
+  lost(base, pod);
+  return 0;
 }
 
 /**
@@ -722,6 +778,24 @@ export function ixProbeStats (base: usize, outPtr: usize): void {
 }
 
 /**
+ * Whether a reader given a time must check voided pods (ixVoidAssumed) entry by entry: only while the latest void
+ * is younger than the TTL (older voids cover only bits the TTL has expired). Almost always false: one load a walk.
+ */
+// @ts-ignore: decorator
+@inline function voidsRecent (base: usize, kindMask: u32, now: u32, checkTtl: u32, ttl: u32): bool {
+  if (checkTtl == 0 || (kindMask & IX_MASK_ASSUMED) == 0) return false;
+  const last = atomic.load<u32>(base + IX_H_LAST_VOID);
+  return last != 0 && (ttl == 0 || <i32>(now - last) < <i32>ttl);
+}
+
+/** Presence word w of entry e (group g4 >> 2) in the kinds of `km`, its assumed bits less the voided pods'. */
+// @ts-ignore: decorator
+@inline function unvoided (base: usize, e: usize, g4: u32, w: u32, km: u32, at: u32): u64 {
+  const a = atomic.load<u64>(e + IX_E_BITS + IX_KIND_BYTES + (w << 3));
+  return presence(e, w, km & ~IX_MASK_ASSUMED) | (a & ~voidedBits(base, g4 + w, a, at));
+}
+
+/**
  * Reader. Writes the pods holding `key` in any kind of `kindMask` to `outPtr` (IX_PRESENCE_BYTES_PER_GROUP per
  * pod group: 4 u64 words each, pod p at bit p). Returns 1 if the key is in the index for some group (even with
  * no pod in those kinds), 0 if not. With `checkTtl`, assumed presence older than the writer's TTL at `now` is
@@ -731,6 +805,7 @@ export function ixLookup (base: usize, key: u64, kindMask: u32, outPtr: usize, n
   const block = normKey(key);
   const groups = load<u32>(base + IX_H_GROUPS);
   const ttl = readerTtl(base, kindMask, checkTtl);
+  const vo = voidsRecent(base, kindMask, now, checkTtl, ttl);
   let found: u32 = 0;
   for (let g: u32 = 0; g < groups; g++) {
     const k = groupKey(block, g);
@@ -741,10 +816,19 @@ export function ixLookup (base: usize, key: u64, kindMask: u32, outPtr: usize, n
       if (t < 0) break;
       const e = slotAt(base, <u32>t);
       const km = liveKinds(e, kindMask, now, ttl);
-      const p0 = presence(e, 0, km);
-      const p1 = presence(e, 1, km);
-      const p2 = presence(e, 2, km);
-      const p3 = presence(e, 3, km);
+      let p0: u64, p1: u64, p2: u64, p3: u64;
+      if (vo && (km & IX_MASK_ASSUMED) != 0) {
+        const at = atomic.load<u32>(e + IX_E_ASSUMED_AT);
+        p0 = unvoided(base, e, g << 2, 0, km, at);
+        p1 = unvoided(base, e, g << 2, 1, km, at);
+        p2 = unvoided(base, e, g << 2, 2, km, at);
+        p3 = unvoided(base, e, g << 2, 3, km, at);
+      } else {
+        p0 = presence(e, 0, km);
+        p1 = presence(e, 1, km);
+        p2 = presence(e, 2, km);
+        p3 = presence(e, 3, km);
+      }
       if (atomic.load<u32>(e + IX_E_SEQ) != <u32>(t >> 32)) continue;
       store<u64>(out, p0);
       store<u64>(out + 8, p1);
@@ -822,7 +906,8 @@ export function ixLongestPrefix (base: usize, keysPtr: usize, n: u32, kindMask: 
 export function ixLongestPrefixFrom (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize, hintPod: u32, hintFrom: u32, now: u32, checkTtl: u32): u32 {
   const groups = load<u32>(base + IX_H_GROUPS);
   const ttl = readerTtl(base, kindMask, checkTtl);
-  if (groups == 1) return longestPrefixOneGroup(base, keysPtr, n, kindMask, outPtr, hintPod, hintFrom, now, ttl);
+  const vo = voidsRecent(base, kindMask, now, checkTtl, ttl);
+  if (groups == 1) return longestPrefixOneGroup(base, keysPtr, n, kindMask, outPtr, hintPod, hintFrom, now, ttl, vo);
   const countsBytes = <usize>groups * IX_GROUP_PODS * 4;
   memory.fill(outPtr, 0, countsBytes);
   // Pods still matching, 4 u64 words per group, after the counts.
@@ -871,10 +956,18 @@ export function ixLongestPrefixFrom (base: usize, keysPtr: usize, n: u32, kindMa
         if (t < 0) break;
         const e = slotAt(base, <u32>t);
         const km = liveKinds(e, kindMask, now, ttl);
-        p0 = presence(e, 0, km);
-        p1 = presence(e, 1, km);
-        p2 = presence(e, 2, km);
-        p3 = presence(e, 3, km);
+        if (vo && (km & IX_MASK_ASSUMED) != 0) {
+          const at = atomic.load<u32>(e + IX_E_ASSUMED_AT);
+          p0 = unvoided(base, e, g << 2, 0, km, at);
+          p1 = unvoided(base, e, g << 2, 1, km, at);
+          p2 = unvoided(base, e, g << 2, 2, km, at);
+          p3 = unvoided(base, e, g << 2, 3, km, at);
+        } else {
+          p0 = presence(e, 0, km);
+          p1 = presence(e, 1, km);
+          p2 = presence(e, 2, km);
+          p3 = presence(e, 3, km);
+        }
         if (atomic.load<u32>(e + IX_E_SEQ) == <u32>(t >> 32)) break;
       }
       if (i < from && g == hg) {
@@ -920,7 +1013,7 @@ export function ixLongestPrefixFrom (base: usize, keysPtr: usize, n: u32, kindMa
  * another, made a one-group walk a fifth slower than before pod groups (an in-process A/B, bench/RESULTS.md issue
  * 24); this one is as fast. Same results; the property tests run both (256 and 600 rows).
  */
-function longestPrefixOneGroup (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize, hintPod: u32, hintFrom: u32, now: u32, ttl: u32): u32 {
+function longestPrefixOneGroup (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize, hintPod: u32, hintFrom: u32, now: u32, ttl: u32, vo: bool): u32 {
   memory.fill(outPtr, 0, IX_GROUP_PODS * 4);
   let a0: u64 = ~0;
   let a1: u64 = ~0;
@@ -961,10 +1054,18 @@ function longestPrefixOneGroup (base: usize, keysPtr: usize, n: u32, kindMask: u
       if (t < 0) break;
       const e = slotAt(base, <u32>t);
       const km = liveKinds(e, kindMask, now, ttl);
-      p0 = presence(e, 0, km);
-      p1 = presence(e, 1, km);
-      p2 = presence(e, 2, km);
-      p3 = presence(e, 3, km);
+      if (vo && (km & IX_MASK_ASSUMED) != 0) {
+        const at = atomic.load<u32>(e + IX_E_ASSUMED_AT);
+        p0 = unvoided(base, e, 0, 0, km, at);
+        p1 = unvoided(base, e, 0, 1, km, at);
+        p2 = unvoided(base, e, 0, 2, km, at);
+        p3 = unvoided(base, e, 0, 3, km, at);
+      } else {
+        p0 = presence(e, 0, km);
+        p1 = presence(e, 1, km);
+        p2 = presence(e, 2, km);
+        p3 = presence(e, 3, km);
+      }
       if (atomic.load<u32>(e + IX_E_SEQ) == <u32>(t >> 32)) break;
     }
     if (i < from) {

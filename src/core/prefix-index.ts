@@ -187,6 +187,7 @@ export class PrefixIndexWriter extends PrefixIndex {
   readonly #clearPod: Fn<[number, number, number]>;
   readonly #clearPods: Fn<[number, number, number]>;
   readonly #expire: Fn<[number, number, number, number]>;
+  readonly #voidAssumed: Fn<[number, number, number]>;
   readonly #probeStats: Fn<[number, number], void>;
   readonly #applyRing: Fn<[number, number, number, number, number, number, number, number]>;
   readonly #podsBase: number;
@@ -206,6 +207,7 @@ export class PrefixIndexWriter extends PrefixIndex {
     this.#clearPod = region.fn('ixClearPod');
     this.#clearPods = region.fn('ixClearPods');
     this.#expire = region.fn('ixExpireAssumed');
+    this.#voidAssumed = region.fn('ixVoidAssumed');
     this.#probeStats = region.fn('ixProbeStats');
     this.#applyRing = region.fn('ixApplyRing');
     this.#podsBase = region.base('TABLE_PODS');
@@ -264,6 +266,14 @@ export class PrefixIndexWriter extends PrefixIndex {
     }
     if (!any) return 0;
     return this.#clearPods(this.base, words << 2, kindMask);
+  }
+
+  /**
+   * `pod` holds none of the assumed presence recorded for it up to `now` (its engine cleared its cache): walks and
+   * lookups given a time stop counting it at once, with no sweep of the table; it expires by the TTL as any other.
+   */
+  voidAssumed (pod: number, now: number): void {
+    check(this.#voidAssumed(this.base, this.#pod(pod), now >>> 0), pod);
   }
 
   /**

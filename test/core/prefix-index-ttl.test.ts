@@ -81,3 +81,30 @@ test('an assumed insert by another pod does not bring back a pod whose assumed p
   assert.deepEqual(ix.lookup(prefix[7], ix.mask.assumed, later + 2000), [A, B]);
   assert.equal(ix.probeStats().junk, 0);
 });
+
+test('a voided pod (its engine cleared its cache) stops counting its assumed presence at once, with no sweep', () => {
+  const ix = freshIndex();
+  const t0 = 3_000_000;
+  ix.expireAssumed(t0, TTL, 0);
+  ix.insertMany(span(prefix), B, ix.kind.assumed, t0);
+  ix.insertMany(span(prefix), A, ix.kind.assumed, t0 + 10);
+  const epochB = ix.lossEpoch(B);
+  ix.voidAssumed(B, t0 + 100);
+  assert.notEqual(ix.lossEpoch(B), epochB, 'a hinted walk stops trusting b');
+  assert.equal(ix.longestPrefix(span(prefix), ix.mask.all, t0 + 101), BLOCKS);
+  assert.deepEqual([ix.counts[A], ix.counts[B]], [BLOCKS, 0]);
+  assert.deepEqual(ix.lookup(prefix[9], ix.mask.assumed, t0 + 101), [A]);
+  // a's refresh after the void does not bring b's old bits back (the entries' one time moves past the void)
+  ix.insertMany(span(prefix.slice(0, 16)), A, ix.kind.assumed, t0 + 200);
+  assert.equal(ix.longestPrefix(span(prefix), ix.mask.assumed, t0 + 201), BLOCKS);
+  assert.deepEqual([ix.counts[A], ix.counts[B]], [BLOCKS, 0]);
+  // What is routed to b after its clear counts.
+  ix.insertMany(span(prefix.slice(0, 32)), B, ix.kind.assumed, t0 + 300);
+  assert.equal(ix.longestPrefix(span(prefix), ix.mask.assumed, t0 + 301), BLOCKS);
+  assert.deepEqual([ix.counts[A], ix.counts[B]], [BLOCKS, 32]);
+  // Once the void is a TTL old readers stop checking it: every bit it voided has expired by then (blocks 32 on,
+  // last recorded at t0 + 10), and what was recorded after it has not.
+  assert.equal(ix.longestPrefix(span(prefix), ix.mask.assumed, t0 + 100 + TTL), 32);
+  assert.deepEqual([ix.counts[A], ix.counts[B]], [32, 32]);
+  assert.equal(ix.probeStats().junk, 0);
+});
