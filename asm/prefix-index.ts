@@ -9,7 +9,9 @@
 //     +12 flags u32 (CLOCK reference)   +16 last access u32 ms   +20 assumed-at u32 ms   +24 pod group u32
 //     +32 presence bits: IX_KINDS kinds x IX_GROUP_PODS pods (4 x u64 per kind), kind k at +32 + 32k.
 //   then one loss epoch per pod row (u32, IX_H_GROUPS x IX_GROUP_PODS of them, at IX_H_LOSS_AT), bumped by the
-//   writer after it clears any presence bit of the pod.
+//   writer after it clears any presence bit of the pod;
+//   then one voided-at time per pod row (u32, as many, at IX_H_VOID_AT): the pod's assumed presence recorded at or
+//   before it does not count (ixVoidAssumed, an engine's AllBlocksCleared; 0 = never).
 //   An empty slot is all zero (key, presence, times), so probing stops at the first key 0.
 //
 // Pod groups: the pod rows (IX_H_PODS, set at init, up to IX_MAX_PODS) fall into groups of IX_GROUP_PODS, and
@@ -46,7 +48,10 @@
 //     victim), counted in IX_H_EVICTIONS; size never exceeds capacity.
 //   - assumed presence expires: one assumed-at time per entry (the last ASSUMED insert on that block by any
 //     pod of its group: 256 per-pod times would triple the entry); ixExpireAssumed clears every pod's ASSUMED bit once
-//     that time is ttl old, scanning `budget` slots per call from a cursor kept in the header.
+//     that time is ttl old, scanning `budget` slots per call from a cursor kept in the header. A sweep of a large
+//     table takes many TTLs, so the TTL is also applied where presence is read: a walk or lookup given a time skips
+//     assumed bits whose entry's time is ttl old (the time is written inside the seq window, with the bits), and an
+//     ASSUMED insert first clears the expired bits of the entry it refreshes (its time is shared by the pods).
 //   - a key left with no pod in any kind is deleted (remove, clearPod, expiry).
 //   - load <= 0.75 (size <= capacity), so a probe always meets an empty slot; probes are bounded by slots.
 //   - clearPod sweeps the whole table (a pod leaving, AllBlocksCleared): O(slots), on the writer thread. Pod
@@ -81,10 +86,12 @@ export const IX_H_SHIFT: u32 = 8;        // u32 64 - log2(slots): home slot = (k
 export const IX_H_CAPACITY: u32 = 12;    // u32 max keys
 export const IX_H_MOVE_EPOCH: u32 = 16;  // u32 odd while a delete moves entries
 export const IX_H_WRITER: u32 = 20;      // u32 writer claim (host: thread id + 1), 0 = unclaimed
-export const IX_H_ASSUMED_TTL: u32 = 24; // u32 the assumed TTL (ms) of the last expiry sweep; 0 until one ran
+export const IX_H_ASSUMED_TTL: u32 = 24; // u32 the assumed TTL (ms) of the last expiry sweep, which readers apply; 0 until one ran
 export const IX_H_PODS: u32 = 28;        // u32 pod rows (set at init)
 export const IX_H_GROUPS: u32 = 32;      // u32 pod groups: ceil(pods / IX_GROUP_PODS)
 export const IX_H_LOSS_AT: u32 = 36;     // u32 byte offset from the base of the loss epochs (after the slots)
+export const IX_H_VOID_AT: u32 = 40;     // u32 byte offset from the base of the voided-at times (after the loss epochs)
+export const IX_H_LAST_VOID: u32 = 44;   // u32 time of the latest ixVoidAssumed (0 = none yet)
 export const IX_H_SIZE: u32 = 64;        // u32 live keys
 export const IX_H_CLOCK_HAND: u32 = 68;  // u32 next slot the CLOCK hand examines
 export const IX_H_EXPIRE_CURSOR: u32 = 72; // u32 next slot the expiry sweep examines
@@ -165,7 +172,7 @@ function slotsFor (capacity: u32): u64 {
  */
 export function ixBytes (capacity: u32, pods: u32): u32 {
   if (pods == 0 || pods > IX_MAX_PODS) return 0xFFFFFFFF;
-  const bytes = <u64>IX_HEADER_BYTES + slotsFor(capacity) * IX_ENTRY_BYTES + <u64>groupsFor(pods) * IX_GROUP_PODS * 4;
+  const bytes = <u64>IX_HEADER_BYTES + slotsFor(capacity) * IX_ENTRY_BYTES + <u64>groupsFor(pods) * IX_GROUP_PODS * 8;
   return bytes > 0xFFFFFFFF ? 0xFFFFFFFF : <u32>bytes;
 }
 
@@ -177,6 +184,8 @@ export function ixInit (base: usize, capacity: u32, pods: u32): void {
   store<u32>(base + IX_H_PODS, pods);
   store<u32>(base + IX_H_GROUPS, groups);
   store<u32>(base + IX_H_LOSS_AT, lossAt);
+  store<u32>(base + IX_H_VOID_AT, lossAt + groups * IX_GROUP_PODS * 4);
+  atomic.store<u32>(base + IX_H_LAST_VOID, 0);
   store<u32>(base + IX_H_SLOTS, slots);
   store<u32>(base + IX_H_MASK, slots - 1);
   store<u32>(base + IX_H_SHIFT, 64 - ctz<u32>(slots));
@@ -191,7 +200,7 @@ export function ixInit (base: usize, capacity: u32, pods: u32): void {
   store<u64>(base + IX_H_EVICTIONS, 0);
   store<u64>(base + IX_H_EXPIRATIONS, 0);
   atomic.store<u32>(base + IX_H_ASSUMED_TTL, 0);
-  memory.fill(base + lossAt, 0, groups * IX_GROUP_PODS * 4);
+  memory.fill(base + lossAt, 0, groups * IX_GROUP_PODS * 8); // loss epochs and voided-at times
 }
 
 // ---------------------------------------------------------------------------------------------- writer side
@@ -280,10 +289,11 @@ function deleteAt (base: usize, slot: u32): void {
       const v = load<u64>(ej + o);
       if (load<u64>(ei + o) != v) atomic.store<u64>(ei + o, v); // most words are 0 on both sides
     }
+    // Readers judge the assumed bits by this time: it moves with them, inside the write.
+    atomic.store<u32>(ei + IX_E_ASSUMED_AT, load<u32>(ej + IX_E_ASSUMED_AT));
     endWrite(ei, s);
     store<u32>(ei + IX_E_FLAGS, load<u32>(ej + IX_E_FLAGS));
     store<u32>(ei + IX_E_ACCESS, load<u32>(ej + IX_E_ACCESS));
-    store<u32>(ei + IX_E_ASSUMED_AT, load<u32>(ej + IX_E_ASSUMED_AT));
     store<u32>(ei + IX_E_GROUP, load<u32>(ej + IX_E_GROUP));
     i = j;
   }
@@ -294,10 +304,10 @@ function deleteAt (base: usize, slot: u32): void {
     const o = ei + IX_E_BITS + (w << 3);
     if (load<u64>(o) != 0) atomic.store<u64>(o, 0);
   }
+  atomic.store<u32>(ei + IX_E_ASSUMED_AT, 0);
   endWrite(ei, s);
   store<u32>(ei + IX_E_FLAGS, 0);
   store<u32>(ei + IX_E_ACCESS, 0);
-  store<u32>(ei + IX_E_ASSUMED_AT, 0);
   store<u32>(ei + IX_E_GROUP, 0);
   if (moving) atomic.store<u32>(epochPtr, load<u32>(epochPtr) + 1);
   atomic.store<u32>(base + IX_H_SIZE, load<u32>(base + IX_H_SIZE) - 1);
@@ -349,6 +359,7 @@ function insertKey (base: usize, block: u64, pod: u32, kind: u32, now: u32): i32
     i = (i + 1) & mask;
   }
   const bit: u64 = <u64>1 << <u64>(local & 63);
+  const assumed = kind == IX_KIND_ASSUMED;
   let added: i32 = 0;
   if (load<u64>(e) == 0) {
     if (load<u32>(base + IX_H_SIZE) >= load<u32>(base + IX_H_CAPACITY)) {
@@ -360,6 +371,8 @@ function insertKey (base: usize, block: u64, pod: u32, kind: u32, now: u32): i32
     }
     const s = beginWrite(e);
     atomic.store<u64>(e + IX_E_BITS + kind * IX_KIND_BYTES + ((local >> 6) << 3), bit);
+    // (0 in an empty slot; readers see the key with its time, never with another entry's)
+    if (assumed) atomic.store<u32>(e + IX_E_ASSUMED_AT, now);
     atomic.store<u64>(e + IX_E_KEY, key);
     endWrite(e, s);
     store<u32>(e + IX_E_GROUP, g);
@@ -367,18 +380,99 @@ function insertKey (base: usize, block: u64, pod: u32, kind: u32, now: u32): i32
     bump64(base + IX_H_INSERTS);
     added = 1;
   } else {
+    // One assumed-at time serves every pod of the entry: before this insert refreshes it, the assumed bits it
+    // already judged expired go (else another pod's routing would bring back a pod whose TTL ran out).
+    if (assumed) dropStaleAssumed(base, e, now);
     const w = e + IX_E_BITS + kind * IX_KIND_BYTES + ((local >> 6) << 3);
     const old = load<u64>(w);
     if ((old & bit) == 0) {
       const s = beginWrite(e);
       atomic.store<u64>(w, old | bit);
+      if (assumed) atomic.store<u32>(e + IX_E_ASSUMED_AT, now);
       endWrite(e, s);
-    }
+    } else if (assumed) atomic.store<u32>(e + IX_E_ASSUMED_AT, now); // same bits: a reader sees either time
   }
   store<u32>(e + IX_E_ACCESS, now);
   store<u32>(e + IX_E_FLAGS, load<u32>(e + IX_E_FLAGS) | FLAG_REF);
-  if (kind == IX_KIND_ASSUMED) store<u32>(e + IX_E_ASSUMED_AT, now);
   return added;
+}
+
+/**
+ * Whether assumed presence recorded at `at` has expired at `now` under `ttl` (ms; 0: no TTL known yet). Signed:
+ * a reader's clock a little behind the writer's (another thread's `now`) reads as young, not as 49 days old.
+ */
+// @ts-ignore: decorator
+@inline function assumedExpired (now: u32, at: u32, ttl: u32): bool {
+  return ttl != 0 && <i32>(now - at) >= <i32>ttl;
+}
+
+/**
+ * Writer, before an assumed insert refreshes entry e's one assumed-at time: clears the assumed bits that time no
+ * longer vouches for, every pod's once it expired, and those of pods voided since it (the entry stays: its caller
+ * adds a bit). Afterwards a pod's assumed bit in an entry younger than the pod's voided-at time was set after it.
+ */
+function dropStaleAssumed (base: usize, e: usize, now: u32): void {
+  const at = load<u32>(e + IX_E_ASSUMED_AT);
+  const a = e + IX_E_BITS + IX_KIND_ASSUMED * IX_KIND_BYTES;
+  const a0 = load<u64>(a);
+  const a1 = load<u64>(a + 8);
+  const a2 = load<u64>(a + 16);
+  const a3 = load<u64>(a + 24);
+  if ((a0 | a1 | a2 | a3) == 0) return;
+  const g4 = load<u32>(e + IX_E_GROUP) << 2;
+  let d0 = a0;
+  let d1 = a1;
+  let d2 = a2;
+  let d3 = a3;
+  if (!assumedExpired(now, at, load<u32>(base + IX_H_ASSUMED_TTL))) {
+    const last = load<u32>(base + IX_H_LAST_VOID);
+    if (last == 0 || <i32>(last - at) < 0) return; // no pod voided since this time
+    d0 = voidedBits(base, g4, a0, at);
+    d1 = voidedBits(base, g4 + 1, a1, at);
+    d2 = voidedBits(base, g4 + 2, a2, at);
+    d3 = voidedBits(base, g4 + 3, a3, at);
+    if ((d0 | d1 | d2 | d3) == 0) return;
+  }
+  const s = beginWrite(e);
+  if (d0 != 0) atomic.store<u64>(a, a0 & ~d0);
+  if (d1 != 0) atomic.store<u64>(a + 8, a1 & ~d1);
+  if (d2 != 0) atomic.store<u64>(a + 16, a2 & ~d2);
+  if (d3 != 0) atomic.store<u64>(a + 24, a3 & ~d3);
+  endWrite(e, s);
+  lostBits(base, g4, d0);
+  lostBits(base, g4 + 1, d1);
+  lostBits(base, g4 + 2, d2);
+  lostBits(base, g4 + 3, d3);
+}
+
+/**
+ * The pods of presence word w (pods 64w..64w+63) set in `bits` whose assumed presence recorded at `at` is void:
+ * the pod was voided (ixVoidAssumed) at or after `at`. Any thread.
+ */
+function voidedBits (base: usize, w: u32, bits: u64, at: u32): u64 {
+  const voidAt = base + load<u32>(base + IX_H_VOID_AT) + (<usize>w << 8);
+  let out: u64 = 0;
+  while (bits != 0) {
+    const b = <u32>ctz<u64>(bits);
+    const v = atomic.load<u32>(voidAt + (<usize>b << 2));
+    if (v != 0 && <i32>(v - at) >= 0) out |= <u64>1 << <u64>b;
+    bits &= bits - 1;
+  }
+  return out;
+}
+
+/**
+ * Writer. `pod` holds none of what EAR's routing assumed it holds up to `now` (an engine's AllBlocksCleared):
+ * readers given a time stop counting those bits at once, with no sweep of the table, until they expire by the
+ * TTL (which the expiry sweep then clears); an assumed insert of the pod after `now` counts. -1 for a bad pod.
+ */
+export function ixVoidAssumed (base: usize, pod: u32, now: u32): i32 {
+  if (pod >= load<u32>(base + IX_H_PODS)) return -1;
+  const t = now == 0 ? 1 : now; // 0 means never
+  atomic.store<u32>(base + load<u32>(base + IX_H_VOID_AT) + (<usize>pod << 2), t);
+  atomic.store<u32>(base + IX_H_LAST_VOID, t);
+  lost(base, pod);
+  return 0;
 }
 
 /**
@@ -665,13 +759,53 @@ export function ixProbeStats (base: usize, outPtr: usize): void {
 }
 
 /**
+ * A reader's TTL for assumed presence: the writer's (IX_H_ASSUMED_TTL) when the walk reads assumed bits and its
+ * caller gave a time (`checkTtl`), else 0 (none checked).
+ */
+// @ts-ignore: decorator
+@inline function readerTtl (base: usize, kindMask: u32, checkTtl: u32): u32 {
+  return checkTtl != 0 && (kindMask & IX_MASK_ASSUMED) != 0 ? atomic.load<u32>(base + IX_H_ASSUMED_TTL) : 0;
+}
+
+/**
+ * The kinds of `kindMask` entry e counts for at `now`: without ASSUMED once its assumed-at time is `ttl` old,
+ * whether or not the writer's expiry sweep has reached the entry yet (it sweeps a slice per tick). Read inside
+ * the entry's seq window: the writer moves the time with the bits.
+ */
+// @ts-ignore: decorator
+@inline function liveKinds (e: usize, kindMask: u32, now: u32, ttl: u32): u32 {
+  return ttl != 0 && assumedExpired(now, atomic.load<u32>(e + IX_E_ASSUMED_AT), ttl) ? kindMask & ~IX_MASK_ASSUMED : kindMask;
+}
+
+/**
+ * Whether a reader given a time must check voided pods (ixVoidAssumed) entry by entry: only while the latest void
+ * is younger than the TTL (older voids cover only bits the TTL has expired). Almost always false: one load a walk.
+ */
+// @ts-ignore: decorator
+@inline function voidsRecent (base: usize, kindMask: u32, now: u32, checkTtl: u32, ttl: u32): bool {
+  if (checkTtl == 0 || (kindMask & IX_MASK_ASSUMED) == 0) return false;
+  const last = atomic.load<u32>(base + IX_H_LAST_VOID);
+  return last != 0 && (ttl == 0 || <i32>(now - last) < <i32>ttl);
+}
+
+/** Presence word w of entry e (group g4 >> 2) in the kinds of `km`, its assumed bits less the voided pods'. */
+// @ts-ignore: decorator
+@inline function unvoided (base: usize, e: usize, g4: u32, w: u32, km: u32, at: u32): u64 {
+  const a = atomic.load<u64>(e + IX_E_BITS + IX_KIND_BYTES + (w << 3));
+  return presence(e, w, km & ~IX_MASK_ASSUMED) | (a & ~voidedBits(base, g4 + w, a, at));
+}
+
+/**
  * Reader. Writes the pods holding `key` in any kind of `kindMask` to `outPtr` (IX_PRESENCE_BYTES_PER_GROUP per
  * pod group: 4 u64 words each, pod p at bit p). Returns 1 if the key is in the index for some group (even with
- * no pod in those kinds), 0 if not.
+ * no pod in those kinds), 0 if not. With `checkTtl`, assumed presence older than the writer's TTL at `now` is
+ * not counted (liveKinds).
  */
-export function ixLookup (base: usize, key: u64, kindMask: u32, outPtr: usize): u32 {
+export function ixLookup (base: usize, key: u64, kindMask: u32, outPtr: usize, now: u32, checkTtl: u32): u32 {
   const block = normKey(key);
   const groups = load<u32>(base + IX_H_GROUPS);
+  const ttl = readerTtl(base, kindMask, checkTtl);
+  const vo = voidsRecent(base, kindMask, now, checkTtl, ttl);
   let found: u32 = 0;
   for (let g: u32 = 0; g < groups; g++) {
     const k = groupKey(block, g);
@@ -681,10 +815,20 @@ export function ixLookup (base: usize, key: u64, kindMask: u32, outPtr: usize): 
       const t = openRead(base, k);
       if (t < 0) break;
       const e = slotAt(base, <u32>t);
-      const p0 = presence(e, 0, kindMask);
-      const p1 = presence(e, 1, kindMask);
-      const p2 = presence(e, 2, kindMask);
-      const p3 = presence(e, 3, kindMask);
+      const km = liveKinds(e, kindMask, now, ttl);
+      let p0: u64, p1: u64, p2: u64, p3: u64;
+      if (vo && (km & IX_MASK_ASSUMED) != 0) {
+        const at = atomic.load<u32>(e + IX_E_ASSUMED_AT);
+        p0 = unvoided(base, e, g << 2, 0, km, at);
+        p1 = unvoided(base, e, g << 2, 1, km, at);
+        p2 = unvoided(base, e, g << 2, 2, km, at);
+        p3 = unvoided(base, e, g << 2, 3, km, at);
+      } else {
+        p0 = presence(e, 0, km);
+        p1 = presence(e, 1, km);
+        p2 = presence(e, 2, km);
+        p3 = presence(e, 3, km);
+      }
       if (atomic.load<u32>(e + IX_E_SEQ) != <u32>(t >> 32)) continue;
       store<u64>(out, p0);
       store<u64>(out + 8, p1);
@@ -741,7 +885,7 @@ export function ixLookup (base: usize, key: u64, kindMask: u32, outPtr: usize): 
  * pod p at u32 p); stops at the first block no remaining pod holds. Returns the deepest match (blocks).
  */
 export function ixLongestPrefix (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize): u32 {
-  return ixLongestPrefixFrom(base, keysPtr, n, kindMask, outPtr, 0xFFFFFFFF, 0);
+  return ixLongestPrefixFrom(base, keysPtr, n, kindMask, outPtr, 0xFFFFFFFF, 0, 0, 0);
 }
 
 /**
@@ -754,10 +898,16 @@ export function ixLongestPrefix (base: usize, keysPtr: usize, n: u32, kindMask: 
  *
  * Each block is looked up in every group still in play (`live`): all of them at block 0, then only those with a
  * pod still matching, so past a fleet's shared prefix a walk costs one probe per block as with one group.
+ *
+ * With `checkTtl`, assumed presence older than the writer's TTL at `now` (ms, the writer's clock) does not count
+ * (liveKinds): the expiry sweep takes a slice per tick, and an index of 2^20 keys is swept once in ~51 s, ten
+ * times the 5 s TTL of precise mode. (A hinted pod's blocks below `hintFrom` are not looked up, so not checked.)
  */
-export function ixLongestPrefixFrom (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize, hintPod: u32, hintFrom: u32): u32 {
+export function ixLongestPrefixFrom (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize, hintPod: u32, hintFrom: u32, now: u32, checkTtl: u32): u32 {
   const groups = load<u32>(base + IX_H_GROUPS);
-  if (groups == 1) return longestPrefixOneGroup(base, keysPtr, n, kindMask, outPtr, hintPod, hintFrom);
+  const ttl = readerTtl(base, kindMask, checkTtl);
+  const vo = voidsRecent(base, kindMask, now, checkTtl, ttl);
+  if (groups == 1) return longestPrefixOneGroup(base, keysPtr, n, kindMask, outPtr, hintPod, hintFrom, now, ttl, vo);
   const countsBytes = <usize>groups * IX_GROUP_PODS * 4;
   memory.fill(outPtr, 0, countsBytes);
   // Pods still matching, 4 u64 words per group, after the counts.
@@ -805,10 +955,19 @@ export function ixLongestPrefixFrom (base: usize, keysPtr: usize, n: u32, kindMa
         const t = openRead(base, key);
         if (t < 0) break;
         const e = slotAt(base, <u32>t);
-        p0 = presence(e, 0, kindMask);
-        p1 = presence(e, 1, kindMask);
-        p2 = presence(e, 2, kindMask);
-        p3 = presence(e, 3, kindMask);
+        const km = liveKinds(e, kindMask, now, ttl);
+        if (vo && (km & IX_MASK_ASSUMED) != 0) {
+          const at = atomic.load<u32>(e + IX_E_ASSUMED_AT);
+          p0 = unvoided(base, e, g << 2, 0, km, at);
+          p1 = unvoided(base, e, g << 2, 1, km, at);
+          p2 = unvoided(base, e, g << 2, 2, km, at);
+          p3 = unvoided(base, e, g << 2, 3, km, at);
+        } else {
+          p0 = presence(e, 0, km);
+          p1 = presence(e, 1, km);
+          p2 = presence(e, 2, km);
+          p3 = presence(e, 3, km);
+        }
         if (atomic.load<u32>(e + IX_E_SEQ) == <u32>(t >> 32)) break;
       }
       if (i < from && g == hg) {
@@ -854,7 +1013,7 @@ export function ixLongestPrefixFrom (base: usize, keysPtr: usize, n: u32, kindMa
  * another, made a one-group walk a fifth slower than before pod groups (an in-process A/B, bench/RESULTS.md issue
  * 24); this one is as fast. Same results; the property tests run both (256 and 600 rows).
  */
-function longestPrefixOneGroup (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize, hintPod: u32, hintFrom: u32): u32 {
+function longestPrefixOneGroup (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize, hintPod: u32, hintFrom: u32, now: u32, ttl: u32, vo: bool): u32 {
   memory.fill(outPtr, 0, IX_GROUP_PODS * 4);
   let a0: u64 = ~0;
   let a1: u64 = ~0;
@@ -894,10 +1053,19 @@ function longestPrefixOneGroup (base: usize, keysPtr: usize, n: u32, kindMask: u
       const t = openRead(base, key);
       if (t < 0) break;
       const e = slotAt(base, <u32>t);
-      p0 = presence(e, 0, kindMask);
-      p1 = presence(e, 1, kindMask);
-      p2 = presence(e, 2, kindMask);
-      p3 = presence(e, 3, kindMask);
+      const km = liveKinds(e, kindMask, now, ttl);
+      if (vo && (km & IX_MASK_ASSUMED) != 0) {
+        const at = atomic.load<u32>(e + IX_E_ASSUMED_AT);
+        p0 = unvoided(base, e, 0, 0, km, at);
+        p1 = unvoided(base, e, 0, 1, km, at);
+        p2 = unvoided(base, e, 0, 2, km, at);
+        p3 = unvoided(base, e, 0, 3, km, at);
+      } else {
+        p0 = presence(e, 0, km);
+        p1 = presence(e, 1, km);
+        p2 = presence(e, 2, km);
+        p3 = presence(e, 3, km);
+      }
       if (atomic.load<u32>(e + IX_E_SEQ) == <u32>(t >> 32)) break;
     }
     if (i < from) {

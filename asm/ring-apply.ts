@@ -48,7 +48,7 @@ export function ixApplyRing (ixBase: usize, ringBase: u32, podsBase: u32, opsPtr
       if (opcode == RING_OPCODE_ASSUMED) {
         ixInsert(ixBase, key, pod, IX_KIND_ASSUMED, now);
       } else if (opcode == RING_OPCODE_TOUCH) {
-        if (ixLookup(ixBase, key, IX_MASK_ALL, lookupPtr) != 0) ixInsert(ixBase, key, pod, IX_KIND_ASSUMED, now);
+        if (ixLookup(ixBase, key, IX_MASK_ALL, lookupPtr, 0, 0) != 0) ixInsert(ixBase, key, pod, IX_KIND_ASSUMED, now);
       } else if (opcode == RING_OPCODE_FORGET_POD) {
         ixClearPod(ixBase, pod, IX_MASK_ALL);
         forgotten++;

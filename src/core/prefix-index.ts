@@ -59,12 +59,12 @@ export class PrefixIndex {
   protected readonly statsAt: number;
   readonly #presence: Uint32Array;
   readonly #h: Record<'slots' | 'capacity' | 'size' | 'inserts' | 'removes' | 'evictions' | 'expirations', number>;
-  readonly #longest: Fn<[number, number, number, number, number, number, number]>;
+  readonly #longest: Fn<[number, number, number, number, number, number, number, number, number]>;
   /** u32 word index of pod 0's loss epoch in region.u32, and a view of all of them. */
   readonly #lossEpochs: number;
   readonly #lossEpochView: Uint32Array;
   readonly #assumedTtl: number;
-  readonly #lookup: Fn<[number, bigint, number, number]>;
+  readonly #lookup: Fn<[number, bigint, number, number, number, number]>;
 
   /** Bytes of output area a PrefixIndex needs (counts, presence words, probe stats, the ring drain's counts). */
   static areaBytes (region: Region): number {
@@ -111,10 +111,12 @@ export class PrefixIndex {
 
   /**
    * Any thread. Walks the keys from block 0 and fills `counts` with each pod's matched leading blocks in the
-   * kinds of `kindMask`; returns the deepest match in blocks.
+   * kinds of `kindMask`; returns the deepest match in blocks. Given `now` (ms, the writer's clock: the times its
+   * assumed presence was recorded at), assumed presence older than the writer's TTL does not count, whether or
+   * not the writer's expiry sweep has reached it; without, every bit present counts.
    */
-  longestPrefix (keys: KeySpan, kindMask: number = this.mask.all): number {
-    return this.#longest(this.base, keys.ptr, keys.count, kindMask, this.area, this.maxPods, 0) >>> 0;
+  longestPrefix (keys: KeySpan, kindMask: number = this.mask.all, now?: number): number {
+    return this.#longest(this.base, keys.ptr, keys.count, kindMask, this.area, this.maxPods, 0, now === undefined ? 0 : now >>> 0, now === undefined ? 0 : 1) >>> 0;
   }
 
   /**
@@ -122,8 +124,8 @@ export class PrefixIndex {
    * those blocks are not looked up. Exact whenever that is true; it is when a walk found it after reading the
    * pod's lossEpoch and the epoch has not moved since (asm/prefix-index.ts ixLongestPrefixFrom).
    */
-  longestPrefixFrom (keys: KeySpan, kindMask: number, pod: number, from: number): number {
-    return this.#longest(this.base, keys.ptr, keys.count, kindMask, this.area, pod, from) >>> 0;
+  longestPrefixFrom (keys: KeySpan, kindMask: number, pod: number, from: number, now?: number): number {
+    return this.#longest(this.base, keys.ptr, keys.count, kindMask, this.area, pod, from, now === undefined ? 0 : now >>> 0, now === undefined ? 0 : 1) >>> 0;
   }
 
   /** Any thread. Moves (after the fact) whenever the writer clears any presence bit of `pod`. */
@@ -141,9 +143,12 @@ export class PrefixIndex {
     return Atomics.load(this.region.u32, this.#assumedTtl);
   }
 
-  /** Any thread. Pods holding `key` in the kinds of `kindMask` (ascending), or null if the key is absent. */
-  lookup (key: bigint, kindMask: number = this.mask.all): number[] | null {
-    if (this.#lookup(this.base, key, kindMask, this.#presence.byteOffset) === 0) return null;
+  /**
+   * Any thread. Pods holding `key` in the kinds of `kindMask` (ascending), or null if the key is absent. Given
+   * `now`, assumed presence past the writer's TTL does not count (as longestPrefix).
+   */
+  lookup (key: bigint, kindMask: number = this.mask.all, now?: number): number[] | null {
+    if (this.#lookup(this.base, key, kindMask, this.#presence.byteOffset, now === undefined ? 0 : now >>> 0, now === undefined ? 0 : 1) === 0) return null;
     const pods: number[] = [];
     const words = this.#presence; // u32 words, little-endian halves of the u64 words: pod p at bit p % 32 of word p / 32
     for (let w = 0; w < words.length; w++) {
@@ -182,6 +187,7 @@ export class PrefixIndexWriter extends PrefixIndex {
   readonly #clearPod: Fn<[number, number, number]>;
   readonly #clearPods: Fn<[number, number, number]>;
   readonly #expire: Fn<[number, number, number, number]>;
+  readonly #voidAssumed: Fn<[number, number, number]>;
   readonly #probeStats: Fn<[number, number], void>;
   readonly #applyRing: Fn<[number, number, number, number, number, number, number, number]>;
   readonly #podsBase: number;
@@ -201,6 +207,7 @@ export class PrefixIndexWriter extends PrefixIndex {
     this.#clearPod = region.fn('ixClearPod');
     this.#clearPods = region.fn('ixClearPods');
     this.#expire = region.fn('ixExpireAssumed');
+    this.#voidAssumed = region.fn('ixVoidAssumed');
     this.#probeStats = region.fn('ixProbeStats');
     this.#applyRing = region.fn('ixApplyRing');
     this.#podsBase = region.base('TABLE_PODS');
@@ -259,6 +266,14 @@ export class PrefixIndexWriter extends PrefixIndex {
     }
     if (!any) return 0;
     return this.#clearPods(this.base, words << 2, kindMask);
+  }
+
+  /**
+   * `pod` holds none of the assumed presence recorded for it up to `now` (its engine cleared its cache): walks and
+   * lookups given a time stop counting it at once, with no sweep of the table; it expires by the TTL as any other.
+   */
+  voidAssumed (pod: number, now: number): void {
+    check(this.#voidAssumed(this.base, this.#pod(pod), now >>> 0), pod);
   }
 
   /**

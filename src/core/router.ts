@@ -118,10 +118,10 @@ export class Router {
     if (req.keys.count > 0) {
       if (req.sessionKey !== null) index.lossEpochsInto(this.#epochs);
       if (hint !== undefined && this.#holds(hint, req.keys)) {
-        index.longestPrefixFrom(req.keys, index.mask.all, hint.pod, hint.count);
+        index.longestPrefixFrom(req.keys, index.mask.all, hint.pod, hint.count, now);
         this.#walks.shortcut++;
       } else {
-        index.longestPrefix(req.keys);
+        index.longestPrefix(req.keys, index.mask.all, now);
         this.#walks.full++;
       }
       counts.set(index.counts);
@@ -147,7 +147,7 @@ export class Router {
       offloadedBlocks: (p) => {
         if (keys.count === 0) return 0;
         if (onGpu === null) {
-          index.longestPrefix(keys, index.mask.confirmed | index.mask.assumed);
+          index.longestPrefix(keys, index.mask.confirmed | index.mask.assumed, now);
           onGpu = index.counts.slice();
         }
         return counts[p] - onGpu[p];

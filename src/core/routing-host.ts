@@ -479,9 +479,10 @@ export class RoutingHost {
   /**
    * Where the index says `pod` holds the leading blocks of `keys`, by kind: `gpu` confirmed by the engine's
    * events in GPU memory, `engine` confirmed on any engine tier (GPU or an offload tier: the events' medium),
-   * `assumed` recorded from routing decisions. Counts of leading blocks (longestPrefix), each ≤ keys.length.
+   * `assumed` recorded from routing decisions (given `now`, the routing clock, only those within the TTL). Counts
+   * of leading blocks (longestPrefix), each ≤ keys.length.
    */
-  prefixOf (keys: BigUint64Array, pod: number): { gpu: number; engine: number; assumed: number; total: number } {
+  prefixOf (keys: BigUint64Array, pod: number, now?: number): { gpu: number; engine: number; assumed: number; total: number } {
     if (keys.length === 0 || pod < 0 || pod >= this.index.maxPods) return { gpu: 0, engine: 0, assumed: 0, total: keys.length };
     const span = this.#span(keys);
     this.#keysOwner = null; // the key area now holds these keys: dispatched() writes its own back
@@ -490,7 +491,7 @@ export class RoutingHost {
     const gpu = this.index.counts[pod];
     this.index.longestPrefix(span, m.confirmed | m.offloaded);
     const engine = this.index.counts[pod];
-    this.index.longestPrefix(span, m.assumed);
+    this.index.longestPrefix(span, m.assumed, now);
     const assumed = this.index.counts[pod];
     return { gpu, engine, assumed, total: keys.length };
   }

@@ -197,7 +197,8 @@ export class TableRouting implements RoutingState {
 
   prefixOf (keys: BigUint64Array, backend: Backend): { gpu: number; engine: number; assumed: number; total: number } | null {
     if (backend.gone || this.#byRow[backend.index] !== backend) return null;
-    return this.host.prefixOf(keys, backend.index);
+    // The routing clock (startEar's): the one assumed presence is recorded and expired on.
+    return this.host.prefixOf(keys, backend.index, performance.timeOrigin + performance.now());
   }
 
   backendChanged (b: Backend, _now: number): void {

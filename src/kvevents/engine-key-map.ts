@@ -143,6 +143,12 @@ export class EngineKeyMap {
     this.#count = 0;
   }
 
+  /** Calls fn with every live entry's slot (keyLo, keyHi and tiers at that index). */
+  forEachLive (fn: (slot: number) => void): void {
+    const t = this.tiers;
+    for (let s = 0; s < t.length; s++) if (t[s] !== EMPTY) fn(s);
+  }
+
   /** Calls fn for every entry's tiers (counting per tier). */
   forEachTiers (fn: (tiers: number) => void): void {
     const t = this.tiers;

@@ -112,16 +112,30 @@ export class EventApplier {
       else if (e.type === 'BlockRemoved') this.#removed(e);
       else {
         this.stats.cleared++;
-        this.clear();
+        this.#allCleared(now);
       }
     }
   }
 
-  /** Forgets everything engine events told about this backend (AllBlocksCleared, resync, backend removed). */
+  /** Forgets everything engine events told about this backend (resync, backend removed): a sweep of the index. */
   clear (): void {
     const m = this.#w.mask;
     this.#w.clearPod(this.#pod, m.confirmed | m.offloaded);
     this.#map.clear();
+  }
+
+  /**
+   * AllBlocksCleared: the engine holds nothing. Its confirmed and offloaded keys are exactly the mapped ones (a
+   * mapping dropped at the cap takes its key out), so they go one by one, not by a sweep of the whole index (2^21
+   * slots by default: long enough that the other engines' events queued behind it and a request routed meanwhile
+   * still saw this engine holding its prefixes). What EAR's routing assumed it holds up to now is as stale:
+   * voided at once (readers skip it until the TTL expires it); a prompt routed to it afterwards counts again.
+   */
+  #allCleared (now: number): void {
+    const map = this.#map;
+    map.forEachLive((s) => { this.#w.remove(join64(map.keyLo[s], map.keyHi[s]), this.#pod, map.tiers[s]); });
+    map.clear();
+    this.#w.voidAssumed(this.#pod, now);
   }
 
   #tier (medium: string | null): number {

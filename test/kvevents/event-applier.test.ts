@@ -91,11 +91,19 @@ test('BlockRemoved per tier, tier-only stores, AllBlocksCleared, unplaceable and
   assert.equal(applier.stats.blockSizeMismatch, 1);
   assert.equal(applier.stats.otherGroups, 1);
   assert.equal(applier.stats.malformed, 1);
-  // assumed entries of the same pod survive AllBlocksCleared (they are routing hints, not engine facts)
+  // AllBlocksCleared: the engine holds nothing, so what EAR's routing assumed it holds goes too (issue 28 #9),
+  // for a reader at once (voided, no sweep); another pod's assumed entry of the same block stays, and what is
+  // routed to the engine after the clear counts again
   w.insert(keys.keys[0], 2, w.kind.assumed, 1);
-  applier.apply(batch({ type: 'AllBlocksCleared' }), 1);
+  w.insert(keys.keys[0], 3, w.kind.assumed, 1);
+  applier.apply(batch({ type: 'AllBlocksCleared' }), 2);
   assert.equal(w.longestPrefix(keys, w.mask.confirmed | w.mask.offloaded), 0);
-  assert.equal(w.longestPrefix(keys, w.mask.assumed), 1);
+  assert.equal(w.longestPrefix(keys, w.mask.assumed, 3), 1);
+  assert.equal(w.counts[2], 0, 'the cleared pod keeps no assumed entry');
+  assert.equal(w.counts[3], 1);
+  assert.deepEqual(w.lookup(keys.keys[0], w.mask.all, 3), [3]);
+  w.insert(keys.keys[0], 2, w.kind.assumed, 4);
+  assert.deepEqual(w.lookup(keys.keys[0], w.mask.all, 5), [2, 3]);
   assert.equal(applier.mapped().blocks, 0);
 });
 

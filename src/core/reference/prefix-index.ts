@@ -31,6 +31,8 @@ export class PrefixIndexRef {
   removes = 0;
   evictions = 0;
   expirations = 0;
+  /** The TTL of the last expiry sweep (the kernel's IX_H_ASSUMED_TTL): 0 until one ran. */
+  #ttl = 0;
 
   constructor (capacity: number, pods = REF_MAX_PODS) {
     this.capacity = Math.max(1, capacity);
@@ -66,6 +68,9 @@ export class PrefixIndexRef {
       this.#map.set(key, e);
       this.inserts++;
       added = 1;
+    } else if (kind === ASSUMED && this.#expired(now, e)) {
+      // One assumed-at time for every pod of the entry: an insert that refreshes it first drops the expired bits.
+      e.bits.fill(0, ASSUMED * WORDS, (ASSUMED + 1) * WORDS);
     }
     e.bits[kind * WORDS + ((pod % REF_GROUP_PODS) >>> 5)] |= 1 << (pod & 31);
     e.access = now >>> 0;
@@ -123,8 +128,19 @@ export class PrefixIndexRef {
     return changed;
   }
 
+  /** Whether e's assumed presence is past the last sweep's TTL at `now` (signed: a clock a little behind is not). */
+  #expired (now: number, e: RefEntry): boolean {
+    return this.#ttl !== 0 && ((now - e.assumedAt) | 0) >= this.#ttl;
+  }
+
+  /** The kinds of `kindMask` entry e counts for: without ASSUMED past the TTL when a time is given. */
+  #kinds (e: RefEntry, kindMask: number, now: number | undefined): number {
+    return now !== undefined && this.#expired(now >>> 0, e) ? kindMask & ~(1 << ASSUMED) : kindMask;
+  }
+
   /** Full sweep: entries whose assumed-at is `ttl` ms old (wrapping u32 ms) lose every pod's ASSUMED bit. */
   expireAssumed (now: number, ttl: number): number {
+    this.#ttl = ttl;
     let expired = 0;
     for (const [key, e] of [...this.#map]) {
       if (((now - e.assumedAt) >>> 0) < ttl) continue;
@@ -140,17 +156,21 @@ export class PrefixIndexRef {
     return expired;
   }
 
-  /** Pods holding `key` in the kinds of `kindMask`, ascending; null if the key is absent (in every group). */
-  lookup (key: bigint, kindMask: number): number[] | null {
+  /**
+   * Pods holding `key` in the kinds of `kindMask`, ascending; null if the key is absent (in every group). Given
+   * `now`, assumed presence past the last sweep's TTL does not count.
+   */
+  lookup (key: bigint, kindMask: number, now?: number): number[] | null {
     let found = false;
     const pods: number[] = [];
     for (let g = 0; g < this.#groups; g++) {
       const e = this.#map.get(entryKey(key, g));
       if (e === undefined) continue;
       found = true;
+      const km = this.#kinds(e, kindMask, now);
       for (let q = 0; q < REF_GROUP_PODS; q++) {
         for (let k = 0; k < REF_KINDS; k++) {
-          if ((kindMask & (1 << k)) !== 0 && (e.bits[k * WORDS + (q >>> 5)] & (1 << (q & 31))) !== 0) {
+          if ((km & (1 << k)) !== 0 && (e.bits[k * WORDS + (q >>> 5)] & (1 << (q & 31))) !== 0) {
             pods.push(g * REF_GROUP_PODS + q);
             break;
           }
@@ -160,8 +180,8 @@ export class PrefixIndexRef {
     return found ? pods : null;
   }
 
-  /** Per-pod matched leading blocks into `counts` (length ≥ pods); returns the deepest match. */
-  longestPrefix (keys: BigUint64Array, kindMask: number, counts: Uint32Array): number {
+  /** Per-pod matched leading blocks into `counts` (length ≥ pods); returns the deepest match. `now`: as lookup. */
+  longestPrefix (keys: BigUint64Array, kindMask: number, counts: Uint32Array, now?: number): number {
     counts.fill(0);
     const words = this.#groups * WORDS;
     const alive = new Uint32Array(words).fill(0xffffffff);
@@ -172,8 +192,9 @@ export class PrefixIndexRef {
       for (let g = 0; g < this.#groups; g++) {
         const e = this.#map.get(entryKey(keys[i], g));
         if (e === undefined) continue;
+        const km = this.#kinds(e, kindMask, now);
         for (let k = 0; k < REF_KINDS; k++) {
-          if ((kindMask & (1 << k)) === 0) continue;
+          if ((km & (1 << k)) === 0) continue;
           for (let w = 0; w < WORDS; w++) present[g * WORDS + w] |= e.bits[k * WORDS + w];
         }
       }
