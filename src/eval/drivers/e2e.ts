@@ -111,6 +111,9 @@ function schedulerConfig (o: E2eRunOptions, scale: number): Record<string, unkno
   if (o.kvConnectors !== undefined) c.kvConnectors = o.kvConnectors;
   if (o.kvConnector != null) c.kvConnector = o.kvConnector;
   c.kvCostProfile = o.profile;
+  // The engines share this process's event loop with the client, which blocks it for seconds on a slow machine
+  // (tokenizing and decoding prompts of 200k tokens): a missed probe is that pause, not a dead engine.
+  c.unhealthyAfter = 100;
   return c;
 }
 const MODEL = 'ear-eval';
