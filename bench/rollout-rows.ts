@@ -46,7 +46,7 @@ const body = `## Pod rows through a rolling update: new pods waiting for a row (
 
 Machine: ${machine()}; load average ${load0.toFixed(1)} at the start, ${loadavg()[0].toFixed(1)} at the end. Commit ${gitCommit()}, ${new Date().toISOString().slice(0, 10)}.
 Command: \`npm run build && node dist/bench/rollout-rows.js --runs ${RUNS}\`. ${o.replicas} fake-engine pods rolled once at
-maxSurge ${o.surge}, 250 ms minReady and 250 ms between batches, maxPods ${o.maxPods} (${o.replicas} + ${o.surge} surging + the batch
+maxSurge ${o.surge}, 250 ms minReady (and on until the gateway has taken the batch in) and 250 ms between batches, maxPods ${o.maxPods} (${o.replicas} + ${o.surge} surging + the batch
 draining), 12 closed-loop sessions at 5 ms pauses through \`ear serve --discovery k8s\` (test/fixtures/rolling-update.ts).
 Target: no new pod waits for a row (\`ear_pod_row_waits_total\` 0). test/discovery/rolling-update.test.ts asserts
 what holds on any machine (no request fails, every new pod in service once its row frees, waits counted); this is
