@@ -54,3 +54,6 @@ export function churnKey (s: StressShape, j: number): bigint {
 export function churnPods (j: number): [number, number] {
   return [128 + (j % 64), 192 + (j % 64)];
 }
+
+/** The least work the stress test asserts of each thread; the writer goes on past its time until all have done it. */
+export const ENOUGH = { writerOps: 10_000, churnDeletes: 1000, lookups: 1000, prefixes: 100 };

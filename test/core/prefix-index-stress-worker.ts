@@ -1,9 +1,11 @@
 // A thread of the prefix-index stress test: the one writer churning the index, or a reader checking every
-// answer against what the keys can legally hold. Stops when the control word turns non-zero.
+// answer against what the keys can legally hold. Stops when the control word turns non-zero. The writer runs
+// its durationMs and on until every thread has done the work the test asserts (a slow machine runs longer, it
+// does not do less), or a minute at most.
 import { workerData, parentPort } from 'node:worker_threads';
 import { Region, type SharedRegion } from '../../src/core/region.js';
 import { PrefixIndex, PrefixIndexWriter } from '../../src/core/prefix-index.js';
-import { churnKey, churnPods, keyOf, stablePods, walkCounts, walkOf, type StressShape } from './prefix-index-stress-keys.js';
+import { churnKey, churnPods, ENOUGH, keyOf, stablePods, walkCounts, walkOf, type StressShape } from './prefix-index-stress-keys.js';
 
 const { shared, shape, role, ctrlPtr, durationMs, seed } = workerData as {
   shared: SharedRegion; shape: StressShape; role: 'writer' | 'reader'; ctrlPtr: number; durationMs: number; seed: number;
@@ -11,6 +13,8 @@ const { shared, shape, role, ctrlPtr, durationMs, seed } = workerData as {
 const region = new Region(shared);
 const stop = ctrlPtr >>> 2; // i32: the writer sets it when its time is up
 const readersReady = stop + 1; // i32: readers count themselves in; the writer's clock starts at 3
+const readersDone = stop + 2; // i32: readers that have done their share (ENOUGH)
+const MAX_MS = 60_000;
 const nStable = shape.chains * shape.chainLength;
 let rng = seed >>> 0 || 1;
 const rand = (n: number): number => { rng ^= rng << 13; rng ^= rng >>> 17; rng ^= rng << 5; return (rng >>> 0) % n; };
@@ -24,7 +28,11 @@ if (role === 'writer') {
   for (let n; (n = Atomics.load(region.i32, readersReady)) < 3;) Atomics.wait(region.i32, readersReady, n, 1000);
   const t0 = Date.now();
   let ops = 0;
-  for (let now = t0; now - t0 < durationMs; now = Date.now()) {
+  const enough = (): boolean => {
+    const s = ix.stats();
+    return ops > ENOUGH.writerOps && s.removes + s.expirations > ENOUGH.churnDeletes && Atomics.load(region.i32, readersDone) >= 3;
+  };
+  for (let now = t0; now - t0 < durationMs || (now - t0 < MAX_MS && !enough()); now = Date.now()) {
     for (let n = 0; n < 1000; n++, ops++) {
       const j = rand(shape.churnKeys);
       const pod = 128 + (j % 64) + 64 * rand(2); // churnPods(j), without an allocation per op
@@ -52,6 +60,7 @@ if (role === 'writer') {
   const expected = walks.map((w) => walkCounts(shape, w));
   const errors: string[] = [];
   let lookups = 0, prefixes = 0, churnHits = 0;
+  let done = false;
   Atomics.add(region.i32, readersReady, 1);
   Atomics.notify(region.i32, readersReady);
   while (Atomics.load(region.i32, stop) === 0 && errors.length < 5) {
@@ -81,6 +90,10 @@ if (role === 'writer') {
         errors.push(`chain ${c}: depth ${depth}, pod ${bad} matched ${ix.counts[bad]}, want ${want[bad]}`);
       }
       prefixes++;
+    }
+    if (!done && lookups > ENOUGH.lookups && prefixes > ENOUGH.prefixes && churnHits > 0) {
+      done = true;
+      Atomics.add(region.i32, readersDone, 1);
     }
   }
   parentPort!.postMessage({ lookups, prefixes, churnHits, errors });

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { Worker } from 'node:worker_threads';
 import { createRegion, Region } from '../../src/core/region.js';
 import { PrefixIndex, PrefixIndexWriter } from '../../src/core/prefix-index.js';
-import { capacityOf, keyOf, stablePods, type StressShape } from './prefix-index-stress-keys.js';
+import { capacityOf, ENOUGH, keyOf, stablePods, type StressShape } from './prefix-index-stress-keys.js';
 
 const WORKER = new URL('./prefix-index-stress-worker.js', import.meta.url);
 
@@ -31,13 +31,13 @@ async function stress (shape: StressShape, durationMs: number): Promise<void> {
 
   for (const r of rs) {
     assert.deepEqual(r.errors, [], 'torn read or lost key');
-    assert.ok(r.lookups > 1000 && r.prefixes > 100, `reader did too little: ${JSON.stringify(r)}`);
+    assert.ok(r.lookups > ENOUGH.lookups && r.prefixes > ENOUGH.prefixes, `reader did too little: ${JSON.stringify(r)}`);
     assert.ok(r.churnHits > 0, 'readers must see churn keys while they move');
   }
-  assert.ok(w.ops > 10000, `writer did ${w.ops} ops`);
+  assert.ok(w.ops > ENOUGH.writerOps, `writer did ${w.ops} ops`);
   const s = w.stats;
   assert.equal(s.evictions, 0);
-  assert.ok(s.removes + s.expirations > 1000, `churn must delete keys: ${JSON.stringify(s)}`);
+  assert.ok(s.removes + s.expirations > ENOUGH.churnDeletes, `churn must delete keys: ${JSON.stringify(s)}`);
   assert.equal(s.size, s.inserts - s.removes - s.evictions - s.expirations);
   assert.equal(w.probe.junk, 0);
   new PrefixIndexWriter(region).release(); // the finished writer gave the role up

@@ -141,15 +141,17 @@ test('a reader thread never sees a torn record nor misses a present session whil
   // Every write keeps the record's fields tied to one value v, so a mixed copy is detectable.
   const write = (k: bigint, v: number) => s.update(k, { contextTokens: v, attained: 2 * v, criticalPath: 3 * v, wait: 5 * v, host: (v % 97) - 1 });
   for (const k of pinned) { s.upsert(k, 0, 1e9); write(k, 1); }
-  const stop = new Int32Array(new SharedArrayBuffer(4));
+  // [0] stop, [1] the reader's hits so far.
+  const stop = new Int32Array(new SharedArrayBuffer(8));
   const worker = new Worker(new URL('./fixtures/session-reader.js', import.meta.url), { workerData: { shared, pinned, churn, stop } });
   const result = new Promise<{ hits: number; torn: number; pinnedMisses: number }>((resolve, reject) => {
     worker.once('message', resolve);
     worker.once('error', reject);
   });
   let v = 1;
-  const until = Date.now() + 1500;
-  while (Date.now() < until) {
+  // 1.5 s, and on until the reader has made the progress asserted below (a slow machine runs longer, a minute at most).
+  const t0 = Date.now();
+  while (Date.now() - t0 < 1500 || (Atomics.load(stop, 1) <= 1000 && Date.now() - t0 < 60_000)) {
     for (let i = 0; i < 200; i++) {
       v++;
       const k = churn[v % churn.length];

@@ -407,10 +407,7 @@ describe('f, g. the shared session store (redis-server): Redis down and back; a 
     await redis.start(); // the same port, empty (no persistence)
     const t0 = Date.now();
     for (const gw of [A.url, B.url]) {
-      while (await metric(gw, 'ear_session_store_up', '{kind="redis"}') !== 1) {
-        assert.ok(Date.now() - t0 < 10_000, 'the store comes back up');
-        await sleep(50);
-      }
+      await until(async () => await metric(gw, 'ear_session_store_up', '{kind="redis"}') === 1, { what: `${gw}: the store to come back up`, timeoutMs: 60_000 });
     }
     const upMs = Date.now() - t0;
     // Two turns each (one on each replica): the replayed bindings, or a new bind, are followed by both.

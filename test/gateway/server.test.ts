@@ -93,6 +93,8 @@ test('a body declared over the limit is answered 413 from the header alone (999,
   const e = await fakeEngine();
   after(() => e.close());
   const { url, gw } = await gateway([e]);
+  /** What send answers when the gateway neither answered nor closed the connection. */
+  const NO_CLOSE = '(the connection stayed open, unanswered)';
   const send = (path: string, declared: string): Promise<string> => new Promise<string>((resolve) => {
     const s = connect(gw.port, '127.0.0.1', () => {
       s.write(`POST ${path} HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${declared}\r\n\r\n{"model":`);
@@ -101,17 +103,15 @@ test('a body declared over the limit is answered 413 from the header alone (999,
     s.on('data', (d) => { out += d; });
     s.on('close', () => resolve(out));
     s.on('error', () => resolve(out));
-    // No more bytes come: the answer must not wait for them.
-    setTimeout(() => s.destroy(), 3000);
+    // No more bytes come: the answer must not wait for them. Only a gateway that waits for them meets this timer.
+    setTimeout(() => { out = NO_CLOSE; s.destroy(); }, 20_000);
   });
   for (const [path, declared] of [['/v1/chat/completions', '999999999'], ['/v1/chat/completions', String(40 << 20)], ['/v1/context', String(40 << 20)]]) {
     const reply = await send(path, declared);
     assert.match(reply, /^HTTP\/1\.1 413 /, `${path} with content-length ${declared}: ${reply.slice(0, 80)}`);
     assert.match(reply, /"code":"EAR_ERR_BODY_TOO_LARGE"/);
   }
-  const t0 = Date.now();
   assert.equal(await send('/v1/chat/completions', '1073741824'), '', 'uWS closes at once (no response, no hang)');
-  assert.ok(Date.now() - t0 < 2500);
   const ok = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat() });
   assert.equal(ok.statusCode, 200);
   await ok.body.dump();

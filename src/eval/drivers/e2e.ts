@@ -111,11 +111,16 @@ function schedulerConfig (o: E2eRunOptions, scale: number): Record<string, unkno
   if (o.kvConnectors !== undefined) c.kvConnectors = o.kvConnectors;
   if (o.kvConnector != null) c.kvConnector = o.kvConnector;
   c.kvCostProfile = o.profile;
+  // The engines share this process's event loop with the client, which blocks it for seconds on a slow machine
+  // (tokenizing and decoding prompts of 200k tokens): a missed probe is that pause, not a dead engine.
+  c.unhealthyAfter = 100;
   return c;
 }
 const MODEL = 'ear-eval';
 /** The engines' tokenizer: the text APIs' prompts are the workload's token ids decoded with it. */
 const TOKENIZER = 'hf:qwen3';
+
+const START_TIMEOUT_MS = 120_000;
 
 /** `backends` are `--backend` specs (URL and options); `blockSize` the engines' (precise mode needs the same). */
 async function startGatewayProcess (backends: string[], policy: string, blockSize: number, config: string | null): Promise<{ child: ChildProcess; url: string }> {
@@ -125,14 +130,20 @@ async function startGatewayProcess (backends: string[], policy: string, blockSiz
     ...(config === null ? [] : ['--config', config]), ...backends.flatMap((b, i) => ['--backend', `${b},id=engine-${i}`])];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, EAR_LOG_LEVEL: 'info' } });
   let out = '';
-  child.stdout!.on('data', (d) => { out += d; });
-  child.stderr!.on('data', (d) => { out += d; });
-  for (let i = 0; i < 500; i++) {
-    const m = /listening on (http:\/\/[^"\s]+)/.exec(out);
-    if (m) return { child, url: m[1] };
-    if (child.exitCode !== null) break;
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  // Its line that it listens, or its exit: a loaded machine may take well over 10 s to start it (one core, the
+  // shared region and the route threads to set up), so the bound is only there for a gateway that hangs.
+  const url = await new Promise<string | null>((resolve) => {
+    const seen = (d: Buffer): void => {
+      out += d;
+      const m = /listening on (http:\/\/[^"\s]+)/.exec(out);
+      if (m) { clearTimeout(t); resolve(m[1]); }
+    };
+    const t = setTimeout(() => resolve(null), START_TIMEOUT_MS);
+    child.stdout!.on('data', seen);
+    child.stderr!.on('data', seen);
+    child.once('exit', () => { clearTimeout(t); resolve(null); });
+  });
+  if (url !== null) return { child, url };
   child.kill('SIGKILL');
   throw new Error(`ear serve did not start:\n${out}`);
 }

@@ -5,15 +5,29 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runE2e, type E2eRequestRecord } from '../../../src/eval/drivers/e2e.js';
-import { allSessions, loadWorkload } from '../../../src/eval/workloads/index.js';
+import { allSessions, loadWorkload, type ClosedLoopWorkload, type Session } from '../../../src/eval/workloads/index.js';
 import { CLAUDE_CODE_DIR } from '../traces.js';
 
-// The claude-code fixture through the gateway over the agents' APIs: its first 400 workload seconds (three
-// sessions, a dozen turns or more, prompts up to 240k tokens) at 1/50 of real time, two engines, sticky routing.
+/** Each session's first `n` turns (sub-agents launched later are dropped): a window of turns, the same on every
+ *  machine, where a window of workload seconds holds as many turns as the machine finishes in it. */
+function firstTurns (w: ClosedLoopWorkload, n: number): ClosedLoopWorkload {
+  const cut = (s: Session): Session => ({
+    ...s,
+    turns: s.turns.slice(0, n),
+    children: s.children.filter((c) => c.afterTurn < n).map((c) => ({ ...c, joinBeforeTurn: c.joinBeforeTurn !== null && c.joinBeforeTurn < n ? c.joinBeforeTurn : null, session: cut(c.session) }))
+  });
+  return { ...w, sessions: w.sessions.map(cut) };
+}
+
+// The claude-code fixture through the gateway over the agents' APIs: the first 4 turns of each of its three
+// sessions (prompts up to 240k tokens) at 1/50 of real time, two engines, sticky routing. Every turn of the
+// window is awaited, so what is asserted does not depend on how fast the machine runs.
 for (const api of ['messages', 'responses'] as const) {
   test(`e2e over ${api}: the claude-code traces are served, first tokens seen, a session stays on its engine and its cache grows turn by turn`, async () => {
-    const w = loadWorkload(`claude-code:${CLAUDE_CODE_DIR}`, { rate: 1 });
-    if (w.kind !== 'closed') throw new Error('claude-code is a closed loop');
+    const all = loadWorkload(`claude-code:${CLAUDE_CODE_DIR}`, { rate: 1 });
+    if (all.kind !== 'closed') throw new Error('claude-code is a closed loop');
+    const w = firstTurns(all, 4);
+    const turns = [...allSessions(w.sessions)].reduce((n, x) => n + x.turns.length, 0);
     // The turns that keep every full block of the previous prompt: an agent's next turn, sent as an extension.
     const extending = new Set<string>();
     for (const session of allSessions(w.sessions)) {
@@ -23,10 +37,12 @@ for (const api of ['messages', 'responses'] as const) {
       });
     }
     const done: E2eRequestRecord[] = [];
-    const r = await runE2e({ workload: w, policy: 'sticky', engines: 2, profile: 'h20-qwen3-coder', seed: 1, timeScale: 0.02, until: 400, api, onRequestDone: (x) => done.push(x) });
+    const r = await runE2e({ workload: w, policy: 'sticky', engines: 2, profile: 'h20-qwen3-coder', seed: 1, timeScale: 0.02, api, onRequestDone: (x) => done.push(x) });
     const s = r.summary;
+    // Every turn of the window was sent and served.
     assert.equal(s.requests.failed, 0, JSON.stringify(s.failures));
-    assert.ok(s.requests.completed >= 10, `completed ${s.requests.completed}`);
+    assert.equal(s.requests.sent, turns);
+    assert.equal(s.requests.completed, turns);
     assert.equal(done.length, s.requests.completed);
     assert.equal(s.ttft.count, s.requests.completed);
     for (const x of done) {
@@ -53,10 +69,15 @@ for (const api of ['messages', 'responses'] as const) {
         grown++;
       }
     }
+    // Every extending turn of the window was checked.
+    assert.equal(grown, extending.size);
     assert.ok(grown >= 6, `${grown} extending turns checked`);
-    // The APC is the engine's cached over the engine's prompt tokens; the bound stays on the workload's blocks.
+    // The APC is the engine's cached over the engine's prompt tokens; the bound (one infinite cache) is taken on
+    // the workload's blocks of the same completed turns. Sticky routing on engines with room for the window reaches
+    // it but for the re-tokenized text's edges (0.72 of 0.73 here); the window's reuse is above a half.
     assert.equal(s.apc.promptTokens, done.reduce((n, x) => n + x.promptTokens!, 0));
-    assert.ok(s.apc.value > 0.5 && s.apc.bound !== null, `APC ${s.apc.value}`);
+    assert.ok(s.apc.bound !== null && s.apc.value >= 0.9 * s.apc.bound, `APC ${s.apc.value}, bound ${s.apc.bound}`);
+    assert.ok(s.apc.value > 0.5, `APC ${s.apc.value}`);
   });
 }
 
