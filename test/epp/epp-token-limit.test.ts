@@ -18,7 +18,8 @@ before(async () => {
   engines = await sims(1);
   dir = mkdtempSync(join(tmpdir(), 'ear-epp-tokens-'));
   const cfg = join(dir, 'ear.yaml');
-  writeFileSync(cfg, ['apiKeys: [key-big, key-tiny]', 'rateLimits:', '  keys:', '    key-big: {requestsPerSecond: 0.5, burst: 10, tokensPerMinute: 10000}',
+  // key-big refills one request in 1,000 s: its remaining requests read 9 after one, however slowly this runs.
+  writeFileSync(cfg, ['apiKeys: [key-big, key-tiny]', 'rateLimits:', '  keys:', '    key-big: {requestsPerSecond: 0.001, burst: 10, tokensPerMinute: 10000}',
     '    key-tiny: {tokensPerMinute: 60}', ''].join('\n'));
   e = await epp([`${engines[0].url},id=sim-0`], ['--config', cfg]);
 });

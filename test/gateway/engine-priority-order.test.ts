@@ -26,9 +26,24 @@ async function fleet (spec: string, over: Record<string, unknown> = {}): Promise
 
 interface Call { name: string; session: string; headers?: Record<string, string> }
 
-/** A blocker holds the engine's one seat; the calls are sent one by one, each queued in the engine before the next. */
+/**
+ * A blocker holds the engine's one seat; the calls are sent one by one, each queued in the engine before the next.
+ * The order is the engine's own (the steps that finish each request), not the order the answers reach the client,
+ * which a loaded machine can swap for two requests that finish a step apart.
+ */
 async function serviceOrder (sim: SimServer, url: string, calls: Call[]): Promise<string[]> {
-  const order: string[] = [];
+  const names = ['blocker', ...calls.map((c) => c.name)];
+  const arrivals: string[] = [];
+  const finished: string[] = [];
+  const engine = sim.engine;
+  const add = engine.addRequest.bind(engine);
+  const step = engine.step.bind(engine);
+  engine.addRequest = (r) => { arrivals.push(r.id); add(r); };
+  engine.step = (now) => {
+    const res = step(now);
+    for (const o of res.outputs) if (o.finished !== null) finished.push(o.id);
+    return res;
+  };
   const send = (c: Call, maxTokens: number, seed: number): Promise<void> =>
     request(`${url}/v1/completions`, {
       method: 'POST',
@@ -37,7 +52,6 @@ async function serviceOrder (sim: SimServer, url: string, calls: Call[]): Promis
     }).then(async (r) => {
       assert.equal(r.statusCode, 200, `${c.name}: ${await r.body.text()}`);
       await r.body.dump();
-      order.push(c.name);
     });
   const sent = [send({ name: 'blocker', session: 'blocker' }, 300, 1)];
   await until(() => sim.engine.stats().running === 1, 'the blocker runs');
@@ -47,7 +61,8 @@ async function serviceOrder (sim: SimServer, url: string, calls: Call[]): Promis
   }
   assert.equal(sim.engine.stats().running, 1, 'the blocker still runs: every call queued behind it');
   await Promise.all(sent);
-  return order;
+  assert.equal(arrivals.length, names.length, 'each call reached the engine once');
+  return finished.map((id) => names[arrivals.indexOf(id)]);
 }
 
 const byClass: Call[] = [

@@ -56,7 +56,10 @@ export class TcpLink {
   async down (): Promise<void> {
     const server = this.#server;
     this.#server = null;
+    // Stop listening before the connections drop: ZeroMQ reconnects at once, and a connection the kernel completed
+    // meanwhile would let a reconnect (and its replay check) through a link that is meant to be down.
+    const closed = server === null ? Promise.resolve() : new Promise<void>((resolve) => server.close(() => resolve()));
     this.cut();
-    if (server !== null) await new Promise<void>((resolve) => server.close(() => resolve()));
+    await closed;
   }
 }
