@@ -141,4 +141,43 @@ describe('an engine SIGKILLed mid-stream: the stream goes on on another engine',
       await k.revive();
     }
   });
+
+  test('Responses (openai SDK)', async () => {
+    const k = killer();
+    try {
+      const client = new OpenAI({ baseURL: `${fleet.url}/v1`, apiKey: 'x', maxRetries: 0 });
+      const { data: stream, response } = await client.responses.create({ model: 'm', input: prompt('responses'), max_output_tokens: MAX, stream: true }).withResponse();
+      const seqs: number[] = [];
+      const items = new Set<string>();
+      let deltas = 0;
+      let text = '';
+      let done: string | null = null;
+      let created: string | null = null;
+      let completed: OpenAI.Responses.Response | null = null;
+      for await (const e of stream) {
+        seqs.push(e.sequence_number);
+        if (e.type === 'response.created') created = e.response.id;
+        if (e.type === 'response.output_item.added') items.add(e.item.id!);
+        if (e.type === 'response.output_text.done') done = e.text;
+        if (e.type === 'response.completed') completed = e.response;
+        if (e.type === 'response.output_text.delta') {
+          assert.equal(e.output_index, 0);
+          text += e.delta;
+          deltas++;
+          if (deltas === KILL_AT) await k.kill(response.headers.get('x-ear-backend'));
+        }
+      }
+      assert.deepEqual(seqs, seqs.map((_, i) => i), 'sequence numbers follow on');
+      assert.equal(items.size, 1, 'one message item');
+      assert.equal(deltas, MAX);
+      assert.equal(done, text, 'the done event has the whole text');
+      assert.ok(completed !== null);
+      assert.equal(completed.id, created);
+      assert.equal(completed.usage?.output_tokens, MAX);
+      const out = completed.output.flatMap((o) => o.type === 'message' ? o.content.map((c) => c.type === 'output_text' ? c.text : '') : []);
+      assert.deepEqual(out, [text], 'the completed response holds the whole text once');
+    } finally {
+      await k.revive();
+    }
+  });
 });
