@@ -181,7 +181,7 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
     // Cut after its first byte: the stream goes on elsewhere, or ends with an error event.
     if (last.kind === 'cut') {
       ctx.exclude.add(served.backend.index);
-      await resume(ctx, transport, body, last.error);
+      await resume(ctx, transport, body, served.backend.id, last.error);
       return;
     }
     if (last.kind === 'done') {

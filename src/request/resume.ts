@@ -5,7 +5,7 @@
 // API's error event, as a cut stream did before.
 import { EarError } from './errors.js';
 import { isUpstreamTimeout } from '../upstream/errors.js';
-import { channels } from './channels.js';
+import { channels, type SendMessage } from './channels.js';
 import type { RequestContext } from './context.js';
 import { reroute } from './route.js';
 import type { SendResult, Transport } from './transport.js';
@@ -27,8 +27,11 @@ export type ResumeOutcome =
 
 export interface ResumeMessage { ctx: RequestContext; outcome: ResumeOutcome }
 
-/** Goes on with `ctx`'s cut stream (its engine was sent `body`); never rejects: a failure ends the client's stream. */
-export async function resume (ctx: RequestContext, transport: Transport, body: Buffer, error: unknown): Promise<void> {
+/**
+ * Goes on with `ctx`'s cut stream (`cutBy`, the engine that failed, was sent `body`); never rejects: a failure
+ * ends the client's stream.
+ */
+export async function resume (ctx: RequestContext, transport: Transport, body: Buffer, cutBy: string, error: unknown): Promise<void> {
   const p = ctx.pipeline;
   const { state, now } = p;
   const input = ctx.input!;
@@ -39,6 +42,7 @@ export async function resume (ctx: RequestContext, transport: Transport, body: B
     const plan = transport.continuation?.(ctx, body) ?? { kind: 'refuse', reason: 'unsupported', detail: 'this transport cannot resume' } as const;
     if (plan.kind === 'finish') {
       transport.finish!(ctx, plan.tail);
+      ctx.outcome.backend = cutBy;
       return ended(ctx, 'finished');
     }
     if (plan.kind === 'refuse') return failed(ctx, transport, plan.reason, error, plan.detail);
@@ -47,10 +51,13 @@ export async function resume (ctx: RequestContext, transport: Transport, body: B
     const placement = await reroute(ctx, ctx.attempt + 1);
     if (placement === null) return failed(ctx, transport, 'no_backend', error, 'no other engine serves the model');
     const b = placement.backend;
+    // Subscribers (tracing) give the leg its span and trace headers.
+    const send: SendMessage = { ctx, backend: b, attempt: ctx.attempt, endpoints: null, headers: [] };
+    if (channels.send.hasSubscribers) channels.send.publish(send);
     p.hold(b);
     let r: SendResult;
     try {
-      r = await transport.send(ctx, { backend: b, body: plan.body, attempt: ctx.attempt, endpoints: null, final: true, headers: [], firstToken: () => {}, splice: plan.splice });
+      r = await transport.send(ctx, { backend: b, body: plan.body, attempt: ctx.attempt, endpoints: null, final: true, headers: send.headers, firstToken: () => {}, splice: plan.splice });
     } finally {
       p.release(ctx.placement!.backend);
     }
@@ -69,6 +76,7 @@ export async function resume (ctx: RequestContext, transport: Transport, body: B
     }
     ctx.exclude.add(b.index);
     if (last.kind === 'cut' || last.kind === 'broken') {
+      cutBy = b.id;
       resumes++;
       error = last.error;
     } else {
