@@ -174,7 +174,7 @@ class UpstreamAttempt implements UpstreamHandler {
     if (held !== null) data = data === undefined ? held : Buffer.concat([held, data]);
     if (data === undefined || flush) return data;
     const at = data.lastIndexOf('\n\n');
-    if (at + 2 === data.length) return data;
+    if (at >= 0 && at + 2 === data.length) return data;
     this.#partial = Buffer.from(data.subarray(at + 2));
     return at < 0 ? undefined : data.subarray(0, at + 2);
   }
