@@ -76,6 +76,12 @@ test('a body that ends before its last event: resumed', async () => {
   assertResumed(text, second, metrics);
 });
 
+test('cut in the middle of an event: the half event never reaches the client, and the stream resumes', async () => {
+  const { text, second, metrics } = await cut('die-mid-event');
+  assert.doesNotMatch(text, /"delta":\{"cont(?!ent)/);
+  assertResumed(text, second, metrics);
+});
+
 test('cut inside a tool call\'s arguments: not resumed, the stream ends with the error event', async () => {
   const { text, second, metrics } = await cut('die-in-tool-call');
   assert.equal(second.received.length, 0);
