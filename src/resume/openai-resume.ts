@@ -66,10 +66,11 @@ const sent = (s: OpenAiSoFar): number => Math.max(count(s.usage?.completion_toke
 
 function plan (body: Doc, events: SseEvent[], chat: boolean): ResumePlan {
   const s = read(events, chat);
+  if (s.choices.size > 1 || count(body.n) > 1) return { kind: 'refuse', reason: 'unsupported', detail: 'more than one choice' };
+  // The turn had ended (its tool calls whole): only [DONE] is missing.
+  if (s.finished) return { kind: 'finish', tail: 'data: [DONE]\n\n' };
   if (s.toolCalls) return { kind: 'refuse', reason: 'tool_call', detail: 'the stream was cut in a tool call' };
   if (s.reasoning) return { kind: 'refuse', reason: 'unsupported', detail: 'the stream was cut with reasoning output, which a continuation cannot carry' };
-  if (s.choices.size > 1 || count(body.n) > 1) return { kind: 'refuse', reason: 'unsupported', detail: 'more than one choice' };
-  if (s.finished) return { kind: 'finish', tail: 'data: [DONE]\n\n' };
   const used = sent(s);
   const next: Doc = { ...body };
   for (const key of ['max_tokens', 'max_completion_tokens']) {

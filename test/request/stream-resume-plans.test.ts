@@ -21,13 +21,16 @@ function spliced (p: ResumePlan, sse: string): Array<Record<string, unknown> & {
   return parseEvents(out).map((e) => ({ event: e.event, ...JSON.parse(e.data) }));
 }
 
-test('chat: cut in a tool call is refused as tool_call; a finish_reason already sent only lacks [DONE]', () => {
+test('chat: cut in a tool call is refused as tool_call; a finish_reason already sent (tool calls included) only lacks [DONE]', () => {
   const tool = 'data: {"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"{"}}]}}]}\n\n';
   const p = plan('chat', { messages: [] }, tool);
   assert.equal(p.kind, 'refuse');
   assert.equal(p.kind === 'refuse' && p.reason, 'tool_call');
   const done = plan('chat', { messages: [] }, 'data: {"id":"c","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]}\n\n');
   assert.deepEqual(done, { kind: 'finish', tail: 'data: [DONE]\n\n' });
+  // Tool calls whole (finish_reason tool_calls came): the turn is complete, not cut in a tool call.
+  const called = plan('chat', { messages: [] }, tool + 'data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n');
+  assert.deepEqual(called, { kind: 'finish', tail: 'data: [DONE]\n\n' });
   const two = plan('chat', { messages: [], n: 2 }, 'data: {"id":"c","choices":[{"index":0,"delta":{"content":"a"}}]}\n\n');
   assert.equal(two.kind === 'refuse' && two.reason, 'unsupported');
 });
