@@ -74,8 +74,10 @@ export async function resume (ctx: RequestContext, transport: Transport, body: B
       if (ctx.sessionId !== null && ctx.dialect.kvTransfer) p.onSessionCompleted?.(ctx.sessionId, input.model, ctx.path, ctx.forward);
       return ended(ctx, 'resumed');
     }
+    // Cut past maxResumeBytes: the proxy ended the stream with the error event.
+    if (last.kind === 'broken') return ended(ctx, 'unsupported');
     ctx.exclude.add(b.index);
-    if (last.kind === 'cut' || last.kind === 'broken') {
+    if (last.kind === 'cut') {
       cutBy = b.id;
       resumes++;
       error = last.error;
