@@ -97,3 +97,16 @@ test('Responses: a function call cut in its arguments is refused; previous_respo
   const prev = plan('responses', { input: 'hi', previous_response_id: 'resp_0' }, created);
   assert.equal(prev.kind === 'refuse' && prev.reason, 'unsupported');
 });
+
+test('the transcript: past maxResumeBytes it keeps nothing to resume from, and still sees whether the stream ended', async () => {
+  const { StreamTranscript } = await import('../../src/resume/transcript.js');
+  const t = new StreamTranscript(resumeFor('chat')!, 100);
+  t.add(Buffer.from('data: {"id":"c","choices":[{"index":0,"delta":{"content":"a"}}]}\n\n'));
+  assert.equal(t.events().length, 1);
+  assert.equal(t.ended(), false);
+  t.add(Buffer.from('data: {"id":"c","choices":[{"index":0,"delta":{"content":"b"}}]}\n\n'));
+  assert.equal(t.overflowed, true);
+  assert.deepEqual(t.events(), []);
+  t.add(Buffer.from('data: [DONE]\n\n'));
+  assert.equal(t.ended(), true);
+});
