@@ -150,7 +150,12 @@ class UpstreamAttempt implements UpstreamHandler {
   #write (end: boolean, flush = end): void {
     if (this.#settled || !this.state.live) return;
     const chunks = this.#chunks;
-    if (chunks.length === 0 && !end && !(flush && (this.#partial !== null || this.#splice !== null))) return;
+    // The partial event held from the last read goes first, joined with this read's bytes (no extra copy).
+    if (this.#partial !== null && (chunks.length > 0 || flush)) {
+      chunks.unshift(this.#partial);
+      this.#partial = null;
+    }
+    if (chunks.length === 0 && !end && !(flush && this.#splice !== null)) return;
     this.#chunks = [];
     // One uWS write (one HTTP chunk) for the lot: each write() crosses into C++ and frames its own chunk.
     let data: Buffer | undefined = chunks.length > 1 ? joined(chunks) : chunks[0];
@@ -167,11 +172,8 @@ class UpstreamAttempt implements UpstreamHandler {
     }
   }
 
-  /** The whole events of `data` (after the partial one held from the last read); the rest is held unless `flush`. */
+  /** The whole events of `data`; the partial one at its end is held for the next read unless `flush`. */
   #whole (data: Buffer | undefined, flush: boolean): Buffer | undefined {
-    const held = this.#partial;
-    this.#partial = null;
-    if (held !== null) data = data === undefined ? held : Buffer.concat([held, data]);
     if (data === undefined || flush) return data;
     const at = data.lastIndexOf('\n\n');
     if (at >= 0 && at + 2 === data.length) return data;

@@ -15,14 +15,13 @@ export class StreamTranscript {
   /** Whole events the client was sent. */
   add (data: Uint8Array): void {
     if (data.length === 0) return;
-    const copy = Buffer.from(data);
-    if (this.overflowed || this.#bytes + copy.length > this.maxBytes) {
+    if (this.overflowed || this.#bytes + data.length > this.maxBytes) {
       this.overflowed = true;
-      this.#chunks = [copy];
+      this.#chunks = [lastEvent(Buffer.from(data.buffer, data.byteOffset, data.length))];
       return;
     }
-    this.#chunks.push(copy);
-    this.#bytes += copy.length;
+    this.#chunks.push(Buffer.from(data));
+    this.#bytes += data.length;
   }
 
   /** Every event the client has (empty once overflowed). */
@@ -43,4 +42,11 @@ export class StreamTranscript {
     const e = events[events.length - 1];
     return e !== undefined && this.dialect.terminal(e);
   }
+}
+
+/** A copy of the last whole event of `data` (whole events only): all ended() needs of a stream past maxBytes. */
+function lastEvent (data: Buffer): Buffer {
+  const end = data.lastIndexOf('\n\n');
+  const start = end < 2 ? -1 : data.lastIndexOf('\n\n', end - 1);
+  return Buffer.from(data.subarray(start < 0 ? 0 : start + 2));
 }
