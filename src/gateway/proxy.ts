@@ -13,6 +13,8 @@ import { StreamObserver } from '../upstream/stream-observer.js';
 import { reportFault } from '../request/faults.js';
 import type { ResponseState } from './uws-io.js';
 import type { AttemptResult } from '../request/transport.js';
+import { SpliceStream, type Splice } from '../resume/stream-resume.js';
+import type { StreamTranscript } from '../resume/transcript.js';
 
 export type { AttemptResult };
 
@@ -30,6 +32,13 @@ export interface AttemptOptions {
   onFirstToken?: () => void;
   /** Largest non-streaming body buffered to send with a Content-Length; larger ones are streamed. */
   maxBufferedBytes?: number;
+  /**
+   * Keeps what the client gets of an SSE answer, which then goes out in whole events only, so that a stream cut
+   * after its first byte can resume elsewhere ('cut'); null or absent: a cut ends the stream with an error event.
+   */
+  transcript?: StreamTranscript | null;
+  /** A resumed leg: the client's head went out already; the engine's events are rewritten into its stream. */
+  splice?: Splice | null;
 }
 
 export interface AttemptOutcome {
@@ -67,6 +76,10 @@ class UpstreamAttempt implements UpstreamHandler {
   #bytes = 0;
   /** uWS holds unsent bytes: the upstream is paused until the client socket drains. */
   #backpressure = false;
+  readonly #transcript: StreamTranscript | null;
+  readonly #splice: SpliceStream | null;
+  /** With a transcript: the partial event at the end of the last read, held until its blank line comes. */
+  #partial: Buffer | null = null;
   readonly #drained = (): void => {
     this.#backpressure = false;
     this.#call?.resume();
@@ -74,6 +87,8 @@ class UpstreamAttempt implements UpstreamHandler {
 
   constructor (readonly state: ResponseState, readonly opts: AttemptOptions, readonly done: (o: AttemptOutcome) => void) {
     state.onAbort = () => this.#call?.abort(CLIENT_GONE);
+    this.#transcript = opts.transcript ?? null;
+    this.#splice = opts.splice == null ? null : new SpliceStream(opts.splice);
   }
 
   #settle (result: AttemptResult): void {
@@ -129,6 +144,11 @@ class UpstreamAttempt implements UpstreamHandler {
   #onHeaders (statusCode: number, headers: string[]): void {
     this.#status = statusCode;
     if (this.state.aborted) return;
+    if (this.#splice !== null && (statusCode !== 200 || !(headerValue(headers, 'content-type') ?? '').includes('text/event-stream'))) {
+      // A resumed leg that does not stream (the engine refused the continuation): its body is dropped.
+      this.#settle({ kind: 'cut', error: new Error(`the engine resuming the stream answered ${statusCode}`) });
+      return;
+    }
     if (statusCode >= 500 && !this.opts.final) {
       // The body is read and dropped so the connection stays reusable.
       this.#settle({ kind: 'retryable', status: statusCode, error: new Error(`upstream answered ${statusCode}`) });
@@ -167,14 +187,27 @@ class UpstreamAttempt implements UpstreamHandler {
     return !this.#backpressure;
   }
 
-  /** Writes the queued chunks (and ends the response if `end`); on backpressure, pauses until uWS drains. */
-  #write (end: boolean): void {
+  /**
+   * Writes the queued chunks (and ends the response if `end`); on backpressure, pauses until uWS drains. With a
+   * transcript, a partial event at the end waits for the next read unless `flush` (the body ended).
+   */
+  #write (end: boolean, flush = end): void {
     if (this.#settled || !this.state.live) return;
     const chunks = this.#chunks;
-    if (chunks.length === 0 && !end) return;
+    // The partial event held from the last read goes first, joined with this read's bytes (no extra copy).
+    if (this.#partial !== null && (chunks.length > 0 || flush)) {
+      chunks.unshift(this.#partial);
+      this.#partial = null;
+    }
+    if (chunks.length === 0 && !end && !(flush && this.#splice !== null)) return;
     this.#chunks = [];
     // One uWS write (one HTTP chunk) for the lot: each write() crosses into C++ and frames its own chunk.
-    const data = chunks.length > 1 ? joined(chunks) : chunks[0];
+    let data: Buffer | undefined = chunks.length > 1 ? joined(chunks) : chunks[0];
+    if (this.#sse && this.#transcript !== null) {
+      data = this.#splice !== null ? this.#spliced(data, flush) : this.#whole(data, flush);
+      if (data !== undefined) this.#transcript.add(data);
+      if (data === undefined && !end) return;
+    }
     if (this.#sse && data !== undefined && this.#observer!.push(data)) this.opts.onFirstToken?.();
     if (end) this.#observeEnd();
     if (!this.state.stream(this.#status, this.#head, data, end) && !end && !this.#backpressure) {
@@ -188,10 +221,34 @@ class UpstreamAttempt implements UpstreamHandler {
     }
   }
 
+  /** The whole events of `data`; the partial one at its end is held for the next read unless `flush`. */
+  #whole (data: Buffer | undefined, flush: boolean): Buffer | undefined {
+    if (data === undefined || flush) return data;
+    const at = data.lastIndexOf('\n\n');
+    if (at >= 0 && at + 2 === data.length) return data;
+    this.#partial = Buffer.from(data.subarray(at + 2));
+    return at < 0 ? undefined : data.subarray(0, at + 2);
+  }
+
+  /** A resumed leg's events, rewritten into the client's stream. */
+  #spliced (data: Buffer | undefined, flush: boolean): Buffer | undefined {
+    const splice = this.#splice!;
+    const text = (data === undefined ? '' : splice.push(data)) + (flush ? splice.end() : '');
+    return text === '' ? undefined : Buffer.from(text);
+  }
+
   #onComplete (): void {
     if (this.#settled) return;
     const state = this.state;
     if (state.aborted) return this.#settle({ kind: 'aborted' });
+    const transcript = this.#transcript;
+    if (this.#mode === Mode.Stream && this.#sse && transcript !== null) {
+      this.#write(false, true);
+      // The body ended before the stream's last event (an engine that closed mid-stream): resumable as a reset is.
+      if (state.headersSent && state.live && !transcript.overflowed && !transcript.ended()) {
+        return this.#settle({ kind: 'cut', error: new UpstreamError('EAR_ERR_UPSTREAM_CLOSED', 'the engine ended its stream before its last event') });
+      }
+    }
     if (this.#mode === Mode.Buffer) {
       this.#observeEnd();
       const chunks = this.#chunks;
@@ -220,6 +277,10 @@ class UpstreamAttempt implements UpstreamHandler {
     // No answer at all (connect error, timeout before headers): always retryable; the caller answers 502 at the end.
     if (this.#status === 0) return this.#settle({ kind: 'retryable', status: null, error });
     if (!state.headersSent && !this.opts.final) return this.#settle({ kind: 'retryable', status: this.#status, error });
+    const transcript = this.#transcript;
+    if (state.headersSent && state.live && this.#sse && transcript !== null && !transcript.overflowed && !transcript.ended()) {
+      return this.#settle({ kind: 'cut', error });
+    }
     state.fail(isUpstreamTimeout(error)
       ? new EarError('EAR_ERR_UPSTREAM_TIMEOUT', 'upstream stopped sending mid-response (upstream body timeout)', { cause: error })
       : new EarError('EAR_ERR_UPSTREAM', 'upstream connection failed mid-response', { cause: error }));

@@ -155,7 +155,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const tracing = deps.tracing ?? null;
 
   const pipeline = new Pipeline({
-    policy: config.policy, maxAttempts: config.maxAttempts, state, features: deps.features, backends, sessions: deps.sessions ?? null, kvTransfers, now,
+    policy: config.policy, maxAttempts: config.maxAttempts, maxResumes: config.maxResumes, maxResumeBytes: config.maxResumeBytes, state, features: deps.features, backends, sessions: deps.sessions ?? null, kvTransfers, now,
     hold: (b) => fleet.hold(b), release, onSessionCompleted: deps.onSessionCompleted,
     responses: new ResponseOrigins({ store: contexts.store, ttlSeconds: RESPONSE_ORIGIN_TTL_S })
   });

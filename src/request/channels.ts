@@ -10,6 +10,7 @@ import type { TraceHeaders } from '../upstream/traceparent.js';
 import type { RequestContext } from './context.js';
 import type { SendResult } from './transport.js';
 import type { AdmissionReport } from './admission-wait.js';
+import type { ResumeMessage } from './resume.js';
 
 /** The request was taken in (its body read): nothing decided yet. */
 export interface StartMessage { ctx: RequestContext }
@@ -54,12 +55,13 @@ export interface RequestMessages {
   served: ServedMessage;
   firstToken: FirstTokenMessage;
   error: ErrorMessage;
+  resume: ResumeMessage;
   done: DoneMessage;
 }
 
 const NAMES: Readonly<Record<keyof RequestMessages, string>> = {
   start: 'start', features: 'features', admitted: 'admitted', routed: 'routed', transferStart: 'transfer-start', transferEnd: 'transfer-end',
-  send: 'send', sent: 'sent', served: 'served', firstToken: 'first-token', error: 'error', done: 'done'
+  send: 'send', sent: 'sent', served: 'served', firstToken: 'first-token', error: 'error', resume: 'resume', done: 'done'
 };
 
 /** The channels, `ear:request:<name>`. */

@@ -20,6 +20,7 @@ import type { RequestContext } from './context.js';
 import { features } from './features.js';
 import { migrate } from './migrate.js';
 import { reroute, routed } from './route.js';
+import { resume } from './resume.js';
 import { chargeTokens, settleTokens } from './token-charge.js';
 import type { AttemptResult, SendResult, Transport } from './transport.js';
 
@@ -31,6 +32,10 @@ export interface PipelineOptions {
   policy: string;
   /** Attempts per request: the first and its retries on other backends (1 where the proxy does the fallbacks). */
   maxAttempts: number;
+  /** Times a stream cut after its first byte may go on on another engine (0: never; docs/resume.md). */
+  maxResumes?: number;
+  /** The most bytes of a stream kept to resume it from (past them, a cut ends it). */
+  maxResumeBytes?: number;
   state: Placements;
   features: FeatureFn;
   /** The live backend list. */
@@ -52,6 +57,8 @@ export interface PipelineOptions {
 export class Pipeline {
   readonly policy: string;
   readonly maxAttempts: number;
+  readonly maxResumes: number;
+  readonly maxResumeBytes: number;
   readonly state: Placements;
   readonly features: FeatureFn;
   readonly backends: readonly Backend[];
@@ -66,6 +73,8 @@ export class Pipeline {
   constructor (o: PipelineOptions) {
     this.policy = o.policy;
     this.maxAttempts = o.maxAttempts;
+    this.maxResumes = o.maxResumes ?? 0;
+    this.maxResumeBytes = o.maxResumeBytes ?? 4 << 20;
     this.state = o.state;
     this.features = o.features;
     this.backends = o.backends;
@@ -129,6 +138,7 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
       return;
     }
     const b = step.placement.backend;
+    const body = withPriorityField(step.body, enginePriorityFor(ctx, b));
     const send: SendMessage = { ctx, backend: b, attempt: n, endpoints: transport.endpoints?.(ctx, b) ?? null, headers: ctx.via === 'http' ? forwardedTrace(ctx) : NO_TRACE };
     if (channels.send.hasSubscribers) channels.send.publish(send);
     p.hold(b);
@@ -136,7 +146,7 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
     try {
       r = await transport.send(ctx, {
         backend: b,
-        body: withPriorityField(step.body, enginePriorityFor(ctx, b)),
+        body,
         attempt: n,
         endpoints: send.endpoints,
         final: n === p.maxAttempts - 1 || !hasOther(ctx, b.index),
@@ -167,6 +177,12 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
     if (last.kind === 'busy' || last.kind === 'retryable') {
       ctx.exclude.add(served.backend.index);
       continue;
+    }
+    // Cut after its first byte: the stream goes on elsewhere, or ends with an error event.
+    if (last.kind === 'cut') {
+      ctx.exclude.add(served.backend.index);
+      await resume(ctx, transport, body, served.backend.id, last.error);
+      return;
     }
     if (last.kind === 'done') {
       ctx.outcome.backend = served.backend.id;

@@ -255,7 +255,7 @@ class OtelRequest implements RequestTrace {
           if (usage.cachedTokens !== null) span.setAttribute('ear.usage.cached_tokens', usage.cachedTokens);
         }
         if (kind === 'retryable') fail(span, status === null ? errorType(error) : String(status), status === null ? `no answer: ${(error as Error)?.message ?? 'connection failed'}` : `engine answered ${status}`);
-        else if (kind === 'broken') fail(span, errorType(error), 'the engine failed mid-response');
+        else if (kind === 'broken' || kind === 'cut') fail(span, errorType(error), 'the engine failed mid-response');
         else if (kind === 'busy') fail(span, 'queue_full', 'the backend\'s connection queue was full; not sent');
         else if (kind === 'aborted') span.setAttribute('ear.client_aborted', true);
         else if (status !== null && status >= 500) fail(span, String(status), `engine answered ${status}`);

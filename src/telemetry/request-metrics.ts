@@ -27,8 +27,9 @@ export function subscribeRequestMetrics (pipeline: Pipeline, metrics: GatewayMet
       // Busy, not failed: no error is counted against it.
       if (r.kind === 'busy') metrics.upstreamBusy.inc({ backend: m.backend.id });
       else if (r.kind === 'retryable') metrics.upstreamErrors.inc({ backend: m.backend.id, kind: r.status === null ? 'connect' : 'status' });
-      else if (r.kind === 'broken') metrics.upstreamErrors.inc({ backend: m.backend.id, kind: 'midstream' });
+      else if (r.kind === 'broken' || r.kind === 'cut') metrics.upstreamErrors.inc({ backend: m.backend.id, kind: 'midstream' });
     },
+    resume: (m) => metrics.streamResumes.inc({ outcome: m.outcome }),
     firstToken: (m) => metrics.backend(m.backend.id).ttft.observe((m.at - m.ctx.startedAt) / 1000),
     done: (m) => {
       const { ctx } = m;

@@ -57,7 +57,7 @@ describe('a. engines killed under load, before and after the first byte', () => 
   });
   after(() => fleet.close());
 
-  test('before the first byte the request is retried elsewhere; after it the stream ends with an error event; later requests succeed', async () => {
+  test('before the first byte the request is retried elsewhere; after it the stream goes on on another engine; later requests succeed', async () => {
     const load = new Load({ gateways: () => [fleet.url], sessions: 6, prefix: 'a' }).start();
     const killed = new Set<string>();
     try {
@@ -85,7 +85,10 @@ describe('a. engines killed under load, before and after the first byte', () => 
       killed.add(host2);
       await stop(fleet.sims[simIndex(host2)], 'SIGKILL');
       for (let x = await it.next(); !x.done; x = await it.next()) body += String(x.value);
-      assert.match(body, /data: \{"error":\{"message":"upstream connection failed mid-response","type":"upstream_error","code":"EAR_ERR_UPSTREAM"\}\}\n\ndata: \[DONE\]\n\n$/);
+      // The stream goes on on the engine left (docs/resume.md): it completes, with no error event.
+      assert.ok(body.endsWith('data: [DONE]\n\n'), body.slice(-300));
+      assert.doesNotMatch(body, /"error"/);
+      assert.equal(body.match(/"finish_reason":"length"/g)?.length, 1);
       const later = await ask(fleet.url, 's-mid', 4);
       assert.equal(later.statusCode, 200);
       assert.notEqual(later.headers['x-ear-backend'], host2);

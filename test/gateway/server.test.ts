@@ -148,7 +148,7 @@ test('a backend whose connection queue is full is busy, not failed: the request 
   assert.equal(((await busy.body.json()) as { error: { code: string } }).error.code, 'EAR_ERR_OVERLOADED');
 });
 
-test('a backend that fails before the first byte is retried on the next; after the first byte the stream ends with an error event', async () => {
+test('a backend that fails before the first byte is retried on the next; after the first byte, with no other engine, the stream ends with an error event', async () => {
   const dead = await fakeEngine('m', 'die-before');
   const bad = await fakeEngine('m', 'status500');
   const good = await fakeEngine();
@@ -166,7 +166,8 @@ test('a backend that fails before the first byte is retried on the next; after t
   const s = await request(`${g2.url}/v1/chat/completions`, { method: 'POST', body: chat(true) });
   const text = await s.body.text();
   assert.match(text, /"content":"hel"/);
-  assert.match(text, /data: \{"error":\{"message":"upstream connection failed mid-response","type":"upstream_error","code":"EAR_ERR_UPSTREAM"\}\}\n\ndata: \[DONE\]\n\n$/);
+  // A lone engine: no other to resume on (test/gateway/stream-resume*.test.ts).
+  assert.match(text, /data: \{"error":\{"message":"upstream connection failed mid-response; not resumed: no other engine serves the model","type":"upstream_error","code":"EAR_ERR_UPSTREAM"\}\}\n\ndata: \[DONE\]\n\n$/);
   mid.mode = 'ok';
   const again = await request(`${g2.url}/v1/chat/completions`, { method: 'POST', body: chat() });
   assert.equal(again.statusCode, 200);

@@ -366,9 +366,9 @@ test('an engine that accepts and never answers: past upstreamHeadersTimeoutMs th
   await settled(all);
 });
 
-test('an engine that stalls mid-stream: upstreamBodyTimeoutMs ends the client stream with an in-band error; a stalled body that reached no client is retried', async () => {
+test('an engine that stalls mid-stream: upstreamBodyTimeoutMs ends the client stream with an in-band error (resumes off; resumed: stream-resume-faults.test.ts); a stalled body that reached no client is retried', async () => {
   const stall = await fakeEngine('stall-stream');
-  const g = await gateway([stall.url, sim.url], { upstreamBodyTimeoutMs: 500 });
+  const g = await gateway([stall.url, sim.url], { upstreamBodyTimeoutMs: 500, maxResumes: 0 });
   const r = await request(`${g.url}/v1/chat/completions`, { method: 'POST', body: chat(true) });
   assert.equal(r.statusCode, 200);
   assert.equal(r.headers['x-ear-backend'], 'e0');
