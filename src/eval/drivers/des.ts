@@ -147,6 +147,8 @@ export function runDes (o: DesRunOptions): DesRunResult {
   const prompts = new Map<string, SessionPrompt>();
   const digests = new Map<string, BlockDigest[]>();
   const isolated = new Map<string, number>();
+  // Per session: the tokens of its last computed prompt an engine could hold (whole engine blocks), for `recompute`.
+  const computed = new Map<string, number>();
   const ideal = new ApcBound(w.blockSize);
   let open = 0;
   let issued = 0;
@@ -179,7 +181,8 @@ export function runDes (o: DesRunOptions): DesRunResult {
     };
     const nowMs = d.at * 1000;
     where.set(id, `gateway queue since ${d.at.toFixed(1)} s`);
-    metrics.requestSent({ id, sessionId: d.sessionId, rootSessionId: d.rootSessionId, at: d.at, promptTokens: tokens.length, blocks, idealTtft: isolatedTtft(profile, tokens.length, reusable) });
+    const held = Math.floor(Math.min(kept, computed.get(d.sessionId) ?? 0) / resolved.blockSize) * resolved.blockSize;
+    metrics.requestSent({ id, sessionId: d.sessionId, rootSessionId: d.rootSessionId, at: d.at, promptTokens: tokens.length, blocks, idealTtft: isolatedTtft(profile, tokens.length, reusable), heldTokens: held });
     open++;
     issued++;
     const seed = o.seed ^ issued;
@@ -193,6 +196,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
         priority: priorityToSend(enginePriority, true, routed.rank) ?? undefined
       }, t, {
         onFirstToken: (ft) => {
+          computed.set(d.sessionId, tokens.length);
           arrived?.(ft);
           lab.firstToken(routed, ft * 1000);
           metrics.firstToken(id, ft);
@@ -201,7 +205,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
           open--;
           where.delete(id);
           const outTokens = out.metrics?.numGenerationTokens ?? d.outputTokens;
-          lab.finished(routed, { promptTokens: tokens.length, completionTokens: outTokens }, ft * 1000);
+          lab.finished(routed, { promptTokens: tokens.length, completionTokens: outTokens, toolCall: d.toolCall }, ft * 1000);
           const m = out.metrics;
           metrics.requestFinished(id, { at: ft, cachedTokens: out.numCachedTokens, outputTokens: outTokens, engineQueue: m === undefined ? undefined : m.firstScheduledTime - m.arrivalTime });
           done(ft);
