@@ -96,6 +96,8 @@ export interface DesRunResult {
   virtualSeconds: number;
   /** Set when the run was given up as stalled (see stallLimit); null otherwise. */
   stall: DesStall | null;
+  /** What the engines did to their KV, summed: running requests preempted, cached blocks evicted. */
+  engineKv: { preemptions: number; evictions: number };
 }
 
 /** The sampler's period (s): the gateway's upkeep (host tick, index expiry), and the pending-prefill samples. */
@@ -331,6 +333,10 @@ export function runDes (o: DesRunOptions): DesRunResult {
   return {
     summary: metrics.summary({ idealMakespan: idealRun.makespan, idealSessionCompletion: idealRun.sessionCompletion }),
     kvEvents: { mode: lab.kvEvents, feed: feed?.stats() ?? null }, admission: lab.host.admission.admissionStats(des.now * 1000), wallSeconds: (performance.now() - wall0) / 1000, virtualSeconds: des.now,
-    stall
+    stall,
+    engineKv: {
+      preemptions: des.engines.reduce((n, e) => n + e.stats().preemptions, 0),
+      evictions: des.engines.reduce((n, e) => n + e.pool.evictions, 0)
+    }
   };
 }
