@@ -5,6 +5,7 @@
 
 import type { PodRole } from './pod-table.js';
 import { EarError } from '../errors/errors.js';
+import type { RetentionView } from './retention.js';
 export type { PodRole, PodState } from './pod-table.js';
 
 /** One engine as a policy sees it. `index` is its row in the shared pod and load tables. */
@@ -65,6 +66,8 @@ export interface ClusterView {
   readonly placements: number;
   /** Per-user weighted tokens in the host's sliding window (user-usage.ts); absent when the host keeps none. */
   readonly users?: UserView;
+  /** Prefixes kept for sessions in their tool gap (retention.ts); absent when the host keeps none. */
+  readonly retention?: RetentionView;
 }
 
 /** The host's per-user token window as of the decision (src/core/user-usage.ts). */

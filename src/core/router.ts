@@ -9,6 +9,7 @@ import type { SessionTable } from './session-table.js';
 import type { ClusterView, Decision, LoadView, Policy, PodView, PrefixMatch, RequestFeatures, SessionInfo, SessionView, UserView } from './policy.js';
 import { decisionsOf, loadViewOf, sessionInfoOf, sessionViewOf } from './table-views.js';
 import type { UserUsage } from './user-usage.js';
+import type { RetentionView } from './retention.js';
 
 export interface RouteRequest {
   model: string;
@@ -36,6 +37,8 @@ export interface RouterTables {
   sessions: SessionTable;
   /** Per-user weighted tokens in a sliding window; without it, policies see no `users`. */
   users?: UserUsage;
+  /** Prefixes retained for sessions in their tool gap; without it, policies see no `retention`. */
+  retention?: RetentionView;
 }
 
 export interface RouterOptions {
@@ -154,7 +157,7 @@ export class Router {
       }
     };
     const decisions = decisionsOf(load, candidates);
-    const cluster = new RouteCluster(candidates, this.#loadView, this.#sessionView, decisions, this.#placements, this.#t.users, now);
+    const cluster = new RouteCluster(candidates, this.#loadView, this.#sessionView, decisions, this.#placements, this.#t.users, now, this.#t.retention);
     const features: RequestFeatures = {
       model: req.model,
       sessionKey: req.sessionKey,
@@ -303,7 +306,7 @@ class RouteCluster implements ClusterView {
   #users: UserView | undefined | null = null;
 
   constructor (readonly pods: readonly PodView[], readonly load: LoadView, readonly sessions: SessionView, readonly decisions: number,
-    readonly placements: number, readonly usage: UserUsage | undefined, readonly now: number) {}
+    readonly placements: number, readonly usage: UserUsage | undefined, readonly now: number, readonly retention: RetentionView | undefined) {}
 
   /** The user window as of the decision (undefined when the tables keep none). */
   get users (): UserView | undefined {

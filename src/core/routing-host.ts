@@ -27,6 +27,7 @@ import { Router, type PrefixWalkStats, type RouteRequest, type Routed } from './
 import { SessionKeys } from './session-key.js';
 import { SessionTable, type SessionRecord } from './session-table.js';
 import { UserUsage, type UserUsageOptions } from './user-usage.js';
+import { RetentionTable, type RetentionOptions } from './retention.js';
 import { NEUTRAL_RANK, type AdmissionRank } from './engine-priority.js';
 
 /** A pod as its adapter describes it. Its row in the shared tables is the adapter's (backend index, engine number). */
@@ -100,6 +101,13 @@ export interface RequestOutcome {
   /** Prompt and completion tokens the engine reported (its usage), if it did. */
   promptTokens: number | null;
   completionTokens: number | null;
+  /**
+   * The turn ended in a tool call (finish_reason tool_calls, stop_reason tool_use, a Responses function_call;
+   * in the lab: a turn its session follows with a tool delay): its prefix is retained on its pod (retention.ts).
+   */
+  toolCall?: boolean;
+  /** How long the client asked the prefix kept (ms; cache_control's ttl, kv_retention_ttl_seconds), if it did. */
+  retainTtlMs?: number | null;
 }
 
 export interface RoutingHostOptions {
@@ -118,6 +126,8 @@ export interface RoutingHostOptions {
   scheduler?: SchedulerKind;
   admission?: Partial<Omit<AdmissionOptions, 'kind'>>;
   capacity?: Partial<CapacityOptions>;
+  /** Retention of tool-call turns' prefixes (retention.ts defaults). */
+  retention?: Partial<RetentionOptions>;
 }
 
 export interface SessionSummary {
@@ -183,6 +193,8 @@ export class RoutingHost {
   #keysOwner: HostPlacement | null = null;
   /** When requests run: the queue, the pods' capacity, the scheduler (admission-control.ts). */
   readonly admission: AdmissionControl;
+  /** Prefixes kept for sessions in their tool gap (retention.ts): what policies read as `retention`. */
+  readonly retention: RetentionTable;
   readonly #migrationStats: MigrationStats = { started: 0, done: 0, failed: 0, stayedOnTarget: 0, turnsToSource: 0, proactive: 0 };
 
   constructor (region: Region, opts: RoutingHostOptions) {
@@ -206,9 +218,10 @@ export class RoutingHost {
     this.#expiryBudget = opts.sessionExpiryBudget ?? 8;
     this.#random = opts.random ?? Math.random;
     this.users = new UserUsage(opts.users);
+    this.retention = new RetentionTable(opts.retention);
     this.admission = new AdmissionControl(region, this, { scheduler: opts.scheduler, admission: opts.admission, capacity: opts.capacity });
     const assumed = this.ring.layout.opcodes.assumed;
-    this.#router = new Router({ index: this.index, load: this.load, sessions: this.sessions, users: this.users }, opts.policy, {
+    this.#router = new Router({ index: this.index, load: this.load, sessions: this.sessions, users: this.users, retention: this.retention }, opts.policy, {
       sessionTtlMs: opts.sessionTtlMs,
       // The index's writer applies these; a full ring drops them and counts it (a missed hint, never an error).
       record: (pod, keys, now) => { this.ring.pushKeysAt(assumed, pod, keys.ptr, keys.count, now, 0, this.rows.lease(pod)); }
@@ -252,6 +265,7 @@ export class RoutingHost {
     this.pods.set(row, { state: spec.state, role: spec.role, blockSize: this.blockSize, kvBlocks: kv, model: 0 });
     // A pod that went down or away no longer holds what the index assumed: forget it (the index's writer clears it).
     if (spec.state !== 'ready' && prev?.state === 'ready') {
+      this.retention.podLeft(row);
       this.ring.push(this.ring.layout.opcodes.forgetPod, row, 0n, 0n, 0n);
       // Jobs parked on it are routed again to the pods that serve.
       this.admission.podUnavailable(row);
@@ -268,6 +282,7 @@ export class RoutingHost {
     if (p.spec.state !== 'draining') this.setPod(row, { ...p.spec, state: 'draining' });
     this.rows.retire(row);
     this.sessions.unbindPod(row);
+    this.retention.podLeft(row);
     // Jobs waiting for this pod are routed again, to the pods that stay.
     this.admission.podUnavailable(row);
   }
@@ -344,6 +359,8 @@ export class RoutingHost {
     };
     const callPriority = this.criticalPathOf(request.sessionKey, request.parentSessionKey);
     const routed = this.#router.route(request, candidates, now, this.#random(), attempt > 0);
+    // The session's turn came: its gap is learnt and its retained prefix is in use again (decided on first).
+    if (request.sessionKey !== null) this.retention.resume(request.sessionKey, now);
     if (this.#expiryBudget > 0) this.sessions.expire(now, this.#expiryBudget);
     if (routed.reason === 'migration-in-flight') this.#migrationStats.turnsToSource++;
     if (routed.migrateFrom !== undefined && request.sessionKey !== null) {
@@ -453,8 +470,28 @@ export class RoutingHost {
       const s = this.sessions.get(key);
       const cp = p.callPriority + serviceMs;
       if (s && cp > s.criticalPath) this.sessions.setTime(key, 'criticalPath', cp);
+      // A turn that ended in a tool call: its prefix is wanted back on this pod within the session's gap.
+      if (out?.toolCall === true && p.sawFirstToken && s !== undefined && s.host === p.pod && s.inFlight === 0) {
+        this.turnEndedInToolCall(key, p.pod, contextTokens ?? p.request.promptTokens, now, out.retainTtlMs ?? null);
+      }
     }
     this.admission.released(now);
+  }
+
+  /**
+   * A session's turn on `pod` ended in a tool call with `contextTokens` of context: retains its prefix there
+   * for `ttlMs` (a client's hint), else for the session's learnt tool gap (retention.ts). finished() calls it
+   * for an outcome with `toolCall`; a host that learns of the tool call or a hint later may call it itself.
+   */
+  turnEndedInToolCall (key: bigint, pod: number, contextTokens: number, now: number, ttlMs: number | null = null): void {
+    const view = this.#pods.get(pod)?.view;
+    if (view === undefined) return;
+    this.retention.retain(key, pod, Math.ceil(contextTokens / this.blockSize), now, view.kvCapacityBlocks, ttlMs);
+  }
+
+  /** Ends retained prefixes past their TTL (the host's upkeep). */
+  expireRetention (now: number): number {
+    return this.retention.expire(now);
   }
 
   /**

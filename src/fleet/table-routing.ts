@@ -157,6 +157,7 @@ export class TableRouting implements RoutingState {
   tick (now: number): void {
     this.host.admission.tick(now);
     this.host.expireSessions(now);
+    this.host.expireRetention(now);
   }
 
   dropAll (reason: DropReason, now: number): void {

@@ -44,10 +44,25 @@
 // host per call. A policy's route() is only ever called for a request, so no idle session moves until that
 // thread exists and performs the transfer; nothing here pretends otherwise.
 //
+// KV pressure (issue 31 part 4; knob kvAware, default true; kv-room.ts says what room is). Short of KV,
+// affinity alone kept sessions on engines that could no longer hold them: their prefixes were evicted in their
+// tool gaps and their turns preempted, and the hot trigger, which watches pending prefill, fired only after.
+// With kvAware:
+// - a new session (or one whose host is gone) goes to the least loaded of the candidates whose KV room holds
+//   what it needs plus kvMargin of the pod's capacity; with none, to the one with most room ('kv-short');
+// - a later turn whose host cannot hold it (room there, plus its own retained prefix, below its need) moves,
+//   before its turn runs, to the least loaded candidate where it fits with the margin ({ migrateFrom: host,
+//   reason 'kv-move' }; no cool-down: staying costs a preemption or an eviction, not a queue); with none it
+//   stays ('kv-no-target');
+// - a hot host's target must have that room too, and retained prefixes count as taken (a move that would
+//   evict another session's retained prefix is not a gain).
+// With room everywhere (the stress regime's engines) every rule above is ear's as before.
+//
 // Defaults are provisional until the sweeps of issue 12 (tHot, tCool, minGain, maxMovesPerPod).
 import type { ClusterView, LoadView, PodView, Policy, RequestFeatures } from '../policy.js';
 import { argmin, findPod, leastLoadScore, placementRotation, rotation } from './pick.js';
 import { bool, int, num, readKnobs } from './knobs.js';
+import { kvNeed, kvRoom, ownRetained } from './kv-room.js';
 
 export const EAR_DEFAULTS = {
   // Pending prefill (tokens) above which a host is hot: by the simulator's profiles' per-token prefill cost
@@ -60,7 +75,12 @@ export const EAR_DEFAULTS = {
   // Provisional.
   minGain: 8192,
   // false: the "migration only" ablation (see the header). true is ear as designed.
-  affinity: true
+  affinity: true,
+  // false: placement and the move trigger ignore KV room (ear before issue 31), an ablation.
+  kvAware: true,
+  // Share of a pod's KV left free beyond a session's need for it to fit: metrics are a scrape old, and a turn's
+  // output and the next tool result grow the context. Provisional.
+  kvMargin: 0.05
 };
 
 export type EarConfig = typeof EAR_DEFAULTS;
@@ -74,7 +94,7 @@ export const EAR_PROACTIVE_DEFAULTS = {
 
 export type EarProactiveConfig = typeof EAR_PROACTIVE_DEFAULTS;
 
-const checks = { tHot: num(0), tCool: num(0), minGain: num(0), affinity: bool() };
+const checks = { tHot: num(0), tCool: num(0), minGain: num(0), affinity: bool(), kvAware: bool(), kvMargin: num(0, 1) };
 
 /** Free KV of a pod in tokens; +Infinity when its capacity is unknown (then anything is taken to fit). */
 export function freeKvTokens (pod: PodView, load: LoadView): number {
@@ -99,7 +119,8 @@ export function migrationTarget (
     if (p.index === host) continue;
     const pending = load.pendingPrefill(p.index);
     if (!(pending < hostPending && hostPending - pending >= k.minGain)) continue;
-    if (freeKvTokens(p, load) - (reserved?.get(p.index) ?? 0) < needTokens) continue;
+    const free = k.kvAware ? kvRoom(p, cluster) * p.blockSize - k.kvMargin * p.kvCapacityBlocks * p.blockSize : freeKvTokens(p, load);
+    if (free - (reserved?.get(p.index) ?? 0) < needTokens) continue;
     fit.push(p);
   }
   if (fit.length === 0) return null;
@@ -112,19 +133,45 @@ function mayMove (cluster: ClusterView, host: number, lastMigration: number, now
   return now - lastMigration >= k.tCool * 1000 ? 'hot' : 'cooling';
 }
 
+/** Whether `need` blocks fit on the pod with the margin, counting `own` retained blocks as the session's. */
+function fits (k: EarConfig, cluster: ClusterView, p: PodView, need: number, own = 0): boolean {
+  return kvRoom(p, cluster) + own >= need + k.kvMargin * p.kvCapacityBlocks;
+}
+
+/** Among the candidates (but `except`) where `need` blocks fit, the least loaded (placement rotation on ties); null if none. */
+function leastLoadedFit (k: EarConfig, cluster: ClusterView, needTokens: number, except = -1): PodView | null {
+  const fit = cluster.pods.filter((p) => p.index !== except && fits(k, cluster, p, Math.ceil(needTokens / Math.max(1, p.blockSize))));
+  return fit.length === 0 ? null : argmin(fit, leastLoadScore(cluster), placementRotation(cluster));
+}
+
 function routeEar (k: EarConfig, req: RequestFeatures, cluster: ClusterView, now: number): { pod: number; migrateFrom?: number; reason: string } {
-  const place = (reason: string): { pod: number; reason: string } =>
-    ({ pod: argmin(cluster.pods, leastLoadScore(cluster), placementRotation(cluster)).index, reason });
+  const needTokens = (contextTokens: number): number => Math.max(contextTokens, req.promptTokens) + (req.expectedOutputTokens ?? 0);
+  const place = (reason: string, contextTokens = 0): { pod: number; reason: string } => {
+    if (k.kvAware) {
+      const fit = leastLoadedFit(k, cluster, needTokens(contextTokens));
+      if (fit !== null) return { pod: fit.index, reason };
+      // No pod has room: the one with most (the least it will evict or preempt).
+      return { pod: argmin(cluster.pods, (p) => -kvRoom(p, cluster), placementRotation(cluster)).index, reason: 'kv-short' };
+    }
+    return { pod: argmin(cluster.pods, leastLoadScore(cluster), placementRotation(cluster)).index, reason };
+  };
   if (req.sessionKey === null) return place('no-session');
   const s = cluster.sessions.get(req.sessionKey);
   if (!s || s.host < 0) return place('new-session');
-  if (!findPod(cluster, s.host)) return place('host-gone');
+  const host = findPod(cluster, s.host);
+  if (!host) return place('host-gone', s.contextTokens);
   if (!k.affinity) {
     const score = leastLoadScore(cluster);
     const best = argmin(cluster.pods, score, placementRotation(cluster));
     // A host tied with the least loaded stays: moving between equals would cost a transfer for nothing.
     if (best.index === s.host || score(findPod(cluster, s.host)!) <= score(best)) return { pod: s.host, reason: 'host-least-load' };
     return { pod: best.index, migrateFrom: s.host, reason: 'rebalance' };
+  }
+  if (k.kvAware && !fits(k, cluster, host, kvNeed(req, s.contextTokens, host.blockSize), ownRetained(cluster, req.sessionKey, s.host) + k.kvMargin * host.kvCapacityBlocks)) {
+    // The host cannot hold the session (the margin is only asked of a target): move it before its turn runs there.
+    const target = leastLoadedFit(k, cluster, needTokens(s.contextTokens), s.host);
+    if (target === null) return { pod: s.host, reason: 'kv-no-target' };
+    return { pod: target.index, migrateFrom: s.host, reason: 'kv-move' };
   }
   const state = mayMove(cluster, s.host, s.lastMigration, now, k);
   if (state === 'cold') return { pod: s.host, reason: 'session-host' };

@@ -14,6 +14,7 @@ import { createPreble } from './preble.js';
 import { createVtcBasic } from './vtc-basic.js';
 import { createEar, createEarProactive } from './ear.js';
 import { createPdStatic } from './pd-static.js';
+import { createProgramTtl } from './program-ttl.js';
 
 const registry = new Map<string, PolicyFactory>([
   ['random', createRandom],
@@ -30,7 +31,8 @@ const registry = new Map<string, PolicyFactory>([
   ['vtc-basic', createVtcBasic],
   ['ear', createEar],
   ['ear-proactive', createEarProactive],
-  ['pd-static', createPdStatic]
+  ['pd-static', createPdStatic],
+  ['program-ttl', createProgramTtl]
 ]);
 
 export function policyNames (): string[] {

@@ -96,6 +96,8 @@ export interface DesRunResult {
   virtualSeconds: number;
   /** Set when the run was given up as stalled (see stallLimit); null otherwise. */
   stall: DesStall | null;
+  /** What the engines did to their KV, summed: running requests preempted, cached blocks evicted. */
+  engineKv: { preemptions: number; evictions: number };
 }
 
 /** The sampler's period (s): the gateway's upkeep (host tick, index expiry), and the pending-prefill samples. */
@@ -147,6 +149,8 @@ export function runDes (o: DesRunOptions): DesRunResult {
   const prompts = new Map<string, SessionPrompt>();
   const digests = new Map<string, BlockDigest[]>();
   const isolated = new Map<string, number>();
+  // Per session: the tokens of its last computed prompt an engine could hold (whole engine blocks), for `recompute`.
+  const computed = new Map<string, number>();
   const ideal = new ApcBound(w.blockSize);
   let open = 0;
   let issued = 0;
@@ -179,7 +183,8 @@ export function runDes (o: DesRunOptions): DesRunResult {
     };
     const nowMs = d.at * 1000;
     where.set(id, `gateway queue since ${d.at.toFixed(1)} s`);
-    metrics.requestSent({ id, sessionId: d.sessionId, rootSessionId: d.rootSessionId, at: d.at, promptTokens: tokens.length, blocks, idealTtft: isolatedTtft(profile, tokens.length, reusable) });
+    const held = Math.floor(Math.min(kept, computed.get(d.sessionId) ?? 0) / resolved.blockSize) * resolved.blockSize;
+    metrics.requestSent({ id, sessionId: d.sessionId, rootSessionId: d.rootSessionId, at: d.at, promptTokens: tokens.length, blocks, idealTtft: isolatedTtft(profile, tokens.length, reusable), heldTokens: held });
     open++;
     issued++;
     const seed = o.seed ^ issued;
@@ -193,6 +198,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
         priority: priorityToSend(enginePriority, true, routed.rank) ?? undefined
       }, t, {
         onFirstToken: (ft) => {
+          computed.set(d.sessionId, tokens.length);
           arrived?.(ft);
           lab.firstToken(routed, ft * 1000);
           metrics.firstToken(id, ft);
@@ -201,7 +207,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
           open--;
           where.delete(id);
           const outTokens = out.metrics?.numGenerationTokens ?? d.outputTokens;
-          lab.finished(routed, { promptTokens: tokens.length, completionTokens: outTokens }, ft * 1000);
+          lab.finished(routed, { promptTokens: tokens.length, completionTokens: outTokens, toolCall: d.toolCall }, ft * 1000);
           const m = out.metrics;
           metrics.requestFinished(id, { at: ft, cachedTokens: out.numCachedTokens, outputTokens: outTokens, engineQueue: m === undefined ? undefined : m.firstScheduledTime - m.arrivalTime });
           done(ft);
@@ -327,6 +333,10 @@ export function runDes (o: DesRunOptions): DesRunResult {
   return {
     summary: metrics.summary({ idealMakespan: idealRun.makespan, idealSessionCompletion: idealRun.sessionCompletion }),
     kvEvents: { mode: lab.kvEvents, feed: feed?.stats() ?? null }, admission: lab.host.admission.admissionStats(des.now * 1000), wallSeconds: (performance.now() - wall0) / 1000, virtualSeconds: des.now,
-    stall
+    stall,
+    engineKv: {
+      preemptions: des.engines.reduce((n, e) => n + e.stats().preemptions, 0),
+      evictions: des.engines.reduce((n, e) => n + e.pool.evictions, 0)
+    }
   };
 }

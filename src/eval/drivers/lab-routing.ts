@@ -104,6 +104,7 @@ export class LabRouting {
   upkeep (now: number): void {
     this.host.admission.tick(now);
     this.host.expireSessions(now);
+    this.host.expireRetention(now);
     this.feeder.pump();
     this.feeder.expire(now);
   }

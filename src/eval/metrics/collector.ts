@@ -55,6 +55,11 @@ export interface SentRequest {
   blocks?: ArrayLike<number>;
   /** Seconds its prefill takes alone on an idle engine holding every reusable prefix (for ttftExcess). */
   idealTtft?: number;
+  /**
+   * Leading tokens of this prompt that an engine had held for the session: the prefix it shares with the
+   * session's previous prompt, in whole engine blocks, once that prompt was computed (for `recompute`).
+   */
+  heldTokens?: number;
 }
 
 export interface FinishedRequest {
@@ -86,6 +91,11 @@ export interface MetricsSummary {
   sessionCompletion: LatencySummary;
   /** TTFT CDF for plots: [µs, percentile]. */
   ttftCdf: Array<[number, number]>;
+  /**
+   * Prefix recompute (docs/evaluation.md): over completed requests, Σ max(0, held − cached) ÷ Σ held, where held
+   * is the request's `heldTokens` and cached the tokens its engine served from cache. share null with none held.
+   */
+  recompute: { heldTokens: number; recomputedTokens: number; share: number | null };
   apc: {
     value: number;
     /** One infinite cache over all requests in order; null without block ids. */
@@ -135,7 +145,7 @@ export interface SessionClassSummary {
   completion: LatencySummary;
 }
 
-interface Open { sessionId: string; root: string; sent: number; first: number; prompt: number; boundAll: number; boundIntra: number; idealTtft: number }
+interface Open { sessionId: string; root: string; sent: number; first: number; prompt: number; boundAll: number; boundIntra: number; idealTtft: number; held: number }
 
 export class MetricsCollector {
   readonly #engines: number;
@@ -172,6 +182,7 @@ export class MetricsCollector {
   #sumMax = 0; #sumMean = 0;
   #sent = 0; #completed = 0; #failed = 0; #good = 0;
   /** Prompt tokens as the engine counted them (the APC's denominator) and as sent (the bounds'). */
+  #held = 0; #recomputed = 0;
   #prompt = 0; #sentPrompt = 0; #cached = 0; #boundAll = 0; #boundIntra = 0; #output = 0; #sessionsDone = 0;
   #firstSent = Infinity; #lastEnd = -Infinity;
   #blocksSeen = true;
@@ -202,7 +213,7 @@ export class MetricsCollector {
     let boundAll = 0, boundIntra = 0;
     if (this.#bound !== null && r.blocks !== undefined) ({ all: boundAll, intra: boundIntra } = this.#bound.observe(root, r.blocks, r.promptTokens));
     else this.#blocksSeen = false;
-    this.#open.set(r.id, { sessionId: r.sessionId, root, sent: r.at, first: -1, prompt: r.promptTokens, boundAll, boundIntra, idealTtft: r.idealTtft ?? NaN });
+    this.#open.set(r.id, { sessionId: r.sessionId, root, sent: r.at, first: -1, prompt: r.promptTokens, boundAll, boundIntra, idealTtft: r.idealTtft ?? NaN, held: r.heldTokens ?? 0 });
     if (!this.#sessionStart.has(r.sessionId)) this.#sessionStart.set(r.sessionId, r.at);
     const n = this.#requestsPerRoot.get(root) ?? 0;
     if (n === 0) this.#rootStarts.push(r.at);
@@ -244,6 +255,8 @@ export class MetricsCollector {
     this.#prompt += prompt;
     this.#sentPrompt += o.prompt;
     this.#cached += Math.min(f.cachedTokens, prompt);
+    this.#held += o.held;
+    this.#recomputed += Math.max(0, o.held - f.cachedTokens);
     this.#boundAll += o.boundAll;
     this.#boundIntra += o.boundIntra;
     this.#output += f.outputTokens;
@@ -326,6 +339,7 @@ export class MetricsCollector {
       requests: { sent: this.#sent, completed: this.#completed, failed: this.#failed, incomplete: this.#open.size },
       ttft: this.#ttft.summary(), ttftExcess: this.#ttftExcess.summary(), tpot: this.#tpot.summary(), e2e: this.#e2e.summary(), sessionCompletion: this.#session.summary(),
       ttftCdf: this.#ttft.cdf(),
+      recompute: { heldTokens: this.#held, recomputedTokens: this.#recomputed, share: this.#held > 0 ? this.#recomputed / this.#held : null },
       apc: {
         value: apc, bound, intraSessionBound: bounded ? this.#boundIntra / this.#sentPrompt : null,
         ratio: bound !== null && bound > 0 ? apc / bound : null, promptTokens: this.#prompt, cachedTokens: this.#cached,

@@ -22,6 +22,8 @@ export const COLUMNS: readonly Column[] = [
   { label: 'slowdown p90', value: (m) => m.sessionSlowdown.p90, better: 'lower', digits: 2 },
   { label: 'APC', value: (m) => m.apc.value, better: 'higher', digits: 3 },
   { label: 'APC / bound', value: (m) => m.apc.ratio, better: 'higher', digits: 3 },
+  // Prefix tokens an engine had held for the session and recomputed anyway (evicted, or moved without its KV).
+  { label: 'recompute share', value: (m) => m.recompute?.share ?? null, better: 'lower', digits: 4 },
   { label: 'hotspot mean', value: (m) => m.hotspot.mean, better: 'lower', digits: 2 },
   { label: 'hotspot p99', value: (m) => m.hotspot.p99, better: 'lower', digits: 2 },
   { label: 'hotspot load-wtd', value: (m) => m.hotspot.loadWeighted, better: 'lower', digits: 2 },

@@ -21,6 +21,11 @@ export interface Dispatch {
   readonly outputTokens: number;
   /** Send time. */
   readonly at: number;
+  /**
+   * Whether the session's next turn follows this one after a tool delay. The workloads do not say which turns
+   * end in tool calls; a turn followed by a tool delay is taken as one (the lab's retention reads it).
+   */
+  readonly toolCall: boolean;
 }
 
 /** Starts `d` at `d.at`; must call `done(tEnd)` once, when the response has ended (or the request failed). */
@@ -38,7 +43,7 @@ export function runWorkload (w: Workload, sched: Scheduler, send: Send, hooks: R
 
 function runOpen (w: OpenLoopWorkload, sched: Scheduler, send: Send): void {
   for (const r of w.requests) {
-    sched.at(r.at, (t) => send({ sessionId: r.sessionId, rootSessionId: r.sessionId, parentId: null, turn: r.turn, spec: r, outputTokens: r.outputTokens, at: t }, () => {}));
+    sched.at(r.at, (t) => send({ sessionId: r.sessionId, rootSessionId: r.sessionId, parentId: null, turn: r.turn, spec: r, outputTokens: r.outputTokens, at: t, toolCall: false }, () => {}));
   }
 }
 
@@ -73,7 +78,7 @@ function runClosed (roots: readonly Session[], arrival: Arrival, sched: Schedule
     const issue = (k: number, tSend: number): void => {
       const turn = s.turns[k];
       let finished = false;
-      send({ sessionId: s.id, rootSessionId: rootId, parentId: s.parentId, turn: k, spec: turn, outputTokens: turn.outputTokens, at: tSend }, (end) => {
+      send({ sessionId: s.id, rootSessionId: rootId, parentId: s.parentId, turn: k, spec: turn, outputTokens: turn.outputTokens, at: tSend, toolCall: k + 1 < s.turns.length }, (end) => {
         if (finished) throw new Error(`request ${s.id}/${k} reported done twice`);
         finished = true;
         launch(k, end);

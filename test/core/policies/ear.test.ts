@@ -52,10 +52,11 @@ for (const name of ['ear', 'ear-proactive']) {
   });
 
   test(`${name}: a hot host past the cool-down with a target that fits and gains enough migrates`, () => {
-    const p = createPolicy(name);
+    // kvMargin 0: a target's room is its free KV less its pending prefill, the arithmetic below.
+    const p = createPolicy(name, { kvMargin: 0 });
     // host 0: 40000 pending (> 32768). Pod 1: 20000 (gain 20000); pod 2: 25000 (gain 15000); pod 3: 1000 but full.
     const loads: PodLoad[] = [{ pendingPrefill: 40000 }, { pendingPrefill: 20000 }, { pendingPrefill: 25000 }, { pendingPrefill: 1000, kvUsage: 0.98 }];
-    // need = max(context 50000, prompt 1600) = 50000; pod 3 has 160000 · 0.02 = 3200 free → excluded; pod 1 is lowest.
+    // need = max(context 50000, prompt 1600) = 50000; pod 3 has 160000 · 0.02 − 1000 = 2200 of room → excluded; pod 1 is lowest.
     const sessions = sess({ host: 0, contextTokens: 50000, lastMigration: 0 });
     assert.deepEqual(p.route(request(loads, { sessionKey: S }), cluster(loads, { sessions }), MIN), { pod: 1, migrateFrom: 0, reason: 'migrate' });
     // never moved (−Infinity) counts as cooled at any time
@@ -74,7 +75,7 @@ for (const name of ['ear', 'ear-proactive']) {
   });
 
   test(`${name}: no target that holds the context → stay`, () => {
-    const p = createPolicy(name);
+    const p = createPolicy(name, { kvMargin: 0 });
     // pod 1 free: 160000 · (1 − 0.75) = 40000 tokens; pod 2: 160000 · 0.8 = 128000 but gains only 40000 − 35000 = 5000
     const loads: PodLoad[] = [{ pendingPrefill: 40000 }, { kvUsage: 0.75 }, { pendingPrefill: 35000, kvUsage: 0.2 }];
     const at = (contextTokens: number, promptTokens = 1600): ReturnType<typeof p.route> =>
@@ -150,7 +151,7 @@ test('proactiveMoves: at most maxMovesPerPod per hot host, smallest contexts fir
 });
 
 test('proactiveMoves: KV promised to a target in the same call counts as used', () => {
-  const k = readEarProactiveKnobs({ maxMovesPerPod: 5 });
+  const k = readEarProactiveKnobs({ maxMovesPerPod: 5, kvMargin: 0 });
   // pod 1: 160000 · (1 − 0.9) = 16000 free tokens; pod 2 full. Sessions of 6000 each: two fit (12000), the third not.
   const view = cluster([{ pendingPrefill: 40000 }, { kvUsage: 0.9 }, { kvUsage: 1 }]);
   const moves = proactiveMoves([idle(1n, 0, 6000), idle(2n, 0, 6000), idle(3n, 0, 6000)], view, 0, k);
