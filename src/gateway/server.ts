@@ -157,7 +157,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const pipeline = new Pipeline({
     policy: config.policy, maxAttempts: config.maxAttempts, state, features: deps.features, backends, sessions: deps.sessions ?? null, kvTransfers, now,
     hold: (b) => fleet.hold(b), release, onSessionCompleted: deps.onSessionCompleted,
-    responses: new ResponseOrigins({ store: contexts.store, ttlSeconds: RESPONSE_ORIGIN_TTL_S })
+    responses: new ResponseOrigins({ store: contexts.store, ttlSeconds: RESPONSE_ORIGIN_TTL_S }), maxRetentionTtlMs: config.maxRetentionTtlMs
   });
   // The path publishes; metrics (and spans, with tracing on) subscribe.
   const unsubscribe = [subscribeRequestMetrics(pipeline, metrics), subscribeKvTransferMetrics(pipeline, metrics.registry, () => state.migrationStats?.() ?? null)];

@@ -29,7 +29,7 @@ export class UwsTransport implements Transport {
       observer: (contentType) => new StreamObserver(contentType, shape),
       onFirstToken: s.firstToken
     });
-    return { result, usage: observer?.usage ?? null, contentEvents: observer?.contentEvents ?? 0, responseId: observer?.responseId ?? null };
+    return { result, usage: observer?.usage ?? null, contentEvents: observer?.contentEvents ?? 0, responseId: observer?.responseId ?? null, toolCall: observer?.toolCall ?? false };
   }
 
   fail (_ctx: RequestContext, err: unknown): void {

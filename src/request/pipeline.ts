@@ -15,9 +15,11 @@ import { clientTraceHeaders, type TraceHeaders } from '../upstream/traceparent.j
 import { admit, noBackend } from './admit.js';
 import { enginePriorityFor } from './engine-priority.js';
 import { withPriorityField } from '../features/priority-field.js';
+import { withAgenticContext } from './agentic-field.js';
 import { channels, type SendMessage } from './channels.js';
 import type { RequestContext } from './context.js';
 import { features } from './features.js';
+import { settleRetention } from './hints.js';
 import { migrate } from './migrate.js';
 import { reroute, routed } from './route.js';
 import { chargeTokens, settleTokens } from './token-charge.js';
@@ -47,7 +49,12 @@ export interface PipelineOptions {
   onSessionCompleted?: (sessionId: string, model: string, path: string, body: Buffer) => void;
   /** Which backend produced each stored response (Responses API); null: previous_response_id is not followed. */
   responses?: ResponseOrigins | null;
+  /** The longest prefix retention a hint may ask for (ms; config maxRetentionTtlMs): longer ones are clamped. */
+  maxRetentionTtlMs?: number;
 }
+
+/** maxRetentionTtlMs's default: Anthropic's longest cache_control TTL. */
+export const DEFAULT_MAX_RETENTION_TTL_MS = 3_600_000;
 
 export class Pipeline {
   readonly policy: string;
@@ -62,6 +69,7 @@ export class Pipeline {
   readonly release: (b: Backend) => void;
   readonly onSessionCompleted: PipelineOptions['onSessionCompleted'];
   readonly responses: ResponseOrigins | null;
+  readonly maxRetentionTtlMs: number;
 
   constructor (o: PipelineOptions) {
     this.policy = o.policy;
@@ -76,6 +84,7 @@ export class Pipeline {
     this.release = o.release;
     this.onSessionCompleted = o.onSessionCompleted;
     this.responses = o.responses ?? null;
+    this.maxRetentionTtlMs = o.maxRetentionTtlMs ?? DEFAULT_MAX_RETENTION_TTL_MS;
   }
 }
 
@@ -95,7 +104,8 @@ export async function runPipeline (ctx: RequestContext, transport: Transport): P
     ctx.outcome.status = s.status;
     ctx.outcome.aborted = s.aborted;
     settleTokens(ctx);
-    if (channels.done.hasSubscribers) channels.done.publish({ ctx, at: ctx.pipeline.now() });
+    settleRetention(ctx);
+    if (channels.done.hasSubscribers) channels.done.publish({ ctx, at: ctx.pipeline.now(), toolCall: ctx.outcome.toolCall, retention: ctx.retention });
   }
 }
 
@@ -136,7 +146,7 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
     try {
       r = await transport.send(ctx, {
         backend: b,
-        body: withPriorityField(step.body, enginePriorityFor(ctx, b)),
+        body: withPriorityField(withAgenticContext(step.body, ctx, b), enginePriorityFor(ctx, b)),
         attempt: n,
         endpoints: send.endpoints,
         final: n === p.maxAttempts - 1 || !hasOther(ctx, b.index),
@@ -159,6 +169,7 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
     const served = ctx.placement!;
     ctx.usage = r.usage;
     ctx.contentEvents = r.contentEvents;
+    ctx.outcome.toolCall = r.toolCall === true;
     if (channels.sent.hasSubscribers) channels.sent.publish({ ctx, backend: served.backend, result: r });
     state.finished(served, input, r.usage, r.result.kind === 'done' && r.result.ok !== false, tEnd);
     ctx.shared?.completed(tEnd);
