@@ -72,6 +72,8 @@ export interface Gateway {
   readonly fleet: BackendFleet;
   readonly backends: readonly Backend[];
   readonly metrics: GatewayMetrics;
+  /** The request pipeline: its events (src/request/channels.ts) are this gateway's requests'. */
+  readonly pipeline: Pipeline;
   /** Explicit contexts (POST /v1/context). */
   readonly contexts: ContextRegistry;
   /** API keys and rate limits of the client routes (the endpoint picker checks its requests with it too). */
@@ -317,6 +319,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
 
   let closing: Promise<void> | null = null;
   return {
+    pipeline,
     port,
     fleet,
     backends,
