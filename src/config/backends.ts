@@ -86,7 +86,8 @@ function backend (path: string, raw: unknown, index: number): BackendConfig {
     maxConcurrent: maxConcurrent === undefined || maxConcurrent === null ? BACKEND_DEFAULTS.maxConcurrent : checkInt(`${path}.max-concurrent`, maxConcurrent, 1, 1_000_000),
     apiKey: apiKey === undefined || apiKey === null ? BACKEND_DEFAULTS.apiKey : checkHeaderValue(`${path}.apiKey`, apiKey),
     priority: checkEnginePriority(`${path}.priority`, r.priority),
-    agenticContext: checkAgenticContext(`${path}.agenticContext`, r.agenticContext ?? r['agentic-context'])
+    // Absent means strip: a backend's config stays as before unless it forwards.
+    ...(checkAgenticContext(`${path}.agenticContext`, r.agenticContext ?? r['agentic-context']) === 'forward' ? { agenticContext: 'forward' as const } : {})
   };
 }
 
