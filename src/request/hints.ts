@@ -48,11 +48,11 @@ export function applyHints (ctx: RequestContext): void {
     deadlineAt: h.deadlineSeconds === null ? null : ctx.startedAt + h.deadlineSeconds * 1000,
     expectedOutputTokens: h.expectedOutputTokens
   };
+  // A request that leaves no KV (count_tokens) has no session to name, nor a prefix to keep.
+  if (!ctx.dialect.fillsCache) return;
   if (h.retentionTtlMs !== null && h.retentionSource !== null) {
     ctx.retention = { ttlMs: Math.min(h.retentionTtlMs, ctx.pipeline.maxRetentionTtlMs), source: h.retentionSource };
   }
-  // A request that leaves no KV (count_tokens) has no session to name.
-  if (!ctx.dialect.fillsCache) return;
   if (ctx.sessionId === null && h.programId !== null) ctx.sessionId = h.programId;
   if (ctx.parentSessionId === null && h.parentProgramId !== null) ctx.parentSessionId = h.parentProgramId;
   if (ctx.priorityClass === DEFAULT_CLASS && h.priority !== 0) ctx.priorityClass = h.priority > 0 ? HIGH : LOW;

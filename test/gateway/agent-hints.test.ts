@@ -85,6 +85,11 @@ test('Anthropic SDK cache_control: the longest TTL marked (system, messages, too
   assert.equal(d4.retention, null);
   assert.equal(d4.toolCall, false);
   assert.equal(d4.ctx.hints, null);
+
+  // count_tokens leaves no KV: its marks are checked, nothing is retained.
+  const counted = await client.messages.countTokens({ model: 'm', system: [{ type: 'text', text: system, cache_control: { type: 'ephemeral', ttl: '1h' } }], messages: [{ role: 'user', content: 'hi' }] });
+  assert.ok(counted.input_tokens > 0);
+  assert.equal((await nth(seen, 5)).retention, null);
 });
 
 test('a bad cache_control is a 400 in Anthropic\'s shape, through the SDK', async () => {
