@@ -64,19 +64,17 @@ function errorMessage (doc: Doc): string | null {
 const noId = (): null => null;
 
 /**
- * Where in text[from..] `key` (quoted) has a value other than null, or -1: an event that may end the answer.
- * Every chat chunk carries "finish_reason":null; only the last one names a reason.
+ * Where in text[from..] `key` (quoted) has a string value, or -1: an event that may end the answer. Every chat
+ * chunk carries "finish_reason":null and only the last one names a reason, so the search is for the key with a
+ * string after it, as engines write it: compact (pydantic, vLLM) or with Python json.dumps' ": " (two searches
+ * that find nothing in most chunks: ~0.5 µs a 1.5 KB read, where walking each null was ~4 µs).
  */
 export function endAt (text: string, key: string, from: number): number {
-  for (let i = keyAt(text, key, 1, from); i >= 0; i = keyAt(text, key, 1, i + 1)) {
-    let j = i + key.length;
-    while (text.charCodeAt(j) === 32) j++;
-    if (text.charCodeAt(j) !== 58) continue; // ':' — the key, not a string that spells it
-    j++;
-    while (text.charCodeAt(j) === 32) j++;
-    if (!text.startsWith('null', j)) return i;
-  }
-  return -1;
+  // Searched from its '_' (finish_reason, stop_reason), rarer in JSON than any other character of the key.
+  const skip = Math.max(1, key.indexOf('_'));
+  const compact = keyAt(text, `${key}:"`, skip, from);
+  const spaced = keyAt(text, `${key}: "`, skip, from);
+  return compact < 0 ? spaced : spaced < 0 ? compact : Math.min(compact, spaced);
 }
 
 export const OPENAI_STREAM: StreamShape = {

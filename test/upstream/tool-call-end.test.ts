@@ -15,7 +15,7 @@ function chat (finish: string, spaced = false): string {
   return data({ ...head, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] }) +
     data({ ...head, choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: 'x', type: 'function', function: { name: 'f', arguments: '{}' } }] }, finish_reason: null }] }) +
     data({ ...head, choices: [{ index: 0, delta: { content: 'a "finish_reason":"tool_calls" in text' }, finish_reason: null }] }) +
-    (spaced ? last.replace('"finish_reason":', '"finish_reason" :  ') : last) +
+    (spaced ? last.replace('"finish_reason":', '"finish_reason": ') : last) +
     data({ ...head, choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } }) + 'data: [DONE]\n\n';
 }
 
@@ -75,9 +75,11 @@ test('whole bodies: finish_reason, stop_reason, a function_call item', () => {
   assert.equal(body(RESPONSES_STREAM, { object: 'response', output: [{ type: 'message', content: [{ type: 'output_text', text: 'x' }] }] }), false);
 });
 
-test('endAt finds a key whose value is not null, and no string that merely spells it', () => {
+test('endAt finds a key whose value is a string, and no string that merely spells it', () => {
   assert.equal(endAt('{"finish_reason":null}', '"finish_reason"', 0), -1);
-  assert.equal(endAt('{"finish_reason" : null}', '"finish_reason"', 0), -1);
+  assert.equal(endAt('{"finish_reason": null}', '"finish_reason"', 0), -1);
+  assert.equal(endAt('{"finish_reason": "stop"}', '"finish_reason"', 0), 1);
+  assert.equal(endAt('{"a":"x","finish_reason":"stop","b":{"finish_reason": "x"}}', '"finish_reason"', 0), 9);
   assert.equal(endAt('{"a":"\\"finish_reason\\"","finish_reason":"stop"}', '"finish_reason"', 0), 25);
   assert.equal(endAt('{"x":["finish_reason"]}', '"finish_reason"', 0), -1);
 });
