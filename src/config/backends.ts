@@ -27,6 +27,12 @@ export interface BackendConfig {
    * sglang-low-first (with --schedule-low-priority-values-first). null (off, the default): EAR sends none.
    */
   priority: EnginePriorityKind | null;
+  /**
+   * What the backend gets of a client's `vllm_xargs.agentic_context`: 'strip' (the default: an engine has no use
+   * for it) or 'forward' (a vLLM router whose program scheduling reads it, vllm-project/router #286). Absent:
+   * strip (discovered pods are engines).
+   */
+  agenticContext?: 'strip' | 'forward';
 }
 
 /** A backend entry's fields besides `url` (required) and `id` (`backend-<index>` when absent), as the file names them. */
@@ -38,11 +44,12 @@ export const BACKEND_DEFAULTS = Object.freeze({
   kvCapacityBlocks: null,
   maxConcurrent: null,
   apiKey: null,
-  priority: null
+  priority: null,
+  agenticContext: 'strip' as const
 });
 
 /** Keys a backend entry takes; the kebab-case ones are the `--backend` flag's spelling of the same field. */
-export const BACKEND_KEYS = ['id', 'url', 'kvEvents', 'kv-events', 'replay', 'topic', 'role', 'kvCapacityBlocks', 'kv-blocks', 'maxConcurrent', 'max-concurrent', 'apiKey', 'api-key', 'priority'];
+export const BACKEND_KEYS = ['id', 'url', 'kvEvents', 'kv-events', 'replay', 'topic', 'role', 'kvCapacityBlocks', 'kv-blocks', 'maxConcurrent', 'max-concurrent', 'apiKey', 'api-key', 'priority', 'agenticContext', 'agentic-context'];
 
 const ROLES: readonly PodRole[] = ['both', 'prefill', 'decode'];
 /** Backend ids; discovery names backends after their pods (src/discovery/pod-backend.ts) and skips a pod whose name is not one. */
@@ -78,8 +85,16 @@ function backend (path: string, raw: unknown, index: number): BackendConfig {
     kvCapacityBlocks: kvBlocks === undefined || kvBlocks === null ? BACKEND_DEFAULTS.kvCapacityBlocks : checkInt(`${path}.kv-blocks`, kvBlocks, 1, 0xFFFFFFFF),
     maxConcurrent: maxConcurrent === undefined || maxConcurrent === null ? BACKEND_DEFAULTS.maxConcurrent : checkInt(`${path}.max-concurrent`, maxConcurrent, 1, 1_000_000),
     apiKey: apiKey === undefined || apiKey === null ? BACKEND_DEFAULTS.apiKey : checkHeaderValue(`${path}.apiKey`, apiKey),
-    priority: checkEnginePriority(`${path}.priority`, r.priority)
+    priority: checkEnginePriority(`${path}.priority`, r.priority),
+    // Absent means strip: a backend's config stays as before unless it forwards.
+    ...(checkAgenticContext(`${path}.agenticContext`, r.agenticContext ?? r['agentic-context']) === 'forward' ? { agenticContext: 'forward' as const } : {})
   };
+}
+
+function checkAgenticContext (path: string, v: unknown): 'strip' | 'forward' {
+  if (v === undefined || v === null) return BACKEND_DEFAULTS.agenticContext;
+  if (v !== 'strip' && v !== 'forward') throw new ConfigError(path, `must be "strip" or "forward", got ${JSON.stringify(v)}`);
+  return v;
 }
 
 function checkEnginePriority (path: string, v: unknown): EnginePriorityKind | null {
@@ -102,7 +117,7 @@ export function checkBackends (raw: unknown): BackendConfig[] {
   return backends;
 }
 
-/** Parses one `--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=KEY][,priority=vllm|sglang|sglang-low-first]` flag. */
+/** Parses one `--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=KEY][,priority=vllm|sglang|sglang-low-first][,agentic-context=strip|forward]` flag. */
 export function parseBackendFlag (flag: string): Record<string, string> {
   const [url, ...opts] = flag.split(',');
   const out: Record<string, string> = { url };

@@ -19,6 +19,11 @@ export interface FeaturesConfig {
   routeThreads: number;
   /** Sessions whose previous tokens and block keys each route thread keeps for incremental turns (LRU). */
   sessionsPerRouteThread: number;
+  /**
+   * The longest prefix retention an agent's hint may ask for (ms): a cache_control ttl or agentic_context's
+   * kv_retention_ttl_seconds beyond it is clamped to it (docs/api.md#agent-hints).
+   */
+  maxRetentionTtlMs: number;
 }
 
 export const FEATURES_DEFAULTS: Readonly<FeaturesConfig> = Object.freeze({
@@ -26,7 +31,9 @@ export const FEATURES_DEFAULTS: Readonly<FeaturesConfig> = Object.freeze({
   remoteTokenizer: REMOTE_TOKENIZER_DEFAULTS,
   blockSize: BLOCK_SIZE,
   routeThreads: 2,
-  sessionsPerRouteThread: 4096
+  sessionsPerRouteThread: 4096,
+  // Anthropic's longest cache_control TTL (1h).
+  maxRetentionTtlMs: 3_600_000
 });
 
 const REMOTE_TOKENIZER_LIMITS: Record<keyof RemoteTokenizerOptions, [number, number]> = {
@@ -55,5 +62,6 @@ export const FEATURES_FIELDS: Record<keyof FeaturesConfig, FieldCheck> = {
   },
   blockSize: (p, v) => checkInt(p, v, 1, 4096),
   routeThreads: (p, v) => checkInt(p, v, 1, 64),
-  sessionsPerRouteThread: (p, v) => checkInt(p, v, 1, 1 << 20)
+  sessionsPerRouteThread: (p, v) => checkInt(p, v, 1, 1 << 20),
+  maxRetentionTtlMs: (p, v) => checkInt(p, v, 0, 86_400_000)
 };

@@ -183,9 +183,13 @@ export class AdmissionControl {
     if (req.sessionId === null || this.scheduler === 'fcfs') return 0;
     const key = this.#host.sessionKey(req.sessionId);
     const parent = req.parentSessionId === null ? null : this.#host.sessionKey(req.parentSessionId);
-    if (this.scheduler === 'atlas') return this.#host.criticalPathOf(key, parent);
-    const own = this.#host.sessions.get(key)?.attained ?? 0;
-    return own + (parent === null ? 0 : this.#host.sessions.get(parent)?.attained ?? 0);
+    const service = this.scheduler === 'atlas'
+      ? this.#host.criticalPathOf(key, parent)
+      : (this.#host.sessions.get(key)?.attained ?? 0) + (parent === null ? 0 : this.#host.sessions.get(parent)?.attained ?? 0);
+    // A deadline (an agent's hint) ranks it no lower than the time it has left: both are ms, so a program
+    // within a quantum of its deadline goes to level 0, ahead of sessions that merely attained little service.
+    const deadline = req.deadlineAt ?? null;
+    return deadline === null ? service : Math.min(service, Math.max(0, deadline - this.#lastNow));
   }
 
   #lastNow = 0;

@@ -54,7 +54,12 @@ export interface HostRequest {
   /** Output tokens the client asked for at most (max_tokens), if it did. */
   maxTokens: number | null;
   /** Whom the tokens count against (fairness policies): the OpenAI `user`, else an API key's digest; null if unknown. */
-  user: string | null;  /**
+  user: string | null;
+  /** Output tokens the client expects (an agent's expected_output_length hint); absent or null: max_tokens stands for it. */
+  expectedOutputTokens?: number | null;
+  /** When (the host's clock, ms) the client wants it served (an agent's deadline hint); absent or null: none. */
+  deadlineAt?: number | null;
+  /**
    * Pods this request may not go to, ever (an endpoint picker's subset hint: the proxy may only reach the others);
    * admission honours it too. Absent: none.
    */
@@ -354,7 +359,7 @@ export class RoutingHost {
       promptTokens: req.promptTokens,
       keys: this.#span(req.blockKeys),
       blockSize: this.blockSize,
-      expectedOutputTokens: req.maxTokens,
+      expectedOutputTokens: req.expectedOutputTokens ?? req.maxTokens,
       userKey: req.user === null ? null : this.userKey(req.user)
     };
     const callPriority = this.criticalPathOf(request.sessionKey, request.parentSessionKey);

@@ -125,7 +125,8 @@ export class EndpointPicker {
       policy: deps.config.policy, maxAttempts: 1, state: deps.routing, features: deps.features, backends: fleet.backends, sessions: deps.sessions ?? null,
       kvTransfers: null, now: deps.now, hold: (b) => fleet.hold(b), release: (b) => fleet.release(b),
       // With a shared store, the origins every replica (and `ear serve`) recorded; else this process's own.
-      responses: new ResponseOrigins({ store: deps.sessions?.store ?? createSessionStore({ kind: 'memory' }), ttlSeconds: RESPONSE_ORIGIN_TTL_S })
+      responses: new ResponseOrigins({ store: deps.sessions?.store ?? createSessionStore({ kind: 'memory' }), ttlSeconds: RESPONSE_ORIGIN_TTL_S }),
+      maxRetentionTtlMs: deps.config.maxRetentionTtlMs
     });
     this.#unsubscribe = [subscribeRequestMetrics(this.#pipeline, deps.metrics)];
     if (deps.tracing != null) this.#unsubscribe.push(subscribeRequestSpans(this.#pipeline, deps.tracing));
@@ -337,6 +338,6 @@ class PickedRequest implements Picked {
     this.#done = true;
     this.abandoned = abandoned !== null;
     const result = abandoned !== null ? { kind: 'aborted' as const } : { kind: 'done' as const, status, ok };
-    this.ended({ sent: { result, usage: seen?.usage ?? null, contentEvents: seen?.contentEvents ?? 0, responseId: seen?.responseId ?? null }, status });
+    this.ended({ sent: { result, usage: seen?.usage ?? null, contentEvents: seen?.contentEvents ?? 0, responseId: seen?.responseId ?? null, toolCall: seen?.toolCall ?? false }, status });
   }
 }

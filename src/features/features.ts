@@ -10,6 +10,7 @@ import { EarError } from '../errors/errors.js';
 import { parseRequestBody, type ClientPriority, type ParsedRequest } from './request-body.js';
 import { DIALECTS, type Endpoint } from '../dialects/dialect.js';
 import type { SessionFeatures } from './session-features.js';
+import type { RequestHints } from '../dialects/request-hints.js';
 
 export interface Features {
   model: string;
@@ -27,6 +28,10 @@ export interface Features {
   store: boolean;
   /** The client's own `priority` field, stripped from what is forwarded (request-body.ts). */
   clientPriority: ClientPriority;
+  /** The agent's hints (src/dialects/request-hints.ts); null when it sent none. */
+  hints: RequestHints | null;
+  /** The client's vllm_xargs.agentic_context, stripped from the forwarded body; undefined when absent. */
+  agenticContext: unknown;
 }
 
 export interface FeatureContext {
@@ -80,6 +85,7 @@ export function featuresOf (p: ParsedRequest, body: Buffer, promptTokens: number
   return {
     // A request that computes no KV (count_tokens) leaves no keys to match or record.
     model: p.model, stream: p.stream, promptTokens, blockKeys: DIALECTS[p.endpoint].fillsCache ? blockKeys : NO_KEYS, maxTokens: p.maxTokens, user: p.user, forward: p.forward === body ? null : p.forward,
-    previousResponseId: p.previousResponseId, store: p.store, clientPriority: p.clientPriority
+    previousResponseId: p.previousResponseId, store: p.store, clientPriority: p.clientPriority,
+    hints: p.hints, agenticContext: p.agenticContext
   };
 }

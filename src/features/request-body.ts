@@ -12,6 +12,7 @@ import { responsesToChat } from '../dialects/responses-request.js';
 import { bad, checkSampling, MAX_TOKEN_COUNT, optIntIn } from '../dialects/chat-request.js';
 import { MAX_JSON_DEPTH } from '../core/defaults.js';
 import { nestsDeeperThan } from '../core/json-depth.js';
+import { hasAgenticContext, requestHints, type RequestHints } from '../dialects/request-hints.js';
 
 export interface ParsedRequest {
   endpoint: Endpoint;
@@ -40,6 +41,13 @@ export interface ParsedRequest {
    * when absent. Sent on only for an API key allowed to set it (config enginePriorityKeys).
    */
   clientPriority: ClientPriority;
+  /** The agent's hints (vllm_xargs.agentic_context, Anthropic cache_control marks); null when it sent none. */
+  hints: RequestHints | null;
+  /**
+   * The client's `vllm_xargs.agentic_context` as it sent it (stripped from `forward`), for a backend that asks for
+   * it (a vLLM router: config agenticContext); undefined when absent.
+   */
+  agenticContext: unknown;
 }
 
 export type ClientPriority = number | 'invalid' | null;
@@ -119,7 +127,7 @@ export function requestFromDoc (endpoint: Endpoint, raw: Buffer, doc: unknown): 
   };
   return {
     endpoint, model: b.model, stream: b.stream === true, messages, prompt, maxTokens: max, cacheSalt: salt,
-    user: typeof user === 'string' && user !== '' ? user : null, render, ...forwardOf(raw, b), previousResponseId: null, store: false
+    user: typeof user === 'string' && user !== '' ? user : null, render, hints: requestHints(b, false), ...forwardOf(raw, b), previousResponseId: null, store: false
   };
 }
 
@@ -131,7 +139,7 @@ function dialectRequest (endpoint: Exclude<Endpoint, 'chat' | 'completions'>, ra
   if (c.model === '') throw bad('"model" is required: EAR routes each request to the engines that serve its model');
   return {
     endpoint, model: c.model, stream: c.stream, messages: c.messages, prompt: null, maxTokens: c.maxTokens, cacheSalt: cacheSaltOf(b), user: c.user,
-    render: c.render, ...forwardOf(raw, b), previousResponseId: responses?.previousResponseId ?? null, store: responses?.store ?? false
+    render: c.render, hints: requestHints(b, responses === null), ...forwardOf(raw, b), previousResponseId: responses?.previousResponseId ?? null, store: responses?.store ?? false
   };
 }
 
@@ -147,14 +155,24 @@ function cacheSaltOf (b: Record<string, unknown>): string | null {
 const STRIPPED = ['kv_transfer_params', 'priority'];
 
 /**
- * The body engines get: the client's bytes, unless it carried kv_transfer_params or priority (dropped, `b`
- * rewritten); and the client's priority, kept aside.
+ * The body engines get: the client's bytes, unless it carried kv_transfer_params, priority or
+ * vllm_xargs.agentic_context (dropped, `b` rewritten; vllm_xargs with it when nothing else is left in it); and
+ * the client's priority and agentic_context, kept aside. An engine has no use for the hints (vLLM passes
+ * vllm_xargs on to its plugins); a vLLM router that asks for them gets them back (request/agentic-field.ts).
  */
-export function forwardOf (raw: Buffer, b: Record<string, unknown>): { forward: Buffer; clientPriority: ClientPriority } {
+export function forwardOf (raw: Buffer, b: Record<string, unknown>): { forward: Buffer; clientPriority: ClientPriority; agenticContext: unknown } {
   const clientPriority = clientPriorityOf(b.priority);
-  if (!STRIPPED.some((k) => k in b)) return { forward: raw, clientPriority };
+  const hinted = hasAgenticContext(b);
+  if (!hinted && !STRIPPED.some((k) => k in b)) return { forward: raw, clientPriority, agenticContext: undefined };
   for (const k of STRIPPED) delete b[k];
-  return { forward: reserialize(b), clientPriority };
+  let agenticContext: unknown;
+  if (hinted) {
+    const x = b.vllm_xargs as Record<string, unknown>;
+    agenticContext = x.agentic_context;
+    delete x.agentic_context;
+    if (Object.keys(x).length === 0) delete b.vllm_xargs;
+  }
+  return { forward: reserialize(b), clientPriority, agenticContext };
 }
 
 /** An integer that JSON carries exactly (vLLM takes int64; beyond 2^53 a double would not round-trip). */

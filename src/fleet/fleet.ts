@@ -151,7 +151,8 @@ export class BackendFleet {
     for (const b of [...this.backends]) {
       const c = wanted.get(b.id);
       if (b.draining) continue;
-      if (c && c.url === b.config.url && c.role === b.config.role && c.kvEvents === b.config.kvEvents && c.replay === b.config.replay && c.kvTopic === b.config.kvTopic && c.kvCapacityBlocks === b.config.kvCapacityBlocks && c.apiKey === b.config.apiKey && c.priority === b.config.priority) {
+      if (c && c.url === b.config.url && c.role === b.config.role && c.kvEvents === b.config.kvEvents && c.replay === b.config.replay && c.kvTopic === b.config.kvTopic && c.kvCapacityBlocks === b.config.kvCapacityBlocks && c.apiKey === b.config.apiKey && c.priority === b.config.priority &&
+        c.agenticContext === b.config.agenticContext) {
         wanted.delete(b.id);
         continue;
       }

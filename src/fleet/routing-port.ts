@@ -62,7 +62,11 @@ export interface Placements {
   /** The first content token passed. */
   firstToken (p: Placement, now: number): void;
   /** The request ended (any outcome). `usage` is what the engine reported, if it did. */
-  finished (p: Placement, input: RoutingInput, usage: Usage | null, ok: boolean, now: number): void;
+  /**
+   * The request ended. `retain`: its turn ended in a tool call, or the client asked its prefix kept for `ttlMs`
+   * (cache_control, agentic_context): the host retains the prefix on its engine (src/core/retention.ts).
+   */
+  finished (p: Placement, input: RoutingInput, usage: Usage | null, ok: boolean, now: number, retain?: Retain): void;
   /**
    * A migration's transfer ended (RoutingHost.migrationEnded): ok, or failed, when the placement on the
    * source is returned (to be started and sent there instead); null when nothing is to be redone.
@@ -71,6 +75,9 @@ export interface Placements {
   /** Prompt tokens sent to `b` and not yet computed (its pending prefill, as policies see it). */
   pendingPrefill? (b: Backend): number;
 }
+
+/** What a finished turn asks of retention: kept for a tool gap (ttlMs null: the session's learnt gap) or a hint's TTL. */
+export interface Retain { toolCall: boolean; ttlMs: number | null }
 
 /** What the backend list (fleet.ts) tells routing: a backend's pod row, its comings and goings, its engine's reports. */
 export interface BackendRouting {

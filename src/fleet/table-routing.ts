@@ -10,7 +10,7 @@ import type { Region } from '../core/region.js';
 import type { UserUsageOptions } from '../core/user-usage.js';
 import type { Backend } from './backends.js';
 import type { EngineLoad } from './engine-metrics.js';
-import type { GatewayWaiter, Placement, RouteHook, RoutingInput, RoutingState } from './routing-port.js';
+import type { GatewayWaiter, Placement, Retain, RouteHook, RoutingInput, RoutingState } from './routing-port.js';
 import type { Usage } from '../upstream/stream-observer.js';
 
 /** A host placement with its backends (a class: an object literal with a getter is built slowly, per request). */
@@ -180,8 +180,11 @@ export class TableRouting implements RoutingState {
     this.host.firstToken((p as TablePlacement).host, now);
   }
 
-  finished (p: Placement, _input: RoutingInput, usage: Usage | null, _ok: boolean, now: number): void {
-    this.host.finished((p as TablePlacement).host, usage && { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens }, now);
+  finished (p: Placement, _input: RoutingInput, usage: Usage | null, _ok: boolean, now: number, retain?: Retain): void {
+    const kept = retain !== undefined && (retain.toolCall || (retain.ttlMs !== null && retain.ttlMs > 0));
+    const out = usage && { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens };
+    // A turn without usage has no context size to retain, so retention follows the usage the engine reported.
+    this.host.finished((p as TablePlacement).host, out && (kept ? { ...out, toolCall: true, retainTtlMs: retain.ttlMs } : out), now);
   }
 
   session (sessionId: string): Record<string, unknown> | null {

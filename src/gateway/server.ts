@@ -72,6 +72,8 @@ export interface Gateway {
   readonly fleet: BackendFleet;
   readonly backends: readonly Backend[];
   readonly metrics: GatewayMetrics;
+  /** The request pipeline: its events (src/request/channels.ts) are this gateway's requests'. */
+  readonly pipeline: Pipeline;
   /** Explicit contexts (POST /v1/context). */
   readonly contexts: ContextRegistry;
   /** API keys and rate limits of the client routes (the endpoint picker checks its requests with it too). */
@@ -157,7 +159,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const pipeline = new Pipeline({
     policy: config.policy, maxAttempts: config.maxAttempts, maxResumes: config.maxResumes, maxResumeBytes: config.maxResumeBytes, state, features: deps.features, backends, sessions: deps.sessions ?? null, kvTransfers, now,
     hold: (b) => fleet.hold(b), release, onSessionCompleted: deps.onSessionCompleted,
-    responses: new ResponseOrigins({ store: contexts.store, ttlSeconds: RESPONSE_ORIGIN_TTL_S })
+    responses: new ResponseOrigins({ store: contexts.store, ttlSeconds: RESPONSE_ORIGIN_TTL_S }), maxRetentionTtlMs: config.maxRetentionTtlMs
   });
   // The path publishes; metrics (and spans, with tracing on) subscribe.
   const unsubscribe = [subscribeRequestMetrics(pipeline, metrics), subscribeKvTransferMetrics(pipeline, metrics.registry, () => state.migrationStats?.() ?? null)];
@@ -317,6 +319,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
 
   let closing: Promise<void> | null = null;
   return {
+    pipeline,
     port,
     fleet,
     backends,

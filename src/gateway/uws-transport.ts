@@ -42,7 +42,7 @@ export class UwsTransport implements Transport {
       transcript: this.#transcript,
       splice: s.splice ?? null
     });
-    return { result, usage: observer?.usage ?? null, contentEvents: observer?.contentEvents ?? 0, responseId: observer?.responseId ?? null };
+    return { result, usage: observer?.usage ?? null, contentEvents: observer?.contentEvents ?? 0, responseId: observer?.responseId ?? null, toolCall: observer?.toolCall ?? false };
   }
 
   continuation (_ctx: RequestContext, body: Buffer): ResumePlan {

@@ -11,6 +11,7 @@ import type { RequestContext } from './context.js';
 import type { SendResult } from './transport.js';
 import type { AdmissionReport } from './admission-wait.js';
 import type { ResumeMessage } from './resume.js';
+import type { Retention } from './hints.js';
 
 /** The request was taken in (its body read): nothing decided yet. */
 export interface StartMessage { ctx: RequestContext }
@@ -39,8 +40,12 @@ export interface ServedMessage { ctx: RequestContext; endpoint: string | null; r
 export interface FirstTokenMessage { ctx: RequestContext; at: number; backend: Backend }
 /** It was answered with an error (ctx.outcome.error), before `done`. */
 export interface ErrorMessage { ctx: RequestContext; error: unknown }
-/** It ended, whatever the outcome (ctx.outcome): published once per request. */
-export interface DoneMessage { ctx: RequestContext; at: number }
+/**
+ * It ended, whatever the outcome (ctx.outcome): published once per request. `toolCall`: its answer ended in a
+ * tool call; `retention`: how long its session's prefix is to be kept (a hint's TTL, or the tool gap), for the
+ * routing core to hold it on its engine.
+ */
+export interface DoneMessage { ctx: RequestContext; at: number; toolCall: boolean; retention: Retention | null }
 
 /** Each event's message. */
 export interface RequestMessages {

@@ -9,6 +9,7 @@ import type { Usage } from '../upstream/stream-observer.js';
 import type { Pipeline } from './pipeline.js';
 import type { RequestLimits } from './client-gate.js';
 import { NEUTRAL_RANK, type AdmissionRank } from '../core/engine-priority.js';
+import type { AgentHints, Retention } from './hints.js';
 
 /** Where a phase learns that the client (or the proxy's stream) went away, and hears of it while it waits. */
 export interface Abortable {
@@ -42,6 +43,11 @@ export interface Outcome {
   error: unknown;
   /** The backend whose answer it got ('' when none did). */
   backend: string;
+  /**
+   * Its answer ended in a tool call (finish_reason `tool_calls`, stop_reason `tool_use`, a Responses
+   * `function_call` item): the agent will come back with the same prefix and the tool's result.
+   */
+  toolCall: boolean;
 }
 
 export class RequestContext {
@@ -59,11 +65,14 @@ export class RequestContext {
   readonly startedAt: number;
   /** The user its API key stands for (an HMAC id), used when the body names none. */
   readonly keyUser: string | null;
-  /** Its priority class (0 high, 1 normal, 2 low). */
-  readonly priorityClass: number;
-  /** Its session (none for a request that leaves no KV behind: count_tokens is routed by load alone). */
-  readonly sessionId: string | null;
-  readonly parentSessionId: string | null;
+  /** Its priority class (0 high, 1 normal, 2 low); an agent's priority hint may move it (request/hints.ts). */
+  priorityClass: number;
+  /**
+   * Its session (none for a request that leaves no KV behind: count_tokens is routed by load alone): the
+   * transport's, else the program its agentic_context names (set with the features, request/hints.ts).
+   */
+  sessionId: string | null;
+  parentSessionId: string | null;
   readonly body: Buffer;
   /** The client's traceparent and tracestate ('' when absent). */
   readonly traceparent: string;
@@ -95,7 +104,11 @@ export class RequestContext {
   usage: Usage | null = null;
   /** Content events seen when the engine reported no usage (an estimate of output tokens). */
   contentEvents = 0;
-  readonly outcome: Outcome = { status: 0, aborted: false, error: null, backend: '' };
+  readonly outcome: Outcome = { status: 0, aborted: false, error: null, backend: '', toolCall: false };
+  /** The agent's hints (vllm_xargs.agentic_context, cache_control), from the features; null when it sent none. */
+  hints: AgentHints | null = null;
+  /** How long its prefix is to be kept after it: a hint's TTL, or the tool gap of a turn that ended in a tool call. */
+  retention: Retention | null = null;
 
   /** The engine path it is sent to: its dialect's. */
   get path (): EnginePath {

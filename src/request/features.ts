@@ -5,6 +5,7 @@ import { channels } from './channels.js';
 import type { RequestContext } from './context.js';
 import { checkOwnPriority } from './engine-priority.js';
 import { checkContextLength } from './context-length.js';
+import { applyHints } from './hints.js';
 
 export async function features (ctx: RequestContext): Promise<void> {
   const p = ctx.pipeline;
@@ -12,6 +13,7 @@ export async function features (ctx: RequestContext): Promise<void> {
   const f = await p.features(ctx.endpoint, ctx.body, ctx.sessionId);
   ctx.features = f;
   checkOwnPriority(ctx);
+  applyHints(ctx);
   if (channels.features.hasSubscribers) channels.features.publish({ ctx, seconds: (p.now() - f0) / 1000 });
   // Unknown to every backend that has listed its models: the client's mistake. With no list at all (nothing
   // probed up yet) it is the fleet's state, answered as no backend (503).
@@ -24,7 +26,8 @@ export async function features (ctx: RequestContext): Promise<void> {
   if (f.previousResponseId !== null && p.responses !== null) await p.responses.pin(ctx, f.previousResponseId, backends);
   ctx.input = {
     model: f.model, sessionId: ctx.sessionId, parentSessionId: ctx.parentSessionId, promptTokens: f.promptTokens, blockKeys: f.blockKeys,
-    maxTokens: f.maxTokens, user: f.user ?? ctx.keyUser, ...(ctx.exclude.size > 0 ? { exclude: ctx.exclude } : {})
+    maxTokens: f.maxTokens, user: f.user ?? ctx.keyUser, ...(ctx.exclude.size > 0 ? { exclude: ctx.exclude } : {}),
+    ...(ctx.hints === null ? {} : { expectedOutputTokens: ctx.hints.expectedOutputTokens, deadlineAt: ctx.hints.deadlineAt })
   };
   if (f.forward) ctx.forward = Buffer.from(f.forward.buffer, f.forward.byteOffset, f.forward.byteLength);
 }

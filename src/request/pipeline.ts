@@ -15,9 +15,11 @@ import { clientTraceHeaders, type TraceHeaders } from '../upstream/traceparent.j
 import { admit, noBackend } from './admit.js';
 import { enginePriorityFor } from './engine-priority.js';
 import { withPriorityField } from '../features/priority-field.js';
+import { withAgenticContext } from './agentic-field.js';
 import { channels, type SendMessage } from './channels.js';
 import type { RequestContext } from './context.js';
 import { features } from './features.js';
+import { settleRetention } from './hints.js';
 import { migrate } from './migrate.js';
 import { reroute, routed } from './route.js';
 import { resume } from './resume.js';
@@ -52,7 +54,12 @@ export interface PipelineOptions {
   onSessionCompleted?: (sessionId: string, model: string, path: string, body: Buffer) => void;
   /** Which backend produced each stored response (Responses API); null: previous_response_id is not followed. */
   responses?: ResponseOrigins | null;
+  /** The longest prefix retention a hint may ask for (ms; config maxRetentionTtlMs): longer ones are clamped. */
+  maxRetentionTtlMs?: number;
 }
+
+/** maxRetentionTtlMs's default: Anthropic's longest cache_control TTL. */
+export const DEFAULT_MAX_RETENTION_TTL_MS = 3_600_000;
 
 export class Pipeline {
   readonly policy: string;
@@ -69,6 +76,7 @@ export class Pipeline {
   readonly release: (b: Backend) => void;
   readonly onSessionCompleted: PipelineOptions['onSessionCompleted'];
   readonly responses: ResponseOrigins | null;
+  readonly maxRetentionTtlMs: number;
 
   constructor (o: PipelineOptions) {
     this.policy = o.policy;
@@ -85,6 +93,7 @@ export class Pipeline {
     this.release = o.release;
     this.onSessionCompleted = o.onSessionCompleted;
     this.responses = o.responses ?? null;
+    this.maxRetentionTtlMs = o.maxRetentionTtlMs ?? DEFAULT_MAX_RETENTION_TTL_MS;
   }
 }
 
@@ -104,7 +113,8 @@ export async function runPipeline (ctx: RequestContext, transport: Transport): P
     ctx.outcome.status = s.status;
     ctx.outcome.aborted = s.aborted;
     settleTokens(ctx);
-    if (channels.done.hasSubscribers) channels.done.publish({ ctx, at: ctx.pipeline.now() });
+    settleRetention(ctx);
+    if (channels.done.hasSubscribers) channels.done.publish({ ctx, at: ctx.pipeline.now(), toolCall: ctx.outcome.toolCall, retention: ctx.retention });
   }
 }
 
@@ -138,7 +148,7 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
       return;
     }
     const b = step.placement.backend;
-    const body = withPriorityField(step.body, enginePriorityFor(ctx, b));
+    const body = withPriorityField(withAgenticContext(step.body, ctx, b), enginePriorityFor(ctx, b));
     const send: SendMessage = { ctx, backend: b, attempt: n, endpoints: transport.endpoints?.(ctx, b) ?? null, headers: ctx.via === 'http' ? forwardedTrace(ctx) : NO_TRACE };
     if (channels.send.hasSubscribers) channels.send.publish(send);
     p.hold(b);
@@ -169,8 +179,10 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
     const served = ctx.placement!;
     ctx.usage = r.usage;
     ctx.contentEvents = r.contentEvents;
+    ctx.outcome.toolCall = r.toolCall === true;
     if (channels.sent.hasSubscribers) channels.sent.publish({ ctx, backend: served.backend, result: r });
-    state.finished(served, input, r.usage, r.result.kind === 'done' && r.result.ok !== false, tEnd);
+    const retain = { toolCall: ctx.outcome.toolCall && ctx.sessionId !== null, ttlMs: ctx.retention?.ttlMs ?? null };
+    state.finished(served, input, r.usage, r.result.kind === 'done' && r.result.ok !== false, tEnd, retain);
     ctx.shared?.completed(tEnd);
     last = r.result;
     // Busy (its connection queue is full) or failed before any byte reached the client: the next-best backend.

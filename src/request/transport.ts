@@ -35,6 +35,8 @@ export interface SendResult {
   contentEvents: number;
   /** The id the engine gave the response (Responses API), if it named one. */
   responseId?: string | null;
+  /** The answer ended in a tool call (stream-shapes.ts says how each API shows it). */
+  toolCall?: boolean;
 }
 
 /** One attempt for the transport to make. */

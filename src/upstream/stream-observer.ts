@@ -1,8 +1,9 @@
 // Watches an upstream response as it passes through, without changing a byte: when the first content token
 // arrives, and the usage the engine reports (prompt, completion and cached tokens), in the shape of the API it
-// speaks (src/dialects/stream-shapes.ts). SSE events are parsed only until the first token is seen; after that
-// only an event that mentions "usage" or "error" is parsed.
-import { keyAt, OPENAI_STREAM, type StreamShape, type Usage } from '../dialects/stream-shapes.js';
+// speaks (src/dialects/stream-shapes.ts), and whether it ended in a tool call. SSE events are parsed only until
+// the first token is seen; after that only an event that mentions "usage" or "error", or names how the answer
+// ended (a finish_reason or stop_reason that is not null), is parsed.
+import { endAt, keyAt, OPENAI_STREAM, type StreamShape, type Usage } from '../dialects/stream-shapes.js';
 
 export type { Usage };
 
@@ -19,6 +20,8 @@ export class StreamObserver {
   contentEvents = 0;
   /** The id of the response, where the API names one (Responses). */
   responseId: string | null = null;
+  /** The answer ended in a tool call (the last end the stream named). */
+  toolCall = false;
   readonly #shape: StreamShape;
   readonly #sse: boolean;
   #carry = '';
@@ -46,14 +49,17 @@ export class StreamObserver {
     // Where the next "usage" / "error" might be: events before it that are one data line need no parsing.
     let usageAt = -2;
     let errorAt = -2;
+    let endsAt = -2;
+    const endKey = this.#shape.endKey;
     for (;;) {
       const end = text.indexOf('\n\n', start);
       if (end < 0) break;
       if (this.firstTokenSeen && text.startsWith('data:', start)) {
         if (usageAt !== -1 && usageAt < start) usageAt = keyAt(text, USAGE, 1, start);
         if (errorAt !== -1 && errorAt < start) errorAt = keyAt(text, ERROR, 2, start);
+        if (endKey !== null && endsAt !== -1 && endsAt < start) endsAt = endAt(text, endKey, start);
         const nl = text.indexOf('\n', start);
-        if ((usageAt < 0 || usageAt >= end) && (errorAt < 0 || errorAt >= end) && nl === end) {
+        if ((usageAt < 0 || usageAt >= end) && (errorAt < 0 || errorAt >= end) && (endsAt < 0 || endsAt >= end) && nl === end) {
           // The same count #event would make, without slicing the event out.
           const from = start + (text.charCodeAt(start + 5) === 32 ? 6 : 5);
           if (from < end && !(end - from === 6 && text.startsWith('[DONE]', from))) this.contentEvents++;
@@ -93,12 +99,14 @@ export class StreamObserver {
     if (data === '' || data === '[DONE]') return;
     const usage = keyAt(data, USAGE, 1, 0) >= 0;
     const error = keyAt(data, ERROR, 2, 0) >= 0;
+    const ends = this.#shape.endKey !== null && endAt(data, this.#shape.endKey, 0) >= 0;
     if (this.firstTokenSeen && !usage && !error) {
       this.contentEvents++;
+      if (ends) this.#readEnd(parse(data));
       return;
     }
-    // A chunk that cannot hold output, usage or an error (a role chunk: "content":"") is not worth a parse.
-    if (!usage && !error && this.#shape.cannotHoldOutput(data)) return;
+    // A chunk that cannot hold output, usage, an error or the end (a role chunk: "content":"") is not worth a parse.
+    if (!usage && !error && !ends && this.#shape.cannotHoldOutput(data)) return;
     const doc = parse(data);
     if (!doc) return;
     if (this.#shape.hasContent(doc)) {
@@ -116,6 +124,13 @@ export class StreamObserver {
     const usage = shape.usage(doc, this.usage);
     if (usage !== null) this.usage = usage;
     if (this.responseId === null) this.responseId = shape.responseId(doc);
+    this.#readEnd(doc);
+  }
+
+  /** Whether an event (or the body) ended the answer in a tool call. */
+  #readEnd (doc: Record<string, unknown> | null): void {
+    const toolCall = doc === null ? null : this.#shape.toolCallEnd(doc);
+    if (toolCall !== null) this.toolCall = toolCall;
   }
 }
 
