@@ -1,5 +1,5 @@
-// The endpoint picker's decision for one request, made by the same request pipeline as `ear serve`'s
-// (src/request/): features from the route pool, admission (the scheduler may hold the request), the policy's
+// The endpoint picker's decision for one request, made by the process core's one request pipeline, the one its
+// HTTP door runs too (gateway/core.ts, src/request/), after the same accept (request/accept.ts): features from the route pool, admission (the scheduler may hold the request), the policy's
 // placement and the bookkeeping that follows (first token, end, the session's service). Only the transport differs:
 // the proxy sends the request, so the pipeline's send names the endpoints, primary first, and the proxy reports
 // which served and how the response went.
