@@ -54,7 +54,8 @@ export function readRequestHead (header: HeaderOf, auth: string, config: Pick<Ga
   const priorityClass = priorityClassOf(header('x-ear-priority'), apiKey, config.apiKeyPriority);
   const codings = contentCodings(header('content-encoding'));
   const { sessionId, parentSessionId } = sessionOf(header);
-  const { traceparent, tracestate } = traceOf(header);
+  const traceparent = header('traceparent');
+  const tracestate = traceparent === '' ? '' : header('tracestate');
   return { priorityClass, codings, sessionId, parentSessionId, traceparent, tracestate, ownEnginePriority: apiKey !== null && config.enginePriorityKeys.includes(apiKey) };
 }
 
