@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
 import { stop, type Proc } from '../fixtures/processes.js';
-import { epp, hostPort, sims, type Epp } from './epp-process.js';
+import { epp, hostPort, metric, sims, type Epp } from './epp-process.js';
 
 let engines: Proc[] = [];
 let e: Epp;
@@ -56,4 +56,15 @@ test('a response made through ext_proc continues through the HTTP door on the en
     const next = await viaHttp({ previous_response_id: first.id, input: `step ${i}` });
     assert.equal(next.backend, first.backend);
   }
+});
+
+test('a refusal at either door is counted once in ear_requests_total, with its route and status', async () => {
+  const series = '{route="/v1/responses",status="401",backend=""}';
+  const x = await e.envoy.exchange({ path: '/v1/responses', headers: { authorization: 'Bearer sk-wrong' }, body: Buffer.from(JSON.stringify({ model: 'm', input: 'x' })) });
+  assert.equal(x.immediate?.status, 401);
+  assert.equal(await metric(e.http, 'ear_requests_total', series), 1);
+  const r = await request(`${e.http}/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer sk-wrong' }, body: JSON.stringify({ model: 'm', input: 'x' }) });
+  await r.body.dump();
+  assert.equal(r.statusCode, 401);
+  assert.equal(await metric(e.http, 'ear_requests_total', series), 2);
 });
