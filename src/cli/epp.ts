@@ -67,8 +67,8 @@ export async function main (argv: string[]): Promise<number> {
   config = started.config;
   let epp;
   try {
-    const g = ear.gateway;
-    epp = await startEpp({ fleet: g.fleet, metrics: g.metrics, gate: g.gate, routing: ear.routing, features: ear.features, sessions: ear.sessions, readiness: () => g.readiness() }, { config, host: config.host, grpcPort, healthPort, defaultMode: mode, fallbacks, log: log.child({ component: 'epp' }), tracing: started.tracing });
+    // The ext_proc door on the process core the HTTP door serves from: one pipeline, one gate, one set of tables.
+    epp = await startEpp(ear.core, { config, host: config.host, grpcPort, healthPort, defaultMode: mode, fallbacks, log: log.child({ component: 'epp' }) });
   } catch (err) {
     await started.close();
     console.error(`ear epp: ${(err as Error).message}`);

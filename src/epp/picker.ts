@@ -1,58 +1,32 @@
-// The endpoint picker's decision for one request, made by the same request pipeline as `ear serve`'s
-// (src/request/): features from the route pool, admission (the scheduler may hold the request), the policy's
+// The endpoint picker's decision for one request, made by the process core's one request pipeline, the one its
+// HTTP door runs too (gateway/core.ts, src/request/), after the same accept (request/accept.ts): features from the route pool, admission (the scheduler may hold the request), the policy's
 // placement and the bookkeeping that follows (first token, end, the session's service). Only the transport differs:
 // the proxy sends the request, so the pipeline's send names the endpoints, primary first, and the proxy reports
 // which served and how the response went.
 import type { Backend } from '../fleet/backends.js';
-import type { GatewayConfig } from '../config/index.js';
 import { EarError, errorAnswer } from '../errors/errors.js';
-import type { FeatureSource } from '../features/inline-features.js';
 import { dialectAt, type Dialect } from '../dialects/dialect.js';
-import { contentCodings, decodeBody } from '../request/body-encoding.js';
-import { ResponseOrigins } from '../request/response-origin.js';
-import { createSessionStore } from '../store/create.js';
-import { RESPONSE_ORIGIN_TTL_S } from '../core/defaults.js';
-import { priorityClassOf } from '../request/priority.js';
-import type { BackendFleet } from '../fleet/fleet.js';
-import type { GatewayMetrics } from '../telemetry/metrics.js';
-import { limitsOf, type ClientGate, type GatedRoute, type RequestLimits } from '../request/client-gate.js';
-import { bearerToken, clientCredential } from '../request/credentials.js';
-import type { Placements } from '../fleet/routing-port.js';
-import { sessionOf } from '../request/session-id.js';
+import { decodeBody } from '../request/body-encoding.js';
+import type { GatedRoute, RequestLimits } from '../request/client-gate.js';
+import { admitClient, credentialOf, readRequestHead, type HeaderOf } from '../request/accept.js';
 import type { StreamObserver } from '../upstream/stream-observer.js';
-import type { SharedSessions } from '../store/shared-sessions.js';
-import { subscribeRequestMetrics } from '../telemetry/request-metrics.js';
-import type { Tracing } from '../telemetry/tracing.js';
 import type { TraceHeaders } from '../upstream/traceparent.js';
-import { subscribeRequestSpans } from '../telemetry/request-spans.js';
 import { channels } from '../request/channels.js';
 import { RequestContext } from '../request/context.js';
-import { Pipeline, runPipeline } from '../request/pipeline.js';
+import { runPipeline } from '../request/pipeline.js';
 import { moveTo } from '../request/route.js';
 import type { Send, SendResult, Transport } from '../request/transport.js';
+import type { ProcessCore } from '../gateway/core.js';
 import { endpointOf, type EndpointFilter } from './endpoints.js';
-
 
 /** The address Envoy saw the client connect from (its own header, not one a client writes); '' when absent. */
 const CLIENT_ADDRESS = 'x-envoy-external-address';
 
 export interface PickerDeps {
-  config: Readonly<GatewayConfig>;
-  /** The process's backends. */
-  fleet: BackendFleet;
-  metrics: GatewayMetrics;
-  /** API keys and rate limits, as `ear serve` checks them. */
-  gate: ClientGate;
-  /** The routing state, as the pipeline (and the pending prefill the picker reports) asks it. */
-  routing: Placements;
-  features: FeatureSource;
-  now: () => number;
+  /** The process core: its backends, gate, routing state and the one pipeline every door runs (gateway/core.ts). */
+  core: ProcessCore;
   /** Endpoints named after the primary, for the proxy to try in order when it fails. */
   fallbacks: number;
-  /** Session state shared with other replicas (--session-store redis://…); null with `memory`. */
-  sessions?: SharedSessions | null;
-  /** Spans for picked requests (src/telemetry/); null or absent: off, and a pick pays one null check. */
-  tracing?: Tracing | null;
 }
 
 export interface PickInput {
@@ -114,35 +88,25 @@ export function dialectOfRequest (path: string): Dialect | null {
 
 export class EndpointPicker {
   readonly #d: PickerDeps;
-  readonly #pipeline: Pipeline;
-  readonly #unsubscribe: Array<() => void>;
 
   constructor (deps: PickerDeps) {
     this.#d = deps;
-    const { fleet } = deps;
-    // One attempt: the proxy does the fallbacks, and tells which endpoint served (the request is moved there).
-    this.#pipeline = new Pipeline({
-      policy: deps.config.policy, maxAttempts: 1, state: deps.routing, features: deps.features, backends: fleet.backends, sessions: deps.sessions ?? null,
-      kvTransfers: null, now: deps.now, hold: (b) => fleet.hold(b), release: (b) => fleet.release(b),
-      // With a shared store, the origins every replica (and `ear serve`) recorded; else this process's own.
-      responses: new ResponseOrigins({ store: deps.sessions?.store ?? createSessionStore({ kind: 'memory' }), ttlSeconds: RESPONSE_ORIGIN_TTL_S }),
-      maxRetentionTtlMs: deps.config.maxRetentionTtlMs
-    });
-    this.#unsubscribe = [subscribeRequestMetrics(this.#pipeline, deps.metrics)];
-    if (deps.tracing != null) this.#unsubscribe.push(subscribeRequestSpans(this.#pipeline, deps.tracing));
   }
 
-  /** Its metrics and spans stop following requests. */
-  close (): void {
-    for (const u of this.#unsubscribe) u();
-    this.#unsubscribe.length = 0;
+  /**
+   * Counts a refusal of this door before the pipeline (ear_requests_total, as the uWS door counts its own): a
+   * request for an inference route (`path`, its query aside) answered `err`.
+   */
+  refused (path: string, err: unknown): void {
+    const dialect = dialectOfRequest(path);
+    if (dialect !== null) this.#d.core.refused(dialect.path, errorAnswer(dialect, err).status);
   }
 
   /** Backends the request may not go to: those whose endpoint the proxy's list leaves out. */
   #excluded (allowed: EndpointFilter | null): Set<number> {
     const out = new Set<number>();
     if (allowed === null) return out;
-    for (const b of this.#d.fleet.backends) if (!allowed.allows(endpointOf(b))) out.add(b.index);
+    for (const b of this.#d.core.backends) if (!allowed.allows(endpointOf(b))) out.add(b.index);
     return out;
   }
 
@@ -152,36 +116,37 @@ export class EndpointPicker {
    * queueTimeoutMs. Resolves null when the stream ended while the request waited for admission (nothing is held then).
    */
   async pick (input: PickInput, signal: AbortSignalLike): Promise<Picked | null> {
+    const core = this.#d.core;
     const dialect = dialectOfRequest(input.path);
     const endpoint = dialect?.endpoint;
-    // API keys and rate limits as `ear serve` applies them to the same routes (the proxy may check keys too).
-    const auth = clientCredential(input.headers.get('authorization') ?? '', input.headers.get('x-api-key') ?? '');
-    let keyUser: string | null = null;
-    let limits: RequestLimits | null = null;
-    if (dialect !== null || pathOf(input.path) === '/v1/models') {
-      const client = this.#d.gate.admit((dialect?.path ?? '/v1/models') as GatedRoute, auth, () => input.headers.get(CLIENT_ADDRESS) ?? '');
-      limits = limitsOf(client);
-      if (limits !== null) input.limited?.(limits);
-      if (client instanceof EarError) throw client;
-      keyUser = client.user;
+    const header: HeaderOf = (h) => input.headers.get(h) ?? '';
+    let ctx: RequestContext;
+    let decoded: boolean;
+    try {
+      // API keys and rate limits as the uWS door applies them to the same routes (the proxy may check keys too).
+      const auth = credentialOf(header);
+      let keyUser: string | null = null;
+      let limits: RequestLimits | null = null;
+      if (dialect !== null || pathOf(input.path) === '/v1/models') {
+        ({ user: keyUser, limits } = admitClient(core.gate, (dialect?.path ?? '/v1/models') as GatedRoute, auth, () => input.headers.get(CLIENT_ADDRESS) ?? '', input.limited));
+      }
+      const exclude = this.#excluded(input.allowed);
+      if (endpoint === undefined || input.body === null || input.body.length === 0) return this.#passthrough(exclude);
+      const head = readRequestHead(header, auth, core.config);
+      // A compressed body is decoded for its features and sent on decoded (engines do not decode request bodies).
+      decoded = head.codings.length > 0;
+      const body = decoded ? await decodeBody(input.body, head.codings, core.config.maxBodyBytes) : input.body;
+      ctx = new RequestContext(core.pipeline, {
+        id: input.headers.get('x-request-id') ?? '', endpoint, via: 'ext_proc', startedAt: input.receivedAt ?? core.now(), keyUser, priorityClass: head.priorityClass,
+        sessionId: head.sessionId, parentSessionId: head.parentSessionId, body, traceparent: head.traceparent, tracestate: head.tracestate, abort: signal, exclude,
+        limits, ownEnginePriority: head.ownEnginePriority
+      });
+    } catch (err) {
+      this.refused(input.path, err);
+      throw err;
     }
-    const exclude = this.#excluded(input.allowed);
-    if (endpoint === undefined || input.body === null || input.body.length === 0) return this.#passthrough(exclude);
-    const apiKey = bearerToken(auth);
-    const priorityClass = priorityClassOf(input.headers.get('x-ear-priority') ?? '', apiKey, this.#d.config.apiKeyPriority);
-    // A compressed body is decoded for its features and sent on decoded (engines do not decode request bodies).
-    const codings = contentCodings(input.headers.get('content-encoding') ?? '');
-    const body = codings.length === 0 ? input.body : await decodeBody(input.body, codings, this.#d.config.maxBodyBytes);
-    const { sessionId, parentSessionId } = sessionOf((h) => input.headers.get(h) ?? '');
-    const traceparent = input.headers.get('traceparent') ?? '';
-    const ctx = new RequestContext(this.#pipeline, {
-      id: input.headers.get('x-request-id') ?? '', endpoint, via: 'ext_proc', startedAt: input.receivedAt ?? this.#d.now(), keyUser, priorityClass,
-      sessionId, parentSessionId, body, traceparent, tracestate: traceparent === '' ? '' : input.headers.get('tracestate') ?? '', abort: signal, exclude,
-      limits,
-      ownEnginePriority: apiKey !== null && this.#d.config.enginePriorityKeys.includes(apiKey)
-    });
     return await new Promise<Picked | null>((resolve, reject) => {
-      void runPipeline(ctx, new ExtProcTransport(this.#d, resolve, reject, codings.length > 0));
+      void runPipeline(ctx, new ExtProcTransport(this.#d, resolve, reject, decoded));
     });
   }
 
@@ -191,7 +156,7 @@ export class EndpointPicker {
    */
   #passthrough (exclude: ReadonlySet<number>): Picked {
     let best: Backend | null = null;
-    for (const b of this.#d.fleet.backends) {
+    for (const b of this.#d.core.backends) {
       if (b.health !== 'healthy' || b.draining || exclude.has(b.index)) continue;
       if (best === null || b.inFlight < best.inFlight) best = b;
     }
@@ -219,8 +184,8 @@ class ExtProcTransport implements Transport {
     const out = [endpointOf(primary)];
     if (this.d.fallbacks === 0) return out;
     const model = ctx.input!.model;
-    const pending = (b: Backend): number => this.d.routing.pendingPrefill?.(b) ?? 0;
-    for (const b of this.d.fleet.backends
+    const pending = (b: Backend): number => this.d.core.state.pendingPrefill?.(b) ?? 0;
+    for (const b of this.d.core.backends
       .filter((b) => b !== primary && b.serves(model) && !ctx.exclude.has(b.index))
       .sort((a, b) => pending(a) - pending(b) || a.inFlight - b.inFlight)
       .slice(0, this.d.fallbacks)) out.push(endpointOf(b));
@@ -267,7 +232,7 @@ class PassthroughRequest implements Picked {
 
   constructor (readonly d: PickerDeps, readonly backend: Backend) {
     this.endpoints = [endpointOf(backend)];
-    d.fleet.hold(backend);
+    d.core.fleet.hold(backend);
   }
 
   served (endpoint: string | null): 'primary' | 'fallback' | 'unlisted' | 'unreported' {
@@ -280,7 +245,7 @@ class PassthroughRequest implements Picked {
   finish (): void {
     if (this.#done) return;
     this.#done = true;
-    this.d.fleet.release(this.backend);
+    this.d.core.fleet.release(this.backend);
   }
 }
 
@@ -318,7 +283,7 @@ class PickedRequest implements Picked {
     const at = this.endpoints.indexOf(endpoint);
     if (at === 0) return 'primary';
     if (!this.#done) {
-      const server = this.d.fleet.backends.find((b) => !b.gone && endpointOf(b) === endpoint);
+      const server = this.d.core.backends.find((b) => !b.gone && endpointOf(b) === endpoint);
       // One that no longer serves (gone, down, draining) keeps the first record.
       if (server !== undefined) moveTo(this.ctx, server);
     }

@@ -1,35 +1,17 @@
 // `ear epp`: EAR as a Gateway API Inference Extension endpoint picker. Envoy (or any conformant gateway) calls
 // envoy.service.ext_proc.v3.ExternalProcessor/Process once per request; EAR's admission and routing name the
-// endpoint (src/epp/stream.ts, picker.ts). The process (EppHost, assembled by cli/epp.ts from startEar) supplies the backends,
-// health probes, engine scrapes, the route pool and the tables; its HTTP port serves /metrics, /health and /ready.
+// endpoint (src/epp/stream.ts, picker.ts). The process core (gateway/core.ts, started by cli/epp.ts through startEar,
+// with its uWS door: /metrics, /health, /ready and the OpenAI routes) supplies the backends, health probes, engine
+// scrapes, the route pool, the tables and the one request pipeline both doors run.
 import * as grpc from '@grpc/grpc-js';
 import type { GatewayConfig } from '../config/index.js';
-import type { BackendFleet, ReadinessCondition } from '../fleet/fleet.js';
-import type { FeatureSource } from '../features/inline-features.js';
-import type { ClientGate } from '../request/client-gate.js';
-import type { Placements } from '../fleet/routing-port.js';
-import type { SharedSessions } from '../store/shared-sessions.js';
-import type { GatewayMetrics } from '../telemetry/metrics.js';
-import type { Tracing } from '../telemetry/tracing.js';
+import type { ProcessCore } from '../gateway/core.js';
+import type { BodySendMode } from './protocol.js';
 import { addHealthService } from './health.js';
 import { EppMetrics } from './metrics.js';
 import { EndpointPicker } from './picker.js';
-import { externalProcessor, type BodySendMode } from './protocol.js';
+import { externalProcessor } from './protocol.js';
 import { ExtProcStream, type ProcessCall } from './stream.js';
-
-/** What the picker serves from: the process's backends, routing tables, route pool and checks (cli/epp.ts builds it). */
-export interface EppHost {
-  fleet: BackendFleet;
-  metrics: GatewayMetrics;
-  gate: ClientGate;
-  /** The routing state, as the picker's pipeline asks it. */
-  routing: Placements;
-  features: FeatureSource;
-  /** Session state shared with other replicas; null with `memory`. */
-  sessions: SharedSessions | null;
-  /** The process's readiness (a healthy backend; active-passive: leading). */
-  readiness (): ReadinessCondition;
-}
 
 export interface EppOptions {
   /** The configuration `ear` was started with. */
@@ -42,8 +24,6 @@ export interface EppOptions {
   /** Endpoints named after the primary (default 2). */
   fallbacks?: number;
   log?: { info (o: object, msg: string): void; warn (o: object, msg: string): void };
-  /** Spans for picked requests (the process's, startTracing); null or absent: off. */
-  tracing?: Tracing | null;
 }
 
 export interface EppServer {
@@ -65,16 +45,18 @@ function bind (server: grpc.Server, host: string, port: number): Promise<number>
   return new Promise((resolve, reject) => server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, p) => err ? reject(err) : resolve(p)));
 }
 
-export async function startEpp (ear: EppHost, opts: EppOptions): Promise<EppServer> {
+/**
+ * The ext_proc door on `core` (the process core `ear serve` runs too: gateway/core.ts): its requests go through the
+ * core's pipeline, gate and tables, as those of the HTTP door beside it do.
+ */
+export async function startEpp (core: ProcessCore, opts: EppOptions): Promise<EppServer> {
   const gwConfig = opts.config;
-  const now = (): number => performance.timeOrigin + performance.now();
   let draining = false;
   const streams = new Set<ExtProcStream>();
-  const metrics = new EppMetrics(ear.metrics.registry, () => streams.size);
-  const picker = new EndpointPicker({ config: gwConfig, fleet: ear.fleet, metrics: ear.metrics, gate: ear.gate, routing: ear.routing, features: ear.features, now, fallbacks: opts.fallbacks ?? 2, sessions: ear.sessions,
-    tracing: opts.tracing ?? null });
-  // The gateway's own readiness (a healthy backend; active-passive: this replica leads), and not draining.
-  const ready = (): boolean => !draining && ear.readiness().ready;
+  const metrics = new EppMetrics(core.metrics.registry, () => streams.size);
+  const picker = new EndpointPicker({ core, fallbacks: opts.fallbacks ?? 2 });
+  // The process's own readiness (a healthy backend; active-passive: this replica leads), and not draining.
+  const ready = (): boolean => !draining && core.readiness().ready;
 
   // A request body arrives in one message in BUFFERED mode: the limit is the gateway's body limit and some room.
   const limit = gwConfig.maxBodyBytes + (1 << 16);
@@ -101,7 +83,6 @@ export async function startEpp (ear: EppHost, opts: EppOptions): Promise<EppServ
     grpcServer.forceShutdown();
     healthServer.forceShutdown();
     endWatches();
-    picker.close();
     throw err;
   }
   opts.log?.info({ grpcPort, healthPort }, 'ext_proc and health listening');
@@ -120,7 +101,6 @@ export async function startEpp (ear: EppHost, opts: EppOptions): Promise<EppServ
       });
       endWatches();
       healthServer.forceShutdown();
-      picker.close();
     }
   };
 }

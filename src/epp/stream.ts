@@ -141,7 +141,9 @@ export class ExtProcStream {
     const chunk = b.body !== undefined ? Buffer.from(b.body.buffer, b.body.byteOffset, b.body.byteLength) : Buffer.alloc(0);
     this.#bodyBytes += chunk.length;
     if (this.#bodyBytes > this.#o.config.maxBodyBytes) {
-      return this.#immediate(new EarError('EAR_ERR_BODY_TOO_LARGE', `the request body is larger than ${this.#o.config.maxBodyBytes} bytes`), 'rejected');
+      const err = new EarError('EAR_ERR_BODY_TOO_LARGE', `the request body is larger than ${this.#o.config.maxBodyBytes} bytes`);
+      this.#o.picker.refused(this.#path, err);
+      return this.#immediate(err, 'rejected');
     }
     if (chunk.length > 0) this.#body.push(chunk);
     if (b.end_of_stream === true) return await this.#pick(Buffer.concat(this.#body, this.#bodyBytes));

@@ -1,73 +1,55 @@
 // The HTTP side of explicit contexts: POST /v1/context, GET and DELETE /v1/context/:id (uWS handlers). The
 // registry is contexts.ts, the prefill context-prefill.ts. server.ts mounts these with one call.
-import { clientCredential } from '../request/credentials.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { Backend } from '../fleet/backends.js';
-import type { GatewayConfig } from '../config/index.js';
 import { prefill, parseContextRequest } from './context-prefill.js';
-import type { ContextRegistry } from './contexts.js';
-import { EarError, ERRORS, errorCodeOf } from '../errors/errors.js';
-import type { GatewayMetrics } from '../telemetry/metrics.js';
-import type { Pipeline } from '../request/pipeline.js';
-import type { Fleet } from '../fleet/routing-port.js';
+import { EarError } from '../errors/errors.js';
 import { requestId } from '../request/request-id.js';
-import { readBody, ResponseState } from './uws-io.js';
+import { limitHeadersOn, readBody, ResponseState } from './uws-io.js';
 import { headTooLarge } from './head-size.js';
-import type { AdmittedClient } from '../request/client-gate.js';
+import { remoteAddressOf } from '../request/client-gate.js';
+import { admitClient, credentialOf, traceOf, type HeaderOf } from '../request/accept.js';
+import type { ProcessCore } from './core.js';
 
 export const CONTEXT_PATH = '/v1/context';
 
-export interface ContextRouteDeps {
-  config: Readonly<GatewayConfig>;
-  /** The request pipeline a context's prefill runs through. */
-  pipeline: Pipeline;
-  /** Session facts (where a context's session lives now). */
-  state: Pick<Fleet, 'session'>;
-  backends: readonly Backend[];
-  /** The pipeline's clock (ms). */
-  now: () => number;
-  /** Wall clock (ms) for created/expires. */
-  clock: () => number;
-  contexts: ContextRegistry;
-  metrics: GatewayMetrics;
-  /** The client's API key and rate limit (client-gate.ts): an error to answer, or the client. */
-  /** The client gate's answer for the route; a limited client's answers carry its rate-limit headers from then on. */
-  admit: (auth: string, rs: ResponseState) => AdmittedClient | EarError;
-  draining: () => boolean;
-  /** Counts the request in the gateway's in-flight total until `p` settles (graceful close waits for it). */
-  track: (p: Promise<unknown>) => void;
-}
-
 const JSON_TYPE: [string, string] = ['content-type', 'application/json'];
 
-export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void {
-  const { contexts, config, metrics } = deps;
-  // Refusals before the prefill are counted here; the prefill's own outcome is counted by the pipeline (at done).
-  const count = (status: number): void => { metrics.requests.labels(CONTEXT_PATH, String(status), '').inc(); };
+/** Mounts the context routes on the uWS door of `core` (the prefill runs through the core's pipeline). */
+export function mountContexts (app: TemplatedApp, core: ProcessCore): void {
+  const { contexts, config, metrics, gate } = core;
+  const admit = (header: HeaderOf, rs: ResponseState, res: HttpResponse): ReturnType<typeof admitClient> =>
+    admitClient(gate, CONTEXT_PATH, credentialOf(header), () => remoteAddressOf(res), limitHeadersOn(rs, core.clock));
 
   app.post(CONTEXT_PATH, (res: HttpResponse, req: HttpRequest) => {
-    const t0 = deps.now();
+    const t0 = core.now();
+    const header: HeaderOf = (h) => req.getHeader(h);
     const tooLarge = headTooLarge(req, config.maxHeaderBytes);
-    const auth = clientCredential(req.getHeader('authorization'), req.getHeader('x-api-key'));
-    const traceparent = req.getHeader('traceparent');
-    const tracestate = traceparent === '' ? '' : req.getHeader('tracestate');
+    const { traceparent, tracestate } = traceOf(header);
     const declaredLength = req.getHeader('content-length');
     const rid = requestId(req.getHeader('x-request-id'));
     const rs = new ResponseState(res);
     const ridHeader: [string, string] = ['x-request-id', rid];
     let prefilled = false;
-    const fail = (err: unknown): void => {
+    // Refusals before the prefill are counted here; the prefill's own outcome is counted by the pipeline (at done).
+    const fail = (err: unknown, headers: ReadonlyArray<[string, string]> = [ridHeader], close = false): void => {
       if (rs.aborted) {
         if (!prefilled) metrics.clientAborts.inc();
         return;
       }
-      if (!prefilled) count(ERRORS[errorCodeOf(err)].status);
-      rs.fail(err, [ridHeader]);
+      if (!rs.live) return;
+      rs.fail(err, headers, close);
+      if (!prefilled && rs.status > 0) core.refused(CONTEXT_PATH, rs.status);
     };
     if (tooLarge !== null) return fail(tooLarge);
-    if (deps.draining()) return fail(new EarError('EAR_ERR_DRAINING', 'the gateway is shutting down'));
-    const client = deps.admit(auth, rs);
-    if (client instanceof EarError) return fail(client);
+    if (core.draining) return fail(new EarError('EAR_ERR_DRAINING', 'the gateway is shutting down'));
+    let client;
+    try {
+      client = admit(header, rs, res);
+    } catch (err) {
+      return fail(err);
+    }
+    const { user, limits } = client;
     readBody(rs, config, (body) => {
       const work = (async () => {
         const creq = parseContextRequest(body, config.contextTtlSeconds);
@@ -78,7 +60,7 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
         try {
           const id = contexts.newId();
           prefilled = true;
-          const r = await prefill(deps.pipeline, id, creq, { requestId: rid, keyUser: client.user, limits: client.limits, startedAt: t0, traceparent, tracestate }, rs, deps.clock);
+          const r = await prefill(core.pipeline, id, creq, { requestId: rid, keyUser: user, limits, startedAt: t0, traceparent, tracestate }, rs, core.clock);
           if (r.kind === 'engine') {
             contexts.rejected.inc({ reason: 'engine' });
             rs.send(r.status, r.body, [['content-type', r.contentType], ['x-ear-backend', r.backend.id], ridHeader]);
@@ -95,20 +77,23 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
           if (!registered) contexts.unreserve();
         }
       })();
-      deps.track(work.catch(fail));
-    }, declaredLength);
+      core.track(work.catch((err) => fail(err)));
+    }, declaredLength, fail);
   });
 
   const byId = (handler: (rs: ResponseState, id: string) => Promise<void>) => (res: HttpResponse, req: HttpRequest) => {
     const tooLarge = headTooLarge(req, config.maxHeaderBytes);
-    const auth = clientCredential(req.getHeader('authorization'), req.getHeader('x-api-key'));
+    const header: HeaderOf = (h) => req.getHeader(h);
     const rid = requestId(req.getHeader('x-request-id'));
     const param = req.getParameter(0) ?? '';
     const rs = new ResponseState(res);
     const ridHeader: [string, string] = ['x-request-id', rid];
     if (tooLarge !== null) return rs.fail(tooLarge, [ridHeader]);
-    const client = deps.admit(auth, rs);
-    if (client instanceof EarError) return rs.fail(client, [ridHeader]);
+    try {
+      admit(header, rs, res);
+    } catch (err) {
+      return rs.fail(err, [ridHeader]);
+    }
     const id = decodedParam(param);
     if (id === null) return rs.fail(new EarError('EAR_ERR_BAD_REQUEST', 'the context id is not valid percent-encoded UTF-8'), [ridHeader]);
     handler(rs, id).catch((err) => rs.fail(err, [ridHeader]));
@@ -118,17 +103,17 @@ export function mountContexts (app: TemplatedApp, deps: ContextRouteDeps): void 
 
   app.get(`${CONTEXT_PATH}/:id`, byId(async (rs, id) => {
     const e = contexts.local(id);
-    const now = deps.clock();
+    const now = core.clock();
     if (e !== undefined) {
-      const b = liveBackend(deps.backends, e.backendId);
-      const session = deps.state.session(id);
+      const b = liveBackend(core.backends, e.backendId);
+      const session = core.state.session(id);
       // The session's host now (a migration policy may have moved it); the context's engine if unknown.
       const host = typeof session?.host === 'string' ? session.host : e.backendId;
       rs.send(200, JSON.stringify({
         id, object: 'context', model: e.model, backend: host, prompt_tokens: e.promptTokens, cached_tokens: e.cachedTokens,
         created_at: Math.floor(e.createdAt / 1000), expires_at: Math.floor(e.expiresAt / 1000),
         ttl_seconds_remaining: Math.max(0, Math.ceil((e.expiresAt - now) / 1000)),
-        kv: contexts.kvLocation(e, liveBackend(deps.backends, host) ?? b)
+        kv: contexts.kvLocation(e, liveBackend(core.backends, host) ?? b)
       }), [JSON_TYPE]);
       return;
     }

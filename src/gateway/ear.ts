@@ -1,5 +1,6 @@
 // Assembles a running gateway: the shared region, the kv-events thread (the index's writer), the route pool,
-// the policy and the uWS server. Used by `ear serve`, the end-to-end tests and the e2e evaluation driver.
+// the session store, the policy, then the process core over them (core.ts: fleet, gate, contexts, metrics, the one
+// pipeline) and its uWS door; `ear epp` adds its ext_proc door on the same core. Used by `ear serve`, the end-to-end tests and the e2e evaluation driver.
 import { createRegion, podRowsCost, Region, type PodRowsCost } from '../core/region.js';
 import { APPROXIMATE_ASSUMED_TTL_MS, PRECISE_ASSUMED_TTL_MS } from '../core/defaults.js';
 import { createPolicy } from '../core/policies/index.js';
@@ -9,6 +10,7 @@ import type { GatewayConfig } from '../config/index.js';
 import { registerKvEventMetrics, registerPodRowMetrics, registerSessionStoreMetrics } from '../telemetry/metrics.js';
 import { createRoutePool, type RoutePool } from '../features/route-pool.js';
 import { startGateway, type Gateway, type GatewayDeps } from './server.js';
+import type { ProcessCore } from './core.js';
 import { TableRouting } from '../fleet/table-routing.js';
 import { KvThreadChain } from './kv-thread-chain.js';
 import { featureSource, type FeatureSource } from '../features/inline-features.js';
@@ -20,6 +22,9 @@ import { startProactiveMigration, type ProactiveLogger, type ProactiveMigration 
 import type { Tracing } from '../telemetry/tracing.js';
 
 export interface Ear {
+  /** The process core (core.ts): what every door shares, its one pipeline included. */
+  core: ProcessCore;
+  /** The uWS door on the core, listening. */
   gateway: Gateway;
   routing: TableRouting;
   /** A request's routing features (parse, render, tokenize, block keys), as the gateway computes them. */
@@ -159,6 +164,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
     observeQueueWait = (seconds) => queueWait.observe(seconds);
     sync();
     return {
+      core: gateway.core,
       gateway,
       routing,
       features,

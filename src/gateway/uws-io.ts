@@ -9,6 +9,7 @@ import { Gauge, type Registry } from 'prom-client';
 import { EarError, errorAnswer, errorFields } from '../errors/errors.js';
 import { reportFault } from '../request/faults.js';
 import type { Dialect } from '../dialects/dialect.js';
+import type { RequestLimits } from '../request/client-gate.js';
 import { ReadDeadlines } from './read-deadlines.js';
 
 /**
@@ -228,6 +229,20 @@ export class ResponseState {
   }
 }
 
+/**
+ * A limited client's every answer (errors and streams too) carries its rate-limit headers: OpenAI's names
+ * (x-ratelimit-*) on every API, Anthropic's (anthropic-ratelimit-*) too on Anthropic's, so a client of either SDK
+ * reads its own. The headers say what is left when the answer's head goes out. Given to accept's admitClient.
+ */
+export function limitHeadersOn (rs: ResponseState, clock: () => number): (limits: RequestLimits) => void {
+  return (limits) => {
+    rs.extraHeaders = () => {
+      const openai = limits.headers('openai', clock());
+      return rs.dialect?.errors === 'anthropic' ? [...openai, ...limits.headers('anthropic', clock())] : openai;
+    };
+  };
+}
+
 /** The Responses API's in-band error event: {"type":"error","code","message","param"}. */
 function responsesErrorEvent (err: unknown): string {
   const { code, message } = errorFields(err);
@@ -258,16 +273,18 @@ const bodyDeadlines = new ReadDeadlines();
  * handler: uWS's request object is gone after it returns): a body declared larger is refused with 413 at once,
  * from the header alone as nginx does, instead of reading up to the bound or waiting for bytes that a client
  * declared but never sends. Over the limit (413), or past the deadline (408: a client that stalls or trickles),
- * the request is answered at once and the bytes read so far are dropped; a 408 also closes the connection.
+ * the request is answered at once (through `fail`: the door counts its refusals) and the bytes read so far are
+ * dropped; a 408 also closes the connection.
  * uWS itself closes, unanswered, a body slower than about 16 KB/s (measured: 10 KB/s closed at 11.5 s, 16 KB/s
  * at 19.5 s, 640 KB/s still open at 25 s); the deadline bounds the faster ones and answers sooner if set lower.
  */
-export function readBody (state: ResponseState, limits: Readonly<BodyLimits>, done: (body: Buffer) => void, declaredLength = ''): void {
+export function readBody (state: ResponseState, limits: Readonly<BodyLimits>, done: (body: Buffer) => void, declaredLength = '',
+  fail: (err: EarError, headers: ReadonlyArray<[string, string]>, close: boolean) => void = (err, headers, close) => state.fail(err, headers, close)): void {
   const maxBytes = limits.maxBodyBytes;
   if (declaredLength !== '') {
     const n = Number(declaredLength);
     if (/^[0-9]+$/.test(declaredLength.trim()) && n > maxBytes) {
-      state.fail(new EarError('EAR_ERR_BODY_TOO_LARGE', `request body of ${declaredLength.trim()} bytes (Content-Length) exceeds ${maxBytes} bytes`), [['connection', 'close']]);
+      fail(new EarError('EAR_ERR_BODY_TOO_LARGE', `request body of ${declaredLength.trim()} bytes (Content-Length) exceeds ${maxBytes} bytes`), [['connection', 'close']], false);
       return;
     }
   }
@@ -291,7 +308,7 @@ export function readBody (state: ResponseState, limits: Readonly<BodyLimits>, do
     if (over) return;
     const got = size;
     stop();
-    state.fail(new EarError('EAR_ERR_CLIENT_TIMEOUT', `the request body did not arrive within ${limits.clientBodyTimeoutMs} ms (${got} bytes came)`), [], true);
+    fail(new EarError('EAR_ERR_CLIENT_TIMEOUT', `the request body did not arrive within ${limits.clientBodyTimeoutMs} ms (${got} bytes came)`), [], true);
   });
   // The client may leave mid-body: nothing else holds this response yet.
   state.onAbort = stop;
@@ -299,7 +316,7 @@ export function readBody (state: ResponseState, limits: Readonly<BodyLimits>, do
     if (over) return;
     if (size + ab.byteLength > maxBytes) {
       stop();
-      state.fail(new EarError('EAR_ERR_BODY_TOO_LARGE', `request body exceeds ${maxBytes} bytes`), [['connection', 'close']]);
+      fail(new EarError('EAR_ERR_BODY_TOO_LARGE', `request body exceeds ${maxBytes} bytes`), [['connection', 'close']], false);
       return;
     }
     const at = size;

@@ -15,7 +15,7 @@ const NO_TRANSFER = { mode: 'none', ok: false, bytes: 0, tokens: 0 };
 export function migrate (ctx: RequestContext, placement: Placement): TransferStepResult | Promise<TransferStepResult> {
   const p = ctx.pipeline;
   const src = placement.transferFrom ?? null;
-  if (p.kvTransfers === null || !ctx.dialect.kvTransfer) {
+  if (p.kvTransfers === null || ctx.via === 'ext_proc' || !ctx.dialect.kvTransfer) {
     if (placement.migrating === true) p.state.migrationEnded?.(placement, true, p.now());
     return { placement, body: ctx.forward, arrived: null };
   }

@@ -1,6 +1,6 @@
 // The request pipeline (docs/architecture.md#a-requests-life): every request that `ear serve` or `ear epp` takes in
 // goes through the same phases — features, the token charge, admit, route, migrate, then the transport's send —
-// with one retry loop and one end. The transport (uWS, ext_proc) owns accept and proxy; metrics and traces subscribe to the events
+// with one retry loop and one end. A process has one pipeline (the process core's, src/gateway/core.ts) for all its doors. The transport (uWS, ext_proc) owns accept and proxy; metrics and traces subscribe to the events
 // the phases publish (channels.ts).
 import type { Backend } from '../fleet/backends.js';
 import type { Features } from '../features/features.js';
@@ -32,7 +32,7 @@ export type FeatureFn = (endpoint: Endpoint, body: Buffer, sessionId: string | n
 export interface PipelineOptions {
   /** The routing policy's name (metrics and spans). */
   policy: string;
-  /** Attempts per request: the first and its retries on other backends (1 where the proxy does the fallbacks). */
+  /** Attempts per request: the first and its retries on other backends (ext_proc's requests get one: the proxy does the fallbacks). */
   maxAttempts: number;
   /** Times a stream cut after its first byte may go on on another engine (0: never; docs/resume.md). */
   maxResumes?: number;
@@ -44,7 +44,7 @@ export interface PipelineOptions {
   backends: readonly Backend[];
   /** Session state shared with other replicas; null with `memory`. */
   sessions: SharedSessions | null;
-  /** The KV connectors' source legs; null where EAR does not send the request (ext_proc). */
+  /** The KV connectors' source legs (never run for ext_proc's requests: EAR does not send them); null: none. */
   kvTransfers: KvTransferStep | null;
   now: () => number;
   /** A request is sent to `b` (its in-flight count), until `release`: a removed backend closes once released by all. */
@@ -129,7 +129,9 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
   const input = ctx.input!;
   const model = input.model;
   let last: AttemptResult | null = null;
-  for (let n = 0; n < p.maxAttempts; n++) {
+  // Through ext_proc the proxy sends the request and does the fallbacks among the endpoints named: one attempt.
+  const maxAttempts = ctx.via === 'ext_proc' ? 1 : p.maxAttempts;
+  for (let n = 0; n < maxAttempts; n++) {
     let placement = first;
     if (n === 0) routed(ctx, first, 0, null);
     else {
@@ -159,7 +161,7 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
         body,
         attempt: n,
         endpoints: send.endpoints,
-        final: n === p.maxAttempts - 1 || !hasOther(ctx, b.index),
+        final: n === maxAttempts - 1 || !hasOther(ctx, b.index),
         headers: send.headers,
         firstToken: () => {
           if (ctx.firstTokenAt > 0) return;
