@@ -226,7 +226,8 @@ class UpstreamAttempt implements UpstreamHandler {
     if (data === undefined || flush) return data;
     const at = data.lastIndexOf('\n\n');
     if (at >= 0 && at + 2 === data.length) return data;
-    this.#partial = Buffer.from(data.subarray(at + 2));
+    // No blank line in this read: all of it is the partial event (an event longer than two reads).
+    this.#partial = Buffer.from(at < 0 ? data : data.subarray(at + 2));
     return at < 0 ? undefined : data.subarray(0, at + 2);
   }
 

@@ -3,6 +3,8 @@
 // fake engines whose bodies can be read: the continuation is what vLLM takes (docs/resume.md).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { request, getGlobalDispatcher } from 'undici';
 import { buildConfig } from '../../src/config/index.js';
 import { startGateway } from '../../src/gateway/server.js';
@@ -107,4 +109,42 @@ test('the resumed engine cut too, past maxResumes: the error event', async () =>
   assert.deepEqual(chunks(text).slice(0, 3).map((c) => c.choices[0]?.delta?.content), ['', 'hel', 'hel']);
   assert.match(text, /not resumed: maxResumes \(1\) reached","type":"upstream_error","code":"EAR_ERR_UPSTREAM"\}\}\n\ndata: \[DONE\]\n\n$/);
   assert.match(await gw.metrics.text(), /ear_stream_resumes_total\{outcome="limit"\} 1/);
+});
+
+test('an event longer than two reads reaches the client whole, and the stream that carried it is not taken for cut', async () => {
+  // An engine that writes one large event in three pieces, apart in time, so the gateway reads them one by one: the
+  // proxy holds the partial event across two reads with no blank line in the middle one (a Responses turn's
+  // response.completed carries the whole output, as large as this).
+  const big = 'x'.repeat(3000) + 'y'.repeat(3000);
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null, usage?: unknown): string =>
+    `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }], ...(usage === undefined ? {} : { usage }) })}\n\n`;
+  const whole = chunk({ content: big });
+  const cuts = [whole.indexOf('x') + 10, whole.indexOf('y') + 10];
+  const pieces = [chunk({ role: 'assistant', content: '' }) + whole.slice(0, cuts[0]), whole.slice(cuts[0], cuts[1]),
+    whole.slice(cuts[1]) + chunk({}, 'stop', { prompt_tokens: 2, completion_tokens: 1, total_tokens: 3 }) + 'data: [DONE]\n\n'];
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      if (req.url !== '/v1/chat/completions') { // its health and models, as an engine answers them
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data: [{ id: 'm', object: 'model' }] }));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      let i = 0;
+      const next = (): void => {
+        res.write(pieces[i++]);
+        if (i < pieces.length) setTimeout(next, 100); else res.end();
+      };
+      next();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const { url, gw } = await gateway([{ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` } as FakeEngine]);
+  const r = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chat });
+  assert.equal(r.statusCode, 200);
+  const text = await r.body.text();
+  assert.equal(text, pieces.join(''), 'the engine\'s bytes, unchanged');
+  assert.deepEqual(chunks(text).map((c) => c.choices[0].delta.content ?? null), ['', big, null]);
+  assert.doesNotMatch(await gw.metrics.text(), /ear_stream_resumes_total\{outcome="[a-z_]+"\} [1-9]/);
 });
