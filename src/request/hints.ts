@@ -6,22 +6,14 @@
 // (src/core/admission-control.ts); the retention TTL is clamped to the gateway's maximum (config
 // maxRetentionTtlMs) and published on `done` with the turn's end (request/channels.ts) for the routing core.
 import { DEFAULT_CLASS } from '../core/admission.js';
-import type { RetentionSource } from '../dialects/request-hints.js';
+import type { RequestHints, RetentionSource } from '../dialects/request-hints.js';
 import type { RequestContext } from './context.js';
 
-/** The hints as the request carries them, on the pipeline's clock. */
-export interface AgentHints {
-  programId: string | null;
-  taskId: string | null;
-  parentProgramId: string | null;
-  rootProgramId: string | null;
-  blocksParent: boolean;
-  /** vLLM router's priority (larger first), as sent. */
-  priority: number;
+/** The hints as the request carries them, on the pipeline's clock: the deadline as a time, retention apart. */
+export type AgentHints = Omit<RequestHints, 'deadlineSeconds' | 'retentionTtlMs' | 'retentionSource'> & {
   /** When (pipeline clock, ms) the program wants this step served; null: no deadline. */
   deadlineAt: number | null;
-  expectedOutputTokens: number | null;
-}
+};
 
 /** How long the session's prefix is to be kept after this turn, and who asked. */
 export interface Retention {
