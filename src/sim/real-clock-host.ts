@@ -10,6 +10,8 @@ export type KvEventsListener = (events: StepResult['kvEvents']) => void;
 export class RealClockHost {
   private readonly listeners = new Map<string, OutputListener>();
   private modelClock = 0;
+  /** The last request's arrival time (model seconds). */
+  private lastArrival = -Infinity;
   private wallAnchor = performance.now();
   /** Modelled end of the last step, to recognise the next one as chained to it. */
   private chainEnd = -1;
@@ -38,6 +40,11 @@ export class RealClockHost {
   /** Throws what engine.addRequest throws (RangeError, ContextLengthError, KvCapacityError: bad request; EngineFullError: queue full). */
   submit (req: SimRequest, listener: OutputListener): void {
     if (this.closed || this.dead !== null) throw new Error('engine is not running');
+    // vLLM stamps each request's arrival with time.time(), distinct and in the order they came. The model clock
+    // stands still while a step runs, so requests that arrive during one step are spaced by a microsecond, in
+    // order, rather than tied (a tie would be broken by request id: not the order they came).
+    if (req.arrivalTime <= this.lastArrival) req.arrivalTime = this.lastArrival + 1e-6;
+    this.lastArrival = req.arrivalTime;
     this.engine.addRequest(req);
     this.listeners.set(req.id, listener);
     this.schedule();
