@@ -19,6 +19,12 @@ export function contextLimit (backends: readonly Backend[], model: string): numb
   return limit;
 }
 
+/** contextLimit of the request's model, looked up once a request (the door's check and the token charge share it). */
+export function contextLimitOf (ctx: RequestContext): number | null {
+  if (ctx.contextLimit === undefined) ctx.contextLimit = contextLimit(ctx.pipeline.backends, ctx.features!.model);
+  return ctx.contextLimit;
+}
+
 /**
  * Throws vLLM's 400 when max_tokens alone reaches max_model_len: no prompt (it has at least one token) fits beside
  * it on any engine. A smaller max_tokens that only the prompt pushes over is left to the engine, whose count of
@@ -27,7 +33,7 @@ export function contextLimit (backends: readonly Backend[], model: string): numb
 export function checkContextLength (ctx: RequestContext): void {
   const f = ctx.features!;
   if (f.maxTokens === null) return;
-  const limit = contextLimit(ctx.pipeline.backends, f.model);
+  const limit = contextLimitOf(ctx);
   if (limit === null || f.maxTokens < limit) return;
   throw new EarError('EAR_ERR_CONTEXT_LENGTH', `'max_tokens' or 'max_completion_tokens' is too large: ${f.maxTokens}. This model's maximum context length is ${limit} ` +
     `tokens and your request has ${f.promptTokens} input tokens (${f.maxTokens} > ${limit} - ${f.promptTokens}).`);

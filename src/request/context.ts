@@ -109,6 +109,8 @@ export class RequestContext {
   hints: AgentHints | null = null;
   /** How long its prefix is to be kept after it: a hint's TTL, or the tool gap of a turn that ended in a tool call. */
   retention: Retention | null = null;
+  /** Its model's max_model_len among the engines (context-length.ts), once looked up; undefined until then. */
+  contextLimit: number | null | undefined = undefined;
 
   /** The engine path it is sent to: its dialect's. */
   get path (): EnginePath {

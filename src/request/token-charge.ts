@@ -12,7 +12,7 @@
 // is never charged (it generates nothing: Dialect.costsTokens).
 import { MAX_TOKEN_COUNT } from '../dialects/chat-request.js';
 import type { RequestContext } from './context.js';
-import { contextLimit } from './context-length.js';
+import { contextLimitOf } from './context-length.js';
 
 /** A request's estimate: its prompt tokens and the most it may generate, at most `limit` (max_model_len, when known). */
 export function admissionCost (promptTokens: number, maxTokens: number | null, limit: number | null = null): number {
@@ -41,7 +41,7 @@ export function chargeTokens (ctx: RequestContext): void {
   const limits = ctx.limits;
   if (limits === null || !limits.limitsTokens || !ctx.dialect.costsTokens) return;
   const f = ctx.features!;
-  const refused = limits.chargeTokens(admissionCost(f.promptTokens, f.maxTokens, contextLimit(ctx.pipeline.backends, f.model)));
+  const refused = limits.chargeTokens(admissionCost(f.promptTokens, f.maxTokens, contextLimitOf(ctx)));
   if (refused !== null) throw refused;
 }
 
