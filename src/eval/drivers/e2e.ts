@@ -60,6 +60,8 @@ export interface E2eRunOptions {
   scheduler?: RoutingHostOptions['scheduler'];
   admission?: RoutingHostOptions['admission'];
   capacity?: RoutingHostOptions['capacity'];
+  /** The gateway's retention settings (config retention; times in workload ms: scaled here). */
+  retention?: RoutingHostOptions['retention'];
   maxConcurrent?: number;
   /** The API the requests go through (default completions: token ids). */
   api?: E2eApi;
@@ -107,6 +109,11 @@ function schedulerConfig (o: E2eRunOptions, scale: number): Record<string, unkno
     const k = { ...o.policyConfig };
     if (typeof k.tCool === 'number') k.tCool = k.tCool * scale;
     c.policyConfig = k;
+  }
+  if (o.retention !== undefined && Object.keys(o.retention).length > 0) {
+    const r: Record<string, number> = { ...o.retention };
+    for (const k of ['defaultGapMs', 'minTtlMs', 'maxTtlMs'] as const) if (r[k] !== undefined) r[k] = Math.round(r[k] * scale);
+    c.retention = r;
   }
   if (o.kvConnectors !== undefined) c.kvConnectors = o.kvConnectors;
   if (o.kvConnector != null) c.kvConnector = o.kvConnector;
