@@ -91,9 +91,10 @@ export interface RetentionStats {
   resumed: number;
   /** Live records whose prefix the engine evicted, as its KV events told the index (ear_retained_prefix_evictions_total). */
   evictions: number;
-  /** Live records now and their blocks. */
+  /** Live records now and their blocks; of them, those whose blocks the index shows held and watched for an eviction. */
   live: number;
   liveBlocks: number;
+  watched: number;
 }
 
 const WATCH_NONE = 0;
@@ -251,7 +252,9 @@ export class RetentionTable implements RetentionView {
   stats (): RetentionStats {
     let liveBlocks = 0;
     for (const b of this.#podBlocks.values()) liveBlocks += b;
-    return { ...this.#stats, live: this.#byKey.size, liveBlocks };
+    let watched = 0;
+    for (const e of this.#byKey.values()) if (e.watch === WATCH_HELD) watched++;
+    return { ...this.#stats, live: this.#byKey.size, liveBlocks, watched };
   }
 
   #noteEnd (key: bigint, now: number): void {
