@@ -104,6 +104,13 @@ export interface AdmissionHost {
   candidateRows (model: string, exclude: ReadonlySet<number>): Iterable<number>;
   /** Every pod, by row and id. */
   podIds (): Iterable<{ row: number; id: string }>;
+  /**
+   * Whether the placement, new work (no session bound to its pod, not a move), would have to evict retained
+   * prefixes on its pod while another pod has room for it; false unless its policy keepsRetained.
+   */
+  evictsRetained (p: Placement): boolean;
+  /** A placement that will not be sent: its session's binding goes back to what it was before the decision. */
+  unroute (p: Placement): void;
 }
 
 export interface AdmissionControlOptions {
@@ -124,6 +131,8 @@ export class AdmissionControl {
   #releasing = false;
   #again = false;
   #released = 0;
+  /** Parked jobs routed again because retained prefixes took their pod's room. */
+  #rerouted = 0;
   #longestWait = 0;
   /** EMA of the time between two releases (ms), for Retry-After. */
   #releaseGap = 1000;
@@ -362,7 +371,17 @@ export class AdmissionControl {
         if (this.#room(p.pod, p.expectedPrefill)) this.#dispatchJob(top, p, now);
         else q.park(top, p.pod, p);
       } else if (parked !== null) {
-        this.#dispatchJob(parked, parked.placement as AdmittedPlacement, now);
+        const p = parked.placement as AdmittedPlacement;
+        if (!parked.rerouted && this.#host.evictsRetained(p)) {
+          // Placed while its pod had KV room; retained prefixes took it while the job waited for a seat there,
+          // and another pod has room now: routed again (once), as a request arriving now would be.
+          parked.rerouted = true;
+          this.#host.unroute(p);
+          q.unpark(parked);
+          this.#rerouted++;
+          continue;
+        }
+        this.#dispatchJob(parked, p, now);
       } else {
         break;
       }
@@ -403,6 +422,11 @@ export class AdmissionControl {
       scheduler: this.scheduler, waiting: s.waiting, parked: s.parked, depthByLevel: this.#queue.depthByLevel(), promotions: s.promotions,
       rejected: s.rejected, timedOut: s.timedOut, released: this.#released, oldestWaitMs: this.#queue.oldestWait(now), longestWaitMs: this.#longestWait, limits
     };
+  }
+
+  /** Parked jobs routed again because retained prefixes took their pod's KV room while they waited. */
+  get retentionReroutes (): number {
+    return this.#rerouted;
   }
 
   /** A pod's configured limit on requests in flight (0 = none). */

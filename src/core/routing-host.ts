@@ -18,7 +18,8 @@ import { SESSION_EXPIRY_BUDGET } from './defaults.js';
 import { LoadTable } from './load-table.js';
 import { PodTable } from './pod-table.js';
 import { PodRows } from './pod-rows.js';
-import { NoCandidateError, type Policy, type PodView } from './policy.js';
+import { NoCandidateError, type ClusterView, type Policy, type PodView } from './policy.js';
+import { kvRoom } from './policies/kv-room.js';
 import { HostPods, type PodSpec } from './host-pods.js';
 import { PrefixIndex } from './prefix-index.js';
 import type { Region } from './region.js';
@@ -155,6 +156,8 @@ class HostPlacement implements Placement {
   dispatchedAt = 0;
   /** Set by admission when it releases the request; a placement made outside admission (a retry) is neutral. */
   rank: AdmissionRank = NEUTRAL_RANK;
+  /** The session's host before this decision (−1: none, or no session): what unroute() restores. */
+  priorHost = -1;
   constructor (readonly routed: Routed, readonly request: RouteRequest, readonly keys: BigUint64Array, readonly decidedAt: number, readonly attempt: number,
     /** The pod row's lease when decided: a row released and leased again since is another pod's. */
     readonly lease: number,
@@ -210,6 +213,8 @@ export class RoutingHost {
     return pods !== null && pods.includes(pod);
   };
   readonly #lostBlocks = (pod: number): boolean => this.#lossEpochs[pod] !== this.#lossEpochsNow[pod];
+  /** What kvRoom reads of a cluster view: the load and retention tables. */
+  readonly #roomView: Pick<ClusterView, 'load' | 'retention'>;
 
   constructor (region: Region, opts: RoutingHostOptions) {
     this.#region = region;
@@ -233,6 +238,7 @@ export class RoutingHost {
     this.#random = opts.random ?? Math.random;
     this.users = new UserUsage(opts.users);
     this.retention = new RetentionTable(opts.retention, this.#holdsBlock);
+    this.#roomView = { load: this.load, retention: this.retention };
     this.#lossEpochs = new Uint32Array(this.index.maxPods);
     this.#lossEpochsNow = new Uint32Array(this.index.maxPods);
     this.index.lossEpochsInto(this.#lossEpochs);
@@ -375,6 +381,7 @@ export class RoutingHost {
       userKey: req.user === null ? null : this.userKey(req.user)
     };
     const callPriority = this.criticalPathOf(request.sessionKey, request.parentSessionKey);
+    const priorHost = request.sessionKey === null ? -1 : this.sessions.get(request.sessionKey)?.host ?? -1;
     const routed = this.#router.route(request, candidates, now, this.#random(), attempt > 0);
     // The session's turn came: its gap is learnt and its retained prefix is in use again (decided on first).
     if (request.sessionKey !== null) this.retention.resume(request.sessionKey, now);
@@ -386,8 +393,44 @@ export class RoutingHost {
       this.#migrationStats.started++;
     }
     const p = new HostPlacement(routed, request, req.blockKeys, now, attempt, this.rows.lease(routed.pod), callPriority);
+    p.priorHost = priorHost;
     this.#keysOwner = p;
     return p;
+  }
+
+  /**
+   * Whether the placement is new work (its session was not bound to its pod, and it is not a move) that would
+   * have to evict retained prefixes there (the pod's KV room after running work, pending prefill and retained
+   * prefixes, kv-room.ts, below the request's need) while another candidate has room for it. Always false for a
+   * policy that does not keep retained prefixes (Policy.keepsRetained): the baselines place as they place.
+   */
+  evictsRetained (placement: Placement): boolean {
+    const p = placement as HostPlacement;
+    if (this.#router.policy.keepsRetained !== true || p.priorHost === p.pod || p.migrateFrom !== null || !this.#current(p)) return false;
+    const req = p.request;
+    const context = req.sessionKey === null ? 0 : this.sessions.get(req.sessionKey)?.contextTokens ?? 0;
+    const need = Math.ceil((Math.max(context, req.promptTokens) + (req.expectedOutputTokens ?? 0)) / this.blockSize);
+    const pod = this.#pods.get(p.pod)?.view;
+    if (pod === undefined || this.#kvRoom(pod) >= need) return false;
+    for (const row of this.#pods.rows(req.model, NO_EXCLUSIONS)) {
+      const other = this.#pods.get(row)?.view;
+      if (row !== p.pod && other !== undefined && this.#kvRoom(other) >= need) return true;
+    }
+    return false;
+  }
+
+  /** The placement will not be sent (admission routes it again): its session's binding is as before the decision. */
+  unroute (placement: Placement): void {
+    const p = placement as HostPlacement;
+    const key = p.request.sessionKey;
+    if (key === null || !this.#current(p)) return;
+    const s = this.sessions.get(key);
+    if (s !== undefined && s.host === p.pod && s.inFlight === 0) this.sessions.setCount(key, 'host', p.priorHost);
+  }
+
+  /** kv-room.ts's room of a pod, from the host's own tables (kvRoom reads only the load and retention of a view). */
+  #kvRoom (pod: PodView): number {
+    return kvRoom(pod, this.#roomView as ClusterView);
   }
 
   /**
