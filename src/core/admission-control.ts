@@ -106,9 +106,9 @@ export interface AdmissionHost {
   podIds (): Iterable<{ row: number; id: string }>;
   /**
    * Whether the placement, new work (no session bound to its pod, not a move), would have to evict retained
-   * prefixes on its pod while another pod has room for it; false unless its policy keepsRetained.
+   * prefixes on its pod while another pod that `canTake` has KV room for it; false unless its policy keepsRetained.
    */
-  evictsRetained (p: Placement): boolean;
+  evictsRetained (p: Placement, canTake: (row: number) => boolean): boolean;
   /** A placement that will not be sent: its session's binding goes back to what it was before the decision. */
   unroute (p: Placement): void;
 }
@@ -372,13 +372,20 @@ export class AdmissionControl {
         else q.park(top, p.pod, p);
       } else if (parked !== null) {
         const p = parked.placement as AdmittedPlacement;
-        if (!parked.rerouted && this.#host.evictsRetained(p)) {
-          // Placed while its pod had KV room; retained prefixes took it while the job waited for a seat there,
-          // and another pod has room now: routed again (once), as a request arriving now would be.
+        const req = parked.payload.req;
+        const exclude = req.exclude ?? NO_EXCLUSIONS;
+        if (!parked.rerouted && this.#host.evictsRetained(p, (row) => !exclude.has(row) && this.#room(row, 0))) {
+          // Placed while its pod had KV room; retained prefixes took it while the job waited for a seat there, and
+          // another pod has room and a seat now: routed again (once) among the pods that can take it now, so that
+          // keeping the prefix costs the request no wait.
           parked.rerouted = true;
-          this.#host.unroute(p);
-          q.unpark(parked);
           this.#rerouted++;
+          this.#host.unroute(p);
+          const noSeat = new Set(exclude);
+          for (const row of this.#host.candidateRows(req.model, exclude)) if (!this.#room(row, 0)) noSeat.add(row);
+          const again = this.#host.route(req, noSeat, now) as AdmittedPlacement; // a candidate is left: evictsRetained found it
+          if (this.#room(again.pod, again.expectedPrefill)) this.#dispatchJob(parked, again, now);
+          else q.repark(parked, again.pod, again);
           continue;
         }
         this.#dispatchJob(parked, p, now);

@@ -184,16 +184,14 @@ export class AdmissionQueue<T> {
     return list.length;
   }
 
-  /** A parked job goes back to the heap to be routed again. */
-  unpark (job: Job<T>): void {
+  /** A parked job routed again: parked on `pod` with its new placement. */
+  repark (job: Job<T>, pod: number, placement: unknown): void {
     const list = this.#parked.get(job.parkedOn);
     if (list === undefined) return;
     list.splice(list.indexOf(job), 1);
     if (list.length === 0) this.#parked.delete(job.parkedOn);
-    job.parkedOn = -1;
-    job.placement = null;
     this.#parkedCount--;
-    this.#heap.push(job.id, job.key);
+    this.park(job, pod, placement);
   }
 
   /** The job leaves the queue (released, timed out, client gone). Its id is free again. False if it had left. */

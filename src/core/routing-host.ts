@@ -401,10 +401,11 @@ export class RoutingHost {
   /**
    * Whether the placement is new work (its session was not bound to its pod, and it is not a move) that would
    * have to evict retained prefixes there (the pod's KV room after running work, pending prefill and retained
-   * prefixes, kv-room.ts, below the request's need) while another candidate has room for it. Always false for a
-   * policy that does not keep retained prefixes (Policy.keepsRetained): the baselines place as they place.
+   * prefixes, kv-room.ts, below the request's need) while another candidate that `canTake` (admission: a seat
+   * now) has room for it. Always false for a policy that does not keep retained prefixes (Policy.keepsRetained):
+   * the baselines place as they place.
    */
-  evictsRetained (placement: Placement): boolean {
+  evictsRetained (placement: Placement, canTake: (row: number) => boolean = () => true): boolean {
     const p = placement as HostPlacement;
     if (this.#router.policy.keepsRetained !== true || p.priorHost === p.pod || p.migrateFrom !== null || !this.#current(p)) return false;
     const req = p.request;
@@ -414,7 +415,7 @@ export class RoutingHost {
     if (pod === undefined || this.#kvRoom(pod) >= need) return false;
     for (const row of this.#pods.rows(req.model, NO_EXCLUSIONS)) {
       const other = this.#pods.get(row)?.view;
-      if (row !== p.pod && other !== undefined && this.#kvRoom(other) >= need) return true;
+      if (row !== p.pod && other !== undefined && this.#kvRoom(other) >= need && canTake(row)) return true;
     }
     return false;
   }

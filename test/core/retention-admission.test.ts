@@ -44,9 +44,10 @@ function submit (t: TestHost, session: string, prompt: number, now: number): { p
 /**
  * Session x (900 blocks) runs on one pod, y (100 blocks of prompt, not computed yet) on the other; z, a new
  * session of 501 blocks, is placed on x's pod (both have room, x's has no pending prefill) and waits for its seat.
- * Then x's turn ends in a tool call: its 901 blocks are retained there, and its seat is free.
+ * Then (if `yEndsFirst`) y ends, and x's turn ends in a tool call: its 901 blocks are retained there, and its seat
+ * is free.
  */
-function scenario (t: TestHost): { a: number; b: number; z: ReturnType<typeof waiter>; y: Placement } {
+function scenario (t: TestHost, yEndsFirst: boolean): { a: number; b: number; z: ReturnType<typeof waiter>; y: Placement } {
   const x = submit(t, 'x', 14_400, 0).placed!;
   t.host.firstToken(x, 1);
   const y = submit(t, 'y', 1600, 2).placed!;
@@ -55,41 +56,44 @@ function scenario (t: TestHost): { a: number; b: number; z: ReturnType<typeof wa
   assert.notEqual(a, b);
   const z = submit(t, 'z', 8000, 3);
   assert.equal(z.placed, null, 'z waits for a seat on x\'s pod');
+  if (yEndsFirst) {
+    t.host.firstToken(y, 4);
+    t.host.finished(y, { promptTokens: 1600, completionTokens: 16 }, 5);
+    assert.equal(podOf(z.w), undefined, 'still waiting for its seat on x\'s pod');
+  }
   t.host.finished(x, { promptTokens: 14_400, completionTokens: 16, toolCall: true }, 10);
   assert.equal(t.host.retention.blocks(a), 901);
   return { a, b, z: z.w, y };
 }
 
-test('ear: a new session parked on a pod whose room a retained prefix took is routed again to the pod with room', () => {
-  const t = admitted('ear');
-  const { a, b, z, y } = scenario(t);
-  assert.equal(z.placement, null, 'not released onto the retained prefix: it waits for a seat on the pod with room');
-  assert.equal(t.host.admission.retentionReroutes, 1);
-  t.host.firstToken(y, 11);
-  t.host.finished(y, { promptTokens: 1600, completionTokens: 16 }, 12);
-  assert.equal(podOf(z), b);
-  assert.equal(t.host.sessions.get(t.host.sessionKey('z'))!.host, b, 'bound where it went');
-  assert.equal(t.host.retention.of(t.host.sessionKey('x'))?.pod, a, 'x\'s prefix still retained on its pod');
-});
-
-test('program-ttl gets the same from admission', () => {
-  const t = admitted('program-ttl');
-  const { b, z, y } = scenario(t);
-  assert.equal(z.placement, null);
-  t.host.finished(y, { promptTokens: 1600, completionTokens: 16 }, 12);
-  assert.equal(podOf(z), b);
-});
+for (const policy of ['ear', 'program-ttl']) {
+  test(`${policy}: a new session parked on a pod whose room a retained prefix took goes, when its seat frees, to a pod with room and a seat`, () => {
+    const t = admitted(policy);
+    const { a, b, z } = scenario(t, true);
+    assert.equal(podOf(z), b, 'not released onto the retained prefix');
+    assert.equal(t.host.admission.retentionReroutes, 1);
+    assert.equal(t.host.sessions.get(t.host.sessionKey('z'))!.host, b, 'bound where it went');
+    assert.equal(t.host.retention.of(t.host.sessionKey('x'))?.pod, a, 'x\'s prefix still retained on its pod');
+  });
+}
 
 test('a policy that does not keep retained prefixes (ear without kvAware, a baseline) is released where it was placed', () => {
   for (const [policy, knobs] of [['ear', { kvAware: false }], ['least-request', {}]] as const) {
     const t = admitted(policy, knobs);
-    const { a, z } = scenario(t);
-    assert.equal(z.placement?.pod, a, `${policy}: released on x's pod when its seat freed`);
+    const { a, z } = scenario(t, true);
+    assert.equal(podOf(z), a, `${policy}: released on x's pod when its seat freed`);
     assert.equal(t.host.admission.retentionReroutes, 0);
   }
 });
 
-test('no pod with room: the parked request is released where it was placed (nothing is gained by moving it)', () => {
+test('the pod with KV room has no seat: the request is released where it was placed (keeping a prefix adds no wait)', () => {
+  const t = admitted('ear');
+  const { a, z } = scenario(t, false);
+  assert.equal(podOf(z), a);
+  assert.equal(t.host.admission.retentionReroutes, 0);
+});
+
+test('no pod with KV room: the parked request is released where it was placed (nothing is gained by moving it)', () => {
   const t = admitted('ear');
   // The other pod's KV is nearly full (engine report): it has no room either.
   t.host.engineLoad(1, { running: 1, waiting: 0, kvUsage: 0.9, numGpuBlocks: CAPACITY }, 0);
@@ -100,6 +104,6 @@ test('no pod with room: the parked request is released where it was placed (noth
   const z = submit(t, 'z', 8000, 3);
   assert.equal(z.placed, null);
   t.host.finished(x, { promptTokens: 14_400, completionTokens: 16, toolCall: true }, 10);
-  assert.equal(z.w.placement?.pod, 0);
+  assert.equal(podOf(z.w), 0);
   assert.equal(t.host.admission.retentionReroutes, 0);
 });

@@ -103,9 +103,10 @@ export interface DesRunResult {
   engineKv: { preemptions: number; evictions: number };
   /**
    * Retention at the end of the run: records made, how they ended, and the retained prefixes the engines evicted
-   * while their record was live (seen through the KV events: precise mode only; 0 in approximate mode).
+   * while their record was live (seen through the KV events: precise mode only; 0 in approximate mode), and the
+   * requests admission routed again because retained prefixes took their pod's room while they waited.
    */
-  retention: RetentionStats;
+  retention: RetentionStats & { reroutes: number };
 }
 
 /** The sampler's period (s): the gateway's upkeep (host tick, index expiry), and the pending-prefill samples. */
@@ -346,6 +347,6 @@ export function runDes (o: DesRunOptions): DesRunResult {
       preemptions: des.engines.reduce((n, e) => n + e.stats().preemptions, 0),
       evictions: des.engines.reduce((n, e) => n + e.pool.evictions, 0)
     },
-    retention: lab.host.retention.stats()
+    retention: { ...lab.host.retention.stats(), reroutes: lab.host.admission.retentionReroutes }
   };
 }
