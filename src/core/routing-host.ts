@@ -381,8 +381,8 @@ export class RoutingHost {
       userKey: req.user === null ? null : this.userKey(req.user)
     };
     const callPriority = this.criticalPathOf(request.sessionKey, request.parentSessionKey);
-    const priorHost = request.sessionKey === null ? -1 : this.sessions.get(request.sessionKey)?.host ?? -1;
     const routed = this.#router.route(request, candidates, now, this.#random(), attempt > 0);
+    const priorHost = this.#router.priorHost;
     // The session's turn came: its gap is learnt and its retained prefix is in use again (decided on first).
     if (request.sessionKey !== null) this.retention.resume(request.sessionKey, now);
     if (this.#expiryBudget > 0) this.sessions.expire(now, this.#expiryBudget);
