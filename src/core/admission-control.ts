@@ -379,14 +379,16 @@ export class AdmissionControl {
           // another pod has room and a seat now: routed again (once) among the pods that can take it now, so that
           // keeping the prefix costs the request no wait.
           parked.rerouted = true;
-          this.#rerouted++;
-          this.#host.unroute(p);
           const noSeat = new Set(exclude);
           for (const row of this.#host.candidateRows(req.model, exclude)) if (!this.#room(row, 0)) noSeat.add(row);
-          const again = this.#host.route(req, noSeat, now) as AdmittedPlacement; // a candidate is left: evictsRetained found it
-          if (this.#room(again.pod, again.expectedPrefill)) this.#dispatchJob(parked, again, now);
-          else q.repark(parked, again.pod, again);
-          continue;
+          if (this.#host.hasCandidate(req.model, noSeat)) {
+            this.#rerouted++;
+            this.#host.unroute(p);
+            const again = this.#host.route(req, noSeat, now) as AdmittedPlacement;
+            if (this.#room(again.pod, again.expectedPrefill)) this.#dispatchJob(parked, again, now);
+            else q.repark(parked, again.pod, again);
+            continue;
+          }
         }
         this.#dispatchJob(parked, p, now);
       } else {
