@@ -6,6 +6,7 @@
 // (`api`) as the text an agent sends to chat completions, Anthropic Messages or OpenAI Responses: the same
 // blocks as text (token-text.ts), a session as one conversation (conversation.ts), the agents' own headers
 // (api-requests.ts).
+import { RETENTION_DEFAULTS } from '../../core/retention.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -110,11 +111,10 @@ function schedulerConfig (o: E2eRunOptions, scale: number): Record<string, unkno
     if (typeof k.tCool === 'number') k.tCool = k.tCool * scale;
     c.policyConfig = k;
   }
-  if (o.retention !== undefined && Object.keys(o.retention).length > 0) {
-    const r: Record<string, number> = { ...o.retention };
-    for (const k of ['defaultGapMs', 'minTtlMs', 'maxTtlMs'] as const) if (r[k] !== undefined) r[k] = Math.round(r[k] * scale);
-    c.retention = r;
-  }
+  // Retention's times are workload ms, its defaults too (as the DES keeps them): the gateway lives them scaled.
+  const r: Record<string, number> = { ...RETENTION_DEFAULTS, ...o.retention };
+  for (const k of ['defaultGapMs', 'minTtlMs', 'maxTtlMs'] as const) r[k] = Math.round(r[k] * scale);
+  c.retention = r;
   if (o.kvConnectors !== undefined) c.kvConnectors = o.kvConnectors;
   if (o.kvConnector != null) c.kvConnector = o.kvConnector;
   c.kvCostProfile = o.profile;
