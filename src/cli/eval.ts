@@ -17,6 +17,8 @@ import { parseTransferMode, type TransferMode } from '../migration/cost.js';
 import { configFor, knobValue, policiesTaking, type PolicyKnobs } from './policy-knobs.js';
 import { SCHEDULING_POLICIES, type SchedulingPolicy } from '../sim/engine.js';
 import { maxPodRows } from '../config/pod-rows.js';
+import { RETENTION_FIELDS } from '../config/retention.js';
+import type { RetentionOptions } from '../core/retention.js';
 
 const USAGE = `usage: ear eval [--driver des|e2e] [--workload agentic|claude-code:DIR|mooncake:FILE] [--policies|--policy a,b,c]
                 [--engines N] [--profile NAME] [--duration S] [--seed N] [--out DIR] [--sweep name=v1,v2,...]
@@ -33,7 +35,8 @@ Runs the workload against each policy and writes results.json, report.md and PNG
                 gateway: kvEvents=approximate|precise (the index learns from routing only, or also from the engines'
                 KV events); des only: kvDelayMs=N (the events' delivery delay), scrapeIntervalMs=N (engine metrics),
                 kvConnectors=nixl+shared-store+recompute (what moves KV; shared-store gives the engines one shared
-                offload store), kvConnector=auto|nixl|shared-store|recompute
+                offload store), kvConnector=auto|nixl|shared-store|recompute; retention.NAME=V (the gateway's
+                retention settings, docs/retention.md: retention.maxShare=0.3, retention.gapFactor=3, ...)
   --scheduler   the gateway's admission scheduler: ${SCHEDULERS.join(', ')} (default ${SCHEDULER}, as ear serve's)
                 its knobs with --set: levels, quantumMs, beta, maxQueued, queueTimeoutMs, prefillBudgetTokens,
                 kvHighWatermark, learnLimit=0|1, holdEngineQueue=0|1 (default 1 under atlas, plas, vtc: nothing
@@ -76,6 +79,8 @@ interface Plan {
   policyKnobs: PolicyKnobs;
   /** The engines' vLLM scheduler flags given with --set. */
   engine: EngineKnobs;
+  /** The gateway's retention settings given with --set retention.NAME=V (config retention). */
+  retention: Partial<RetentionOptions>;
 }
 
 /** The engines' vLLM scheduler flags `--set` and `--sweep` take (vLLM's defaults when not given). */
@@ -123,6 +128,18 @@ function admissionOf (scheduler: SchedulerKind, k: AdmissionKnobs): Pick<DesRunO
 }
 
 class UsageError extends Error {}
+
+/** The --set retention.NAME=V settings, checked as the gateway's config checks them; only those given. */
+function retentionOf (given: Record<string, unknown>): Partial<RetentionOptions> {
+  if (Object.keys(given).length === 0) return {};
+  let all: Record<string, number>;
+  try {
+    all = RETENTION_FIELDS.retention('retention', given) as Record<string, number>;
+  } catch (err) {
+    throw new UsageError(`--set ${(err as Error).message.replace(/^config /, '')}`);
+  }
+  return Object.fromEntries(Object.keys(given).map((k) => [k, all[k]]));
+}
 
 /** Flags a sweep sets on the host or the engines, not on the workload or a policy. */
 function isHostFlag (flag: string): boolean {
@@ -175,13 +192,14 @@ async function runOne (p: Plan, w: Workload, policy: string, engines: number, nu
     // (typed wider so that this compiles before and after).
     const options: DesRunOptions & { tHot?: number } = {
       workload: w, policy, policyConfig, engines, profile: p.profile, seed: p.seed, numGpuBlocks, until, ttftSlo: p.ttftSlo, onProgress,
-      kvEvents: p.kvEvents, kvDelayMs: p.kvDelayMs, scrapeIntervalMs: p.scrapeIntervalMs, kvConnectors: p.kvConnectors, kvConnector: p.kvConnector, tCool, tHot, ...admission, ...engine
+      kvEvents: p.kvEvents, kvDelayMs: p.kvDelayMs, scrapeIntervalMs: p.scrapeIntervalMs, kvConnectors: p.kvConnectors, kvConnector: p.kvConnector, tCool, tHot,
+      retention: p.retention, ...admission, ...engine
     };
     return runDes(options).summary;
   }
   return (await runE2e({
     workload: w, policy, policyConfig, engines, profile: p.profile, seed: p.seed, timeScale: p.timeScale, api: p.api, until, ttftSlo: p.ttftSlo, onProgress, kvEvents: p.kvEvents,
-    kvConnectors: p.kvConnectors, kvConnector: p.kvConnector, ...admission, ...engine
+    kvConnectors: p.kvConnectors, kvConnector: p.kvConnector, retention: p.retention, ...admission, ...engine
   })).summary;
 }
 
@@ -237,9 +255,11 @@ export async function main (argv: string[]): Promise<number> {
     const admission: AdmissionKnobs = {};
     const policyKnobs: PolicyKnobs = {};
     let engine: EngineKnobs = {};
+    const retention: Record<string, unknown> = {};
     for (const s of values.set ?? []) {
       const [k, v] = keyValue('set', s);
-      if (k === 'numGpuBlocks') numGpuBlocks = num('set numGpuBlocks', v, 1, true);
+      if (k.startsWith('retention.')) retention[k.slice('retention.'.length)] = v;
+      else if (k === 'numGpuBlocks') numGpuBlocks = num('set numGpuBlocks', v, 1, true);
       else if (k === 'kvEvents') {
         if (v !== 'approximate' && v !== 'precise') throw new UsageError(`--set kvEvents must be approximate or precise, got "${v}"`);
         kvEvents = v;
@@ -278,7 +298,8 @@ export async function main (argv: string[]): Promise<number> {
       scheduler: schedulerOf(values.scheduler!),
       admission,
       policyKnobs,
-      engine
+      engine,
+      retention: retentionOf(retention)
     };
     if (plan.engines > maxPodRows()) throw new UsageError(`--engines must be at most ${maxPodRows()} (the pod rows' bound, asm/layout.ts POD_ROWS_MAX)`);
     out = values.out!;

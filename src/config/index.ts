@@ -18,6 +18,7 @@ import { ADMISSION_CONFIG_DEFAULTS, ADMISSION_FIELDS, type AdmissionConfig } fro
 import { MIGRATION_DEFAULTS, MIGRATION_FIELDS, type MigrationConfig } from './migration.js';
 import { HA_SECTION_DEFAULTS, HA_SECTION_FIELDS, type HaSection } from './ha.js';
 import { POD_ROWS_DEFAULTS, POD_ROWS_FIELDS, type PodRowsConfig } from './pod-rows.js';
+import { RETENTION_CONFIG_DEFAULTS, RETENTION_FIELDS, type RetentionConfig } from './retention.js';
 import { followMaxPods } from './discovery.js';
 
 export { ConfigError } from './config-error.js';
@@ -26,7 +27,7 @@ export { checkLabelSelector, DISCOVERY_DEFAULTS, type DiscoveryConfig } from './
 import type { DiscoveryConfig } from './discovery.js';
 
 export interface GatewayConfig extends ServerConfig, ClientsConfig, UpstreamConfig, DiscoverySection, RoutingConfig,
-  FeaturesConfig, PrefixIndexConfig, SessionsConfig, AdmissionConfig, MigrationConfig, HaSection, PodRowsConfig {
+  FeaturesConfig, PrefixIndexConfig, SessionsConfig, AdmissionConfig, MigrationConfig, HaSection, PodRowsConfig, RetentionConfig {
   backends: BackendConfig[];
 }
 
@@ -42,7 +43,8 @@ export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze
   ...ADMISSION_CONFIG_DEFAULTS,
   ...MIGRATION_DEFAULTS,
   ...HA_SECTION_DEFAULTS,
-  ...POD_ROWS_DEFAULTS
+  ...POD_ROWS_DEFAULTS,
+  ...RETENTION_CONFIG_DEFAULTS
 });
 
 /** Every top-level field but `backends`, with its check. */
@@ -58,7 +60,8 @@ const FIELDS: Record<keyof typeof DEFAULTS, FieldCheck> = {
   ...ADMISSION_FIELDS,
   ...MIGRATION_FIELDS,
   ...HA_SECTION_FIELDS,
-  ...POD_ROWS_FIELDS
+  ...POD_ROWS_FIELDS,
+  ...RETENTION_FIELDS
 };
 
 /**

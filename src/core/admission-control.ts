@@ -104,6 +104,13 @@ export interface AdmissionHost {
   candidateRows (model: string, exclude: ReadonlySet<number>): Iterable<number>;
   /** Every pod, by row and id. */
   podIds (): Iterable<{ row: number; id: string }>;
+  /**
+   * Whether the placement, new work (no session bound to its pod, not a move), would have to evict retained
+   * prefixes on its pod while another pod that `canTake` has KV room for it; false unless its policy keepsRetained.
+   */
+  evictsRetained (p: Placement, canTake: (row: number) => boolean): boolean;
+  /** A placement that will not be sent: its session's binding goes back to what it was before the decision. */
+  unroute (p: Placement): void;
 }
 
 export interface AdmissionControlOptions {
@@ -124,6 +131,8 @@ export class AdmissionControl {
   #releasing = false;
   #again = false;
   #released = 0;
+  /** Parked jobs routed again because retained prefixes took their pod's room. */
+  #rerouted = 0;
   #longestWait = 0;
   /** EMA of the time between two releases (ms), for Retry-After. */
   #releaseGap = 1000;
@@ -362,7 +371,26 @@ export class AdmissionControl {
         if (this.#room(p.pod, p.expectedPrefill)) this.#dispatchJob(top, p, now);
         else q.park(top, p.pod, p);
       } else if (parked !== null) {
-        this.#dispatchJob(parked, parked.placement as AdmittedPlacement, now);
+        const p = parked.placement as AdmittedPlacement;
+        const req = parked.payload.req;
+        const exclude = req.exclude ?? NO_EXCLUSIONS;
+        if (!parked.rerouted && this.#host.evictsRetained(p, (row) => !exclude.has(row) && this.#room(row, 0))) {
+          // Placed while its pod had KV room; retained prefixes took it while the job waited for a seat there, and
+          // another pod has room and a seat now: routed again (once) among the pods that can take it now, so that
+          // keeping the prefix costs the request no wait.
+          parked.rerouted = true;
+          const noSeat = new Set(exclude);
+          for (const row of this.#host.candidateRows(req.model, exclude)) if (!this.#room(row, 0)) noSeat.add(row);
+          if (this.#host.hasCandidate(req.model, noSeat)) {
+            this.#rerouted++;
+            this.#host.unroute(p);
+            const again = this.#host.route(req, noSeat, now) as AdmittedPlacement;
+            if (this.#room(again.pod, again.expectedPrefill)) this.#dispatchJob(parked, again, now);
+            else q.repark(parked, again.pod, again);
+            continue;
+          }
+        }
+        this.#dispatchJob(parked, p, now);
       } else {
         break;
       }
@@ -403,6 +431,11 @@ export class AdmissionControl {
       scheduler: this.scheduler, waiting: s.waiting, parked: s.parked, depthByLevel: this.#queue.depthByLevel(), promotions: s.promotions,
       rejected: s.rejected, timedOut: s.timedOut, released: this.#released, oldestWaitMs: this.#queue.oldestWait(now), longestWaitMs: this.#longestWait, limits
     };
+  }
+
+  /** Parked jobs routed again because retained prefixes took their pod's KV room while they waited. */
+  get retentionReroutes (): number {
+    return this.#rerouted;
   }
 
   /** A pod's configured limit on requests in flight (0 = none). */

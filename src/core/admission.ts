@@ -62,6 +62,8 @@ export class Job<T> {
   parkedOn = -1;
   placement: unknown = null;
   promoted = false;
+  /** Sent back from a park to be routed again once (its pod's KV went to retained prefixes): never twice. */
+  rerouted = false;
   constructor (
     readonly id: number,
     /** Arrival order, also the heap's tie-break order (both count pushes). */
@@ -180,6 +182,16 @@ export class AdmissionQueue<T> {
       this.#heap.push(job.id, job.key);
     }
     return list.length;
+  }
+
+  /** A parked job routed again: parked on `pod` with its new placement. */
+  repark (job: Job<T>, pod: number, placement: unknown): void {
+    const list = this.#parked.get(job.parkedOn);
+    if (list === undefined) return;
+    list.splice(list.indexOf(job), 1);
+    if (list.length === 0) this.#parked.delete(job.parkedOn);
+    this.#parkedCount--;
+    this.park(job, pod, placement);
   }
 
   /** The job leaves the queue (released, timed out, client gone). Its id is free again. False if it had left. */

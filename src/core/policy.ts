@@ -139,6 +139,12 @@ export interface Policy {
    * `prefillOn`; it must never choose one as `pod`. Other policies never see them.
    */
   readonly disaggregated?: boolean;
+  /**
+   * The policy places new work where it does not evict retained prefixes while another pod has room (it reads
+   * `retention` through kv-room.ts). The host's admission then keeps that true at release: a new request parked
+   * on a pod whose room retained prefixes took meanwhile is routed again (admission-control.ts).
+   */
+  readonly keepsRetained?: boolean;
   route (req: RequestFeatures, cluster: ClusterView, now: number): Decision;
 }
 

@@ -87,6 +87,8 @@ export class Router {
   #countsSet = false;
   /** The session of the decision under way, as read at its start (null between decisions). */
   #own: { key: bigint; info: SessionInfo | null } | null = null;
+  /** The session's host when the last route() began (−1: none, no session, or a forced decision). */
+  #priorHost = -1;
   /** Decisions that placed a request with no live binding (ClusterView.placements). */
   #placements = 0;
   readonly #hints = new Map<bigint, PrefixHint>();
@@ -173,12 +175,14 @@ export class Router {
     // Nothing waits, and the turn cannot race the transfer for the target's KV.
     let moving = -1;
     let d: Decision;
+    this.#priorHost = -1;
     if (forced !== null) d = forced;
     else {
       let bound = false;
       if (req.sessionKey !== null) {
         const s = sessions.get(req.sessionKey);
         this.#own = { key: req.sessionKey, info: s === undefined ? null : sessionInfoOf(s) };
+        this.#priorHost = s === undefined ? -1 : s.host;
         if (!retry && s !== undefined && s.migratingFrom >= 0 && candidates.some((p) => p.index === s.migratingFrom)) moving = s.migratingFrom;
         bound = s !== undefined && s.host >= 0 && candidates.some((p) => p.index === s.host);
       }
@@ -205,6 +209,11 @@ export class Router {
     if (d.migrateFrom !== undefined) r.migrateFrom = d.migrateFrom;
     if (d.prefillOn !== undefined) r.prefillOn = d.prefillOn;
     return r;
+  }
+
+  /** The session's host when the last route() began, before its decision bound it (−1: none, or no session). */
+  get priorHost (): number {
+    return this.#priorHost;
   }
 
   /** The request was sent to the pod: count it in flight and its prompt as pending prefill, and teach the index. */

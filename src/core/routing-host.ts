@@ -18,7 +18,8 @@ import { SESSION_EXPIRY_BUDGET } from './defaults.js';
 import { LoadTable } from './load-table.js';
 import { PodTable } from './pod-table.js';
 import { PodRows } from './pod-rows.js';
-import { NoCandidateError, type Policy, type PodView } from './policy.js';
+import { NoCandidateError, type ClusterView, type Policy, type PodView } from './policy.js';
+import { kvRoom } from './policies/kv-room.js';
 import { HostPods, type PodSpec } from './host-pods.js';
 import { PrefixIndex } from './prefix-index.js';
 import type { Region } from './region.js';
@@ -27,7 +28,7 @@ import { Router, type PrefixWalkStats, type RouteRequest, type Routed } from './
 import { SessionKeys } from './session-key.js';
 import { SessionTable, type SessionRecord } from './session-table.js';
 import { UserUsage, type UserUsageOptions } from './user-usage.js';
-import { RetentionTable, type RetentionOptions } from './retention.js';
+import { RetentionTable, type PrefixWatch, type RetentionOptions } from './retention.js';
 import { NEUTRAL_RANK, type AdmissionRank } from './engine-priority.js';
 
 /** A pod as its adapter describes it. Its row in the shared tables is the adapter's (backend index, engine number). */
@@ -155,6 +156,8 @@ class HostPlacement implements Placement {
   dispatchedAt = 0;
   /** Set by admission when it releases the request; a placement made outside admission (a retry) is neutral. */
   rank: AdmissionRank = NEUTRAL_RANK;
+  /** The session's host before this decision (−1: none, or no session): what unroute() restores. */
+  priorHost = -1;
   constructor (readonly routed: Routed, readonly request: RouteRequest, readonly keys: BigUint64Array, readonly decidedAt: number, readonly attempt: number,
     /** The pod row's lease when decided: a row released and leased again since is another pod's. */
     readonly lease: number,
@@ -201,6 +204,17 @@ export class RoutingHost {
   /** Prefixes kept for sessions in their tool gap (retention.ts): what policies read as `retention`. */
   readonly retention: RetentionTable;
   readonly #migrationStats: MigrationStats = { started: 0, done: 0, failed: 0, stayedOnTarget: 0, turnsToSource: 0, proactive: 0 };
+  /** Each pod's loss epoch in the index at the last look for evicted retained prefixes, and a buffer for the next. */
+  readonly #lossEpochs: Uint32Array;
+  readonly #lossEpochsNow: Uint32Array;
+  /** Whether the index shows `pod` holding block `key` in GPU memory (confirmed by the engine's KV events). */
+  readonly #holdsBlock = (pod: number, key: bigint): boolean => {
+    const pods = this.index.lookup(key, this.index.mask.confirmed);
+    return pods !== null && pods.includes(pod);
+  };
+  readonly #lostBlocks = (pod: number): boolean => this.#lossEpochs[pod] !== this.#lossEpochsNow[pod];
+  /** What kvRoom reads of a cluster view: the load and retention tables. */
+  readonly #roomView: Pick<ClusterView, 'load' | 'retention'>;
 
   constructor (region: Region, opts: RoutingHostOptions) {
     this.#region = region;
@@ -223,7 +237,11 @@ export class RoutingHost {
     this.#expiryBudget = opts.sessionExpiryBudget ?? 8;
     this.#random = opts.random ?? Math.random;
     this.users = new UserUsage(opts.users);
-    this.retention = new RetentionTable(opts.retention);
+    this.retention = new RetentionTable(opts.retention, this.#holdsBlock);
+    this.#roomView = { load: this.load, retention: this.retention };
+    this.#lossEpochs = new Uint32Array(this.index.maxPods);
+    this.#lossEpochsNow = new Uint32Array(this.index.maxPods);
+    this.index.lossEpochsInto(this.#lossEpochs);
     this.admission = new AdmissionControl(region, this, { scheduler: opts.scheduler, admission: opts.admission, capacity: opts.capacity });
     const assumed = this.ring.layout.opcodes.assumed;
     this.#router = new Router({ index: this.index, load: this.load, sessions: this.sessions, users: this.users, retention: this.retention }, opts.policy, {
@@ -364,6 +382,7 @@ export class RoutingHost {
     };
     const callPriority = this.criticalPathOf(request.sessionKey, request.parentSessionKey);
     const routed = this.#router.route(request, candidates, now, this.#random(), attempt > 0);
+    const priorHost = this.#router.priorHost;
     // The session's turn came: its gap is learnt and its retained prefix is in use again (decided on first).
     if (request.sessionKey !== null) this.retention.resume(request.sessionKey, now);
     if (this.#expiryBudget > 0) this.sessions.expire(now, this.#expiryBudget);
@@ -374,8 +393,45 @@ export class RoutingHost {
       this.#migrationStats.started++;
     }
     const p = new HostPlacement(routed, request, req.blockKeys, now, attempt, this.rows.lease(routed.pod), callPriority);
+    p.priorHost = priorHost;
     this.#keysOwner = p;
     return p;
+  }
+
+  /**
+   * Whether the placement is new work (its session was not bound to its pod, and it is not a move) that would
+   * have to evict retained prefixes there (the pod's KV room after running work, pending prefill and retained
+   * prefixes, kv-room.ts, below the request's need) while another candidate that `canTake` (admission: a seat
+   * now) has room for it. Always false for a policy that does not keep retained prefixes (Policy.keepsRetained):
+   * the baselines place as they place.
+   */
+  evictsRetained (placement: Placement, canTake: (row: number) => boolean = () => true): boolean {
+    const p = placement as HostPlacement;
+    if (this.#router.policy.keepsRetained !== true || p.priorHost === p.pod || p.migrateFrom !== null || !this.#current(p)) return false;
+    const req = p.request;
+    const context = req.sessionKey === null ? 0 : this.sessions.get(req.sessionKey)?.contextTokens ?? 0;
+    const need = Math.ceil((Math.max(context, req.promptTokens) + (req.expectedOutputTokens ?? 0)) / this.blockSize);
+    const pod = this.#pods.get(p.pod)?.view;
+    if (pod === undefined || this.#kvRoom(pod) >= need) return false;
+    for (const row of this.#pods.rows(req.model, NO_EXCLUSIONS)) {
+      const other = this.#pods.get(row)?.view;
+      if (row !== p.pod && other !== undefined && this.#kvRoom(other) >= need && canTake(row)) return true;
+    }
+    return false;
+  }
+
+  /** The placement will not be sent (admission routes it again): its session's binding is as before the decision. */
+  unroute (placement: Placement): void {
+    const p = placement as HostPlacement;
+    const key = p.request.sessionKey;
+    if (key === null || !this.#current(p)) return;
+    const s = this.sessions.get(key);
+    if (s !== undefined && s.host === p.pod && s.inFlight === 0) this.sessions.setCount(key, 'host', p.priorHost);
+  }
+
+  /** kv-room.ts's room of a pod, from the host's own tables (kvRoom reads only the load and retention of a view). */
+  #kvRoom (pod: PodView): number {
+    return kvRoom(pod, this.#roomView as ClusterView);
   }
 
   /**
@@ -477,7 +533,7 @@ export class RoutingHost {
       if (s && cp > s.criticalPath) this.sessions.setTime(key, 'criticalPath', cp);
       // A turn that ended in a tool call: its prefix is wanted back on this pod within the session's gap.
       if (out?.toolCall === true && p.sawFirstToken && s !== undefined && s.host === p.pod && s.inFlight === 0) {
-        this.turnEndedInToolCall(key, p.pod, contextTokens ?? p.request.promptTokens, now, out.retainTtlMs ?? null);
+        this.turnEndedInToolCall(key, p.pod, contextTokens ?? p.request.promptTokens, now, out.retainTtlMs ?? null, p.keys);
       }
     }
     this.admission.released(now);
@@ -487,15 +543,35 @@ export class RoutingHost {
    * A session's turn on `pod` ended in a tool call with `contextTokens` of context: retains its prefix there
    * for `ttlMs` (a client's hint), else for the session's learnt tool gap (retention.ts). finished() calls it
    * for an outcome with `toolCall`; a host that learns of the tool call or a hint later may call it itself.
+   * `keys`: the prompt's block keys, whose blocks the pod holds are watched for an eviction (retention.ts).
    */
-  turnEndedInToolCall (key: bigint, pod: number, contextTokens: number, now: number, ttlMs: number | null = null): void {
+  turnEndedInToolCall (key: bigint, pod: number, contextTokens: number, now: number, ttlMs: number | null = null, keys: BigUint64Array | null = null): void {
     const view = this.#pods.get(pod)?.view;
     if (view === undefined) return;
-    this.retention.retain(key, pod, Math.ceil(contextTokens / this.blockSize), now, view.kvCapacityBlocks, ttlMs);
+    this.retention.retain(key, pod, Math.ceil(contextTokens / this.blockSize), now, view.kvCapacityBlocks, ttlMs, keys === null ? null : this.#watchOf(keys, pod));
   }
 
-  /** Ends retained prefixes past their TTL (the host's upkeep). */
+  /**
+   * The blocks of a prompt to watch on `pod`: its first and the deepest the index shows the pod holding now
+   * (held), else its last (pending: the engine's events of its blocks may come after the turn's end).
+   */
+  #watchOf (keys: BigUint64Array, pod: number): PrefixWatch | null {
+    if (keys.length === 0 || pod >= this.index.maxPods) return null;
+    const span = this.#span(keys);
+    this.#keysOwner = null; // the key area holds these keys now: dispatched() writes its own back
+    this.index.longestPrefix(span, this.index.mask.confirmed);
+    const held = this.index.counts[pod];
+    return { head: keys[0], tail: keys[(held > 0 ? held : span.count) - 1], held: held > 0 };
+  }
+
+  /**
+   * The host's upkeep of retention: looks for retained prefixes the engines evicted (on pods whose index entries
+   * lost blocks since the last look), then ends records past their TTL. Returns the records that expired.
+   */
   expireRetention (now: number): number {
+    this.index.lossEpochsInto(this.#lossEpochsNow);
+    this.retention.checkEvictions(now, this.#lostBlocks);
+    this.#lossEpochs.set(this.#lossEpochsNow);
     return this.retention.expire(now);
   }
 

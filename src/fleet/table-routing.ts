@@ -50,6 +50,8 @@ export interface TableRoutingOptions {
   scheduler?: RoutingHostOptions['scheduler'];
   admission?: RoutingHostOptions['admission'];
   capacity?: RoutingHostOptions['capacity'];
+  /** Retention of tool-gap prefixes (config retention; retention.ts defaults). */
+  retention?: RoutingHostOptions['retention'];
 }
 
 export function podState (b: Backend): PodState {
@@ -78,7 +80,7 @@ export class TableRouting implements RoutingState {
     this.#onRestarted = opts.onEngineRestarted ?? null;
     this.host = new RoutingHost(region, {
       policy, blockSize: opts.blockSize, sessionTtlMs: opts.sessionTtlMs, sessionExpiryBudget: opts.sessionExpiryBudget, random: opts.random,
-      scheduler: opts.scheduler, admission: opts.admission, capacity: opts.capacity, users: opts.users
+      scheduler: opts.scheduler, admission: opts.admission, capacity: opts.capacity, users: opts.users, retention: opts.retention
     });
   }
 

@@ -7,7 +7,7 @@ import { createPolicy } from '../core/policies/index.js';
 import { startKvEventsThread, type KvBackendSpec, type KvEventsThread } from '../kvevents/kv-events-thread.js';
 import type { Backend } from '../fleet/backends.js';
 import type { GatewayConfig } from '../config/index.js';
-import { registerKvEventMetrics, registerPodRowMetrics, registerSessionStoreMetrics } from '../telemetry/metrics.js';
+import { registerKvEventMetrics, registerPodRowMetrics, registerSessionStoreMetrics, registerTotal } from '../telemetry/metrics.js';
 import { createRoutePool, type RoutePool } from '../features/route-pool.js';
 import { startGateway, type Gateway, type GatewayDeps } from './server.js';
 import type { ProcessCore } from './core.js';
@@ -127,7 +127,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       state: (backends) => {
         list = backends;
         routing = new TableRouting(region, policy, {
-          blockSize: config.blockSize, sessionTtlMs: config.sessionIdleMs, users: config.userWindow, onBackendChanged: sync,
+          blockSize: config.blockSize, sessionTtlMs: config.sessionIdleMs, users: config.userWindow, retention: config.retention, onBackendChanged: sync,
           scheduler: config.scheduler,
           admission: { levels: config.schedulerLevels, quantumMs: config.schedulerQuantumMs, beta: config.schedulerBeta, maxQueued: config.maxQueued, queueTimeoutMs: config.queueTimeoutMs },
           capacity: { prefillBudgetTokens: config.prefillBudgetTokens, kvHighWatermark: config.kvHighWatermark, learnLimit: config.learnConcurrencyLimit },
@@ -153,6 +153,9 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       proactive = startProactiveMigration({ config, shared, routing: () => routing, sessions, registry: gateway.metrics.registry, now, log: opts.migrationLogger, tracing: opts.tracing ?? null });
     }
     registerKvEventMetrics(gateway.metrics.registry, () => k.stats());
+    registerTotal(gateway.metrics.registry, 'ear_retained_prefix_evictions_total',
+      'Retained prefixes (a session in its tool gap, or a client\'s retention hint) that their engine evicted while retained, as its KV events told (precise mode).',
+      () => routing.host.retention.stats().evictions);
     registerRoutePoolMetrics(gateway.metrics.registry, () => p.stats());
     if (sessions !== null) registerSessionStoreMetrics(gateway.metrics.registry, sessions);
     observeRowFree = registerPodRowMetrics(gateway.metrics.registry, {

@@ -55,11 +55,13 @@ test('a turn that ended in a tool call retains its prefix on its pod for the lea
   assert.equal(t.host.retention.of(key), null);
 });
 
-test('a hinted TTL wins over the learnt gap, within the bounds', () => {
-  const r = new RetentionTable({ minTtlMs: 1000, maxTtlMs: 60_000 });
+test('a hinted TTL wins over the learnt gap, as given (its bound is the door\'s); the learnt one within the bounds', () => {
+  const r = new RetentionTable({ minTtlMs: 1000, maxTtlMs: 60_000, defaultGapMs: 50_000, gapFactor: 2 });
   assert.equal(r.retain(1n, 0, 10, 0, 100, 30_000).until, 30_000);
-  assert.equal(r.retain(2n, 0, 10, 0, 100, 3_600_000).until, 60_000, '1 h hint, clamped to maxTtlMs');
-  assert.equal(r.retain(3n, 0, 10, 0, 100, 10).until, 1000, 'clamped to minTtlMs');
+  assert.equal(r.retain(2n, 0, 10, 0, 100, 3_600_000).until, 3_600_000, '1 h hint: an hour (maxRetentionTtlMs bounds it at the door)');
+  assert.equal(r.retain(3n, 0, 10, 0, 100, 10).until, 10, 'a short hint is as short as asked');
+  assert.equal(r.retain(4n, 0, 10, 0, 100).until, 60_000, 'learnt: 50 s × 2, clamped to maxTtlMs');
+  assert.equal(new RetentionTable({ minTtlMs: 1000, defaultGapMs: 100, gapFactor: 2 }).retain(5n, 0, 10, 0, 100).until, 1000, 'learnt: clamped to minTtlMs');
 });
 
 test('retained blocks per pod stay within maxShare of its KV, the oldest records dropped first', () => {

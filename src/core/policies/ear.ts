@@ -183,7 +183,7 @@ function routeEar (k: EarConfig, req: RequestFeatures, cluster: ClusterView, now
 
 export function createEar (config: Readonly<Record<string, unknown>> = {}): Policy {
   const k = readKnobs('ear', config, EAR_DEFAULTS, checks);
-  return { name: 'ear', route: (req, cluster, now) => routeEar(k, req, cluster, now) };
+  return { name: 'ear', keepsRetained: k.kvAware, route: (req, cluster, now) => routeEar(k, req, cluster, now) };
 }
 
 /** Reads ear-proactive's knobs (ear's and maxMovesPerPod), for the policy and for the migration thread. */
@@ -194,7 +194,7 @@ export function readEarProactiveKnobs (config: Readonly<Record<string, unknown>>
 /** Routes requests exactly as ear; its idle-session moves are proactiveMoves(), called by the migration thread. */
 export function createEarProactive (config: Readonly<Record<string, unknown>> = {}): Policy {
   const k = readEarProactiveKnobs(config);
-  return { name: 'ear-proactive', route: (req, cluster, now) => routeEar(k, req, cluster, now) };
+  return { name: 'ear-proactive', keepsRetained: k.kvAware, route: (req, cluster, now) => routeEar(k, req, cluster, now) };
 }
 
 /** A session as the migration thread enumerates it (the session table's fields). */

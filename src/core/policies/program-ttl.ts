@@ -22,6 +22,7 @@ export function createProgramTtl (config: Readonly<Record<string, unknown>> = {}
   readKnobs('program-ttl', config, {}, {});
   return {
     name: 'program-ttl',
+    keepsRetained: true,
     route (req, cluster) {
       const s = req.sessionKey === null ? null : cluster.sessions.get(req.sessionKey);
       if (s !== null && s.host >= 0 && findPod(cluster, s.host) !== undefined) return { pod: s.host, reason: 'program-home' };

@@ -10,6 +10,7 @@ import { DesHost } from '../../sim/des.js';
 import { KV_CONNECTORS, MAX_SESSIONS, METRICS_INTERVAL_MS, PROACTIVE_INTERVAL_MS, SCHEDULER, UPKEEP_EVERY_MS } from '../../core/defaults.js';
 import { LabRouting, type KvEventsMode } from './lab-routing.js';
 import type { Placement, RoutingHostOptions } from '../../core/routing-host.js';
+import type { RetentionStats } from '../../core/retention.js';
 import type { AdmissionStats, AdmissionWaiter } from '../../core/admission-control.js';
 import { DesKvEventFeed, type DesKvFeedStats } from './des-kv-events.js';
 import { loadProfile, resolveProfile } from '../../engine-model/profile.js';
@@ -65,6 +66,8 @@ export interface DesRunOptions {
   scheduler?: RoutingHostOptions['scheduler'];
   admission?: RoutingHostOptions['admission'];
   capacity?: RoutingHostOptions['capacity'];
+  /** Retention of tool-gap prefixes (the gateway's config retention); default retention.ts's. */
+  retention?: RoutingHostOptions['retention'];
   /** Requests in flight each engine may hold (the gateway's per-backend maxConcurrent); none by default. */
   maxConcurrent?: number;
   /** KV connectors the engines offer (default the gateway's) and a forced one (default: by estimated cost). */
@@ -98,6 +101,12 @@ export interface DesRunResult {
   stall: DesStall | null;
   /** What the engines did to their KV, summed: running requests preempted, cached blocks evicted. */
   engineKv: { preemptions: number; evictions: number };
+  /**
+   * Retention at the end of the run: records made, how they ended, and the retained prefixes the engines evicted
+   * while their record was live (seen through the KV events: precise mode only; 0 in approximate mode), and the
+   * requests admission routed again because retained prefixes took their pod's room while they waited.
+   */
+  retention: RetentionStats & { reroutes: number };
 }
 
 /** The sampler's period (s): the gateway's upkeep (host tick, index expiry), and the pending-prefill samples. */
@@ -127,7 +136,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
   const lab = new LabRouting(region, {
     policy: createPolicy(o.policy, o.policyConfig ?? {}), engines: o.engines, model: MODEL, blockSize: resolved.blockSize,
     kvEvents: o.kvEvents ?? 'approximate', random: () => des.random(), assumedTtlMs: o.assumedTtlMs,
-    scheduler: o.scheduler ?? SCHEDULER, admission: o.admission, capacity: o.capacity, users: o.userWindow
+    scheduler: o.scheduler ?? SCHEDULER, admission: o.admission, capacity: o.capacity, users: o.userWindow, retention: o.retention
   });
   if (o.maxConcurrent) for (let i = 0; i < o.engines; i++) lab.host.admission.setMaxConcurrent(i, o.maxConcurrent);
   const feed = lab.kvEvents === 'precise' ? new DesKvEventFeed({ writer: lab.writer, blockSize: resolved.blockSize, model: MODEL, deliveryDelayMs: o.kvDelayMs }).attach(des) : null;
@@ -337,6 +346,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
     engineKv: {
       preemptions: des.engines.reduce((n, e) => n + e.stats().preemptions, 0),
       evictions: des.engines.reduce((n, e) => n + e.pool.evictions, 0)
-    }
+    },
+    retention: { ...lab.host.retention.stats(), reroutes: lab.host.admission.retentionReroutes }
   };
 }

@@ -6,6 +6,7 @@
 // (`api`) as the text an agent sends to chat completions, Anthropic Messages or OpenAI Responses: the same
 // blocks as text (token-text.ts), a session as one conversation (conversation.ts), the agents' own headers
 // (api-requests.ts).
+import { RETENTION_DEFAULTS } from '../../core/retention.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -60,6 +61,8 @@ export interface E2eRunOptions {
   scheduler?: RoutingHostOptions['scheduler'];
   admission?: RoutingHostOptions['admission'];
   capacity?: RoutingHostOptions['capacity'];
+  /** The gateway's retention settings (config retention; times in workload ms: scaled here). */
+  retention?: RoutingHostOptions['retention'];
   maxConcurrent?: number;
   /** The API the requests go through (default completions: token ids). */
   api?: E2eApi;
@@ -108,6 +111,10 @@ function schedulerConfig (o: E2eRunOptions, scale: number): Record<string, unkno
     if (typeof k.tCool === 'number') k.tCool = k.tCool * scale;
     c.policyConfig = k;
   }
+  // Retention's times are workload ms, its defaults too (as the DES keeps them): the gateway lives them scaled.
+  const r: Record<string, number> = { ...RETENTION_DEFAULTS, ...o.retention };
+  for (const k of ['defaultGapMs', 'minTtlMs', 'maxTtlMs'] as const) r[k] = Math.round(r[k] * scale);
+  c.retention = r;
   if (o.kvConnectors !== undefined) c.kvConnectors = o.kvConnectors;
   if (o.kvConnector != null) c.kvConnector = o.kvConnector;
   c.kvCostProfile = o.profile;

@@ -39,6 +39,8 @@ export interface LabRoutingOptions {
   capacity?: RoutingHostOptions['capacity'];
   /** The per-user token window; default as the gateway's (user-usage.ts). */
   users?: UserUsageOptions;
+  /** Retention of tool-gap prefixes; default as the gateway's (retention.ts). */
+  retention?: RoutingHostOptions['retention'];
 }
 
 export class LabRouting {
@@ -53,7 +55,7 @@ export class LabRouting {
     this.kvEvents = o.kvEvents;
     this.host = new RoutingHost(region, {
       policy: o.policy, blockSize: o.blockSize, sessionTtlMs: o.sessionTtlMs ?? SESSION_IDLE_MS, random: o.random,
-      scheduler: o.scheduler, admission: o.admission, capacity: o.capacity, users: o.users
+      scheduler: o.scheduler, admission: o.admission, capacity: o.capacity, users: o.users, retention: o.retention
     });
     const area = region.claimScratch();
     this.writer = new PrefixIndexWriter(region, { ptr: area.ptr, bytes: Math.ceil(PrefixIndex.areaBytes(region) / 64) * 64 });
