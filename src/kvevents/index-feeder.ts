@@ -93,8 +93,9 @@ export class IndexFeeder {
    * The gateway's upkeep: the slice that `elapsedMs` since the last one calls for, so the whole table is swept
    * once a quarter of the assumed TTL (at most expiryBudget slots a call), and no slice while the index is empty
    * once the TTL was published. Readers ignore an expired assumption themselves (IX_H_ASSUMED_TTL), so the sweep
-   * only frees slots. A fixed expiryBudget a tick (40,960 slots a second) had a fresh gateway fault in every page
-   * of the index (256 MiB by default) in its first minute, ~4 ms of this thread every 100 ms, idle or not.
+   * only frees slots: with the 20-minute approximate TTL a fixed expiryBudget a tick (40,960 slots a second)
+   * swept ~12 times as often as that needs. (Its first lap also faulted the index's pages in; index-warmer.ts
+   * does that now, on purpose.)
    */
   expireFor (now: number, elapsedMs: number): number {
     const { slots, size } = this.#w.stats();
