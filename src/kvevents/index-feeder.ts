@@ -94,8 +94,8 @@ export class IndexFeeder {
    * once a quarter of the assumed TTL (at most expiryBudget slots a call), and no slice while the index is empty
    * once the TTL was published. Readers ignore an expired assumption themselves (IX_H_ASSUMED_TTL), so the sweep
    * only frees slots: with the 20-minute approximate TTL a fixed expiryBudget a tick (40,960 slots a second)
-   * swept the default table ~6 times as often as that needs. (Its first lap also faulted the index's pages in; index-warmer.ts
-   * does that now, on purpose.)
+   * swept the default table ~6 times as often as that needs. (Its first lap also faulted the index's pages in;
+   * index-warmer.ts does that now, on purpose.)
    */
   expireFor (now: number, elapsedMs: number): number {
     const { slots, size } = this.#w.stats();
