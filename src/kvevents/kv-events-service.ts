@@ -10,7 +10,6 @@ import { RingConsumer } from '../core/ring.js';
 import { serveThread } from '../threads/thread-service.js';
 import { ThreadError } from '../threads/outcome.js';
 import { IndexFeeder } from './index-feeder.js';
-import { IndexWarmer } from './index-warmer.js';
 import { EventApplier, type ApplierStats } from './event-applier.js';
 import { KvEventSubscriber, type KvSubscriberStats } from './subscriber.js';
 import { BAD_ROWS, type KvBackendSpec, type KvBackendStats, type KvEventsProtocol, type KvEventsThreadData, type KvThreadStats } from './thread-protocol.js';
@@ -29,12 +28,6 @@ const LAG_WINDOW = 4096;
  * each (and the producer's notify a syscall, as a waiter was there), several µs of CPU a request at 10k req/s.
  */
 const GATHER_MS = 1;
-/**
- * While pages of the index are left to map, WARM_MS of every WARM_EVERY_MS go to mapping more: the whole default
- * index (65,536 pages, ~30 µs a fault on a loaded 2-core VM) in ~2 s of this thread over the gateway's first ~20 s.
- */
-const WARM_MS = 1;
-const WARM_EVERY_MS = 10;
 
 const COUNTERS = [
   'batches', 'events', 'skippedEvents', 'gaps', 'replays', 'replayedBatches', 'resyncs', 'restarts', 'reconnectChecks', 'decodeErrors', 'duplicates', 'handlerErrors',
@@ -52,8 +45,6 @@ export function startKvEventsService (port: MessagePort, data: KvEventsThreadDat
   const hasher = new BlockHasher(region, { ptr: area.ptr + ixBytes, bytes: area.bytes - ixBytes });
   const ring = new RingConsumer(region);
   const feeder = new IndexFeeder(writer, ring, { assumedTtlMs: data.assumedTtlMs, expiryBudget: ASSUMED_EXPIRY_BUDGET });
-  // Until every page of the index is mapped, each tick spends up to WARM_MS mapping more (index-warmer.ts).
-  let warmer: IndexWarmer | null = new IndexWarmer(region, writer);
   const epochMs = (): number => performance.timeOrigin + performance.now();
 
   /** Followed backends by pod index. */
@@ -83,7 +74,6 @@ export function startKvEventsService (port: MessagePort, data: KvEventsThreadDat
   let stopped = false;
   let timer: NodeJS.Timeout | null = null;
   let lastExpiry = 0;
-  let lastWarm = 0;
 
   function tick (): void {
     timer = null;
@@ -95,14 +85,9 @@ export function startKvEventsService (port: MessagePort, data: KvEventsThreadDat
       feeder.expireFor(now, lastExpiry === 0 ? UPKEEP_EVERY_MS : now - lastExpiry);
       lastExpiry = now;
     }
-    if (warmer !== null && now - lastWarm >= WARM_EVERY_MS) {
-      lastWarm = now;
-      if (!warmer.step(performance.now() + WARM_MS)) warmer = null;
-    }
-    // Draining every GATHER_MS while ops arrive; otherwise asleep until a producer pushes (it notifies), the next
-    // slice of pages to map or the next expiry slice.
+    // Draining every GATHER_MS while ops arrive; otherwise asleep until a producer pushes (it notifies) or the next expiry slice.
     if (applied > 0) timer = setTimeout(tick, GATHER_MS);
-    else void ring.waitForOps(tail, warmer !== null ? WARM_EVERY_MS : UPKEEP_EVERY_MS).then(() => { if (!stopped) timer = setTimeout(tick, GATHER_MS); });
+    else void ring.waitForOps(tail, UPKEEP_EVERY_MS).then(() => { if (!stopped) timer = setTimeout(tick, GATHER_MS); });
   }
 
   function sameStream (a: KvBackendSpec, b: KvBackendSpec): boolean {
