@@ -31,8 +31,6 @@ export class IndexFeeder {
   readonly #w: PrefixIndexWriter;
   readonly #ring: RingConsumer;
   readonly #opts: FeederOptions;
-  /** The assumed TTL the last sweep published to readers (-1: none yet). */
-  #published = -1;
 
   constructor (writer: PrefixIndexWriter, ring: RingConsumer, opts: FeederOptions) {
     this.#w = writer;
@@ -82,26 +80,10 @@ export class IndexFeeder {
     return changed;
   }
 
-  /** Ages out one slice of assumed entries (expiryBudget slots). */
-  expire (now: number, budget = this.#opts.expiryBudget): number {
-    const n = this.#w.expireAssumed(now, this.#opts.assumedTtlMs, budget);
+  /** Ages out one slice of assumed entries. */
+  expire (now: number): number {
+    const n = this.#w.expireAssumed(now, this.#opts.assumedTtlMs, this.#opts.expiryBudget);
     this.stats.expired += n;
     return n;
-  }
-
-  /**
-   * The gateway's upkeep: the slice that `elapsedMs` since the last one calls for, so the whole table is swept
-   * once a quarter of the assumed TTL (at most expiryBudget slots a call), and no slice while the index is empty
-   * once the TTL was published. Readers ignore an expired assumption themselves (IX_H_ASSUMED_TTL), so the sweep
-   * only frees slots: with the 20-minute approximate TTL a fixed expiryBudget a tick (40,960 slots a second)
-   * swept the default table ~6 times as often as that needs. (Its first lap also faulted the index's pages in;
-   * index-warmer.ts does that now, on purpose.)
-   */
-  expireFor (now: number, elapsedMs: number): number {
-    const { slots, size } = this.#w.stats();
-    if (size === 0 && this.#published === this.#opts.assumedTtlMs) return 0;
-    this.#published = this.#opts.assumedTtlMs;
-    const quarter = Math.max(1, this.#opts.assumedTtlMs / 4);
-    return this.expire(now, Math.max(1, Math.min(this.#opts.expiryBudget, Math.ceil(slots * elapsedMs / quarter))));
   }
 }

@@ -82,7 +82,7 @@ export function startKvEventsService (port: MessagePort, data: KvEventsThreadDat
     const applied = feeder.pump();
     const now = epochMs();
     if (now - lastExpiry >= UPKEEP_EVERY_MS) {
-      feeder.expireFor(now, lastExpiry === 0 ? UPKEEP_EVERY_MS : now - lastExpiry);
+      feeder.expire(now);
       lastExpiry = now;
     }
     // Draining every GATHER_MS while ops arrive; otherwise asleep until a producer pushes (it notifies) or the next expiry slice.

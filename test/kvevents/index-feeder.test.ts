@@ -2,9 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRegion, Region } from '../../src/core/region.js';
 import { BlockHasher } from '../../src/core/block-keys.js';
-import { PrefixIndex, PrefixIndexWriter } from '../../src/core/prefix-index.js';
-import { RingConsumer, RingProducer } from '../../src/core/ring.js';
-import { IndexFeeder } from '../../src/kvevents/index-feeder.js';
+import { PrefixIndex } from '../../src/core/prefix-index.js';
+import { RingProducer } from '../../src/core/ring.js';
 import { startKvEventsThread } from '../../src/kvevents/kv-events-thread.js';
 import { until } from '../fixtures/wait.js';
 
@@ -40,27 +39,4 @@ test('record ops pushed on the main thread reach the index through the kv-events
     const s = await thread.stop();
     assert.equal(s.applied, 41);
   }
-});
-
-test('the gateway\'s expiry sweeps the table once a quarter TTL, and not while the index is empty', () => {
-  const region = new Region(createRegion(small));
-  const area = region.claimScratch();
-  const writer = new PrefixIndexWriter(region, { ptr: area.ptr, bytes: Math.ceil(PrefixIndex.areaBytes(region) / 64) * 64 });
-  const ttl = 4000;
-  const feeder = new IndexFeeder(writer, new RingConsumer(region), { assumedTtlMs: ttl, expiryBudget: 1 << 20 });
-  // An empty index: the first call still publishes the TTL to readers.
-  assert.equal(writer.assumedTtlMs(), 0);
-  assert.equal(feeder.expireFor(10, 100), 0);
-  assert.equal(writer.assumedTtlMs(), ttl);
-  const keys = Array.from({ length: 400 }, (_, i) => BigInt(i + 1) * 0x9e3779b97f4a7c15n & 0xffffffffffffffffn);
-  for (const k of keys) writer.insert(k, 2, writer.kind.assumed, 100);
-  // Past the TTL: half a quarter TTL's slice sweeps half the table, the next half the rest.
-  const first = feeder.expireFor(100 + ttl, ttl / 8);
-  assert.ok(first > 100 && first < 300, `half the table expired about half the keys, got ${first}`);
-  assert.equal(first + feeder.expireFor(100 + ttl, ttl / 8), keys.length);
-  assert.equal(writer.stats().size, 0);
-  // A budget below the quarter-TTL rate caps the slice.
-  const capped = new IndexFeeder(writer, new RingConsumer(region), { assumedTtlMs: ttl, expiryBudget: 1 });
-  for (const k of keys) writer.insert(k, 2, writer.kind.assumed, 100);
-  assert.ok(capped.expireFor(100 + ttl, ttl) <= 1);
 });
