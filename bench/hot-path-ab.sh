@@ -6,8 +6,10 @@
 #   big:   with BIG=N, $BIG agentic-sized turns per target (big_turns.mjs: 130-156 KB chat bodies, x-session-id,
 #          the tail growing ~2k tokens a turn, one connection), p50/p99 and the added latency over direct.
 # usage: bench/hot-path-ab.sh CHECKOUT... (each built: dist/src/cli/ear.js)   env: R rounds (3), D, C (50),
-#        POLICY (round-robin; big turns use BIG_POLICY, default ear), BENCH_TOOLS (../shared/bench-tools scripts),
-#        PORT (base port, 29500). Run from a checkout with node_modules (autocannon, uWebSockets.js).
+#        POLICY (round-robin; big turns use BIG_POLICY, default ear), SHORT (completion: {"prompt":"hi"} on
+#        /v1/completions; chat: one user message "hi" on /v1/chat/completions), BENCH_TOOLS (../shared/bench-tools
+#        scripts), PORT (base port, 29500). Run from a checkout with node_modules (autocannon, uWebSockets.js).
+#        Ends with each target's median CPU µs per request and its ratio to nginx's, and the load average.
 set -u
 T=${BENCH_TOOLS:-/work/shared/bench-tools}; D=${D:-5}; C=${C:-50}; R=${R:-3}; B=${PORT:-29500}; W=$(mktemp -d)
 DIRS=("$@"); ROOT=$(pwd)
@@ -22,18 +24,24 @@ start () { # $1 policy: one EAR per checkout on B+1, B+2, ...
 }
 stop () { kill -INT "${P[@]}" 2>/dev/null; wait "${P[@]}" 2>/dev/null; }
 cpu () { awk '{print $14+$15}' /proc/$1/stat; }
-cannon () { node "$ROOT/node_modules/.bin/autocannon" -j -c "$C" -d "$D" -m POST -H content-type=application/json -b '{"model":"m","prompt":"hi","max_tokens":2}' "http://127.0.0.1:$1/v1/completions" 2>/dev/null |
+if [ "${SHORT:-completion}" = chat ]; then SPATH=/v1/chat/completions; SBODY='{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":2}'
+else SPATH=/v1/completions; SBODY='{"model":"m","prompt":"hi","max_tokens":2}'; fi
+cannon () { node "$ROOT/node_modules/.bin/autocannon" -j -c "$C" -d "$D" -m POST -H content-type=application/json -b "$SBODY" "http://127.0.0.1:$1$SPATH" 2>/dev/null |
   node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);console.log(Math.round(j.requests.average), j.requests.total, j.non2xx+j.errors)})'; }
 one () { local c0; c0=$(cpu "$2"); read -r rps tot bad <<<"$(cannon "$1")"; local c1; c1=$(cpu "$2"); echo "$rps $(( (c1-c0)*10000/(tot>0?tot:1) )) $bad"; }
 start "${POLICY:-round-robin}"
 sleep 1; NGW=$(pgrep -P "$(cat "$W/ng.pid")" | head -1)
 for i in "${!DIRS[@]}"; do cannon $((B+1+i)) >/dev/null; done  # warm-up
-echo "short requests, autocannon -c $C -d $D, $R rounds (req/s, server CPU µs per request):"
+echo "short requests ($SPATH), autocannon -c $C -d $D, $R rounds (req/s, server CPU µs per request); load average $(cut -d' ' -f1-3 /proc/loadavg):"
+declare -A CPUS; med () { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 for r in $(seq 1 "$R"); do
   line="round $r:"
-  for i in "${!DIRS[@]}"; do read -r a c bad <<<"$(one $((B+1+i)) "${P[$i]}")"; line="$line ${DIRS[$i]} $a req/s ${c} µs bad $bad |"; done
-  read -r a c _ <<<"$(one $((B+9)) "$NGW")"; echo "$line nginx $a req/s ${c} µs"
+  for i in "${!DIRS[@]}"; do read -r a c bad <<<"$(one $((B+1+i)) "${P[$i]}")"; line="$line ${DIRS[$i]} $a req/s ${c} µs bad $bad |"; CPUS[$i]="${CPUS[$i]:-} $c"; done
+  read -r a c _ <<<"$(one $((B+9)) "$NGW")"; echo "$line nginx $a req/s ${c} µs"; CPUS[n]="${CPUS[n]:-} $c"
 done
+NM=$(med "${CPUS[n]}")
+for i in "${!DIRS[@]}"; do M=$(med "${CPUS[$i]}"); echo "median CPU µs/request: ${DIRS[$i]} $M (${M}/${NM} = $(awk "BEGIN{printf \"%.1f\", $M/($NM>0?$NM:1)}")× nginx)"; done
+echo "median CPU µs/request: nginx $NM; load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 stop
 if [ -n "${BIG:-}" ]; then
   start "${BIG_POLICY:-ear}"

@@ -23,6 +23,9 @@ export const ROOT_SEPARATOR = 0xff;
 
 const utf8 = new TextEncoder();
 
+/** Models whose root seed a hasher remembers (model names are few; a bound for a client that sends many). */
+const SEEDS_KEPT = 64;
+
 /** Hashes token arrays into one scratch area. One per thread; not reentrant. */
 export class BlockHasher {
   readonly #region: Region;
@@ -30,6 +33,8 @@ export class BlockHasher {
   readonly #bytes: number;
   readonly #xxh64: (ptr: number, len: number, seed: bigint) => bigint;
   readonly #hashBlocks: (tokensPtr: number, nTokens: number, blockSize: number, seed: bigint, outPtr: number) => number;
+  /** Root seeds of models without adapter or salt, at most SEEDS_KEPT (then forgotten all at once). */
+  readonly #seeds = new Map<string, bigint>();
 
   /** `area` defaults to a newly claimed scratch area (Region.claimScratch); pass a slice of one to share it. */
   constructor (region: Region, area: { ptr: number; bytes: number } = region.claimScratch()) {
@@ -46,6 +51,19 @@ export class BlockHasher {
    * or salt is the empty string (no adapter and an empty adapter name are the same cache).
    */
   rootSeed (model: string, lora: string | null = null, cacheSalt: string | null = null): bigint {
+    // Most requests name one of a few models: their seed is remembered (three encodes and a kernel call each).
+    if (lora === null && cacheSalt === null) {
+      const known = this.#seeds.get(model);
+      if (known !== undefined) return known;
+      const seed = this.#rootSeed(model, null, null);
+      if (this.#seeds.size >= SEEDS_KEPT) this.#seeds.clear();
+      this.#seeds.set(model, seed);
+      return seed;
+    }
+    return this.#rootSeed(model, lora, cacheSalt);
+  }
+
+  #rootSeed (model: string, lora: string | null, cacheSalt: string | null): bigint {
     const parts = [utf8.encode(model), utf8.encode(lora ?? ''), utf8.encode(cacheSalt ?? '')];
     const bytes = new Uint8Array(parts[0].length + parts[1].length + parts[2].length + 2);
     let p = 0;

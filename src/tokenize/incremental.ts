@@ -256,7 +256,7 @@ export class IncrementalTokenizer {
       buf = new Uint32Array(Math.max(n, Math.ceil(n * 1.25)));
       if (prev !== undefined && keepTokens > 0) buf.set(prev.ids.subarray(0, keepTokens));
     }
-    buf.set(tail.ids, keepTokens);
+    tail.ids.writeTo(buf, keepTokens);
     const ids = buf.subarray(0, n);
     const cuts = new Int32Array(2 * keepCuts + tail.cuts.length);
     if (prev !== undefined) cuts.set(prev.cuts.subarray(0, 2 * keepCuts));
@@ -278,13 +278,16 @@ export class IncrementalTokenizer {
    * Encodes `rest` (the prompt from char `offset` on) piece by piece at marker starts, recording a boundary
    * (prompt offset, token index) at each; a marker at the start of `rest` is recorded only if `recordFirst`.
    */
-  #encodeFrom (rest: string, offset: number, firstToken: number, recordFirst: boolean): { ids: number[]; cuts: number[] } {
-    const ids: number[] = [];
+  #encodeFrom (rest: string, offset: number, firstToken: number, recordFirst: boolean): { ids: Pieces; cuts: number[] } {
+    const ids = new Pieces();
     const cuts: number[] = [];
+    const tok = this.tokenizer;
+    // A typed array per piece where the tokenizer makes one (character: one native copy), kept as it came: the
+    // pieces are written once, into the session's buffer (pushing each id into one array was most of a turn).
     const enc = (a: number, b: number): void => {
       if (b <= a) return;
-      const part = this.tokenizer.encode(rest.slice(a, b), { addSpecialTokens: false });
-      for (let i = 0; i < part.length; i++) ids.push(part[i]);
+      const text = rest.slice(a, b);
+      ids.add(tok.encodeIds !== undefined ? tok.encodeIds(text) : tok.encode(text, { addSpecialTokens: false }));
     };
     let start = 0;
     if (this.#split !== null) {
@@ -325,5 +328,24 @@ export class IncrementalTokenizer {
 
   stats (): IncrementalStats {
     return { sessions: this.#sessions.size, bytes: this.#bytes, ...this.#stats };
+  }
+}
+
+/** Token ids in pieces, written out once. */
+class Pieces {
+  readonly #parts: Array<Uint32Array | readonly number[]> = [];
+  length = 0;
+
+  add (ids: Uint32Array | readonly number[]): void {
+    if (ids.length === 0) return;
+    this.#parts.push(ids);
+    this.length += ids.length;
+  }
+
+  writeTo (out: Uint32Array, at: number): void {
+    for (const p of this.#parts) {
+      out.set(p, at);
+      at += p.length;
+    }
   }
 }

@@ -54,3 +54,18 @@ test('bad input gets a clear error', () => {
   assert.throws(() => hasher.hash([1, 2], 0, 0n), /block size/);
   assert.equal(hasher.hash([1, 2, 3], 4, 0n).count, 0);
 });
+
+test('a remembered root seed is the computed one, for more models than are kept, and never stands in for a salted one', () => {
+  const ref = (model: string, salt = ''): bigint => {
+    const enc = new TextEncoder();
+    return xxh64Ref(Uint8Array.from([...enc.encode(model), ROOT_SEPARATOR, ROOT_SEPARATOR, ...enc.encode(salt)]), 0n);
+  };
+  const h = new BlockHasher(region);
+  // Twice round 200 models (past the 64 kept): every answer, remembered or not, is the reference's.
+  for (let round = 0; round < 2; round++) {
+    for (let i = 0; i < 200; i++) assert.equal(h.rootSeed(`model-${i % 70}-${i}`), ref(`model-${i % 70}-${i}`));
+  }
+  assert.equal(h.rootSeed('m'), ref('m'));
+  assert.equal(h.rootSeed('m', null, 'salt'), ref('m', 'salt'));
+  assert.equal(h.rootSeed('m'), ref('m'));
+});
