@@ -15,6 +15,7 @@ import type { RoutingState } from '../fleet/routing-port.js';
 import { ContextRegistry } from './contexts.js';
 import type { SessionStore } from '../store/session-store.js';
 import { registerClientIoMetrics } from './uws-io.js';
+import { registerUpstreamSocketMetrics } from '../upstream/upstream-metrics.js';
 import { registerFaultMetrics } from '../request/faults.js';
 import type { SharedSessions } from '../store/shared-sessions.js';
 import { KvTransferStep } from '../request/kv-transfer-step.js';
@@ -86,6 +87,7 @@ export class ProcessCore {
     this.clock = deps.clock ?? Date.now;
     const metrics = this.metrics;
     registerClientIoMetrics(metrics.registry);
+    registerUpstreamSocketMetrics(metrics.registry);
     registerFaultMetrics(metrics.registry);
     // Draining backends stay in the list until their requests end; a row is released when its backend has gone.
     this.fleet = new BackendFleet({ config, state: deps.state, onGone: (id) => metrics.removeBackend(id), now, readiness: deps.readiness });

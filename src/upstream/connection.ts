@@ -18,6 +18,8 @@ export class Call implements UpstreamCall {
   conn: Connection | null = null;
   done = false;
   paused = false;
+  /** Sent again on a new socket once already, after a reused one closed before answering (pool.ts resend). */
+  resent = false;
 
   constructor (readonly pool: UpstreamPool, readonly req: UpstreamRequest, readonly handler: UpstreamHandler) {}
 
@@ -54,6 +56,10 @@ export class Connection implements ParserSink {
   idleSince = 0;
   /** How long the server's `keep-alive: timeout=N` lets this socket idle (N s less a second, ms); -1 without a hint. */
   keepAliveHint = -1;
+  /** Requests this socket answered in full: a socket that did is a reused one for the next. */
+  answered = 0;
+  /** Whether any byte of the current request's response came. */
+  #heard = false;
 
   constructor (readonly pool: UpstreamPool) {
     const o = pool.origin;
@@ -69,8 +75,8 @@ export class Connection implements ParserSink {
     this.socket.setNoDelay(true);
     this.socket.once(secure ? 'secureConnect' : 'connect', () => this.#connected());
     this.socket.on('end', () => this.#end());
-    this.socket.on('error', (e: Error) => this.fail(e));
-    this.socket.on('close', () => this.fail(new UpstreamError('EAR_ERR_UPSTREAM_CLOSED', 'the upstream closed the connection')));
+    this.socket.on('error', (e: Error) => this.#lost(e));
+    this.socket.on('close', () => this.#lost(new UpstreamError('EAR_ERR_UPSTREAM_CLOSED', 'the upstream closed the connection')));
     this.deadline = performance.now() + pool.connectTimeoutMs;
     this.deadlineKind = Deadline.Connect;
   }
@@ -94,6 +100,7 @@ export class Connection implements ParserSink {
     this.call = call;
     this.idleSince = 0;
     this.keepAliveHint = -1;
+    this.#heard = false;
     this.parser.start();
     if (this.connected) this.#write(call);
   }
@@ -127,6 +134,7 @@ export class Connection implements ParserSink {
 
   #data (d: Buffer): void {
     if (this.closed) return;
+    this.#heard = true;
     try {
       this.parser.feed(d);
     } catch (err) {
@@ -156,10 +164,32 @@ export class Connection implements ParserSink {
     try {
       this.parser.end();
     } catch (err) {
-      this.fail(err as Error);
+      this.#lost(err as Error);
       return;
     }
-    this.fail(new UpstreamError('EAR_ERR_UPSTREAM_CLOSED', 'the upstream closed the connection'));
+    this.#lost(new UpstreamError('EAR_ERR_UPSTREAM_CLOSED', 'the upstream closed the connection'));
+  }
+
+  /**
+   * The socket closed or broke under a request. A reused socket that the server closed before a byte of the answer
+   * is the keep-alive race (the server's idle timeout fired as the request left: vLLM's uvicorn closes idle
+   * sockets after 5 s, and a stalled event loop on either side widens the window): the server did not take the
+   * request, so it goes again on a new socket to the same engine, once (pool.ts resend), instead of failing over
+   * to another engine and losing the session's cache there. Any other failure is the request's.
+   */
+  #lost (err: Error): void {
+    if (this.closed) return;
+    const call = this.call;
+    if (call !== null && !call.done && !call.resent && this.answered > 0 && !this.#heard && !this.pool.closed) {
+      this.call = null;
+      call.conn = null;
+      this.close();
+      if (this.pool.resend(call)) return;
+      call.done = true;
+      call.handler.onError(err);
+      return;
+    }
+    this.fail(err);
   }
 
   head (status: number, headers: string[]): void {
@@ -186,6 +216,7 @@ export class Connection implements ParserSink {
     this.call = null;
     call.conn = null;
     call.done = true;
+    this.answered++;
     this.deadline = 0;
     this.deadlineKind = Deadline.None;
     this.parser.pauseWanted = false;

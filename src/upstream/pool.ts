@@ -6,6 +6,7 @@
 // (85-94 vs 55-59), rounds interleaved; a bare uWS proxy (bench/proxy-floor.ts) showed 3-16 µs short and 2-20
 // streamed. Most of the gap is undici's per-request JS and Node's per-read ArrayBuffer, which the shared read
 // buffer below avoids. undici is kept for the health probes and metric scrapes, a few requests a second.
+import { performance } from 'node:perf_hooks';
 import { UpstreamError } from './errors.js';
 import { Call, Connection } from './connection.js';
 
@@ -70,9 +71,14 @@ function hasCtl (s: string): boolean {
 export interface UpstreamPoolStats {
   connects: number;
   queueFull: number;
-  /** Idle sockets found dead when taken (the request went to another socket). */
+  /** Idle sockets found dead or past their keep-alive when taken (the request went to another socket). */
   staleSockets: number;
+  /** Requests sent again on a new socket because the reused one closed before answering (the keep-alive race). */
+  resent: number;
 }
+
+/** The process's sums of what every pool's `stats` counts of stale sockets and resends (upstream-metrics.ts). */
+export const UPSTREAM_SOCKETS = { staleSockets: 0, resent: 0 };
 
 /** Keep-alive connections to one origin (scheme://host:port; a path in the URL is ignored, as undici does). */
 export class UpstreamPool {
@@ -84,7 +90,7 @@ export class UpstreamPool {
   readonly bodyTimeoutMs: number;
   readonly keepAliveTimeoutMs: number;
   readonly headers: ReadonlyArray<readonly [string, string]>;
-  readonly stats: UpstreamPoolStats = { connects: 0, queueFull: 0, staleSockets: 0 };
+  readonly stats: UpstreamPoolStats = { connects: 0, queueFull: 0, staleSockets: 0, resent: 0 };
   readonly #all = new Set<Connection>();
   /** Idle sockets, most recently used last (taken first: the others age out). */
   readonly #idle: Connection[] = [];
@@ -149,19 +155,46 @@ export class UpstreamPool {
   /** An idle socket that is still up, else a new one if the bound allows. */
   #take (): Connection | null {
     const idle = this.#idle;
+    const now = performance.now();
     while (idle.length > 0) {
       const c = idle.pop()!;
-      if (c.usable) return c;
-      // The server closed it and we have not seen the close yet: nothing was written, so another socket is safe.
+      // Past its keep-alive (the tick that closes it may be late: a stalled loop), the server may close it as the
+      // request arrives; closed, not yet seen: nothing was written, so another socket is safe.
+      if (c.usable && now - c.idleSince <= this.#keepAliveOf(c)) return c;
       this.stats.staleSockets++;
+      UPSTREAM_SOCKETS.staleSockets++;
       c.close();
     }
+    return this.#open();
+  }
+
+  /** A new socket, if the bound allows. */
+  #open (): Connection | null {
     if (this.#all.size >= this.connections) return null;
     const c = new Connection(this);
     this.stats.connects++;
     this.#all.add(c);
     this.#timer ??= setInterval(() => this.#tick(), this.#tickMs).unref();
     return c;
+  }
+
+  /**
+   * Sends `call` again on a new socket (connection.ts: its reused socket closed before answering), or first in the
+   * queue when every socket is busy. False when the pool is closed (the caller then fails it as before).
+   */
+  resend (call: Call): boolean {
+    if (this.#closed) return false;
+    call.resent = true;
+    this.stats.resent++;
+    UPSTREAM_SOCKETS.resent++;
+    const c = this.#open();
+    if (c !== null) c.assign(call);
+    else this.#queue.unshift(call);
+    return true;
+  }
+
+  #keepAliveOf (c: Connection): number {
+    return c.keepAliveHint >= 0 ? Math.min(c.keepAliveHint, this.keepAliveTimeoutMs) : this.keepAliveTimeoutMs;
   }
 
   unqueue (call: Call): void {
@@ -202,8 +235,7 @@ export class UpstreamPool {
       if (c.deadline > 0 && now > c.deadline) {
         c.timeout();
       } else if (c.call === null && c.connected && c.idleSince > 0) {
-        const limit = c.keepAliveHint >= 0 ? Math.min(c.keepAliveHint, this.keepAliveTimeoutMs) : this.keepAliveTimeoutMs;
-        if (now - c.idleSince > limit) c.close();
+        if (now - c.idleSince > this.#keepAliveOf(c)) c.close();
       }
     }
   }

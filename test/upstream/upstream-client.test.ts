@@ -256,18 +256,59 @@ test('connection: close and a server that drops idle sockets: the next request o
   }
 });
 
-test('a request written to a connection that then dies is not retried: the caller gets the error', async () => {
+test('a reused socket closed before a byte of the answer (the keep-alive race) sends the request again on a new socket, once; any other loss is the caller\'s', async () => {
+  // Requests 1 and 3 are answered; 2 meets its reused socket closed unanswered (the server's idle timeout as it
+  // arrived) and goes again, as 3, on a new socket; 4 and 5 (its resend) both meet a closed socket: the caller gets
+  // the error; 6, on a fresh socket, dies unanswered: not sent again; 7 is answered, 8 gets half a head: not sent again.
   const srv = await rawServer((_req, socket, n) => {
-    if (n === 1) socket.write(ok('first'));
+    if (n === 1 || n === 3 || n === 7) socket.write(ok(`answer ${n}`));
+    else if (n === 8) socket.write('HTTP/1.1 200 OK\r\ncontent-', () => socket.destroy());
     else socket.destroy();
   });
-  const pool = new UpstreamPool(srv.url, options);
+  const pool = new UpstreamPool(srv.url, { ...options, connections: 1 });
   try {
-    assert.equal((await send(pool)).body, 'first');
-    const r = await send(pool);
-    assert.ok(r.error instanceof UpstreamError || (r.error as NodeJS.ErrnoException)?.code === 'ECONNRESET', String(r.error));
-    assert.equal(r.status, 0);
-    assert.equal(srv.requests.length, 2);
+    assert.equal((await send(pool)).body, 'answer 1');
+    const again = await send(pool);
+    assert.equal(again.error, null);
+    assert.equal(again.body, 'answer 3');
+    assert.equal(srv.requests.length, 3);
+    assert.equal(srv.requests[2], srv.requests[1], 'the same request, whole');
+    assert.equal(srv.connections, 2);
+    assert.equal(pool.stats.resent, 1);
+    // Twice in a row: sent again once, then the error is the caller's.
+    const twice = await send(pool);
+    assert.ok(twice.error instanceof UpstreamError || (twice.error as NodeJS.ErrnoException)?.code === 'ECONNRESET', String(twice.error));
+    assert.equal(srv.requests.length, 5);
+    assert.equal(pool.stats.resent, 2);
+    // A fresh socket that dies unanswered: the server may have taken the request; not sent again.
+    const fresh = await send(pool);
+    assert.notEqual(fresh.error, null);
+    assert.equal(srv.requests.length, 6);
+    // A reused socket that began to answer: not sent again.
+    assert.equal((await send(pool)).body, 'answer 7');
+    const half = await send(pool);
+    assert.notEqual(half.error, null);
+    assert.equal(srv.requests.length, 8);
+    assert.equal(pool.stats.resent, 2);
+  } finally {
+    await pool.close();
+    await srv.close();
+  }
+});
+
+test('an idle socket past its keep-alive is not reused even when the timer that closes it is late (a stalled loop)', async () => {
+  const srv = await rawServer((_req, socket) => { socket.write(ok('k')); });
+  const pool = new UpstreamPool(srv.url, { ...options, keepAliveTimeoutMs: 200 });
+  try {
+    assert.equal((await send(pool)).body, 'k');
+    await new Promise((resolve) => setImmediate(resolve)); // the socket back in the idle list
+    assert.equal(pool.size, 1);
+    // Block this thread past the keep-alive: the pool's tick cannot run, the socket is still in its idle list.
+    const until = performance.now() + 400;
+    while (performance.now() < until);
+    assert.equal((await send(pool)).body, 'k');
+    assert.equal(srv.connections, 2);
+    assert.equal(pool.stats.staleSockets, 1);
   } finally {
     await pool.close();
     await srv.close();
