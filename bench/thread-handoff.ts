@@ -177,7 +177,8 @@ async function handoffCosts (): Promise<Array<{ transport: string; mode: string;
 }
 
 async function main (): Promise<void> {
-  console.log(`## Handing a request to an owner thread, against routing it in place (\`node dist/bench/thread-handoff.js ${SECONDS}\`)\n`);
+  console.log('## Handing a request to an owner thread, against routing it in place\n');
+  console.log(`Command: \`npm run build && node dist/bench/thread-handoff.js ${SECONDS}\` (issue 30 part 2's choice of who routes).\n`);
   console.log(`Machine: ${machine()}, commit ${gitCommit()}, load average at start ${loadavg()[0].toFixed(2)}.\n`);
   console.log('| owner\'s work per request (one thread: route, dispatched, first token, finished) | policy | µs |');
   console.log('|---|---|---:|');
