@@ -49,8 +49,13 @@ test('an engine restarted behind a downed link, its sequence past ours: no match
       await complete(s.sim, p);
       await new Promise((r) => setTimeout(r, 10)); // the witness joins a moment after connect()
     }
-    // Still the old process's blocks: nothing reached the thread.
-    for (const p of old) assert.equal(rig.match(p, 0).pod, 8);
+    // Nothing reached the thread through the link. Its one tail check after the last live batch asks the replay
+    // endpoint, which is not behind the link: on a slow machine it may meet the new process already, and then the
+    // old one's blocks go with the restart it saw. Either the old blocks all match, or a restart was seen.
+    const matched = old.map((p) => rig.match(p, 0).pod);
+    const before = await rig.backend(0);
+    if (before.restarts === 0 && before.resyncs === 0) assert.deepEqual(matched, [8, 8, 8, 8], json(before));
+    else assert.ok(matched.every((n) => n === 8) || matched.every((n) => n === 0), `all or none of the old blocks: ${matched} ${json(before)}`);
 
     await link.up();
     let seen = kept;
