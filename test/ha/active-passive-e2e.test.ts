@@ -16,7 +16,9 @@ import { until } from '../fixtures/wait.js';
 
 const NS = 'ear-e2e';
 const LEASE = 'ear-e2e-leader';
-const LEASE_SECONDS = 3;
+// 5 s (renew deadline 3.3 s, retry 0.67 s): a leader's renewal delayed past the lease by a stalled event loop
+// lets a follower take over, rightly; at 3 s that happened on two cores at load average 12.
+const LEASE_SECONDS = 5;
 
 interface Probe { url: string; status: number; body: { ready: boolean; reason?: string; ha?: { role: string; identity: string; holder: string | null } } }
 
@@ -52,7 +54,7 @@ test('active-passive: one ready replica; SIGTERM hands over at once, SIGKILL aft
     const urls = procs.map((p) => p.url);
 
     // Exactly one ready, and it stays so while the leader renews three times (the followers read the lease
-    // between two renewals: retry period 0.4 s here, with jitter).
+    // between two renewals: retry period 0.67 s here, with jitter).
     let p = await readyUntil('one leader', urls, (x) => readyOnes(x).length === 1 && x.every((r) => r !== null));
     const holder = readyOnes(p)[0].body.ha!.identity;
     const since = performance.now();
