@@ -47,7 +47,7 @@ const metrics = new GatewayMetrics();
 registerClientIoMetrics(metrics.registry);
 registerUpstreamSocketMetrics(metrics.registry);
 registerFaultMetrics(metrics.registry);
-const taken = new Counter({ name: 'ear_http_thread_requests_total', help: 'Requests each data-plane thread took into the pipeline (httpThreads ≥ 2).', labelNames: ['thread'], registers: [metrics.registry] }).labels(String(data.thread));
+const taken = new Counter({ name: 'ear_http_thread_requests_total', help: 'Requests to the inference routes each data-plane thread took, refused at its door or not (httpThreads ≥ 2).', labelNames: ['thread'], registers: [metrics.registry] }).labels(String(data.thread));
 let observeQueueWait = (_seconds: number): void => {};
 const pool = createRoutePool(data.shared, {
   threads: data.routeThreads, tokenizer: config.tokenizer, blockSize: config.blockSize,

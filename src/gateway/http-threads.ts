@@ -4,6 +4,7 @@
 // every attempt, the token charges, the response origins. It pushes them the backend list each time it changes,
 // drains them with the core, sums their metrics into one scrape, and starts again a thread that died.
 import { Worker } from 'node:worker_threads';
+import { createServer } from 'node:net';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 
 type MetricJson = MetricObjectWithValues<MetricValue<string>>;
@@ -84,7 +85,8 @@ export class HttpThreads {
    */
   async start (): Promise<number> {
     const { core, threads } = this.#o;
-    this.#port = core.config.port;
+    // uWS shares a port between listeners (SO_REUSEPORT) only when it is named: port 0 becomes a free one first.
+    this.#port = core.config.port === 0 ? await freePort(core.config.host) : core.config.port;
     for (let i = 0; i < threads; i++) {
       const t = new ThreadState(i + 1);
       this.#threads.push(t);
@@ -377,4 +379,16 @@ export class HttpThreads {
 function inputOf (w: InputWire): RoutingInput {
   const { exclude, ...rest } = w;
   return exclude === undefined ? rest : { ...rest, exclude: new Set(exclude) };
+}
+
+/** A port free on `host` now (the kernel's pick for port 0, let go at once). */
+function freePort (host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, host, () => {
+      const a = s.address();
+      s.close(() => resolve(typeof a === 'object' && a !== null ? a.port : 0));
+    });
+  });
 }

@@ -154,7 +154,7 @@ export interface DoorCore {
   track (p: Promise<unknown>): void;
   /** The client at the gate (API key, request rate limit); throws or rejects with the refusal (401, 429). */
   admitClient (route: GatedRoute, auth: string, address: () => string, limited: (l: ClientLimits) => void): AdmittedClient | Promise<AdmittedClient>;
-  /** A request entered the pipeline (a data-plane thread counts its own). */
+  /** A request came to an inference route (a data-plane thread counts its own, refused or not). */
   taken? (): void;
 }
 
@@ -182,6 +182,7 @@ export function completion (door: DoorCore, endpoint: Endpoint, addressOf: Addre
   return (res: HttpResponse, req: HttpRequest) => {
     // Everything from req is read now: it is gone after this handler returns.
     const t0 = now();
+    door.taken?.();
     const header: HeaderOf = (h) => req.getHeader(h);
     const tooLarge = headTooLarge(req, config.maxHeaderBytes);
     const auth = credentialOf(header);
@@ -212,7 +213,6 @@ export function completion (door: DoorCore, endpoint: Endpoint, addressOf: Addre
     const h = head;
     const run = (c: AdmittedClient, body: Buffer): void => {
       if (!rs.live) return;
-      door.taken?.();
       const ctx = new RequestContext(pipeline, {
         id: rid, endpoint, via: 'http', startedAt: t0, keyUser: c.user, priorityClass: h.priorityClass, sessionId: h.sessionId, parentSessionId: h.parentSessionId,
         body, traceparent: h.traceparent, tracestate: h.tracestate, abort: rs, query, limits: c.limits, ownEnginePriority: h.ownEnginePriority
