@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import pino from 'pino';
 import { request, getGlobalDispatcher } from 'undici';
 import { buildConfig } from '../../src/config/index.js';
+import { withTestThreads } from '../fixtures/http-threads-env.js';
 import { startEar, type Ear } from '../../src/gateway/ear.js';
 import { startSim, type SimServer } from '../../src/sim/server.js';
 import { until } from '../fixtures/wait.js';
@@ -25,7 +26,7 @@ after(() => sim?.close());
 async function gateway (over: Record<string, unknown> = {}): Promise<{ ear: Ear; url: string }> {
   const s = await engine();
   const ear = await startEar(buildConfig(
-    { host: '127.0.0.1', port: 0, routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0, adminToken: 'admin', ...over },
+    withTestThreads({ host: '127.0.0.1', port: 0, routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0, adminToken: 'admin', ...over }),
     { backend: [`${s.url},id=e0,max-concurrent=1`] }
   ));
   return { ear, url: `http://127.0.0.1:${ear.gateway.port}` };
