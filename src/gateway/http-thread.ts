@@ -143,6 +143,9 @@ port.on('message', (m: ToThread) => {
     case 'stop':
       if (listenSocket !== null) uWS.us_listen_socket_close(listenSocket);
       listenSocket = null;
+      // Clients' keep-alive connections too: a thread that ends with a socket open aborts the process
+      // (uv_loop_close with open handles). The pinned build has TemplatedApp.close(), though its types omit it.
+      (app as unknown as { close (): void }).close();
       void (async () => {
         await Promise.all(owner.backends.map((b) => b.pool.close().catch(() => {})));
         await pool.close();

@@ -122,7 +122,9 @@ export class HttpThreads {
         try {
           this.#handle(t, m);
         } catch (err) {
-          reportFault(err, 'http-thread');
+          // A question is always answered: its request would wait for ever.
+          if ('id' in m && m.t !== 'cancel' && m.t !== 'metrics') this.#post(t, { t: 'answer', id: m.id, ok: false, error: this.#errorWire(t, err) });
+          else reportFault(err, 'http-thread');
         }
       });
       // Without a listener an error in the thread would be thrown here; 'exit' follows it.

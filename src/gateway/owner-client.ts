@@ -112,6 +112,7 @@ export class OwnerClient implements Placements {
       case 'released': {
         const q = this.#submits.get(m.id);
         this.#submits.delete(m.id);
+        this.#pending.delete(m.id);
         const p = this.#placement(m.placement);
         // The client left while the answer was on its way: the placement is undone, never sent.
         if (q === undefined || q.cancelled) {
@@ -124,6 +125,7 @@ export class OwnerClient implements Placements {
       case 'dropped': {
         const q = this.#submits.get(m.id);
         this.#submits.delete(m.id);
+        this.#pending.delete(m.id);
         if (q !== undefined && !q.cancelled) q.waiter.dropped(m.reason as DropReason, performance.timeOrigin + performance.now());
         return true;
       }
@@ -156,6 +158,9 @@ export class OwnerClient implements Placements {
     const r = q as RemoteQueued;
     if (r.cancelled || !this.#submits.has(r.id)) return false;
     r.cancelled = true;
+    this.#submits.delete(r.id);
+    this.#pending.delete(r.id);
+    // Released meanwhile, the owner's answer finds no submit here and the placement is undone ('released' above).
     this.post({ t: 'cancel', id: r.id });
     return true;
   }
