@@ -7,7 +7,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, us_listen_socket } from 'uWebSockets.js';
-import { request as undiciRequest } from 'undici';
+import { Pool } from 'undici';
 import pino from 'pino';
 import { Counter } from 'prom-client';
 import { Region } from '../core/region.js';
@@ -98,18 +98,31 @@ app.any('/*', handOff);
 /** Headers not carried either way: the connection's own, and the length (the body is sent whole). */
 const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'host', 'date', 'upgrade', FORWARDED_ADDRESS]);
 
+/** Connections to the main thread's loopback listener, for the routes handed to it. */
+const owned = new Pool(`http://127.0.0.1:${data.ownerPort}`, { connections: 16 });
+
+const NOT_IN_A_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+
 /** A route this thread does not serve: sent as it came to the owner's loopback listener, and its answer back. */
 function handOff (res: HttpResponse, req: HttpRequest): void {
   const method = req.getMethod().toUpperCase();
   const query = req.getQuery();
   const url = query ? `${req.getUrl()}?${query}` : req.getUrl();
   const headers: Record<string, string> = {};
-  req.forEach((k, v) => { if (!HOP.has(k)) headers[k] = v; });
+  let bad: string | null = null;
+  req.forEach((k, v) => {
+    if (HOP.has(k)) return;
+    if (NOT_IN_A_VALUE.test(v)) bad ??= k;
+    headers[k] = v;
+  });
   headers[FORWARDED_ADDRESS] = remoteAddressOf(res);
   const declaredLength = req.getHeader('content-length');
   const rs = new ResponseState(res);
+  // A value the HTTP client will not send on (RFC 9110 §5.5: no controls but HTAB): the client's mistake.
+  if (bad !== null) return rs.fail(new EarError('EAR_ERR_BAD_REQUEST', `the ${bad.slice(0, 64)} header holds a character HTTP does not allow in a value`));
   const send = (body: Buffer | null): void => {
-    door.track(undiciRequest(`http://127.0.0.1:${data.ownerPort}${url}`, { method: method as 'GET', headers, body }).then(async (r) => {
+    // The path goes as it came (a Pool takes it verbatim; a URL would resolve `/v1/../admin` into another route).
+    door.track(owned.request({ path: url, method: method as 'GET', headers, body }).then(async (r) => {
       const out: Array<[string, string]> = [];
       for (const [k, v] of Object.entries(r.headers)) {
         if (HOP.has(k) || v === undefined) continue;
@@ -117,7 +130,9 @@ function handOff (res: HttpResponse, req: HttpRequest): void {
       }
       const body = Buffer.from(await r.body.arrayBuffer());
       rs.send(r.statusCode, method === 'HEAD' ? '' : body, out);
-    }).catch((err: unknown) => rs.fail(new EarError('EAR_ERR_INTERNAL', `the main thread did not answer (${(err as Error).message})`))));
+    }).catch((err: unknown) => rs.fail((err as { code?: unknown }).code === 'UND_ERR_INVALID_ARG'
+      ? new EarError('EAR_ERR_BAD_REQUEST', `the request cannot be handed on (${(err as Error).message})`)
+      : new EarError('EAR_ERR_INTERNAL', `the main thread did not answer (${(err as Error).message})`))));
   };
   if (method === 'GET' || method === 'HEAD' || (declaredLength === '' && req.getHeader('transfer-encoding') === '')) send(null);
   else readBody(rs, config, send, declaredLength);
@@ -148,6 +163,7 @@ port.on('message', (m: ToThread) => {
       (app as unknown as { close (): void }).close();
       void (async () => {
         await Promise.all(owner.backends.map((b) => b.pool.close().catch(() => {})));
+        await owned.close().catch(() => {});
         await pool.close();
         process.exit(0);
       })();

@@ -6,6 +6,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { ADMIN, simFleet, stop, type SimFleet } from '../fixtures/processes.js';
 import { until } from '../fixtures/wait.js';
 
@@ -210,5 +213,33 @@ test('SIGTERM drains every thread: the streams in flight on both end whole, then
     assert.equal(await code, 0, f.gateway.out());
   } finally {
     await f.close();
+  }
+});
+
+test('an exception thrown in a data-plane thread is logged with its thread, and every thread serves on', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ear-thread-fault-'));
+  const trigger = new URL('../fixtures/thread-fault-trigger.js', import.meta.url).href;
+  const f = await fleet([], 1, { gatewayEnv: { NODE_OPTIONS: `--import ${trigger}`, EAR_TEST_THREAD_FAULT: join(dir, 'fault') } });
+  try {
+    for (const k of [1, 2]) {
+      writeFileSync(join(dir, `fault.${k}`), '');
+      await until(() => f.gateway.out().includes(`injected exception in data-plane thread ${k}`), `thread ${k}'s fault logged`);
+    }
+    const lines = f.gateway.out().split('\n').filter((l) => l.includes('injected exception'));
+    for (const k of [1, 2]) assert.ok(lines.some((l) => l.includes(`"thread":${k}`) && l.includes('"where":"uncaught-exception"')), lines.join('\n'));
+    assert.equal(f.gateway.child.exitCode, null, 'the process did not exit');
+    const before = await perThread(f.url);
+    for (let n = 0; n < 40; n++) {
+      assert.equal((await chat(f.url, `f-${n}`, 'still there?')).status, 200);
+      const now = await perThread(f.url);
+      if (now[0] > before[0] && now[1] > before[1]) break;
+    }
+    const after = await perThread(f.url);
+    assert.ok(after[0] > before[0] && after[1] > before[1], `both threads serve after their faults (${before} → ${after})`);
+    assert.equal(sum(await series(f.url, 'ear_faults_total')), 2, 'counted once each, summed over the threads');
+    assert.doesNotMatch(f.gateway.out(), /data-plane thread died/);
+  } finally {
+    await f.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
