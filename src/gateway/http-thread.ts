@@ -109,7 +109,7 @@ function handOff (res: HttpResponse, req: HttpRequest): void {
   const query = req.getQuery();
   const url = query ? `${req.getUrl()}?${query}` : req.getUrl();
   const headers: Record<string, string> = {};
-  let bad: string | null = null;
+  let bad = null as string | null;
   req.forEach((k, v) => {
     if (HOP.has(k)) return;
     if (NOT_IN_A_VALUE.test(v)) bad ??= k;
