@@ -79,19 +79,15 @@ export class HttpThreads {
     return this.#threads.filter((t) => t.alive).length;
   }
 
-  /**
-   * Starts the threads, the first alone (with port 0 it is given one, and the others then listen on it); resolves
-   * with the port once every thread listens.
-   */
+  /** Starts the threads; resolves with the port once every thread listens on it. */
   async start (): Promise<number> {
     const { core, threads } = this.#o;
     // uWS shares a port between listeners (SO_REUSEPORT) only when it is named: port 0 becomes a free one first.
     this.#port = core.config.port === 0 ? await freePort(core.config.host) : core.config.port;
-    for (let i = 0; i < threads; i++) {
-      const t = new ThreadState(i + 1);
-      this.#threads.push(t);
-      this.#port = await this.#spawn(t);
-    }
+    for (let i = 0; i < threads; i++) this.#threads.push(new ThreadState(i + 1));
+    // The first alone (it proves the port can be taken), the rest together.
+    this.#port = await this.#spawn(this.#threads[0]);
+    await Promise.all(this.#threads.slice(1).map((t) => this.#spawn(t)));
     core.onDrain(() => {
       for (const t of this.#threads) {
         if (!t.alive) continue;

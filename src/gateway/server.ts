@@ -142,7 +142,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
 
 /**
  * What a request route of the uWS door asks of its process: the process core on the main thread, or a data-plane
- * thread's stand-in that asks the main thread (data-plane.ts), whose client admission answers later.
+ * thread's stand-in that asks the main thread (http-thread.ts), whose client admission answers later.
  */
 export interface DoorCore {
   readonly config: Readonly<GatewayConfig>;
