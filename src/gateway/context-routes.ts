@@ -15,7 +15,7 @@ export const CONTEXT_PATH = '/v1/context';
 const JSON_TYPE: [string, string] = ['content-type', 'application/json'];
 
 /** Mounts the context routes on the uWS door of `core` (the prefill runs through the core's pipeline). */
-export function mountContexts (app: TemplatedApp, core: ProcessCore, addressOf: (res: HttpResponse, req: HttpRequest) => () => string): void {
+export function mountContexts (app: TemplatedApp, core: ProcessCore, addressOf: (res: HttpResponse, req: HttpRequest) => () => string, headLimit = core.config.maxHeaderBytes): void {
   const { contexts, config, metrics, gate } = core;
   const admit = (header: HeaderOf, rs: ResponseState, address: () => string): ReturnType<typeof admitClient> =>
     admitClient(gate, CONTEXT_PATH, credentialOf(header), address, limitHeadersOn(rs, core.clock));
@@ -23,7 +23,7 @@ export function mountContexts (app: TemplatedApp, core: ProcessCore, addressOf: 
   app.post(CONTEXT_PATH, (res: HttpResponse, req: HttpRequest) => {
     const t0 = core.now();
     const header: HeaderOf = (h) => req.getHeader(h);
-    const tooLarge = headTooLarge(req, config.maxHeaderBytes);
+    const tooLarge = headTooLarge(req, headLimit);
     const { traceparent, tracestate } = traceOf(header);
     const declaredLength = req.getHeader('content-length');
     const rid = requestId(req.getHeader('x-request-id'));
@@ -81,7 +81,7 @@ export function mountContexts (app: TemplatedApp, core: ProcessCore, addressOf: 
   });
 
   const byId = (handler: (rs: ResponseState, id: string) => Promise<void>) => (res: HttpResponse, req: HttpRequest) => {
-    const tooLarge = headTooLarge(req, config.maxHeaderBytes);
+    const tooLarge = headTooLarge(req, headLimit);
     const header: HeaderOf = (h) => req.getHeader(h);
     const rid = requestId(req.getHeader('x-request-id'));
     const param = req.getParameter(0) ?? '';

@@ -31,6 +31,7 @@ import type { Backend } from '../fleet/backends.js';
 import { readBody, registerClientIoMetrics, ResponseState } from './uws-io.js';
 import { completion, connectionAddress, FORWARDED_ADDRESS, listenOn, type DoorCore } from './server.js';
 import { OwnerClient } from './owner-client.js';
+import { headTooLarge } from './head-size.js';
 import type { HttpThreadData, ToThread } from './owner-protocol.js';
 
 const data = workerData as HttpThreadData;
@@ -117,7 +118,9 @@ function handOff (res: HttpResponse, req: HttpRequest): void {
   });
   headers[FORWARDED_ADDRESS] = remoteAddressOf(res);
   const declaredLength = req.getHeader('content-length');
+  const tooLarge = headTooLarge(req, config.maxHeaderBytes);
   const rs = new ResponseState(res);
+  if (tooLarge !== null) return rs.fail(tooLarge);
   // A value the HTTP client will not send on (RFC 9110 §5.5: no controls but HTAB): the client's mistake.
   if (bad !== null) return rs.fail(new EarError('EAR_ERR_BAD_REQUEST', `the ${bad.slice(0, 64)} header holds a character HTTP does not allow in a value`));
   const send = (body: Buffer | null): void => {
@@ -130,9 +133,18 @@ function handOff (res: HttpResponse, req: HttpRequest): void {
       }
       const body = Buffer.from(await r.body.arrayBuffer());
       rs.send(r.statusCode, method === 'HEAD' ? '' : body, out);
-    }).catch((err: unknown) => rs.fail((err as { code?: unknown }).code === 'UND_ERR_INVALID_ARG'
-      ? new EarError('EAR_ERR_BAD_REQUEST', `the request cannot be handed on (${(err as Error).message})`)
-      : new EarError('EAR_ERR_INTERNAL', `the main thread did not answer (${(err as Error).message})`))));
+    }).catch((err: unknown) => {
+      const code = (err as { code?: unknown }).code;
+      // The main thread's parser closed it unanswered (what it does to such a request from a client): so does this one.
+      if ((code === 'UND_ERR_SOCKET' || code === 'ECONNRESET') && rs.live && !rs.headersSent) {
+        rs.ended = true;
+        res.close();
+        return;
+      }
+      rs.fail(code === 'UND_ERR_INVALID_ARG'
+        ? new EarError('EAR_ERR_BAD_REQUEST', `the request cannot be handed on (${(err as Error).message})`)
+        : new EarError('EAR_ERR_INTERNAL', `the main thread did not answer (${(err as Error).message})`));
+    }));
   };
   if (method === 'GET' || method === 'HEAD' || (declaredLength === '' && req.getHeader('transfer-encoding') === '')) send(null);
   else readBody(rs, config, send, declaredLength);

@@ -266,15 +266,17 @@ async function listenSockets (core: ProcessCore, opts: ListenOptions): Promise<{
   const wallClock = core.clock;
   const app: TemplatedApp = uWS.App();
   const addressOf = opts.forwarded === true ? forwardedAddress : connectionAddress;
+  // A data-plane thread bounded the client's head before it handed the request on, with a header of its own added.
+  const headLimit = opts.forwarded === true ? Number.MAX_SAFE_INTEGER : config.maxHeaderBytes;
 
   for (const d of Object.values(DIALECTS)) app.post(d.path, completion(core, d.endpoint, addressOf));
   // Claude Code's first call: whether the base URL answers at all.
   app.head('/', (res) => { res.cork(() => res.writeStatus('200 OK').end()); });
-  mountContexts(app, core, addressOf);
+  mountContexts(app, core, addressOf, headLimit);
 
   app.get('/v1/models', (res, req) => {
     const rs = new ResponseState(res);
-    const tooLarge = headTooLarge(req, config.maxHeaderBytes);
+    const tooLarge = headTooLarge(req, headLimit);
     if (tooLarge !== null) return rs.fail(tooLarge);
     try {
       admitClient(gate, '/v1/models', credentialOf((h) => req.getHeader(h)), addressOf(res, req), limitHeadersOn(rs, wallClock));
@@ -329,7 +331,7 @@ async function listenSockets (core: ProcessCore, opts: ListenOptions): Promise<{
   });
   app.any('/*', (res, req) => {
     const rs = new ResponseState(res);
-    const tooLarge = headTooLarge(req, config.maxHeaderBytes);
+    const tooLarge = headTooLarge(req, headLimit);
     if (tooLarge !== null) return rs.fail(tooLarge);
     const url = req.getUrl();
     // Anthropic's clients read Anthropic's error shape on its routes (/v1/messages and below); others OpenAI's.
