@@ -5,7 +5,8 @@
 #          the whole process, every thread, from /proc), which a shared machine's load moves far less than req/s;
 #   big:   with BIG=N, $BIG agentic-sized turns per target (big_turns.mjs: 130-156 KB chat bodies, x-session-id,
 #          the tail growing ~2k tokens a turn, one connection), p50/p99 and the added latency over direct.
-# usage: bench/hot-path-ab.sh CHECKOUT... (each built: dist/src/cli/ear.js)   env: R rounds (3), D, C (50),
+# usage: bench/hot-path-ab.sh CHECKOUT[@FLAG,VALUE,...]... (each built: dist/src/cli/ear.js; after @, more `ear serve`
+#        flags for that target, commas for spaces: `. .@--http-threads,2` runs one checkout both ways)   env: R rounds (3), D, C (50),
 #        POLICY (round-robin; big turns use BIG_POLICY, default ear), SHORT (completion: {"prompt":"hi"} on
 #        /v1/completions; chat: one user message "hi" on /v1/chat/completions), BENCH_TOOLS (../shared/bench-tools
 #        scripts), PORT (base port, 29500). Run from a checkout with node_modules (autocannon, uWebSockets.js).
@@ -19,7 +20,8 @@ node "$T/canned_upstream.mjs" $B & U=$!
 printf 'worker_processes 1; daemon off; error_log %s/ng.err; pid %s/ng.pid;\nevents { worker_connections 4096; }\nhttp { access_log off; upstream up { server 127.0.0.1:%s; keepalive 64; }\n client_body_buffer_size 1m; client_max_body_size 64m;\n server { listen 127.0.0.1:%s; location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; } } }\n' "$W" "$W" $B $((B+9)) > "$W/nginx.conf"
 nginx -c "$W/nginx.conf" -p "$W" & N=$!
 start () { # $1 policy: one EAR per checkout on B+1, B+2, ...
-  P=(); for i in "${!DIRS[@]}"; do (cd "${DIRS[$i]}" && exec node dist/src/cli/ear.js serve --port $((B+1+i)) --policy "$1" --backend http://127.0.0.1:$B,id=u >"$W/e$i.log" 2>&1) & P+=($!); done
+  P=(); for i in "${!DIRS[@]}"; do local d=${DIRS[$i]%%@*} x=; [[ ${DIRS[$i]} == *@* ]] && x=${DIRS[$i]#*@}
+    (cd "$d" && exec node dist/src/cli/ear.js serve --port $((B+1+i)) --policy "$1" --backend http://127.0.0.1:$B,id=u ${x//,/ } >"$W/e$i.log" 2>&1) & P+=($!); done
   for i in "${!DIRS[@]}"; do for k in $(seq 1 60); do curl -sf localhost:$((B+1+i))/health >/dev/null && break; sleep 0.5; done; done
 }
 stop () { kill -INT "${P[@]}" 2>/dev/null; wait "${P[@]}" 2>/dev/null; }

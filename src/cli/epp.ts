@@ -47,6 +47,8 @@ export async function main (argv: string[]): Promise<number> {
   try {
     config = readGatewayConfig(values, [], undefined, { port: 9090 });
     if (config.backends.length === 0 && config.discovery === null) throw new ConfigError('backends', 'at least one --backend (or --discovery k8s) is required');
+    // Envoy's ext_proc stream runs on the main thread, where the decisions are: the endpoint picker keeps one thread.
+    if (config.httpThreads > 1) throw new ConfigError('httpThreads', 'must be 1 for ear epp (its gRPC door runs on the main thread)');
     grpcPort = port(values['grpc-port'], '--grpc-port', 9002);
     healthPort = port(values['grpc-health-port'], '--grpc-health-port', 9003);
     const m = MODES[(values['ext-proc-mode'] as string | undefined) ?? 'full-duplex'];

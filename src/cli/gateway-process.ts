@@ -50,7 +50,7 @@ export async function startGatewayProcess (config: Readonly<GatewayConfig>, log:
     tracing = await startTracing(process.env, log.child({ component: 'tracing' }));
     // Contend for the lease while the gateway starts: /ready says not ready until this replica leads.
     if (config.ha.mode === 'active-passive') ha = await startActivePassive(config, log.child({ component: 'ha' }));
-    ear = await startEar(config, { logger: log.child({ component: 'session-store' }), migrationLogger: log.child({ component: 'migration' }), readiness: ha?.readiness, tracing });
+    ear = await startEar(config, { logger: log.child({ component: 'session-store' }), migrationLogger: log.child({ component: 'migration' }), threadLogger: log.child({ component: 'http-threads' }), readiness: ha?.readiness, tracing });
   } catch (err) {
     await tracing?.shutdown().catch(() => {});
     await ha?.close();

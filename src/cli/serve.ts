@@ -11,7 +11,7 @@ import { parseKvEventsConfig } from '../sim/kv-events-config.js';
 import { DEFAULT_PROFILE } from '../engine-model/profile.js';
 
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=ENGINE_KEY][,priority=vllm|sglang|sglang-low-first]]...
-                 [--host H] [--port P] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
+                 [--host H] [--port P] [--http-threads N] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
                  [--assumed-ttl-ms N] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--max-header-bytes N] [--client-body-timeout-ms N] [--session-store memory|redis://HOST[:PORT][/DB]] [--max-contexts N]
                  [--max-pods N]
                  [--proactive-interval-ms N] [--proactive-body-cache-bytes N] [--ha active-active|active-passive] [--lease-name N]
@@ -22,6 +22,8 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --config FILE        YAML with any of the fields below (camelCase) and a \`backends\` list; SIGHUP reloads its backends,
                        apiKeys, rateLimits and adminToken
   --backend SPEC       an engine (repeatable); replaces the file's list
+  --http-threads N     data-plane threads (default 1: the main thread serves HTTP); N ≥ 2 (up to 64): N threads listen
+                       on the port, each reading, proxying and streaming, while the main thread makes every decision
   --policy NAME        routing policy: ${policyNames().join(', ')} (default ${DEFAULTS.policy})
   --tokenizer NAME     tokenizer for block keys (default ${DEFAULTS.tokenizer}): character, tiktoken:o200k_base, hf:qwen3, hf:PATH, remote:URL (engine /tokenize)
   --assumed-ttl-ms N   how long a routing decision's assumed prefix stays in the index (default: 5000 when a

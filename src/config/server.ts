@@ -20,6 +20,11 @@ export interface ServerConfig {
   clientBodyTimeoutMs: number;
   /** How long SIGTERM waits for in-flight requests before closing them. */
   drainTimeoutMs: number;
+  /**
+   * Data-plane threads of `ear serve`: 1, the main thread serves HTTP itself; N ≥ 2, N worker threads each listen
+   * on the port and the main thread only decides (docs/architecture.md#n-data-plane-threads).
+   */
+  httpThreads: number;
 }
 
 export const SERVER_DEFAULTS: Readonly<ServerConfig> = Object.freeze({
@@ -28,7 +33,8 @@ export const SERVER_DEFAULTS: Readonly<ServerConfig> = Object.freeze({
   maxBodyBytes: 32 << 20,
   maxHeaderBytes: 4096,
   clientBodyTimeoutMs: 30_000,
-  drainTimeoutMs: 30_000
+  drainTimeoutMs: 30_000,
+  httpThreads: 1
 });
 
 export const SERVER_FIELDS: Record<keyof ServerConfig, FieldCheck> = {
@@ -38,5 +44,6 @@ export const SERVER_FIELDS: Record<keyof ServerConfig, FieldCheck> = {
   // uWS reads at most 512 KiB at a time: a larger head never reaches a handler.
   maxHeaderBytes: (p, v) => checkInt(p, v, 1024, 512 << 10),
   clientBodyTimeoutMs: (p, v) => checkInt(p, v, 100, 3_600_000),
-  drainTimeoutMs: (p, v) => checkInt(p, v, 0, 3_600_000)
+  drainTimeoutMs: (p, v) => checkInt(p, v, 0, 3_600_000),
+  httpThreads: (p, v) => checkInt(p, v, 1, 64)
 };

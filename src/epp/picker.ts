@@ -7,7 +7,7 @@ import type { Backend } from '../fleet/backends.js';
 import { EarError, errorAnswer } from '../errors/errors.js';
 import { dialectAt, type Dialect } from '../dialects/dialect.js';
 import { decodeBody } from '../request/body-encoding.js';
-import type { GatedRoute, RequestLimits } from '../request/client-gate.js';
+import type { GatedRoute, ClientLimits } from '../request/client-gate.js';
 import { admitClient, credentialOf, readRequestHead, type HeaderOf } from '../request/accept.js';
 import type { StreamObserver } from '../upstream/stream-observer.js';
 import type { TraceHeaders } from '../upstream/traceparent.js';
@@ -44,7 +44,7 @@ export interface PickInput {
    * Called, before the pick answers or throws, when a rate limit applies to the client: its answers (the immediate
    * response of an error, the response headers of the engine's) carry the limits' headers.
    */
-  limited?: (limits: RequestLimits) => void;
+  limited?: (limits: ClientLimits) => void;
 }
 
 /** Told by the picker when an admission wait may be abandoned (the proxy's stream ended). */
@@ -126,7 +126,7 @@ export class EndpointPicker {
       // API keys and rate limits as the uWS door applies them to the same routes (the proxy may check keys too).
       const auth = credentialOf(header);
       let keyUser: string | null = null;
-      let limits: RequestLimits | null = null;
+      let limits: ClientLimits | null = null;
       if (dialect !== null || pathOf(input.path) === '/v1/models') {
         ({ user: keyUser, limits } = admitClient(core.gate, (dialect?.path ?? '/v1/models') as GatedRoute, auth, () => input.headers.get(CLIENT_ADDRESS) ?? '', input.limited));
       }

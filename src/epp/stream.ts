@@ -13,7 +13,7 @@ import { EndpointFilter, endpointList } from './endpoints.js';
 import type { EppMetrics, EppOutcome } from './metrics.js';
 import type { Dialect } from '../dialects/dialect.js';
 import { dialectOfRequest, type AbortSignalLike, type EndpointPicker, type Picked } from './picker.js';
-import type { RequestLimits } from '../request/client-gate.js';
+import type { ClientLimits } from '../request/client-gate.js';
 import {
   BODY_CHUNK_BYTES, CONFORMANCE_SERVED, DESTINATION_ENDPOINT, DESTINATION_ENDPOINT_SERVED, DESTINATION_NAMESPACE, SUBSET_KEY, SUBSET_NAMESPACE,
   TEST_ENDPOINT_SELECTION, filterMetadata, headerRecord, namespacedMetadata, setHeader,
@@ -52,7 +52,7 @@ export class ExtProcStream {
   #bodyBytes = 0;
   #picked: Picked | null = null;
   /** The client's rate limits, when one applies: their headers go on whatever answers it (OpenAI's style). */
-  #limits: RequestLimits | null = null;
+  #limits: ClientLimits | null = null;
   #observer: StreamObserver | null = null;
   #status = 0;
   readonly #signal: AbortSignalLike = { aborted: false, onAbort: null };

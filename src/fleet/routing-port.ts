@@ -14,8 +14,11 @@ export type { Queued, ReleaseInfo, DropReason };
 
 /** Told what became of a request submitted to admission. */
 export interface GatewayWaiter {
-  released (p: Placement, info: ReleaseInfo): void;
+  /** `info.queued` false: it could go at once (a data-plane thread hears even that through its waiter). */
+  released (p: Placement, info: ReleaseInfo & { queued?: boolean }): void;
   dropped (reason: DropReason, now: number): void;
+  /** What submit throws on the main thread (queue full, no candidate), as a data-plane thread hears it: later. */
+  refused? (err: unknown): void;
 }
 
 /** A request as the routing host takes it (block keys empty when the prompt was not hashed, e.g. a batch). */
@@ -40,13 +43,17 @@ export interface Placement {
   readonly rank?: AdmissionRank;
 }
 
-/** What the request pipeline asks of routing. */
+/**
+ * What the request pipeline asks of routing. On the main thread it is the routing host itself (TableRouting) and
+ * answers at once; on a data-plane thread (httpThreads ≥ 2) the owner answers by message, so the calls that
+ * return a decision may return a promise of it (src/gateway/owner-client.ts).
+ */
 export interface Placements {
   /**
    * Chooses a backend among those serving the model, excluding `exclude` (backends that already failed this
    * request). `attempt` > 0 is a retry of the same request, never a migration of its session.
    */
-  route (input: RoutingInput, exclude: ReadonlySet<number>, now: number, attempt?: number): Placement;
+  route (input: RoutingInput, exclude: ReadonlySet<number>, now: number, attempt?: number): Placement | Promise<Placement>;
   /**
    * Admission: the placement, already started, when the request may go now; else it waits (a handle for
    * cancel) and `waiter` hears when it is released (placed and started) or dropped. Throws QueueFullError at
@@ -71,7 +78,7 @@ export interface Placements {
    * A migration's transfer ended (RoutingHost.migrationEnded): ok, or failed, when the placement on the
    * source is returned (to be started and sent there instead); null when nothing is to be redone.
    */
-  migrationEnded? (p: Placement, ok: boolean, now: number): Placement | null;
+  migrationEnded? (p: Placement, ok: boolean, now: number): Placement | null | Promise<Placement | null>;
   /** Prompt tokens sent to `b` and not yet computed (its pending prefill, as policies see it). */
   pendingPrefill? (b: Backend): number;
 }
@@ -133,4 +140,16 @@ export interface Fleet {
   migrationStats? (): MigrationStats;
 }
 
-export interface RoutingState extends Placements, BackendRouting, ContextSessions, Fleet {}
+export interface RoutingState extends Placements, BackendRouting, ContextSessions, Fleet {
+  route (input: RoutingInput, exclude: ReadonlySet<number>, now: number, attempt?: number): Placement;
+  migrationEnded? (p: Placement, ok: boolean, now: number): Placement | null;
+}
+
+/**
+ * A decision that must be had at once: the paths that call this (ext_proc's moveTo, a shared store's turn) are
+ * not run on data-plane threads (config: httpThreads > 1 needs sessionStore memory; ear epp keeps one thread).
+ */
+export function atOnce<T> (x: T | Promise<T>): T {
+  if (x instanceof Promise) throw new Error('a routing decision was asked for at once on a data-plane thread');
+  return x;
+}

@@ -16,7 +16,7 @@ import { bad } from '../dialects/chat-request.js';
 import type { Endpoint } from '../dialects/dialect.js';
 import type { Usage } from '../upstream/stream-observer.js';
 import { post, type Answer } from '../upstream/buffered-post.js';
-import type { RequestLimits } from '../request/client-gate.js';
+import type { ClientLimits } from '../request/client-gate.js';
 
 /** Fields of the client's body that are the context's own, or that a one-token, non-streaming prefill must not carry. */
 const DROPPED = ['ttl_seconds', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens', 'min_tokens', 'n', 'best_of', 'kv_transfer_params'];
@@ -80,7 +80,7 @@ export interface PrefillClient {
   requestId: string;
   keyUser: string | null;
   /** Its client's rate limits (its tokens are charged for the prefill); null: none applies. */
-  limits: RequestLimits | null;
+  limits: ClientLimits | null;
   startedAt: number;
   traceparent: string;
   tracestate: string;

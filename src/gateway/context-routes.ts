@@ -7,7 +7,6 @@ import { EarError } from '../errors/errors.js';
 import { requestId } from '../request/request-id.js';
 import { limitHeadersOn, readBody, ResponseState } from './uws-io.js';
 import { headTooLarge } from './head-size.js';
-import { remoteAddressOf } from '../request/client-gate.js';
 import { admitClient, credentialOf, traceOf, type HeaderOf } from '../request/accept.js';
 import type { ProcessCore } from './core.js';
 
@@ -16,15 +15,15 @@ export const CONTEXT_PATH = '/v1/context';
 const JSON_TYPE: [string, string] = ['content-type', 'application/json'];
 
 /** Mounts the context routes on the uWS door of `core` (the prefill runs through the core's pipeline). */
-export function mountContexts (app: TemplatedApp, core: ProcessCore): void {
+export function mountContexts (app: TemplatedApp, core: ProcessCore, addressOf: (res: HttpResponse, req: HttpRequest) => () => string, headLimit = core.config.maxHeaderBytes): void {
   const { contexts, config, metrics, gate } = core;
-  const admit = (header: HeaderOf, rs: ResponseState, res: HttpResponse): ReturnType<typeof admitClient> =>
-    admitClient(gate, CONTEXT_PATH, credentialOf(header), () => remoteAddressOf(res), limitHeadersOn(rs, core.clock));
+  const admit = (header: HeaderOf, rs: ResponseState, address: () => string): ReturnType<typeof admitClient> =>
+    admitClient(gate, CONTEXT_PATH, credentialOf(header), address, limitHeadersOn(rs, core.clock));
 
   app.post(CONTEXT_PATH, (res: HttpResponse, req: HttpRequest) => {
     const t0 = core.now();
     const header: HeaderOf = (h) => req.getHeader(h);
-    const tooLarge = headTooLarge(req, config.maxHeaderBytes);
+    const tooLarge = headTooLarge(req, headLimit);
     const { traceparent, tracestate } = traceOf(header);
     const declaredLength = req.getHeader('content-length');
     const rid = requestId(req.getHeader('x-request-id'));
@@ -45,7 +44,7 @@ export function mountContexts (app: TemplatedApp, core: ProcessCore): void {
     if (core.draining) return fail(new EarError('EAR_ERR_DRAINING', 'the gateway is shutting down'));
     let client;
     try {
-      client = admit(header, rs, res);
+      client = admit(header, rs, addressOf(res, req));
     } catch (err) {
       return fail(err);
     }
@@ -82,7 +81,7 @@ export function mountContexts (app: TemplatedApp, core: ProcessCore): void {
   });
 
   const byId = (handler: (rs: ResponseState, id: string) => Promise<void>) => (res: HttpResponse, req: HttpRequest) => {
-    const tooLarge = headTooLarge(req, config.maxHeaderBytes);
+    const tooLarge = headTooLarge(req, headLimit);
     const header: HeaderOf = (h) => req.getHeader(h);
     const rid = requestId(req.getHeader('x-request-id'));
     const param = req.getParameter(0) ?? '';
@@ -90,7 +89,7 @@ export function mountContexts (app: TemplatedApp, core: ProcessCore): void {
     const ridHeader: [string, string] = ['x-request-id', rid];
     if (tooLarge !== null) return rs.fail(tooLarge, [ridHeader]);
     try {
-      admit(header, rs, res);
+      admit(header, rs, addressOf(res, req));
     } catch (err) {
       return rs.fail(err, [ridHeader]);
     }

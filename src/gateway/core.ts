@@ -19,7 +19,8 @@ import { registerUpstreamSocketMetrics } from '../upstream/upstream-metrics.js';
 import { registerFaultMetrics } from '../request/faults.js';
 import type { SharedSessions } from '../store/shared-sessions.js';
 import { KvTransferStep } from '../request/kv-transfer-step.js';
-import { ClientGate } from '../request/client-gate.js';
+import { ClientGate, type AdmittedClient, type ClientLimits, type GatedRoute } from '../request/client-gate.js';
+import { admitClient } from '../request/accept.js';
 import { AdminToken } from '../request/credentials.js';
 import { kvTransfersFor } from '../migration/transfers-for.js';
 import type { Tracing } from '../telemetry/tracing.js';
@@ -157,6 +158,11 @@ export class ProcessCore {
    */
   refused (route: string, status: number): void {
     this.metrics.requests.labels(route, String(status), '').inc();
+  }
+
+  /** The client at the gate (client-gate.ts): its API key and request rate limit; throws the refusal (401, 429). */
+  admitClient (route: GatedRoute, auth: string, address: () => string, limited: (l: ClientLimits) => void): AdmittedClient {
+    return admitClient(this.gate, route, auth, address, limited);
   }
 
   /** The client credentials and limits of `config` from now on: API keys, rate limits, the admin token (SIGHUP). */

@@ -20,6 +20,7 @@ import { createSessionStore } from '../store/create.js';
 import { parseSessionStoreSpec, type SessionStore, type StoreLogger } from '../store/session-store.js';
 import { startProactiveMigration, type ProactiveLogger, type ProactiveMigration } from './proactive-migration.js';
 import type { Tracing } from '../telemetry/tracing.js';
+import { MAX_RESTARTS, type HttpThreads } from './http-threads.js';
 
 export interface Ear {
   /** The process core (core.ts): what every door shares, its one pipeline included. */
@@ -73,13 +74,35 @@ export interface EarOptions {
   tracing?: Tracing | null;
   /** A condition /ready reports besides the gateway's own (active-passive: followers are not ready). */
   readiness?: GatewayDeps['readiness'];
+  /** Where the data-plane threads' comings and goings are logged (httpThreads ≥ 2). */
+  threadLogger?: NonNullable<GatewayDeps['threads']>['log'];
 }
+
+/**
+ * Scratch areas of the data-plane threads (httpThreads ≥ 2): each claims one to hash inline and one per thread of
+ * its own route pool; a restarted thread claims new ones (areas are not given back), from a few spares. At 64
+ * threads that is 130 areas of 4 MiB, inside the region's 1 GiB of address space.
+ */
+function dataPlaneScratch (config: Readonly<GatewayConfig>): number {
+  const n = config.httpThreads;
+  if (n < 2) return 0;
+  return n * (Math.ceil(config.routeThreads / n) + 1) + SCRATCH_SPARES;
+}
+
+/** Scratch areas for data-plane threads started again (http-threads.ts: at most MAX_RESTARTS each). */
+const SCRATCH_SPARES = 2 * MAX_RESTARTS;
+
+const CONSOLE_LOG: NonNullable<GatewayDeps['threads']>['log'] = {
+  info: (o: unknown, msg?: string) => console.log(msg ?? '', o),
+  warn: (o: unknown, msg?: string) => console.warn(msg ?? '', o),
+  error: (o: unknown, msg?: string) => console.error(msg ?? '', o)
+} as NonNullable<GatewayDeps['threads']>['log'];
 
 export async function startEar (config: Readonly<GatewayConfig>, opts: EarOptions = {}): Promise<Ear> {
   const policy = createPolicy(config.policy, config.policyConfig);
   // Scratch areas: six for the main thread, three for the kv-events thread, one for the migration thread, one per
   // route worker, and spares so a restarted worker can claim one.
-  const shared = createRegion({ sessions: config.maxSessions, pods: config.maxPods, scratchSlots: config.routeThreads + 13 });
+  const shared = createRegion({ sessions: config.maxSessions, pods: config.maxPods, scratchSlots: config.routeThreads + 13 + dataPlaneScratch(config) });
   const region = new Region(shared);
   const podRows = podRowsCost(region);
   let kv: KvEventsThread | null = null;
@@ -110,7 +133,9 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
     const chain = new KvThreadChain(k, podRows.rows);
     let list: readonly Backend[] = [];
     let sent = '';
+    let threads: HttpThreads | null = null;
     const sync = (): void => {
+      threads?.backends();
       proactive?.backends(list);
       const specs = kvBackendSpecs(list);
       const ttl = assumedTtlMs(config, list);
@@ -146,8 +171,10 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       sessionStore: store ?? undefined,
       onSessionCompleted: (id, model, path, body) => proactive?.completed(id, model, path, body),
       tracing: opts.tracing ?? null,
-      readiness: opts.readiness
+      readiness: opts.readiness,
+      threads: { shared, log: opts.threadLogger ?? CONSOLE_LOG }
     });
+    threads = gateway.threads;
     // ear-proactive's idle-session moves run on their own thread; the request path only hands it bodies.
     if (config.policy === 'ear-proactive') {
       proactive = startProactiveMigration({ config, shared, routing: () => routing, sessions, registry: gateway.metrics.registry, now, log: opts.migrationLogger, tracing: opts.tracing ?? null });

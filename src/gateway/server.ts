@@ -18,16 +18,22 @@ import { limitHeadersOn, readBody, ResponseState } from './uws-io.js';
 import { reportFault } from '../request/faults.js';
 import { remoteAddressOf, type ClientGate } from '../request/client-gate.js';
 import { admitClient, credentialOf, readRequestHead, type HeaderOf } from '../request/accept.js';
+import type { AdmittedClient, ClientLimits, GatedRoute } from '../request/client-gate.js';
 import { RequestContext } from '../request/context.js';
 import { runPipeline, type FeatureFn, type Pipeline } from '../request/pipeline.js';
 import { UwsTransport } from './uws-transport.js';
 import { headTooLarge } from './head-size.js';
 import { ProcessCore, type CoreDeps, type ReadinessCondition } from './core.js';
+import { HttpThreads, type HttpThreadsOptions } from './http-threads.js';
+import type { SharedRegion } from '../core/region.js';
 
 export type { FeatureFn, ReadinessCondition };
 
-/** What startGateway takes: the process core's deps (core.ts). */
-export type GatewayDeps = CoreDeps;
+/** What startGateway takes: the process core's deps (core.ts), and the shared region when httpThreads ≥ 2. */
+export interface GatewayDeps extends CoreDeps {
+  /** The data-plane threads' start (config httpThreads ≥ 2): the region they share, and where they log. */
+  threads?: { shared: SharedRegion; log: HttpThreadsOptions['log'] };
+}
 
 export interface Gateway {
   readonly port: number;
@@ -64,6 +70,8 @@ export interface Gateway {
    */
   enter (b: Backend): void;
   exit (b: Backend): void;
+  /** The data-plane threads (httpThreads ≥ 2), null when the main thread serves HTTP itself. */
+  readonly threads: HttpThreads | null;
   /** Stops accepting, lets in-flight requests finish (up to drainTimeoutMs), then closes everything. */
   close (): Promise<void>;
 }
@@ -89,10 +97,22 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
   const core = new ProcessCore(deps);
   await core.start();
   let port: number;
+  let threads: HttpThreads | null = null;
+  let closeOwner = (): void => {};
   try {
-    port = await listenHttp(core);
+    if (core.config.httpThreads > 1 && deps.threads !== undefined) {
+      // The main thread decides; N threads serve the port (docs/architecture.md#n-data-plane-threads).
+      const owner = await listenSockets(core, { host: '127.0.0.1', port: 0, forwarded: true, metricsText: () => threads!.metricsText() });
+      closeOwner = owner.close;
+      threads = new HttpThreads({ core, shared: deps.threads.shared, ownerPort: owner.port, threads: core.config.httpThreads, log: deps.threads.log });
+      port = await threads.start();
+    } else {
+      port = await listenHttp(core);
+    }
   } catch (err) {
     await core.close();
+    await threads?.stop();
+    closeOwner();
     throw err;
   }
   const { fleet } = core;
@@ -111,76 +131,155 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     reconfigure: (next) => core.reconfigure(next),
     enter: (b) => fleet.hold(b),
     exit: (b) => fleet.release(b),
-    close: () => core.close()
+    threads,
+    close: async () => {
+      await core.close();
+      await threads?.stop();
+      closeOwner();
+    }
   };
+}
+
+/**
+ * What a request route of the uWS door asks of its process: the process core on the main thread, or a data-plane
+ * thread's stand-in that asks the main thread (http-thread.ts), whose client admission answers later.
+ */
+export interface DoorCore {
+  readonly config: Readonly<GatewayConfig>;
+  readonly now: () => number;
+  readonly clock: () => number;
+  readonly pipeline: Pipeline;
+  readonly draining: boolean;
+  refused (route: string, status: number): void;
+  track (p: Promise<unknown>): void;
+  /** The client at the gate (API key, request rate limit); throws or rejects with the refusal (401, 429). */
+  admitClient (route: GatedRoute, auth: string, address: () => string, limited: (l: ClientLimits) => void): AdmittedClient | Promise<AdmittedClient>;
+  /** A request came to an inference route (a data-plane thread counts its own, refused or not). */
+  taken? (): void;
+}
+
+/**
+ * Where a handler learns its client's address (for per-IP limits): the connection's, or, on the main thread's
+ * loopback listener that data-plane threads hand routes to, the header the thread wrote (FORWARDED_ADDRESS).
+ */
+export type AddressOf = (res: HttpResponse, req: HttpRequest) => () => string;
+
+/** The header a data-plane thread puts the client's address in when it hands a request to the main thread. */
+export const FORWARDED_ADDRESS = 'x-ear-client-address';
+
+export const connectionAddress: AddressOf = (res) => () => remoteAddressOf(res);
+const forwardedAddress: AddressOf = (_res, req) => {
+  const a = req.getHeader(FORWARDED_ADDRESS);
+  return () => a;
+};
+
+/** The handler of an inference route (a dialect's path): accept, read the body, then the pipeline. */
+export function completion (door: DoorCore, endpoint: Endpoint, addressOf: AddressOf) {
+  const { config, now, pipeline } = door;
+  const wallClock = door.clock;
+  const dialect = DIALECTS[endpoint];
+  const route = dialect.path;
+  return (res: HttpResponse, req: HttpRequest) => {
+    // Everything from req is read now: it is gone after this handler returns.
+    const t0 = now();
+    door.taken?.();
+    const header: HeaderOf = (h) => req.getHeader(h);
+    const tooLarge = headTooLarge(req, config.maxHeaderBytes);
+    const auth = credentialOf(header);
+    const declaredLength = req.getHeader('content-length');
+    const query = req.getQuery() ?? '';
+    const rid = requestId(req.getHeader('x-request-id'));
+    const address = addressOf(res, req);
+    const rs = new ResponseState(res);
+    rs.dialect = dialect;
+    rs.requestId = rid;
+    const ridHeader: [string, string] = ['x-request-id', rid];
+    // A refusal before the pipeline: answered in the API's shape, counted once (the pipeline counts the rest).
+    const refuse = (err: unknown, headers: ReadonlyArray<[string, string]> = [ridHeader], close = false): void => {
+      if (!rs.live) return;
+      rs.fail(err, headers, close);
+      if (rs.status > 0) door.refused(route, rs.status);
+    };
+    if (tooLarge !== null) return refuse(tooLarge);
+    if (door.draining) return refuse(new EarError('EAR_ERR_DRAINING', 'the gateway is shutting down'));
+    let client;
+    let head;
+    try {
+      client = door.admitClient(route, auth, address, limitHeadersOn(rs, wallClock));
+      head = readRequestHead(header, auth, config);
+    } catch (err) {
+      return refuse(err);
+    }
+    const h = head;
+    const run = (c: AdmittedClient, body: Buffer): void => {
+      if (!rs.live) return;
+      const ctx = new RequestContext(pipeline, {
+        id: rid, endpoint, via: 'http', startedAt: t0, keyUser: c.user, priorityClass: h.priorityClass, sessionId: h.sessionId, parentSessionId: h.parentSessionId,
+        body, traceparent: h.traceparent, tracestate: h.tracestate, abort: rs, query, limits: c.limits, ownEnginePriority: h.ownEnginePriority
+      });
+      // runPipeline answers every failure itself: a rejection is a fault of EAR's, reported with the request's id.
+      door.track(runPipeline(ctx, new UwsTransport(rs, rid)).catch((err: unknown) => reportFault(err, 'request', rid)));
+    };
+    const decoded = (c: AdmittedClient, body: Buffer): void => {
+      if (h.codings.length === 0) return run(c, body);
+      decodeBody(body, h.codings, config.maxBodyBytes).then((d) => { if (!rs.aborted) run(c, d); }, (err) => refuse(err));
+    };
+    if (!(client instanceof Promise)) {
+      const c = client;
+      readBody(rs, config, (body) => decoded(c, body), declaredLength, refuse);
+      return;
+    }
+    // A data-plane thread: the owner's gate answers while the body arrives; the request goes on when both have.
+    let admitted: AdmittedClient | null = null;
+    let got: Buffer | null = null;
+    client.then((c) => {
+      admitted = c;
+      if (got !== null) decoded(c, got);
+    }, (err) => refuse(err));
+    readBody(rs, config, (body) => {
+      got = body;
+      if (admitted !== null) decoded(admitted, body);
+    }, declaredLength, refuse);
+  };
+}
+
+export interface ListenOptions {
+  host: string;
+  port: number;
+  /**
+   * The main thread's loopback listener for data-plane threads (httpThreads ≥ 2): they hand it the routes they do
+   * not serve themselves, with the client's address in FORWARDED_ADDRESS.
+   */
+  forwarded?: boolean;
+  /** /metrics answers this text instead of the registry's own (the threads' sums). */
+  metricsText?: () => Promise<string>;
 }
 
 /** The uWS door on `core`: every HTTP route, on config.host:port. Resolves the port it listens on; stops accepting when the core drains. */
 export async function listenHttp (core: ProcessCore): Promise<number> {
-  const { config, now, metrics, fleet, state, backends, gate, pipeline } = core;
+  return (await listenSockets(core, { host: core.config.host, port: core.config.port })).port;
+}
+
+/** listenHttp on `opts`; `close` closes the listener (the loopback one is not closed by the drain: the threads hand it routes while they drain). */
+async function listenSockets (core: ProcessCore, opts: ListenOptions): Promise<{ port: number; close: () => void }> {
+  const { config, metrics, state, backends, gate } = core;
   const wallClock = core.clock;
   const app: TemplatedApp = uWS.App();
+  const addressOf = opts.forwarded === true ? forwardedAddress : connectionAddress;
+  // A data-plane thread bounded the client's head before it handed the request on, with a header of its own added.
+  const headLimit = opts.forwarded === true ? Number.MAX_SAFE_INTEGER : config.maxHeaderBytes;
 
-  function completion (endpoint: Endpoint) {
-    const dialect = DIALECTS[endpoint];
-    const route = dialect.path;
-    return (res: HttpResponse, req: HttpRequest) => {
-      // Everything from req is read now: it is gone after this handler returns.
-      const t0 = now();
-      const header: HeaderOf = (h) => req.getHeader(h);
-      const tooLarge = headTooLarge(req, config.maxHeaderBytes);
-      const auth = credentialOf(header);
-      const declaredLength = req.getHeader('content-length');
-      const query = req.getQuery() ?? '';
-      const rid = requestId(req.getHeader('x-request-id'));
-      const rs = new ResponseState(res);
-      rs.dialect = dialect;
-      rs.requestId = rid;
-      const ridHeader: [string, string] = ['x-request-id', rid];
-      // A refusal before the pipeline: answered in the API's shape, counted once (the pipeline counts the rest).
-      const refuse = (err: unknown, headers: ReadonlyArray<[string, string]> = [ridHeader], close = false): void => {
-        if (!rs.live) return;
-        rs.fail(err, headers, close);
-        if (rs.status > 0) core.refused(route, rs.status);
-      };
-      if (tooLarge !== null) return refuse(tooLarge);
-      if (core.draining) return refuse(new EarError('EAR_ERR_DRAINING', 'the gateway is shutting down'));
-      let client;
-      let head;
-      try {
-        client = admitClient(gate, route, auth, () => remoteAddressOf(res), limitHeadersOn(rs, wallClock));
-        head = readRequestHead(header, auth, config);
-      } catch (err) {
-        return refuse(err);
-      }
-      const { user, limits } = client;
-      const h = head;
-      const run = (body: Buffer): void => {
-        const ctx = new RequestContext(pipeline, {
-          id: rid, endpoint, via: 'http', startedAt: t0, keyUser: user, priorityClass: h.priorityClass, sessionId: h.sessionId, parentSessionId: h.parentSessionId,
-          body, traceparent: h.traceparent, tracestate: h.tracestate, abort: rs, query, limits, ownEnginePriority: h.ownEnginePriority
-        });
-        // runPipeline answers every failure itself: a rejection is a fault of EAR's, reported with the request's id.
-        core.track(runPipeline(ctx, new UwsTransport(rs, rid)).catch((err: unknown) => reportFault(err, 'request', rid)));
-      };
-      readBody(rs, config, (body) => {
-        if (h.codings.length === 0) return run(body);
-        decodeBody(body, h.codings, config.maxBodyBytes).then((decoded) => { if (!rs.aborted) run(decoded); }, (err) => refuse(err));
-      }, declaredLength, refuse);
-    };
-  }
-
-  for (const d of Object.values(DIALECTS)) app.post(d.path, completion(d.endpoint));
+  for (const d of Object.values(DIALECTS)) app.post(d.path, completion(core, d.endpoint, addressOf));
   // Claude Code's first call: whether the base URL answers at all.
   app.head('/', (res) => { res.cork(() => res.writeStatus('200 OK').end()); });
-  mountContexts(app, core);
+  mountContexts(app, core, addressOf, headLimit);
 
   app.get('/v1/models', (res, req) => {
     const rs = new ResponseState(res);
-    const tooLarge = headTooLarge(req, config.maxHeaderBytes);
+    const tooLarge = headTooLarge(req, headLimit);
     if (tooLarge !== null) return rs.fail(tooLarge);
     try {
-      admitClient(gate, '/v1/models', credentialOf((h) => req.getHeader(h)), () => remoteAddressOf(res), limitHeadersOn(rs, wallClock));
+      admitClient(gate, '/v1/models', credentialOf((h) => req.getHeader(h)), addressOf(res, req), limitHeadersOn(rs, wallClock));
     } catch (err) {
       return rs.fail(err);
     }
@@ -206,7 +305,7 @@ export async function listenHttp (core: ProcessCore): Promise<number> {
       metrics.tableSize.set({ table: t.table }, t.entries);
       metrics.tableDropped.set({ table: t.table }, t.dropped);
     }
-    metrics.text().then((text) => rs.send(200, text, [['content-type', metrics.registry.contentType]]), (err) => rs.fail(err));
+    (opts.metricsText ?? (() => metrics.text()))().then((text) => rs.send(200, text, [['content-type', metrics.registry.contentType]]), (err) => rs.fail(err));
   });
 
   const adminAuthorized = (auth: string): boolean => core.adminToken.matches(auth);
@@ -232,7 +331,7 @@ export async function listenHttp (core: ProcessCore): Promise<number> {
   });
   app.any('/*', (res, req) => {
     const rs = new ResponseState(res);
-    const tooLarge = headTooLarge(req, config.maxHeaderBytes);
+    const tooLarge = headTooLarge(req, headLimit);
     if (tooLarge !== null) return rs.fail(tooLarge);
     const url = req.getUrl();
     // Anthropic's clients read Anthropic's error shape on its routes (/v1/messages and below); others OpenAI's.
@@ -245,9 +344,19 @@ export async function listenHttp (core: ProcessCore): Promise<number> {
     else rs.fail(new EarError('EAR_ERR_NOT_FOUND', `no route ${shown}`));
   });
 
-  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-    app.listen(config.host, config.port, (token) => (token ? resolve(token) : reject(new Error(`cannot listen on ${config.host}:${config.port}`))));
+  const listenSocket = await listenOn(app, opts.host, opts.port);
+  let open = true;
+  const close = (): void => {
+    if (open) uWS.us_listen_socket_close(listenSocket);
+    open = false;
+  };
+  if (opts.forwarded !== true) core.onDrain(close);
+  return { port: uWS.us_socket_local_port(listenSocket), close };
+}
+
+/** `app` listening on host:port (uWS sets SO_REUSEPORT: threads listen on one port and the kernel spreads connections). */
+export function listenOn (app: TemplatedApp, host: string, port: number): Promise<us_listen_socket> {
+  return new Promise<us_listen_socket>((resolve, reject) => {
+    app.listen(host, port, (token) => (token ? resolve(token) : reject(new Error(`cannot listen on ${host}:${port}`))));
   });
-  core.onDrain(() => uWS.us_listen_socket_close(listenSocket));
-  return uWS.us_socket_local_port(listenSocket);
 }

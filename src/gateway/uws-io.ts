@@ -9,7 +9,7 @@ import { Gauge, type Registry } from 'prom-client';
 import { EarError, errorAnswer, errorFields } from '../errors/errors.js';
 import { reportFault } from '../request/faults.js';
 import type { Dialect } from '../dialects/dialect.js';
-import type { RequestLimits } from '../request/client-gate.js';
+import type { ClientLimits } from '../request/client-gate.js';
 import { ReadDeadlines } from './read-deadlines.js';
 
 /**
@@ -234,7 +234,7 @@ export class ResponseState {
  * (x-ratelimit-*) on every API, Anthropic's (anthropic-ratelimit-*) too on Anthropic's, so a client of either SDK
  * reads its own. The headers say what is left when the answer's head goes out. Given to accept's admitClient.
  */
-export function limitHeadersOn (rs: ResponseState, clock: () => number): (limits: RequestLimits) => void {
+export function limitHeadersOn (rs: ResponseState, clock: () => number): (limits: ClientLimits) => void {
   return (limits) => {
     rs.extraHeaders = () => {
       const openai = limits.headers('openai', clock());

@@ -5,7 +5,7 @@
 import type { GatewayConfig } from '../config/index.js';
 import { EarError } from '../errors/errors.js';
 import { contentCodings } from './body-encoding.js';
-import { limitsOf, type AdmittedClient, type ClientGate, type GatedRoute, type RequestLimits } from './client-gate.js';
+import { limitsOf, type AdmittedClient, type ClientGate, type ClientLimits, type GatedRoute } from './client-gate.js';
 import { bearerToken, clientCredential } from './credentials.js';
 import { priorityClassOf } from './priority.js';
 import { sessionOf } from './session-id.js';
@@ -22,7 +22,7 @@ export function credentialOf (header: HeaderOf): string {
  * The client at the gate (client-gate.ts): its API key and request rate limit for `route`. `limited` hears the
  * client's limits when one applies, refused or not (its answers carry their headers). Throws the refusal: 401, 429.
  */
-export function admitClient (gate: ClientGate, route: GatedRoute, auth: string, address: () => string, limited?: (limits: RequestLimits) => void): AdmittedClient {
+export function admitClient (gate: ClientGate, route: GatedRoute, auth: string, address: () => string, limited?: (limits: ClientLimits) => void): AdmittedClient {
   const answer = gate.admit(route, auth, address);
   const limits = limitsOf(answer);
   if (limits !== null) limited?.(limits);

@@ -40,13 +40,18 @@ export function waitForAdmission (state: Pick<Placements, 'submit' | 'cancel'>, 
       r = state.submit(input, {
         released: (p, info) => {
           abortable.onAbort = null;
-          ended('released', info.waitMs, info.level, info.promoted, true);
+          ended('released', info.waitMs, info.queued === false ? null : info.level, info.promoted, info.queued !== false);
           resolve(p);
         },
         dropped: (reason, t) => {
           abortable.onAbort = null;
           ended(reason === 'no_backend' ? 'no_candidate' : reason, t - d0, null, false, true);
           reject(dropError(reason, t - d0));
+        },
+        refused: (err) => {
+          abortable.onAbort = null;
+          ended(err instanceof QueueFullError ? 'queue_full' : err instanceof NoCandidateError ? 'no_candidate' : 'error', now() - d0, null, false, false);
+          reject(err);
         }
       }, d0, priorityClass);
     } catch (err) {

@@ -31,18 +31,31 @@ const TOKEN_ROUTES: ReadonlySet<string> = new Set<GatedRoute>(['/v1/chat/complet
 /** A client admitted at the door: its user id (null without keys) and its limits (null when none applies). */
 export interface AdmittedClient {
   readonly user: string | null;
-  readonly limits: RequestLimits | null;
+  readonly limits: ClientLimits | null;
+}
+
+/**
+ * What a request's door and pipeline ask of its client's limits: RequestLimits on the thread that owns the buckets,
+ * or a data-plane thread's stand-in that asks that owner (src/gateway/owner-client.ts), whose charge answers later.
+ */
+export interface ClientLimits {
+  readonly limitsTokens: boolean;
+  chargeTokens (cost: number): RateLimitRefusal | null | Promise<RateLimitRefusal | null>;
+  settleTokens (used: number | null): void;
+  /** The client's limits as they stand now (as last heard, on a data-plane thread). */
+  state (): RateLimitState;
+  headers (style: RateLimitStyle, wallNow: number): Array<[string, string]>;
 }
 
 /** A 429 of a rate limit, with the limits of the client it refused (for the x-ratelimit-* headers of the answer). */
 export class RateLimitRefusal extends EarError {
-  constructor (message: string, retryAfterSeconds: number, readonly limits: RequestLimits) {
+  constructor (message: string, retryAfterSeconds: number, readonly limits: ClientLimits) {
     super('EAR_ERR_RATE_LIMITED', message, { retryAfterSeconds });
   }
 }
 
 /** The limits of a request as admit answered it, refused or not: what its response's rate-limit headers describe. */
-export function limitsOf (answer: AdmittedClient | EarError): RequestLimits | null {
+export function limitsOf (answer: AdmittedClient | EarError): ClientLimits | null {
   if (answer instanceof RateLimitRefusal) return answer.limits;
   return answer instanceof EarError ? null : answer.limits;
 }
@@ -157,7 +170,7 @@ export class ClientGate {
  * One request of a limited client: its client's buckets, and what its tokens were charged at admission, corrected
  * once at its end. Its response's rate-limit headers are read from it when they go out.
  */
-export class RequestLimits {
+export class RequestLimits implements ClientLimits {
   #charged = 0;
   #open = false;
 

@@ -7,7 +7,7 @@ import type { Placement, RoutingInput } from '../fleet/routing-port.js';
 import type { SharedTurn } from '../store/shared-sessions.js';
 import type { Usage } from '../upstream/stream-observer.js';
 import type { Pipeline } from './pipeline.js';
-import type { RequestLimits } from './client-gate.js';
+import type { ClientLimits } from './client-gate.js';
 import { NEUTRAL_RANK, type AdmissionRank } from '../core/engine-priority.js';
 import type { AgentHints, Retention } from './hints.js';
 
@@ -27,7 +27,7 @@ export type RequestStart = Pick<RequestContext, 'id' | 'endpoint' | 'via' | 'sta
   /** Backends it may not go to from the start (ext_proc: those the proxy's subset leaves out). */
   readonly exclude?: Set<number>;
   /** Its client's rate limits, when one applies (the client gate's answer at the door). */
-  readonly limits?: RequestLimits | null;
+  readonly limits?: ClientLimits | null;
   /** Its API key may set the engine's `priority` itself (config enginePriorityKeys). */
   readonly ownEnginePriority?: boolean;
   /** It is a KV leg (a /v1/context prefill): a priority engine runs it first. */
@@ -79,7 +79,7 @@ export class RequestContext {
   readonly tracestate: string;
   readonly abort: Abortable;
   /** Its client's rate limits (null: none applies): its tokens are charged and corrected through them. */
-  readonly limits: RequestLimits | null;
+  readonly limits: ClientLimits | null;
   /** Backends this request may not go to: the proxy's subset, then each that failed an attempt. */
   readonly exclude: Set<number>;
   /** Whether the transport restricted the candidates before any attempt (ext_proc's subset). */

@@ -94,10 +94,10 @@ export class KvTransferStep {
     };
   }
 
-  #failed (kind: 'migration' | 'pd', transfer: TransferFacts, placement: Placement, input: RoutingInput, body: Buffer): TransferStepResult {
+  async #failed (kind: 'migration' | 'pd', transfer: TransferFacts, placement: Placement, input: RoutingInput, body: Buffer): Promise<TransferStepResult> {
     if (kind !== 'migration') return { placement, body, arrived: null, transfer };
     const now = this.#now();
-    const back = this.#state.migrationEnded?.(placement, false, now) ?? null;
+    const back = (await this.#state.migrationEnded?.(placement, false, now)) ?? null;
     if (back === null) return { placement, body, arrived: null, transfer };
     this.#state.started(back, input, now);
     return { placement: back, body, arrived: null, transfer };

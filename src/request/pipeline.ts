@@ -123,7 +123,8 @@ async function attempts (ctx: RequestContext, transport: Transport): Promise<voi
   const { state, now } = p;
   await features(ctx);
   if (ctx.abort.aborted) return;
-  chargeTokens(ctx);
+  const charged = chargeTokens(ctx);
+  if (charged !== undefined) await charged;
   const first = await admit(ctx);
   if (first === null) return;
   const input = ctx.input!;

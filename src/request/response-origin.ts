@@ -19,7 +19,7 @@ import type { RequestContext } from './context.js';
 export const ANONYMOUS_OWNER = 'anonymous';
 
 export interface ResponseOriginsOptions {
-  store: SessionStore;
+  store: Pick<SessionStore, 'getResponseOrigin' | 'setResponseOrigin'>;
   /** How long an origin is kept (s): an agent's next turn comes within seconds, a resumed thread within a day. */
   ttlSeconds: number;
 }
@@ -30,7 +30,7 @@ export function ownerOf (ctx: Pick<RequestContext, 'keyUser'>): string {
 }
 
 export class ResponseOrigins {
-  readonly #store: SessionStore;
+  readonly #store: Pick<SessionStore, 'getResponseOrigin' | 'setResponseOrigin'>;
   readonly #ttl: number;
 
   constructor (o: ResponseOriginsOptions) {

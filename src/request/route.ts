@@ -3,7 +3,7 @@
 // fallbacks). A retry is never a migration of the session.
 import { NoCandidateError } from '../core/policy.js';
 import type { Backend } from '../fleet/backends.js';
-import type { Placement } from '../fleet/routing-port.js';
+import { atOnce, type Placement } from '../fleet/routing-port.js';
 import { channels } from './channels.js';
 import type { RequestContext } from './context.js';
 
@@ -14,13 +14,14 @@ export async function reroute (ctx: RequestContext, n: number): Promise<Placemen
   const d0 = now();
   let placement: Placement;
   try {
-    placement = state.route(input, ctx.exclude, d0, n);
+    const r = state.route(input, ctx.exclude, d0, n);
+    placement = r instanceof Promise ? await r : r;
   } catch (err) {
     if (err instanceof NoCandidateError) return null;
     throw err;
   }
   const decisionSeconds = (now() - d0) / 1000;
-  if (ctx.shared !== null) placement = await ctx.shared.placed(placement, n, () => state.route(input, ctx.exclude, now(), n));
+  if (ctx.shared !== null) placement = await ctx.shared.placed(placement, n, () => atOnce(state.route(input, ctx.exclude, now(), n)));
   state.started(placement, input, now());
   routed(ctx, placement, n, decisionSeconds);
   return placement;
@@ -46,7 +47,7 @@ export function moveTo (ctx: RequestContext, server: Backend): boolean {
   for (const b of p.backends) if (b !== server) exclude.add(b.index);
   let next: Placement;
   try {
-    next = p.state.route(ctx.input!, exclude, p.now(), 1);
+    next = atOnce(p.state.route(ctx.input!, exclude, p.now(), 1));
   } catch (err) {
     if (err instanceof NoCandidateError) return false;
     throw err;

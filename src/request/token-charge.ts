@@ -37,11 +37,13 @@ export function usedTokens (ctx: RequestContext): number | null {
 }
 
 /** The phase after features: charges the estimate, or throws the 429 of a client whose tokens are in debt. */
-export function chargeTokens (ctx: RequestContext): void {
+export function chargeTokens (ctx: RequestContext): void | Promise<void> {
   const limits = ctx.limits;
   if (limits === null || !limits.limitsTokens || !ctx.dialect.costsTokens) return;
   const f = ctx.features!;
   const refused = limits.chargeTokens(admissionCost(f.promptTokens, f.maxTokens, contextLimitOf(ctx)));
+  // A data-plane thread's limits are the owner's: its answer comes by message.
+  if (refused instanceof Promise) return refused.then((r) => { if (r !== null) throw r; });
   if (refused !== null) throw refused;
 }
 

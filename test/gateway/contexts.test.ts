@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { getGlobalDispatcher, request } from 'undici';
 import pino from 'pino';
 import { buildConfig } from '../../src/config/index.js';
+import { withTestThreads } from '../fixtures/http-threads-env.js';
 import { startEar, type Ear } from '../../src/gateway/ear.js';
 import { parseKvEventsConfig } from '../../src/sim/kv-events-config.js';
 import { startSim, type SimServer } from '../../src/sim/server.js';
@@ -28,13 +29,13 @@ before(async () => {
     kvEventsConfig: parseKvEventsConfig({ enable_kv_cache_events: true, endpoint: 'tcp://127.0.0.1:*', replay_endpoint: 'tcp://127.0.0.1:*' })
   })));
   precise = await startEar(buildConfig(
-    { host: '127.0.0.1', port: 0, policy: 'sticky', tokenizer: 'hf:qwen3', routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0, adminToken: 't' },
+    withTestThreads({ host: '127.0.0.1', port: 0, policy: 'sticky', tokenizer: 'hf:qwen3', routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0, adminToken: 't' }),
     { backend: sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`) }
   ));
   await precise.kvSynced();
   pbase = `http://127.0.0.1:${precise.gateway.port}`;
   approx = await startEar(buildConfig(
-    { host: '127.0.0.1', port: 0, policy: 'sticky', tokenizer: 'hf:qwen3', routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0, apiKeys: ['k'], maxContexts: 2, maxBodyBytes: 4096 },
+    withTestThreads({ host: '127.0.0.1', port: 0, policy: 'sticky', tokenizer: 'hf:qwen3', routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0, apiKeys: ['k'], maxContexts: 2, maxBodyBytes: 4096 }),
     { backend: sims.map((s, i) => `${s.url},id=sim-${i}`) }
   ));
   abase = `http://127.0.0.1:${approx.gateway.port}`;

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { getGlobalDispatcher, request } from 'undici';
 import pino from 'pino';
 import { buildConfig } from '../../src/config/index.js';
+import { withTestThreads } from '../fixtures/http-threads-env.js';
 import { startEar, type Ear } from '../../src/gateway/ear.js';
 import { computeFeatures } from '../../src/features/features.js';
 import { BlockHasher } from '../../src/core/block-keys.js';
@@ -42,7 +43,7 @@ test('a new process_start_time_seconds on the engine\'s /metrics drops its row\'
     assert.match(startText, /^# TYPE process_start_time_seconds gauge$/m, 'the sim serves prometheus_client\'s gauge');
     assert.match(startText, /^process_start_time_seconds \d+(\.\d+)?$/m);
     ear = await startEar(buildConfig(
-      { host: '127.0.0.1', port: 0, policy: 'ear', tokenizer: 'character', routeThreads: 1, healthIntervalMs: 100, metricsIntervalMs: 50 },
+      withTestThreads({ host: '127.0.0.1', port: 0, policy: 'ear', tokenizer: 'character', routeThreads: 1, healthIntervalMs: 100, metricsIntervalMs: 50 }),
       { backend: [`${s.url},id=sim-0`] }
     ));
     const url = `http://127.0.0.1:${ear.gateway.port}`;

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import pino from 'pino';
 import { getGlobalDispatcher } from 'undici';
 import { buildConfig } from '../../src/config/index.js';
+import { withTestThreads } from '../fixtures/http-threads-env.js';
 import { startEar } from '../../src/gateway/ear.js';
 import { startSim } from '../../src/sim/server.js';
 
@@ -14,7 +15,7 @@ test('KV capacity: from the engine\'s cache_config_info when it exports it, else
   const sim = await startSim({ host: '127.0.0.1', port: 0, timeScale: 0, numGpuBlocksOverride: 4321, servedModelName: ['m'], logger: pino({ level: 'silent' }) });
   try {
     const ear = await startEar(buildConfig(
-      { host: '127.0.0.1', port: 0, routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 60_000 },
+      withTestThreads({ host: '127.0.0.1', port: 0, routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 60_000 }),
       { backend: [`${sim.url},id=engine,kv-blocks=100`] }
     ));
     try {
@@ -24,7 +25,7 @@ test('KV capacity: from the engine\'s cache_config_info when it exports it, else
       await ear.close();
     }
     const off = await startEar(buildConfig(
-      { host: '127.0.0.1', port: 0, routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0 },
+      withTestThreads({ host: '127.0.0.1', port: 0, routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0 }),
       { backend: [`${sim.url},id=engine,kv-blocks=100`] }
     ));
     try {

@@ -32,9 +32,12 @@ describe(`migration end to end (${connector}): ear serve --policy ear in front o
     const other = host === 'sim-0' ? 'sim-1' : 'sim-0';
     // Two calls of one turn at once (an agent's parallel tool results): the first makes the host hot.
     const messages = [sys, { role: 'user', content: 'turn 1' }, { role: 'assistant', content: 'ok' }, { role: 'user', content: text('turn 2', 24000) }];
-    const [a, b] = await Promise.all([turn(gw.url, 'S', messages), turn(gw.url, 'S', messages)]);
-    assert.equal(a.backend, host, 'the first call goes to the session\'s host');
-    assert.equal(b.backend, other, 'the second call moves the session to the idle engine');
+    const both = await Promise.all([turn(gw.url, 'S', messages), turn(gw.url, 'S', messages)]);
+    // Which of the two the gateway took first is the kernel's and the threads' to say (httpThreads ≥ 2): one of them.
+    const a = both.find((t) => t.backend === host);
+    const b = both.find((t) => t.backend === other);
+    assert.ok(a !== undefined, 'the first call goes to the session\'s host');
+    assert.ok(b !== undefined, 'the second call moves the session to the idle engine');
     if (connector === 'nixl') {
       // The import pulled the prompt's full blocks (the export leg computed them on the source).
       assert.ok(b.cached >= b.prompt - 32, `the target served ${b.cached} of ${b.prompt} prompt tokens from the pulled KV`);

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { getGlobalDispatcher, request } from 'undici';
 import pino from 'pino';
 import { buildConfig } from '../../src/config/index.js';
+import { withTestThreads } from '../fixtures/http-threads-env.js';
 import { startEar, assumedTtlMs, type Ear } from '../../src/gateway/ear.js';
 import { PRECISE_ASSUMED_TTL_MS } from '../../src/core/defaults.js';
 import { computeFeatures } from '../../src/features/features.js';
@@ -23,7 +24,7 @@ const ears: Ear[] = [];
 
 async function gateway (policy = 'round-robin'): Promise<Ear> {
   const ear = await startEar(buildConfig(
-    { host: '127.0.0.1', port: 0, policy, tokenizer: 'hf:qwen3', routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0 },
+    withTestThreads({ host: '127.0.0.1', port: 0, policy, tokenizer: 'hf:qwen3', routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0 }),
     { backend: sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`) }
   ));
   ears.push(ear);

@@ -7,6 +7,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
 import { buildConfig } from '../../src/config/index.js';
+import { withTestThreads } from '../fixtures/http-threads-env.js';
 import { startEar, type Ear } from '../../src/gateway/ear.js';
 import { complete, eventSim, prompt, type EventSim } from '../kvevents/sim-rig.js';
 import { until } from '../fixtures/wait.js';
@@ -20,7 +21,7 @@ let base: string;
 before(async () => {
   sims = [await eventSim(0, SIM), await eventSim(1, SIM)];
   ear = await startEar(buildConfig(
-    { host: '127.0.0.1', port: 0, policy: 'sticky', routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0, retention: { maxShare: 0.9 } },
+    withTestThreads({ host: '127.0.0.1', port: 0, policy: 'sticky', routeThreads: 1, healthIntervalMs: 60_000, metricsIntervalMs: 0, retention: { maxShare: 0.9 } }),
     { backend: sims.map((s, i) => `${s.sim.url},id=sim-${i},kv-events=${s.spec.kvEvents},replay=${s.spec.replay}`) }
   ));
   await ear.kvSynced();

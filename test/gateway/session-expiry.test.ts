@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { getGlobalDispatcher, request } from 'undici';
 import pino from 'pino';
 import { buildConfig } from '../../src/config/index.js';
+import { withTestThreads } from '../fixtures/http-threads-env.js';
 import { startEar, type Ear } from '../../src/gateway/ear.js';
 import { startSim, type SimServer } from '../../src/sim/server.js';
 import { until } from '../fixtures/wait.js';
@@ -22,7 +23,7 @@ test('idle sessions leave the table on the upkeep timer, with no request to swee
   let ear: Ear | null = null;
   try {
     ear = await startEar(buildConfig(
-      { host: '127.0.0.1', port: 0, tokenizer: 'character', routeThreads: 1, sessionIdleMs: 2000, maxSessions: 1024, healthIntervalMs: 60_000, metricsIntervalMs: 0 },
+      withTestThreads({ host: '127.0.0.1', port: 0, tokenizer: 'character', routeThreads: 1, sessionIdleMs: 2000, maxSessions: 1024, healthIntervalMs: 60_000, metricsIntervalMs: 0 }),
       { backend: [`${sim.url},id=sim-0`] }
     ));
     const url = `http://127.0.0.1:${ear.gateway.port}`;

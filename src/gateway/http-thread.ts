@@ -1,0 +1,191 @@
+// Entry of a data-plane thread (httpThreads ≥ 2; docs/architecture.md#n-data-plane-threads), started by
+// http-threads.ts. It listens on the gateway's port beside the other threads and runs the inference routes through
+// the one pipeline implementation (src/request/) with its own route pool, upstream pools and metrics; the
+// decisions and the bookkeeping are the main thread's (owner-client.ts). The routes it does not serve itself
+// (contexts, models, metrics, readiness, admin) it hands to the main thread's loopback listener as they came.
+// Kept in gateway/ rather than workers/: it runs the uWS door, a transport, which workers/ may not import.
+import { parentPort, workerData } from 'node:worker_threads';
+import uWS from 'uWebSockets.js';
+import type { HttpRequest, HttpResponse, us_listen_socket } from 'uWebSockets.js';
+import { Pool } from 'undici';
+import pino from 'pino';
+import { Counter } from 'prom-client';
+import { Region } from '../core/region.js';
+import { RESPONSE_ORIGIN_TTL_S } from '../core/defaults.js';
+import { createRoutePool } from '../features/route-pool.js';
+import { featureSource } from '../features/inline-features.js';
+import { registerRoutePoolMetrics } from '../features/route-pool-metrics.js';
+import { DIALECTS } from '../dialects/dialect.js';
+import { EarError } from '../errors/errors.js';
+import { GatewayMetrics } from '../telemetry/metrics.js';
+import { subscribeRequestMetrics } from '../telemetry/request-metrics.js';
+import { subscribeKvTransferMetrics } from '../telemetry/kv-transfer-metrics.js';
+import { registerUpstreamSocketMetrics } from '../upstream/upstream-metrics.js';
+import { installProcessFaultHandlers, registerFaultMetrics, reportFault, setFaultSink } from '../request/faults.js';
+import { Pipeline } from '../request/pipeline.js';
+import { ResponseOrigins } from '../request/response-origin.js';
+import { KvTransferStep } from '../request/kv-transfer-step.js';
+import { kvTransfersFor } from '../migration/transfers-for.js';
+import { remoteAddressOf, type AdmittedClient, type ClientLimits, type GatedRoute } from '../request/client-gate.js';
+import type { Backend } from '../fleet/backends.js';
+import { readBody, registerClientIoMetrics, ResponseState } from './uws-io.js';
+import { completion, connectionAddress, FORWARDED_ADDRESS, listenOn, type DoorCore } from './server.js';
+import { OwnerClient } from './owner-client.js';
+import { headTooLarge } from './head-size.js';
+import type { HttpThreadData, ToThread } from './owner-protocol.js';
+
+const data = workerData as HttpThreadData;
+const port = parentPort!;
+const { config } = data;
+const log = pino({ level: process.env.EAR_LOG_LEVEL ?? 'info' }).child({ component: 'http-thread', thread: data.thread });
+setFaultSink((err, where, requestId) => log.error({ err, where, requestId }, `unexpected fault (${where}); the thread serves on`));
+installProcessFaultHandlers();
+
+const now = (): number => performance.timeOrigin + performance.now();
+const region = new Region(data.shared);
+const owner = new OwnerClient(port, config, region);
+const metrics = new GatewayMetrics();
+registerClientIoMetrics(metrics.registry);
+registerUpstreamSocketMetrics(metrics.registry);
+registerFaultMetrics(metrics.registry);
+const taken = new Counter({ name: 'ear_http_thread_requests_total', help: 'Requests to the inference routes each data-plane thread took, refused at its door or not (httpThreads ≥ 2).', labelNames: ['thread'], registers: [metrics.registry] }).labels(String(data.thread));
+let observeQueueWait = (_seconds: number): void => {};
+const pool = createRoutePool(data.shared, {
+  threads: data.routeThreads, tokenizer: config.tokenizer, blockSize: config.blockSize,
+  sessionsPerThread: config.sessionsPerRouteThread, sessionIdleMs: config.sessionIdleMs, remote: config.remoteTokenizer,
+  onQueueWait: (seconds) => observeQueueWait(seconds)
+});
+registerRoutePoolMetrics(metrics.registry, () => pool.stats());
+observeQueueWait = (seconds) => metrics.queueWaitSeconds.observe(seconds);
+
+// A request holds its backend on this thread's copy; the owner holds the real one for each of its placements.
+const hold = (b: Backend): void => { b.inFlight++; };
+const release = (b: Backend): void => { b.inFlight--; };
+const pipeline = new Pipeline({
+  policy: config.policy, maxAttempts: config.maxAttempts, maxResumes: config.maxResumes, maxResumeBytes: config.maxResumeBytes,
+  maxRetentionTtlMs: config.maxRetentionTtlMs, state: owner, features: featureSource(region, config, pool), backends: owner.backends, sessions: null,
+  kvTransfers: new KvTransferStep(kvTransfersFor(config), owner, now, release), now, hold, release,
+  onSessionCompleted: config.policy === 'ear-proactive'
+    ? (sessionId, model, path, body) => owner.post({ t: 'sessionCompleted', sessionId, model, path, body: new Uint8Array(body) })
+    : undefined,
+  responses: new ResponseOrigins({ store: owner.origins, ttlSeconds: RESPONSE_ORIGIN_TTL_S })
+});
+subscribeRequestMetrics(pipeline, metrics);
+subscribeKvTransferMetrics(pipeline, metrics.registry, () => null);
+
+let draining = false;
+let inFlight = 0;
+let listenSocket: us_listen_socket | null = null;
+
+const door: DoorCore = {
+  config, now, clock: Date.now, pipeline,
+  get draining () { return draining; },
+  refused: (route, status) => { metrics.requests.labels(route, String(status), '').inc(); },
+  track: (p) => {
+    inFlight++;
+    void p.finally(() => { if (--inFlight === 0 && draining) port.postMessage({ t: 'drained' }); });
+  },
+  admitClient: (route: GatedRoute, auth: string, address: () => string, limited: (l: ClientLimits) => void): Promise<AdmittedClient> =>
+    owner.admitClient(route, auth, address(), limited),
+  taken: () => taken.inc()
+};
+
+const app = uWS.App();
+for (const d of Object.values(DIALECTS)) app.post(d.path, completion(door, d.endpoint, connectionAddress));
+app.head('/', (res) => { res.cork(() => res.writeStatus('200 OK').end()); });
+app.get('/health', (res) => { res.cork(() => res.writeStatus('200 OK').end()); });
+app.any('/*', handOff);
+
+/** Headers not carried either way: the connection's own, and the length (the body is sent whole). */
+const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'host', 'date', 'upgrade', FORWARDED_ADDRESS]);
+
+/** Connections to the main thread's loopback listener, for the routes handed to it. */
+const owned = new Pool(`http://127.0.0.1:${data.ownerPort}`, { connections: 16 });
+
+const NOT_IN_A_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+
+/** A route this thread does not serve: sent as it came to the owner's loopback listener, and its answer back. */
+function handOff (res: HttpResponse, req: HttpRequest): void {
+  const method = req.getMethod().toUpperCase();
+  const query = req.getQuery();
+  const url = query ? `${req.getUrl()}?${query}` : req.getUrl();
+  const headers: Record<string, string> = {};
+  let bad = null as string | null;
+  req.forEach((k, v) => {
+    if (HOP.has(k)) return;
+    if (NOT_IN_A_VALUE.test(v)) bad ??= k;
+    headers[k] = v;
+  });
+  headers[FORWARDED_ADDRESS] = remoteAddressOf(res);
+  const declaredLength = req.getHeader('content-length');
+  const tooLarge = headTooLarge(req, config.maxHeaderBytes);
+  const rs = new ResponseState(res);
+  if (tooLarge !== null) return rs.fail(tooLarge);
+  // A value the HTTP client will not send on (RFC 9110 §5.5: no controls but HTAB): the client's mistake.
+  if (bad !== null) return rs.fail(new EarError('EAR_ERR_BAD_REQUEST', `the ${bad.slice(0, 64)} header holds a character HTTP does not allow in a value`));
+  const send = (body: Buffer | null): void => {
+    // The path goes as it came (a Pool takes it verbatim; a URL would resolve `/v1/../admin` into another route).
+    door.track(owned.request({ path: url, method: method as 'GET', headers, body }).then(async (r) => {
+      const out: Array<[string, string]> = [];
+      for (const [k, v] of Object.entries(r.headers)) {
+        if (HOP.has(k) || v === undefined) continue;
+        for (const x of Array.isArray(v) ? v : [v]) out.push([k, x]);
+      }
+      const body = Buffer.from(await r.body.arrayBuffer());
+      rs.send(r.statusCode, method === 'HEAD' ? '' : body, out);
+    }).catch((err: unknown) => {
+      const code = (err as { code?: unknown }).code;
+      // The main thread's parser closed it unanswered (what it does to such a request from a client): so does this one.
+      if ((code === 'UND_ERR_SOCKET' || code === 'ECONNRESET') && rs.live && !rs.headersSent) {
+        rs.ended = true;
+        res.close();
+        return;
+      }
+      rs.fail(code === 'UND_ERR_INVALID_ARG'
+        ? new EarError('EAR_ERR_BAD_REQUEST', `the request cannot be handed on (${(err as Error).message})`)
+        : new EarError('EAR_ERR_INTERNAL', `the main thread did not answer (${(err as Error).message})`));
+    }));
+  };
+  if (method === 'GET' || method === 'HEAD' || (declaredLength === '' && req.getHeader('transfer-encoding') === '')) send(null);
+  else readBody(rs, config, send, declaredLength);
+}
+
+port.on('message', (m: ToThread) => {
+  if (owner.receive(m)) return;
+  switch (m.t) {
+    case 'metrics':
+      metrics.registry.getMetricsAsJSON().then((json) => port.postMessage({ t: 'metrics', id: m.id, json }), (err) => {
+        reportFault(err, 'http-thread');
+        port.postMessage({ t: 'metrics', id: m.id, json: [] });
+      });
+      return;
+    case 'drain':
+      // Stop accepting (the other threads' listeners take the port's new connections, until they close theirs too);
+      // requests on open connections are refused (503) while those in flight finish.
+      draining = true;
+      if (listenSocket !== null) uWS.us_listen_socket_close(listenSocket);
+      listenSocket = null;
+      if (inFlight === 0) port.postMessage({ t: 'drained' });
+      return;
+    case 'stop':
+      if (listenSocket !== null) uWS.us_listen_socket_close(listenSocket);
+      listenSocket = null;
+      // Clients' keep-alive connections too: a thread that ends with a socket open aborts the process
+      // (uv_loop_close with open handles). The pinned build has TemplatedApp.close(), though its types omit it.
+      (app as unknown as { close (): void }).close();
+      void (async () => {
+        await Promise.all(owner.backends.map((b) => b.pool.close().catch(() => {})));
+        await owned.close().catch(() => {});
+        await pool.close();
+        process.exit(0);
+      })();
+  }
+});
+
+listenOn(app, config.host, data.port).then((token) => {
+  listenSocket = token;
+  port.postMessage({ t: 'listening', port: uWS.us_socket_local_port(token) });
+}, (err: unknown) => {
+  log.error({ err }, 'cannot listen');
+  process.exit(1);
+});

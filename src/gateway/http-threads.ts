@@ -1,0 +1,392 @@
+// The owner's side of the data-plane threads (httpThreads ≥ 2; docs/architecture.md#n-data-plane-threads): the
+// main thread starts N worker threads that each listen on the gateway's port, and answers their messages
+// (owner-protocol.ts) against the process core it alone holds: the gate, admission and routing, the bookkeeping of
+// every attempt, the token charges, the response origins. It pushes them the backend list each time it changes,
+// drains them with the core, sums their metrics into one scrape, and starts again a thread that died.
+import { Worker } from 'node:worker_threads';
+import { createServer } from 'node:net';
+import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+
+type MetricJson = MetricObjectWithValues<MetricValue<string>>;
+import type pino from 'pino';
+import { NoCandidateError } from '../core/policy.js';
+import { QueueFullError } from '../core/admission-control.js';
+import { EarError } from '../errors/errors.js';
+import { RateLimitRefusal, type ClientLimits } from '../request/client-gate.js';
+import { reportFault } from '../request/faults.js';
+import type { SharedRegion } from '../core/region.js';
+import type { Placement, Queued, RoutingInput } from '../fleet/routing-port.js';
+import type { ProcessCore } from './core.js';
+import type { BackendWire, ErrorWire, HttpThreadData, InputWire, PlacementWire, ToOwner, ToThread } from './owner-protocol.js';
+
+const ENTRY = new URL('./http-thread.js', import.meta.url);
+
+/** Limits kept per thread for a charge's correction; past it the oldest go (a request refused at its door after the gate never settles). */
+const LIMITS_BOUND = 1 << 16;
+/** Times one thread is started again after it died; then it stays down (a crash loop is a bug to fix, not to spin on). */
+export const MAX_RESTARTS = 3;
+/** How long a thread may take to exit once told to stop before it is terminated. */
+const STOP_TIMEOUT_MS = 5000;
+
+export interface HttpThreadsOptions {
+  core: ProcessCore;
+  shared: SharedRegion;
+  /** The owner's loopback listener (listenHttp with `forwarded`), where threads hand the routes they do not serve. */
+  ownerPort: number;
+  /** Threads (≥ 2). */
+  threads: number;
+  log: Pick<pino.Logger, 'info' | 'warn' | 'error'>;
+}
+
+interface Held {
+  p: Placement;
+  input: RoutingInput;
+}
+
+class ThreadState {
+  worker!: Worker;
+  readonly placements = new Map<number, Held>();
+  readonly queued = new Map<number, Queued>();
+  readonly limits = new Map<number, ClientLimits>();
+  readonly metrics = new Map<number, (json: MetricJson[]) => void>();
+  nextPid = 1;
+  nextLid = 1;
+  restarts = 0;
+  alive = false;
+  drained: (() => void) | null = null;
+  constructor (readonly index: number) {}
+}
+
+export class HttpThreads {
+  readonly #o: HttpThreadsOptions;
+  readonly #threads: ThreadState[] = [];
+  #port = 0;
+  #lastList = '';
+  #nextMetrics = 1;
+  #stopping = false;
+
+  constructor (o: HttpThreadsOptions) {
+    this.#o = o;
+  }
+
+  /** The port every thread listens on. */
+  get port (): number {
+    return this.#port;
+  }
+
+  /** Threads serving now. */
+  get alive (): number {
+    return this.#threads.filter((t) => t.alive).length;
+  }
+
+  /** Starts the threads; resolves with the port once every thread listens on it. */
+  async start (): Promise<number> {
+    const { core, threads } = this.#o;
+    // uWS shares a port between listeners (SO_REUSEPORT) only when it is named: port 0 becomes a free one first.
+    this.#port = core.config.port === 0 ? await freePort(core.config.host) : core.config.port;
+    for (let i = 0; i < threads; i++) this.#threads.push(new ThreadState(i + 1));
+    // The first alone (it proves the port can be taken), the rest together.
+    this.#port = await this.#spawn(this.#threads[0]);
+    await Promise.all(this.#threads.slice(1).map((t) => this.#spawn(t)));
+    core.onDrain(() => {
+      for (const t of this.#threads) {
+        if (!t.alive) continue;
+        core.track(new Promise<void>((resolve) => { t.drained = resolve; }));
+        this.#post(t, { t: 'drain' });
+      }
+    });
+    return this.#port;
+  }
+
+  #spawn (t: ThreadState): Promise<number> {
+    const { core, shared, ownerPort, threads } = this.#o;
+    const data: HttpThreadData = {
+      thread: t.index, config: core.config, shared, port: this.#port, ownerPort,
+      routeThreads: Math.max(1, Math.ceil(core.config.routeThreads / threads))
+    };
+    const w = t.worker = new Worker(ENTRY, { workerData: data });
+    return new Promise<number>((resolve, reject) => {
+      let listening = false;
+      w.on('message', (m: ToOwner) => {
+        if (m.t === 'listening') {
+          listening = true;
+          t.alive = true;
+          this.#post(t, { t: 'backends', list: this.#wireList() });
+          resolve(m.port);
+          return;
+        }
+        try {
+          this.#handle(t, m);
+        } catch (err) {
+          // A question is always answered: its request would wait for ever.
+          if ('id' in m && m.t !== 'cancel' && m.t !== 'metrics') this.#post(t, { t: 'answer', id: m.id, ok: false, error: this.#errorWire(t, err) });
+          else reportFault(err, 'http-thread');
+        }
+      });
+      // Without a listener an error in the thread would be thrown here; 'exit' follows it.
+      w.on('error', (err) => this.#o.log.error({ err, thread: t.index }, 'a data-plane thread threw'));
+      w.once('exit', (code) => {
+        t.alive = false;
+        this.#orphaned(t);
+        if (!listening) {
+          reject(new Error(`data-plane thread ${t.index} exited (${code}) before it listened`));
+          return;
+        }
+        if (this.#stopping) return;
+        if (t.restarts >= MAX_RESTARTS) {
+          this.#o.log.error({ thread: t.index, code, restarts: t.restarts }, 'a data-plane thread died again: it stays down, the others serve on');
+          return;
+        }
+        t.restarts++;
+        this.#o.log.error({ thread: t.index, code, restart: t.restarts }, 'a data-plane thread died: its requests end, and it starts again');
+        this.#spawn(t).catch((err) => this.#o.log.error({ err, thread: t.index }, 'a data-plane thread could not start again'));
+      });
+    });
+  }
+
+  /** A thread's requests end with it: what it had placed is finished unserved, what waited leaves the queue. */
+  #orphaned (t: ThreadState): void {
+    const { state, fleet } = this.#o.core;
+    const now = this.#o.core.now();
+    for (const q of t.queued.values()) state.cancel(q);
+    t.queued.clear();
+    for (const h of t.placements.values()) {
+      state.finished(h.p, h.input, null, false, now);
+      fleet.release(h.p.backend);
+    }
+    t.placements.clear();
+    t.limits.clear();
+    for (const answer of t.metrics.values()) answer([]);
+    t.metrics.clear();
+    t.drained?.();
+    t.drained = null;
+  }
+
+  #post (t: ThreadState, m: ToThread): void {
+    if (t.alive) t.worker.postMessage(m);
+  }
+
+  /** Tells every thread the backend list as it is now, if it changed since last told (health, reloads, row releases). */
+  backends (): void {
+    if (this.#threads.length === 0) return;
+    const list = this.#wireList();
+    const key = JSON.stringify(list);
+    if (key === this.#lastList) return;
+    this.#lastList = key;
+    for (const t of this.#threads) this.#post(t, { t: 'backends', list });
+  }
+
+  #wireList (): BackendWire[] {
+    return this.#o.core.backends.filter((b) => !b.gone).map((b) => ({
+      index: b.index, config: b.config, health: b.health, draining: b.draining, models: [...b.models],
+      maxModelLen: [...b.maxModelLen], engineLoad: b.engineLoad
+    }));
+  }
+
+  /** Every thread's metrics (as JSON), for one scrape that sums them with the owner's own. */
+  async metricsText (): Promise<string> {
+    const { metrics } = this.#o.core;
+    const parts: MetricJson[][] = [await metrics.registry.getMetricsAsJSON()];
+    parts.push(...await Promise.all(this.#threads.filter((t) => t.alive).map((t) => new Promise<MetricJson[]>((resolve) => {
+      const id = this.#nextMetrics++;
+      t.metrics.set(id, resolve);
+      this.#post(t, { t: 'metrics', id });
+    }))));
+    return AggregatorRegistry.aggregate(parts.filter((p) => p.length > 0)).metrics();
+  }
+
+  /** Stops every thread (after the core drained): each closes its listener and ends. */
+  async stop (): Promise<void> {
+    this.#stopping = true;
+    await Promise.all(this.#threads.map(async (t) => {
+      if (!t.alive) return;
+      const exited = new Promise<void>((resolve) => t.worker.once('exit', () => resolve()));
+      this.#post(t, { t: 'stop' });
+      const timer = setTimeout(() => { void t.worker.terminate(); }, STOP_TIMEOUT_MS);
+      await exited;
+      clearTimeout(timer);
+    }));
+  }
+
+  #handle (t: ThreadState, m: ToOwner): void {
+    const core = this.#o.core;
+    const { state, fleet } = core;
+    switch (m.t) {
+      case 'gate': {
+        const answer = core.gate.admit(m.route, m.auth, () => m.address);
+        if (answer instanceof EarError) {
+          this.#post(t, { t: 'answer', id: m.id, ok: false, error: this.#errorWire(t, answer) });
+          return;
+        }
+        this.#post(t, { t: 'answer', id: m.id, ok: true, value: { user: answer.user, limits: answer.limits === null ? null : this.#keepLimits(t, answer.limits) } });
+        return;
+      }
+      case 'submit': {
+        const input = inputOf(m.input);
+        const id = m.id;
+        let heard = false;
+        let r;
+        try {
+          r = state.submit(input, {
+            released: (p, info) => {
+              heard = true;
+              t.queued.delete(id);
+              this.#post(t, { t: 'released', id, placement: this.#hold(t, p, input), queued: true, waitMs: info.waitMs, level: info.level, promoted: info.promoted });
+            },
+            dropped: (reason) => {
+              heard = true;
+              t.queued.delete(id);
+              this.#post(t, { t: 'dropped', id, reason });
+            }
+          }, core.now(), m.priorityClass);
+        } catch (err) {
+          this.#post(t, { t: 'answer', id, ok: false, error: this.#errorWire(t, err) });
+          return;
+        }
+        if ('queued' in r) {
+          // Released inside submit already: the waiter told the thread, nothing waits.
+          if (!heard) t.queued.set(id, r);
+          return;
+        }
+        this.#post(t, { t: 'released', id, placement: this.#hold(t, r, input), queued: false, waitMs: 0, level: 0, promoted: false });
+        return;
+      }
+      case 'cancel': {
+        const q = t.queued.get(m.id);
+        if (q === undefined) return;
+        t.queued.delete(m.id);
+        state.cancel(q);
+        return;
+      }
+      case 'route': {
+        const input = inputOf(m.input);
+        try {
+          const p = state.route(input, new Set(m.exclude), core.now(), m.attempt);
+          this.#post(t, { t: 'answer', id: m.id, ok: true, value: this.#hold(t, p, input) });
+        } catch (err) {
+          this.#post(t, { t: 'answer', id: m.id, ok: false, error: this.#errorWire(t, err) });
+        }
+        return;
+      }
+      case 'started': {
+        const h = t.placements.get(m.pid);
+        if (h !== undefined) state.started(h.p, h.input, core.now());
+        return;
+      }
+      case 'firstToken': {
+        const h = t.placements.get(m.pid);
+        if (h !== undefined) state.firstToken(h.p, core.now());
+        return;
+      }
+      case 'finished': {
+        const h = t.placements.get(m.pid);
+        if (h === undefined) return;
+        t.placements.delete(m.pid);
+        state.finished(h.p, h.input, m.usage, m.ok, core.now(), m.retain);
+        fleet.release(h.p.backend);
+        return;
+      }
+      case 'migrationEnded': {
+        const h = t.placements.get(m.pid);
+        const back = h === undefined ? null : state.migrationEnded?.(h.p, m.ok, core.now()) ?? null;
+        let value: PlacementWire | null = null;
+        if (h !== undefined && back !== null) {
+          // The host undid the placement on the target; the request goes back to its source under a new one.
+          t.placements.delete(m.pid);
+          fleet.release(h.p.backend);
+          value = this.#hold(t, back, h.input);
+        }
+        this.#post(t, { t: 'answer', id: m.id, ok: true, value });
+        return;
+      }
+      case 'charge': {
+        const l = t.limits.get(m.lid);
+        const refused = l === undefined ? null : l.chargeTokens(m.cost) as RateLimitRefusal | null;
+        this.#post(t, { t: 'answer', id: m.id, ok: true, value: { refused: refused === null ? null : this.#errorWire(t, refused), state: l?.state() ?? null } });
+        return;
+      }
+      case 'settle': {
+        const l = t.limits.get(m.lid);
+        t.limits.delete(m.lid);
+        l?.settleTokens(m.used);
+        return;
+      }
+      case 'forget':
+        t.limits.delete(m.lid);
+        return;
+      case 'originGet': {
+        const id = m.id;
+        core.contexts.store.getResponseOrigin(m.responseId).then(
+          (value) => this.#post(t, { t: 'answer', id, ok: true, value }),
+          (err) => this.#post(t, { t: 'answer', id, ok: false, error: this.#errorWire(t, err) }));
+        return;
+      }
+      case 'originSet':
+        core.contexts.store.setResponseOrigin(m.responseId, m.origin, m.ttlSeconds).catch(() => {});
+        return;
+      case 'sessionCompleted':
+        core.pipeline.onSessionCompleted?.(m.sessionId, m.model, m.path, Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength));
+        return;
+      case 'metrics': {
+        const answer = t.metrics.get(m.id);
+        t.metrics.delete(m.id);
+        answer?.(m.json as MetricJson[]);
+        return;
+      }
+      case 'drained':
+        t.drained?.();
+        t.drained = null;
+        return;
+      case 'listening':
+        return;
+    }
+  }
+
+  /** The placement kept for the thread (and its backend held, as a request of the owner's own holds it) until it finishes. */
+  #hold (t: ThreadState, p: Placement, input: RoutingInput): PlacementWire {
+    const pid = t.nextPid++;
+    t.placements.set(pid, { p, input });
+    this.#o.core.fleet.hold(p.backend);
+    return {
+      pid, index: p.backend.index, backendId: p.backend.id, reason: p.reason, expectedPrefill: p.expectedPrefill, matchedBlocks: p.matchedBlocks,
+      decidedAt: p.decidedAt, dispatchedAt: p.dispatchedAt, transferFrom: p.transferFrom?.index ?? null, migrating: p.migrating, rank: p.rank
+    };
+  }
+
+  #keepLimits (t: ThreadState, l: ClientLimits): { lid: number; limitsTokens: boolean; state: ReturnType<ClientLimits['state']> } {
+    let lid = 0;
+    // Only a token-limited client's are asked for again (its charge and correction); the rest travel as a snapshot.
+    if (l.limitsTokens) {
+      lid = t.nextLid++;
+      t.limits.set(lid, l);
+      if (t.limits.size > LIMITS_BOUND) t.limits.delete(t.limits.keys().next().value as number);
+    }
+    return { lid, limitsTokens: l.limitsTokens, state: l.state() };
+  }
+
+  #errorWire (t: ThreadState, err: unknown): ErrorWire {
+    if (err instanceof QueueFullError) return { code: err.code, message: err.message, retryAfterSeconds: err.retryAfterSeconds, queueFull: true };
+    if (err instanceof NoCandidateError) return { code: err.code, message: err.message, noCandidate: true, filter: err.filter };
+    if (err instanceof RateLimitRefusal) return { code: err.code, message: err.message, retryAfterSeconds: err.retryAfterSeconds, limits: { lid: 0, limitsTokens: err.limits.limitsTokens, state: err.limits.state() } };
+    if (err instanceof EarError) return { code: err.code, message: err.message, retryAfterSeconds: err.retryAfterSeconds };
+    reportFault(err, 'http-thread');
+    return { code: 'EAR_ERR_INTERNAL', message: 'internal error' };
+  }
+}
+
+function inputOf (w: InputWire): RoutingInput {
+  const { exclude, ...rest } = w;
+  return exclude === undefined ? rest : { ...rest, exclude: new Set(exclude) };
+}
+
+/** A port free on `host` now (the kernel's pick for port 0, let go at once). */
+function freePort (host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, host, () => {
+      const a = s.address();
+      s.close(() => resolve(typeof a === 'object' && a !== null ? a.port : 0));
+    });
+  });
+}

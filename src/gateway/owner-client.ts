@@ -1,0 +1,310 @@
+// A data-plane thread's side of owner-protocol.ts: what its pipeline and door ask of the main thread, the owner
+// of every decision (docs/architecture.md#n-data-plane-threads), as the same interfaces the main thread's own
+// pipeline calls directly: `Placements` (admission, routing and the bookkeeping of each attempt), the client gate's
+// answer with its limits, the response origins. Calls that return a decision return a promise of the owner's
+// answer; the bookkeeping (started, first token, finished) is a message that waits for nothing. The thread keeps a
+// copy of the backend list, each with its own upstream pool, as the owner tells it.
+import type { MessagePort } from 'node:worker_threads';
+import { Backend } from '../fleet/backends.js';
+import type { GatewayConfig } from '../config/index.js';
+import { LoadTable } from '../core/load-table.js';
+import type { Region } from '../core/region.js';
+import type { AdmissionRank } from '../core/engine-priority.js';
+import { NoCandidateError } from '../core/policy.js';
+import { QueueFullError, type DropReason } from '../core/admission-control.js';
+import { EarError, type ErrorCode } from '../errors/errors.js';
+import { RateLimitRefusal, type AdmittedClient, type ClientLimits, type GatedRoute } from '../request/client-gate.js';
+import { rateLimitHeaders, type RateLimitState, type RateLimitStyle } from '../request/rate-limit-headers.js';
+import type { GatewayWaiter, Placement, Placements, Queued, Retain, RoutingInput } from '../fleet/routing-port.js';
+import type { Usage } from '../upstream/stream-observer.js';
+import type { ResponseOrigin, StoreReply } from '../store/session-store.js';
+import type { BackendWire, ErrorWire, InputWire, LimitsWire, PlacementWire, ToOwner, ToThread } from './owner-protocol.js';
+
+/** A placement the owner made: `pid` names it in the bookkeeping messages. */
+class RemotePlacement implements Placement {
+  readonly pid: number;
+  readonly reason: string;
+  readonly expectedPrefill: number;
+  readonly matchedBlocks?: number;
+  readonly decidedAt: number;
+  readonly dispatchedAt?: number;
+  readonly migrating?: boolean;
+  readonly rank?: AdmissionRank;
+  constructor (w: PlacementWire, readonly backend: Backend, readonly transferFrom: Backend | null) {
+    this.pid = w.pid;
+    this.reason = w.reason;
+    this.expectedPrefill = w.expectedPrefill;
+    this.matchedBlocks = w.matchedBlocks;
+    this.decidedAt = w.decidedAt;
+    this.dispatchedAt = w.dispatchedAt;
+    this.migrating = w.migrating;
+    this.rank = w.rank;
+  }
+}
+
+/** A submit the owner has not answered yet. */
+class RemoteQueued implements Queued {
+  readonly queued = true as const;
+  cancelled = false;
+  constructor (readonly id: number, readonly waiter: GatewayWaiter) {}
+}
+
+interface Pending {
+  resolve: (v: unknown) => void;
+  reject: (e: Error) => void;
+}
+
+/** The error the owner answered, as the thread's own class (instanceof checks in the pipeline hold). */
+function errorOf (e: ErrorWire, limits: (w: LimitsWire) => ClientLimits): Error {
+  if (e.queueFull === true) return new QueueFullError(e.retryAfterSeconds ?? 1);
+  if (e.noCandidate === true) {
+    const err = new NoCandidateError(undefined, e.filter ?? null);
+    err.message = e.message;
+    return err;
+  }
+  if (e.limits !== undefined) return new RateLimitRefusal(e.message, e.retryAfterSeconds ?? 1, limits(e.limits));
+  return new EarError(e.code as ErrorCode, e.message, { retryAfterSeconds: e.retryAfterSeconds ?? undefined });
+}
+
+export class OwnerClient implements Placements {
+  /** The thread's copy of the backend list: the pipeline's live list. */
+  readonly backends: Backend[] = [];
+  readonly #port: MessagePort;
+  readonly #config: Readonly<GatewayConfig>;
+  readonly #pending = new Map<number, Pending>();
+  readonly #submits = new Map<number, RemoteQueued>();
+  #nextId = 1;
+
+  readonly #load: LoadTable;
+
+  constructor (port: MessagePort, config: Readonly<GatewayConfig>, region: Region) {
+    this.#port = port;
+    this.#config = config;
+    this.#load = new LoadTable(region);
+  }
+
+  post (m: ToOwner): void {
+    this.#port.postMessage(m);
+  }
+
+  #call<T> (make: (id: number) => ToOwner): Promise<T> {
+    const id = this.#nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.post(make(id));
+    });
+  }
+
+  /** An owner's message that is not the thread's own business (drain, stop, metrics): false. */
+  receive (m: ToThread): boolean {
+    switch (m.t) {
+      case 'backends':
+        this.#setBackends(m.list);
+        return true;
+      case 'answer': {
+        const w = this.#pending.get(m.id);
+        this.#pending.delete(m.id);
+        if (w === undefined) return true;
+        if (m.ok) w.resolve(m.value);
+        else w.reject(errorOf(m.error, (l) => this.#limits(l)));
+        return true;
+      }
+      case 'released': {
+        const q = this.#submits.get(m.id);
+        this.#submits.delete(m.id);
+        this.#pending.delete(m.id);
+        const p = this.#placement(m.placement);
+        // The client left while the answer was on its way: the placement is undone, never sent.
+        if (q === undefined || q.cancelled) {
+          this.post({ t: 'finished', pid: m.placement.pid, usage: null, ok: false });
+          return true;
+        }
+        q.waiter.released(p, { now: 0, waitMs: m.waitMs, level: m.level, promoted: m.promoted, queued: m.queued });
+        return true;
+      }
+      case 'dropped': {
+        const q = this.#submits.get(m.id);
+        this.#submits.delete(m.id);
+        this.#pending.delete(m.id);
+        if (q !== undefined && !q.cancelled) q.waiter.dropped(m.reason as DropReason, performance.timeOrigin + performance.now());
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+
+  // Placements: admission and routing are the owner's; what happens to an attempt is told to it.
+
+  submit (input: RoutingInput, waiter: GatewayWaiter, _now: number, priorityClass: number): Placement | Queued {
+    const id = this.#nextId++;
+    const q = new RemoteQueued(id, waiter);
+    this.#submits.set(id, q);
+    // A refusal (429 queue full, no backend: what submit throws on the owner) comes back as an answer to the same id.
+    this.#pending.set(id, {
+      resolve: () => {},
+      reject: (err) => {
+        this.#submits.delete(id);
+        if (q.cancelled) return;
+        q.cancelled = true;
+        waiter.refused?.(err);
+      }
+    });
+    this.post({ t: 'submit', id, input: inputWire(input), priorityClass });
+    return q;
+  }
+
+  cancel (q: Queued): boolean {
+    const r = q as RemoteQueued;
+    if (r.cancelled || !this.#submits.has(r.id)) return false;
+    r.cancelled = true;
+    this.#submits.delete(r.id);
+    this.#pending.delete(r.id);
+    // Released meanwhile, the owner's answer finds no submit here and the placement is undone ('released' above).
+    this.post({ t: 'cancel', id: r.id });
+    return true;
+  }
+
+  route (input: RoutingInput, exclude: ReadonlySet<number>, _now: number, attempt = 0): Promise<Placement> {
+    return this.#call<PlacementWire>((id) => ({ t: 'route', id, input: inputWire(input), exclude: [...exclude], attempt })).then((w) => this.#placement(w));
+  }
+
+  /** From the thread's copy of the backends: whether a retry would find one (the owner's filters decide it). */
+  hasCandidate (model: string, exclude: ReadonlySet<number>): boolean {
+    return this.backends.some((b) => !exclude.has(b.index) && b.serves(model));
+  }
+
+  started (p: Placement): void {
+    this.post({ t: 'started', pid: (p as RemotePlacement).pid });
+  }
+
+  firstToken (p: Placement): void {
+    this.post({ t: 'firstToken', pid: (p as RemotePlacement).pid });
+  }
+
+  finished (p: Placement, _input: RoutingInput, usage: Usage | null, ok: boolean, _now: number, retain?: Retain): void {
+    this.post({ t: 'finished', pid: (p as RemotePlacement).pid, usage: usage === null ? null : { ...usage }, ok, retain });
+  }
+
+  migrationEnded (p: Placement, ok: boolean): Promise<Placement | null> {
+    return this.#call<PlacementWire | null>((id) => ({ t: 'migrationEnded', id, pid: (p as RemotePlacement).pid, ok })).then((w) => w === null ? null : this.#placement(w));
+  }
+
+  /** Read lock-free from the load table in the shared memory (its writer is the owner). */
+  pendingPrefill (b: Backend): number {
+    return this.#load.pendingPrefill(b.index);
+  }
+
+  // The gate, the token charge, the response origins: the owner's too.
+
+  /** The client at the owner's gate; rejects with its refusal (401, 429), whose limits `limited` hears too. */
+  admitClient (route: GatedRoute, auth: string, address: string, limited: (l: ClientLimits) => void): Promise<AdmittedClient> {
+    return this.#call<{ user: string | null; limits: LimitsWire | null }>((id) => ({ t: 'gate', id, route, auth, address })).then(
+      (v) => {
+        const limits = v.limits === null ? null : this.#limits(v.limits);
+        if (limits !== null) limited(limits);
+        return { user: v.user, limits };
+      },
+      (err: unknown) => {
+        if (err instanceof RateLimitRefusal) limited(err.limits);
+        throw err;
+      });
+  }
+
+  #limits (w: LimitsWire): ClientLimits {
+    return new RemoteLimits(this, w);
+  }
+
+  charge (lid: number, cost: number): Promise<{ refused: RateLimitRefusal | null; state: RateLimitState | null }> {
+    return this.#call<{ refused: ErrorWire | null; state: RateLimitState | null }>((id) => ({ t: 'charge', id, lid, cost })).then((v) => ({
+      refused: v.refused === null ? null : errorOf(v.refused, (l) => this.#limits(l)) as RateLimitRefusal,
+      state: v.state
+    }));
+  }
+
+  /** What ResponseOrigins asks of a store: the owner's (its memory store or Redis). */
+  readonly origins = {
+    getResponseOrigin: (responseId: string): Promise<StoreReply<ResponseOrigin | null>> =>
+      this.#call<StoreReply<ResponseOrigin | null>>((id) => ({ t: 'originGet', id, responseId })),
+    setResponseOrigin: (responseId: string, origin: ResponseOrigin, ttlSeconds: number): Promise<StoreReply<boolean>> => {
+      this.post({ t: 'originSet', responseId, origin, ttlSeconds });
+      return Promise.resolve({ ok: true, value: true });
+    }
+  };
+
+  #placement (w: PlacementWire): RemotePlacement {
+    const b = this.backends.find((x) => x.index === w.index && x.id === w.backendId);
+    // The list is sent before any placement that names a new backend (one port, in order): never missing.
+    if (b === undefined) throw new Error(`the owner placed a request on ${w.backendId} (row ${w.index}), which this thread does not know`);
+    const from = w.transferFrom === null ? null : this.backends.find((x) => x.index === w.transferFrom) ?? null;
+    return new RemotePlacement(w, b, from);
+  }
+
+  /** The owner's list: a known backend is updated in place (its pool kept); a new one gets a pool; a gone one closes its own. */
+  #setBackends (list: readonly BackendWire[]): void {
+    const next: Backend[] = [];
+    for (const w of list) {
+      let b = this.backends.find((x) => x.index === w.index && x.id === w.config.id && x.config.url === w.config.url);
+      if (b === undefined) b = new Backend(w.index, w.config, this.#config);
+      b.health = w.health;
+      b.draining = w.draining;
+      b.models = new Set(w.models);
+      b.maxModelLen = new Map(w.maxModelLen);
+      b.engineLoad = w.engineLoad;
+      next.push(b);
+    }
+    for (const b of this.backends) {
+      if (next.includes(b)) continue;
+      b.gone = true;
+      void b.pool.close().catch(() => {});
+    }
+    this.backends.splice(0, this.backends.length, ...next);
+  }
+}
+
+/** A client's limits on a data-plane thread: the buckets are the owner's; headers from what it last said of them. */
+class RemoteLimits implements ClientLimits {
+  readonly limitsTokens: boolean;
+  #state: RateLimitState;
+  #open = false;
+  constructor (readonly owner: OwnerClient, readonly w: LimitsWire) {
+    this.limitsTokens = w.limitsTokens;
+    this.#state = w.state;
+  }
+
+  chargeTokens (cost: number): Promise<RateLimitRefusal | null> | null {
+    if (!this.limitsTokens || this.#open) return null;
+    this.#open = true;
+    return this.owner.charge(this.w.lid, cost).then((r) => {
+      if (r.state !== null) this.#state = r.state;
+      if (r.refused !== null) this.#open = false;
+      return r.refused;
+    });
+  }
+
+  settleTokens (used: number | null): void {
+    if (!this.limitsTokens) return;
+    this.owner.post(this.#open ? { t: 'settle', lid: this.w.lid, used } : { t: 'forget', lid: this.w.lid });
+    this.#open = false;
+  }
+
+  state (): RateLimitState {
+    return this.#state;
+  }
+
+  headers (style: RateLimitStyle, wallNow: number): Array<[string, string]> {
+    return rateLimitHeaders(this.#state, style, wallNow);
+  }
+}
+
+function inputWire (i: RoutingInput): InputWire {
+  // The keys may be a view of the thread's scratch area, which its next request reuses: copied out.
+  const w: InputWire = {
+    model: i.model, sessionId: i.sessionId, parentSessionId: i.parentSessionId, promptTokens: i.promptTokens,
+    blockKeys: i.blockKeys.slice(), maxTokens: i.maxTokens, user: i.user
+  };
+  if (i.expectedOutputTokens !== undefined) w.expectedOutputTokens = i.expectedOutputTokens;
+  if (i.deadlineAt !== undefined) w.deadlineAt = i.deadlineAt;
+  if (i.exclude !== undefined) w.exclude = [...i.exclude];
+  return w;
+}

@@ -1,0 +1,122 @@
+// The messages between a data-plane thread (httpThreads ≥ 2) and the main thread, the owner of every decision
+// (docs/architecture.md#n-data-plane-threads). A data-plane thread accepts, reads the body, computes features,
+// proxies and streams; what it needs decided or recorded it sends here: the client at the gate, the decision's
+// inputs (submit, a retry's route), the attempt's start, first token and end, the token charge and its
+// correction, a Responses continuation's origin. The owner sends back the answers, and the backend list each time
+// it changes. One MessagePort per thread (its parentPort): messages arrive in the order they were sent, so a
+// backend is always known to a thread before a placement names it.
+import type { BackendConfig } from '../config/index.js';
+import type { EngineLoad } from '../fleet/engine-metrics.js';
+import type { SharedRegion } from '../core/region.js';
+import type { AdmissionRank } from '../core/engine-priority.js';
+import type { Usage } from '../upstream/stream-observer.js';
+import type { RateLimitState } from '../request/rate-limit-headers.js';
+import type { GatedRoute } from '../request/client-gate.js';
+import type { ResponseOrigin } from '../store/session-store.js';
+import type { GatewayConfig } from '../config/index.js';
+import type { Retain } from '../fleet/routing-port.js';
+
+/** What a data-plane thread starts with. */
+export interface HttpThreadData {
+  /** 1…N, for its logs and its per-thread series. */
+  thread: number;
+  config: Readonly<GatewayConfig>;
+  shared: SharedRegion;
+  /** The port to listen on (the first thread's, once it has one: all listen on one port). */
+  port: number;
+  /** The owner's loopback listener, where the routes a data-plane thread does not serve itself are handed. */
+  ownerPort: number;
+  /** Route pool threads of its own (the process's routeThreads shared among the data-plane threads). */
+  routeThreads: number;
+}
+
+/** A backend as the owner sees it, for a thread's copy (its own upstream pool is made from `config`). */
+export interface BackendWire {
+  index: number;
+  config: BackendConfig;
+  health: 'unknown' | 'healthy' | 'unhealthy';
+  draining: boolean;
+  models: string[];
+  maxModelLen: Array<[string, number]>;
+  engineLoad: EngineLoad | null;
+}
+
+/** A placement the owner made and keeps until the thread says it finished (`pid`, per thread). */
+export interface PlacementWire {
+  pid: number;
+  index: number;
+  backendId: string;
+  reason: string;
+  expectedPrefill: number;
+  matchedBlocks?: number;
+  decidedAt: number;
+  dispatchedAt?: number;
+  transferFrom: number | null;
+  migrating?: boolean;
+  rank?: AdmissionRank;
+}
+
+/** The request as routing takes it (its block keys copied out of the thread's scratch area). */
+export interface InputWire {
+  model: string;
+  sessionId: string | null;
+  parentSessionId: string | null;
+  promptTokens: number;
+  blockKeys: BigUint64Array;
+  maxTokens: number | null;
+  user: string | null;
+  expectedOutputTokens?: number | null;
+  deadlineAt?: number | null;
+  exclude?: number[];
+}
+
+/** An error as it crosses: an EarError's code and retry, a refusal's limits, a no-candidate's filter. */
+export interface ErrorWire {
+  code: string;
+  message: string;
+  retryAfterSeconds?: number | null;
+  /** A rate limit's refusal: the client's limits (its answer's headers). */
+  limits?: LimitsWire;
+  /** NoCandidateError's filter. */
+  filter?: string | null;
+  queueFull?: boolean;
+  noCandidate?: boolean;
+}
+
+/** A client's limits as the owner holds them (`lid` names them for the charge and its correction). */
+export interface LimitsWire {
+  lid: number;
+  limitsTokens: boolean;
+  state: RateLimitState;
+}
+
+/** Thread → owner. `id`: answered under it. */
+export type ToOwner =
+  | { t: 'listening'; port: number }
+  | { t: 'gate'; id: number; route: GatedRoute; auth: string; address: string }
+  | { t: 'submit'; id: number; input: InputWire; priorityClass: number }
+  | { t: 'cancel'; id: number }
+  | { t: 'route'; id: number; input: InputWire; exclude: number[]; attempt: number }
+  | { t: 'started'; pid: number }
+  | { t: 'firstToken'; pid: number }
+  | { t: 'finished'; pid: number; usage: Usage | null; ok: boolean; retain?: Retain }
+  | { t: 'migrationEnded'; id: number; pid: number; ok: boolean }
+  | { t: 'charge'; id: number; lid: number; cost: number }
+  | { t: 'settle'; lid: number; used: number | null }
+  | { t: 'forget'; lid: number }
+  | { t: 'originGet'; id: number; responseId: string }
+  | { t: 'originSet'; responseId: string; origin: ResponseOrigin; ttlSeconds: number }
+  | { t: 'sessionCompleted'; sessionId: string; model: string; path: string; body: Uint8Array }
+  | { t: 'metrics'; id: number; json: unknown }
+  | { t: 'drained' };
+
+/** Owner → thread. */
+export type ToThread =
+  | { t: 'backends'; list: BackendWire[] }
+  | { t: 'answer'; id: number; ok: true; value: unknown }
+  | { t: 'answer'; id: number; ok: false; error: ErrorWire }
+  | { t: 'released'; id: number; placement: PlacementWire; queued: boolean; waitMs: number; level: number; promoted: boolean }
+  | { t: 'dropped'; id: number; reason: string }
+  | { t: 'metrics'; id: number }
+  | { t: 'drain' }
+  | { t: 'stop' };
