@@ -68,6 +68,11 @@ export interface ClusterView {
   readonly users?: UserView;
   /** Prefixes kept for sessions in their tool gap (retention.ts); absent when the host keeps none. */
   readonly retention?: RetentionView;
+  /**
+   * The largest context of a session the host has seen, in tokens (a session's prompt as routed, its context
+   * as finished): how much KV one session may ask of an engine. Absent when the host does not track it.
+   */
+  readonly maxContextTokens?: number;
 }
 
 /** The host's per-user token window as of the decision (src/core/user-usage.ts). */
