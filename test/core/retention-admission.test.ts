@@ -10,9 +10,10 @@ import type { AdmissionWaiter } from '../../src/core/admission-control.js';
 
 const CAPACITY = 1000;
 
+/** shortCost off for ear: these pods are short of KV (16,000 tokens < 3 × x's context), where ear would place by cost. */
 function admitted (policy: string, knobs: Record<string, unknown> = {}): TestHost {
   const t = routingHost({
-    policy, knobs, sessionTtlMs: 3_600_000, scheduler: 'atlas', retention: { maxShare: 0.95 },
+    policy, knobs: policy === 'ear' ? { shortCost: false, ...knobs } : knobs, sessionTtlMs: 3_600_000, scheduler: 'atlas', retention: { maxShare: 0.95 },
     pods: [{ id: 'p0', kvCapacityBlocks: CAPACITY }, { id: 'p1', kvCapacityBlocks: CAPACITY }]
   });
   // One seat per pod: a request waits in admission while its pod runs another.
