@@ -135,6 +135,11 @@ export interface Decision {
   readonly prefillOn?: number;
   /** A short reason for logs and metrics, from a small fixed set per policy. */
   readonly reason: string;
+  /**
+   * false: this decision does not keep retained prefixes although its policy does (Policy.keepsRetained; ear
+   * placing by cost short of KV), so admission releases it where it was placed instead of routing it again.
+   */
+  readonly keepsRetained?: false;
 }
 
 export interface Policy {

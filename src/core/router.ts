@@ -211,6 +211,7 @@ export class Router {
     const r: { -readonly [K in keyof Routed]: Routed[K] } = { pod: d.pod, reason: d.reason, matchedBlocks, expectedPrefill };
     if (d.migrateFrom !== undefined) r.migrateFrom = d.migrateFrom;
     if (d.prefillOn !== undefined) r.prefillOn = d.prefillOn;
+    if (d.keepsRetained === false) r.keepsRetained = false;
     return r;
   }
 

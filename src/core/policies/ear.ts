@@ -63,12 +63,13 @@
 // is short of KV: every request is placed by kv-load's cost (kv-load.ts, Dynamo's: prefill still to compute
 // there, queued prefill and KV held), the rules above aside. A turn that leaves its host does so without
 // migrateFrom: it is recomputed where it goes, no KV moved (a transfer short of KV waits behind the hot
-// source and mostly ended as a recompute anyway, RESULTS "Short of KV"). Why: in that regime the tail is
+// source and mostly ended as a recompute anyway, RESULTS "Short of KV"). Admission does not route such a
+// decision again for a retained prefix (Decision.keepsRetained false). Why: in that regime the tail is
 // queueing, and re-placing each turn by cost spreads the sessions that affinity kept piled up. Unknown
 // capacity (0) or no context seen yet: not short.
 //
 // Defaults are provisional until the sweeps of issue 12 (tHot, tCool, minGain, maxMovesPerPod).
-import type { ClusterView, LoadView, PodView, Policy, RequestFeatures } from '../policy.js';
+import type { ClusterView, Decision, LoadView, PodView, Policy, RequestFeatures } from '../policy.js';
 import { argmin, findPod, leastLoadScore, placementRotation, rotation } from './pick.js';
 import { bool, int, num, readKnobs } from './knobs.js';
 import { kvNeed, kvRoom, ownRetained } from './kv-room.js';
@@ -170,13 +171,17 @@ function leastLoadedFit (k: EarConfig, cluster: ClusterView, needTokens: number,
   return fit.length === 0 ? null : argmin(fit, leastLoadScore(cluster), placementRotation(cluster));
 }
 
-/** Short of KV: kv-load's pick, no migrateFrom (a turn that leaves its host is recomputed where it goes). */
-function routeShort (costPolicy: Policy, req: RequestFeatures, cluster: ClusterView, now: number): { pod: number; reason: string } {
+/**
+ * Short of KV: kv-load's pick, no migrateFrom (a turn that leaves its host is recomputed where it goes), and
+ * admission does not route it again to spare a retained prefix (keepsRetained false): the pick already weighed
+ * what each pod holds, and short of KV a retained prefix is mostly evicted in its gap anyway.
+ */
+function routeShort (costPolicy: Policy, req: RequestFeatures, cluster: ClusterView, now: number): Decision {
   const { pod } = costPolicy.route(req, cluster, now);
-  if (req.sessionKey === null) return { pod, reason: 'short-cost' };
-  const host = cluster.sessions.get(req.sessionKey)?.host ?? -1;
-  if (host < 0 || !findPod(cluster, host)) return { pod, reason: 'short-cost' };
-  return { pod, reason: pod === host ? 'short-cost-host' : 'short-cost-leave' };
+  let reason = 'short-cost';
+  const host = req.sessionKey === null ? -1 : cluster.sessions.get(req.sessionKey)?.host ?? -1;
+  if (host >= 0 && findPod(cluster, host)) reason = pod === host ? 'short-cost-host' : 'short-cost-leave';
+  return { pod, reason, keepsRetained: false };
 }
 
 function routeEar (k: EarConfig, req: RequestFeatures, cluster: ClusterView, now: number): { pod: number; migrateFrom?: number; reason: string } {

@@ -225,19 +225,19 @@ for (const name of ['ear', 'ear-proactive']) {
     const view = cluster(shortLoads, { sessions: bound, maxContextTokens: 60000 });
     const turn = request(shortLoads, { sessionKey: S });
     assert.equal(kvLoad.route(turn, view, 0).pod, 1);
-    // the turn leaves its host with no migrateFrom: recomputed where it goes
-    assert.deepEqual(p.route(turn, view, 0), { pod: 1, reason: 'short-cost-leave' });
-    assert.deepEqual(p.route(request(shortLoads, { sessionKey: 5n }), view, 0), { pod: kvLoad.route(request(shortLoads, { sessionKey: 5n }), view, 0).pod, reason: 'short-cost' });
-    assert.deepEqual(p.route(request(shortLoads), view, 0), { pod: 1, reason: 'short-cost' });
+    // the turn leaves its host with no migrateFrom: recomputed where it goes; admission does not route it again
+    assert.deepEqual(p.route(turn, view, 0), { pod: 1, reason: 'short-cost-leave', keepsRetained: false });
+    assert.deepEqual(p.route(request(shortLoads, { sessionKey: 5n }), view, 0), { pod: kvLoad.route(request(shortLoads, { sessionKey: 5n }), view, 0).pod, reason: 'short-cost', keepsRetained: false });
+    assert.deepEqual(p.route(request(shortLoads), view, 0), { pod: 1, reason: 'short-cost', keepsRetained: false });
     // where kv-load's cost is least on the host, the turn stays
     const hostCheap: PodLoad[] = [{ matched: 100 }, { pendingPrefill: 20000 }];
     const stay = cluster(hostCheap, { sessions: bound, maxContextTokens: 60000 });
     assert.equal(kvLoad.route(request(hostCheap, { sessionKey: S }), stay, 0).pod, 0);
-    assert.deepEqual(p.route(request(hostCheap, { sessionKey: S }), stay, 0), { pod: 0, reason: 'short-cost-host' });
+    assert.deepEqual(p.route(request(hostCheap, { sessionKey: S }), stay, 0), { pod: 0, reason: 'short-cost-host', keepsRetained: false });
     // even a hot host past its cool-down: no migration, kv-load's pick
     const hot: PodLoad[] = [{ pendingPrefill: 40000 }, { pendingPrefill: 30000, matched: 100 }, { pendingPrefill: 1000 }];
     const hv = cluster(hot, { sessions: bound, maxContextTokens: 60000 });
-    assert.deepEqual(p.route(request(hot, { sessionKey: S }), hv, 0), { pod: kvLoad.route(request(hot, { sessionKey: S }), hv, 0).pod, reason: 'short-cost-leave' });
+    assert.deepEqual(p.route(request(hot, { sessionKey: S }), hv, 0), { pod: kvLoad.route(request(hot, { sessionKey: S }), hv, 0).pod, reason: 'short-cost-leave', keepsRetained: false });
   });
 
   test(`${name}: not short of KV, today's pick`, () => {
