@@ -68,6 +68,11 @@ export interface ClusterView {
   readonly users?: UserView;
   /** Prefixes kept for sessions in their tool gap (retention.ts); absent when the host keeps none. */
   readonly retention?: RetentionView;
+  /**
+   * The largest context of a session the host has seen, in tokens (a session's prompt as routed, its context
+   * as finished): how much KV one session may ask of an engine. Absent when the host does not track it.
+   */
+  readonly maxContextTokens?: number;
 }
 
 /** The host's per-user token window as of the decision (src/core/user-usage.ts). */
@@ -130,6 +135,11 @@ export interface Decision {
   readonly prefillOn?: number;
   /** A short reason for logs and metrics, from a small fixed set per policy. */
   readonly reason: string;
+  /**
+   * false: this decision does not keep retained prefixes although its policy does (Policy.keepsRetained; ear
+   * placing by cost short of KV), so admission releases it where it was placed instead of routing it again.
+   */
+  readonly keepsRetained?: false;
 }
 
 export interface Policy {

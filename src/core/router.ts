@@ -91,6 +91,8 @@ export class Router {
   #priorHost = -1;
   /** Decisions that placed a request with no live binding (ClusterView.placements). */
   #placements = 0;
+  /** The largest session context seen, in tokens (ClusterView.maxContextTokens). */
+  #maxContext = 0;
   readonly #hints = new Map<bigint, PrefixHint>();
   readonly #maxHints: number;
   /** Every pod's loss epoch as read before the current walk. */
@@ -159,7 +161,8 @@ export class Router {
       }
     };
     const decisions = decisionsOf(load, candidates);
-    const cluster = new RouteCluster(candidates, this.#loadView, this.#sessionView, decisions, this.#placements, this.#t.users, now, this.#t.retention);
+    if (req.sessionKey !== null && req.promptTokens > this.#maxContext) this.#maxContext = req.promptTokens;
+    const cluster = new RouteCluster(candidates, this.#loadView, this.#sessionView, decisions, this.#placements, this.#t.users, now, this.#t.retention, this.#maxContext);
     const features: RequestFeatures = {
       model: req.model,
       sessionKey: req.sessionKey,
@@ -208,6 +211,7 @@ export class Router {
     const r: { -readonly [K in keyof Routed]: Routed[K] } = { pod: d.pod, reason: d.reason, matchedBlocks, expectedPrefill };
     if (d.migrateFrom !== undefined) r.migrateFrom = d.migrateFrom;
     if (d.prefillOn !== undefined) r.prefillOn = d.prefillOn;
+    if (d.keepsRetained === false) r.keepsRetained = false;
     return r;
   }
 
@@ -299,6 +303,7 @@ export class Router {
       sessions.setTime(req.sessionKey, 'attained', out.serviceMs, true);
       if (out.contextTokens !== null) sessions.setCount(req.sessionKey, 'contextTokens', out.contextTokens);
     }
+    if (req.sessionKey !== null && out.contextTokens !== null && out.contextTokens > this.#maxContext) this.#maxContext = out.contextTokens;
   }
 
   /** The request's tokens count against its user (weighted by the table) from `now`. */
@@ -315,7 +320,8 @@ class RouteCluster implements ClusterView {
   #users: UserView | undefined | null = null;
 
   constructor (readonly pods: readonly PodView[], readonly load: LoadView, readonly sessions: SessionView, readonly decisions: number,
-    readonly placements: number, readonly usage: UserUsage | undefined, readonly now: number, readonly retention: RetentionView | undefined) {}
+    readonly placements: number, readonly usage: UserUsage | undefined, readonly now: number, readonly retention: RetentionView | undefined,
+    readonly maxContextTokens: number) {}
 
   /** The user window as of the decision (undefined when the tables keep none). */
   get users (): UserView | undefined {

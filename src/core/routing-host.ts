@@ -403,11 +403,11 @@ export class RoutingHost {
    * have to evict retained prefixes there (the pod's KV room after running work, pending prefill and retained
    * prefixes, kv-room.ts, below the request's need) while another candidate that `canTake` (admission: a seat
    * now) has room for it. Always false for a policy that does not keep retained prefixes (Policy.keepsRetained):
-   * the baselines place as they place.
+   * the baselines place as they place; and for a decision that says it does not (Decision.keepsRetained).
    */
   evictsRetained (placement: Placement, canTake: (row: number) => boolean = () => true): boolean {
     const p = placement as HostPlacement;
-    if (this.#router.policy.keepsRetained !== true || p.priorHost === p.pod || p.migrateFrom !== null || !this.#current(p)) return false;
+    if (this.#router.policy.keepsRetained !== true || p.routed.keepsRetained === false || p.priorHost === p.pod || p.migrateFrom !== null || !this.#current(p)) return false;
     const req = p.request;
     const context = req.sessionKey === null ? 0 : this.sessions.get(req.sessionKey)?.contextTokens ?? 0;
     const need = Math.ceil((Math.max(context, req.promptTokens) + (req.expectedOutputTokens ?? 0)) / this.blockSize);

@@ -7,12 +7,15 @@ import assert from 'node:assert/strict';
 import { routingHost, type TestHost } from '../fixtures/host.js';
 import type { Placement } from '../../src/core/routing-host.js';
 import type { AdmissionWaiter } from '../../src/core/admission-control.js';
+import { createPolicy } from '../../src/core/policies/index.js';
+import type { Policy } from '../../src/core/policy.js';
 
 const CAPACITY = 1000;
 
-function admitted (policy: string, knobs: Record<string, unknown> = {}): TestHost {
+/** shortCost off for ear: these pods are short of KV (16,000 tokens < 3 × x's context), where ear would place by cost. */
+function admitted (policy: string | Policy, knobs: Record<string, unknown> = {}): TestHost {
   const t = routingHost({
-    policy, knobs, sessionTtlMs: 3_600_000, scheduler: 'atlas', retention: { maxShare: 0.95 },
+    policy, knobs: policy === 'ear' ? { shortCost: false, ...knobs } : knobs, sessionTtlMs: 3_600_000, scheduler: 'atlas', retention: { maxShare: 0.95 },
     pods: [{ id: 'p0', kvCapacityBlocks: CAPACITY }, { id: 'p1', kvCapacityBlocks: CAPACITY }]
   });
   // One seat per pod: a request waits in admission while its pod runs another.
@@ -84,6 +87,16 @@ test('a policy that does not keep retained prefixes (ear without kvAware, a base
     assert.equal(podOf(z), a, `${policy}: released on x's pod when its seat freed`);
     assert.equal(t.host.admission.retentionReroutes, 0);
   }
+});
+
+test('a decision that does not keep retained prefixes (ear placing by cost short of KV) is released where it was placed', () => {
+  // ear's own placements, each marked as ear marks its decisions short of KV
+  const inner = createPolicy('ear', { shortCost: false });
+  const marked: Policy = { name: 'ear-marked', keepsRetained: true, route: (r, c, now) => ({ ...inner.route(r, c, now), keepsRetained: false }) };
+  const t = admitted(marked);
+  const { a, z } = scenario(t, true);
+  assert.equal(podOf(z), a);
+  assert.equal(t.host.admission.retentionReroutes, 0);
 });
 
 test('the pod with KV room has no seat: the request is released where it was placed (keeping a prefix adds no wait)', () => {

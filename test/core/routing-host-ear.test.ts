@@ -4,6 +4,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { routingHost } from '../fixtures/host.js';
+import { createPolicy } from '../../src/core/policies/index.js';
+import type { Policy } from '../../src/core/policy.js';
 
 const NONE = new Set<number>();
 
@@ -45,4 +47,24 @@ test('ear on the routing host: a hot host moves the session once, the cool-down 
   assert.equal(fourth.reason, 'migrate');
   assert.equal(fourth.pod, 3 - a - b, 'the one pod left, with no pending prefill');
   assert.equal(host.sessions.get(key)!.migrations, 2);
+});
+
+test('the host gives policies the largest session context it has seen (a routed prompt, a finished context)', () => {
+  const seen: Array<number | undefined> = [];
+  const policy = createPolicy('sticky');
+  const spy: Policy = { name: 'spy', route: (req, cluster, now) => { seen.push(cluster.maxContextTokens); return policy.route(req, cluster, now); } };
+  const { host, request } = routingHost({ policy: spy, pods: 2 });
+  const turn = (r: ReturnType<typeof request>, context: { promptTokens: number; completionTokens: number } | null, now: number) => {
+    const p = host.route(r, NONE, now);
+    host.dispatched(p, now);
+    host.firstToken(p, now + 1);
+    host.finished(p, context, now + 2);
+  };
+  turn(request({ sessionId: 'a', promptTokens: 5000 }), { promptTokens: 5000, completionTokens: 300 }, 0);
+  // no session: its prompt is no session's context
+  turn(request({ promptTokens: 90000 }), { promptTokens: 90000, completionTokens: 10 }, 10);
+  turn(request({ sessionId: 'b', promptTokens: 2000 }), null, 20);
+  turn(request({ sessionId: 'b', promptTokens: 7000 }), null, 30);
+  turn(request({ sessionId: 'a', promptTokens: 100 }), null, 40);
+  assert.deepEqual(seen, [5000, 5300, 5300, 7000, 7000]);
 });

@@ -12,9 +12,10 @@ const NONE = new Set<number>();
 /** Pods of 1,000 blocks of 16 tokens (16,000 tokens each). */
 const CAPACITY = 1000;
 
+/** shortCost off for ear: these pods are short of KV (16,000 tokens < 3 × the contexts here), where ear would place by cost. */
 function kvHost (policy: string, knobs: Record<string, unknown> = {}): TestHost {
   return routingHost({
-    policy, knobs, sessionTtlMs: 3_600_000,
+    policy, knobs: policy === 'ear' ? { shortCost: false, ...knobs } : knobs, sessionTtlMs: 3_600_000,
     pods: [{ id: 'p0', kvCapacityBlocks: CAPACITY }, { id: 'p1', kvCapacityBlocks: CAPACITY }]
   });
 }

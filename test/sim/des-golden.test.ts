@@ -3,7 +3,8 @@
 // commit, machine, the --out directory in config.command, and the routing decisions' wall-clock figures
 // (gateway.decision: only its count is the run's). Each run exercises what the engine core does besides plain
 // batching: its waiting-queue policy, chunked prefill, preemptions under a small KV pool, NIXL export holds and
-// imports, and offload-store saves and loads. After a deliberate change of the engine's behaviour, rewrite a
+// imports, and offload-store saves and loads. It runs with shortCost=false: its 5000 blocks are short of KV for
+// the workload's contexts, and ear's cost placement there would move no KV (no NIXL imports to pin). After a deliberate change of the engine's behaviour, rewrite a
 // fixture with its command (from the repository root, after a build):
 //   node dist/src/cli/ear.js eval <argv(policy)> --out test/fixtures/des-golden/<policy> && rm test/fixtures/des-golden/<policy>/report.md
 import { test } from 'node:test';
@@ -20,7 +21,7 @@ const fixture = (policy: SchedulingPolicy): string => fileURLToPath(new URL(`../
 const argv = (policy: SchedulingPolicy): string[] => ['--driver', 'des', '--workload', 'agentic', '--duration', '30', '--set', 'rate=0.5',
   '--policies', 'ear-proactive', '--engines', '2', '--profile', 'h100-llama-3.1-8b', '--seed', '1', '--set', `schedulingPolicy=${policy}`,
   '--set', 'longPrefillTokenThreshold=512', '--set', 'kvConnectors=nixl+shared-store', '--set', 'kvConnector=nixl',
-  '--set', 'numGpuBlocks=5000', '--no-plots'];
+  '--set', 'numGpuBlocks=5000', '--set', 'shortCost=false', '--no-plots'];
 
 /** results.json as written, with what differs between two runs of the same seed set to fixed values. */
 function deterministic (text: string): string {

@@ -58,11 +58,22 @@
 //   evict another session's retained prefix is not a gain).
 // With room everywhere (the stress regime's engines) every rule above is ear's as before.
 //
+// Short of KV, by cost (knob shortCost, default true; kvPress, default 3). Once some candidate's KV holds less
+// than kvPress times the largest session context the host has seen (ClusterView.maxContextTokens), the fleet
+// is short of KV: every request is placed by kv-load's cost (kv-load.ts, Dynamo's: prefill still to compute
+// there, queued prefill and KV held), the rules above aside. A turn that leaves its host does so without
+// migrateFrom: it is recomputed where it goes, no KV moved (a transfer short of KV waits behind the hot
+// source and mostly ended as a recompute anyway, RESULTS "Short of KV"). Admission does not route such a
+// decision again for a retained prefix (Decision.keepsRetained false). Why: in that regime the tail is
+// queueing, and re-placing each turn by cost spreads the sessions that affinity kept piled up. Unknown
+// capacity (0) or no context seen yet: not short.
+//
 // Defaults are provisional until the sweeps of issue 12 (tHot, tCool, minGain, maxMovesPerPod).
-import type { ClusterView, LoadView, PodView, Policy, RequestFeatures } from '../policy.js';
+import type { ClusterView, Decision, LoadView, PodView, Policy, RequestFeatures } from '../policy.js';
 import { argmin, findPod, leastLoadScore, placementRotation, rotation } from './pick.js';
 import { bool, int, num, readKnobs } from './knobs.js';
 import { kvNeed, kvRoom, ownRetained } from './kv-room.js';
+import { createKvLoad } from './kv-load.js';
 
 export const EAR_DEFAULTS = {
   // Pending prefill (tokens) above which a host is hot: by the simulator's profiles' per-token prefill cost
@@ -80,7 +91,11 @@ export const EAR_DEFAULTS = {
   kvAware: true,
   // Share of a pod's KV left free beyond a session's need for it to fit: metrics are a scrape old, and a turn's
   // output and the next tool result grow the context. Provisional.
-  kvMargin: 0.05
+  kvMargin: 0.05,
+  // Short of KV, place every request by kv-load's cost (see the header); false: ear's rules always.
+  shortCost: true,
+  // The fleet is short of KV once some pod's KV holds less than kvPress × the largest session context seen.
+  kvPress: 3
 };
 
 export type EarConfig = typeof EAR_DEFAULTS;
@@ -94,7 +109,19 @@ export const EAR_PROACTIVE_DEFAULTS = {
 
 export type EarProactiveConfig = typeof EAR_PROACTIVE_DEFAULTS;
 
-const checks = { tHot: num(0), tCool: num(0), minGain: num(0), affinity: bool(), kvAware: bool(), kvMargin: num(0, 1) };
+const checks = {
+  tHot: num(0), tCool: num(0), minGain: num(0), affinity: bool(), kvAware: bool(), kvMargin: num(0, 1), shortCost: bool(), kvPress: num(0)
+};
+
+/** Whether some candidate's KV holds less than kvPress × the largest session context seen (pods of unknown capacity never do). */
+export function shortOfKv (cluster: ClusterView, kvPress: number): boolean {
+  const context = cluster.maxContextTokens ?? 0;
+  if (!(context > 0)) return false;
+  for (const p of cluster.pods) {
+    if (p.kvCapacityBlocks > 0 && p.kvCapacityBlocks * p.blockSize < kvPress * context) return true;
+  }
+  return false;
+}
 
 /** Free KV of a pod in tokens; +Infinity when its capacity is unknown (then anything is taken to fit). */
 export function freeKvTokens (pod: PodView, load: LoadView): number {
@@ -144,6 +171,19 @@ function leastLoadedFit (k: EarConfig, cluster: ClusterView, needTokens: number,
   return fit.length === 0 ? null : argmin(fit, leastLoadScore(cluster), placementRotation(cluster));
 }
 
+/**
+ * Short of KV: kv-load's pick, no migrateFrom (a turn that leaves its host is recomputed where it goes), and
+ * admission does not route it again to spare a retained prefix (keepsRetained false): the pick already weighed
+ * what each pod holds, and short of KV a retained prefix is mostly evicted in its gap anyway.
+ */
+function routeShort (costPolicy: Policy, req: RequestFeatures, cluster: ClusterView, now: number): Decision {
+  const { pod } = costPolicy.route(req, cluster, now);
+  let reason = 'short-cost';
+  const host = req.sessionKey === null ? -1 : cluster.sessions.get(req.sessionKey)?.host ?? -1;
+  if (host >= 0 && findPod(cluster, host)) reason = pod === host ? 'short-cost-host' : 'short-cost-leave';
+  return { pod, reason, keepsRetained: false };
+}
+
 function routeEar (k: EarConfig, req: RequestFeatures, cluster: ClusterView, now: number): { pod: number; migrateFrom?: number; reason: string } {
   const needTokens = (contextTokens: number): number => Math.max(contextTokens, req.promptTokens) + (req.expectedOutputTokens ?? 0);
   const place = (reason: string, contextTokens = 0): { pod: number; reason: string } => {
@@ -181,9 +221,15 @@ function routeEar (k: EarConfig, req: RequestFeatures, cluster: ClusterView, now
   return { pod: target.index, migrateFrom: s.host, reason: 'migrate' };
 }
 
+/** ear's route(): short of KV (shortCost), kv-load's pick; otherwise routeEar. */
+function earRoute (k: EarConfig): Policy['route'] {
+  const costPolicy = createKvLoad();
+  return (req, cluster, now) => (k.shortCost && shortOfKv(cluster, k.kvPress) ? routeShort(costPolicy, req, cluster, now) : routeEar(k, req, cluster, now));
+}
+
 export function createEar (config: Readonly<Record<string, unknown>> = {}): Policy {
   const k = readKnobs('ear', config, EAR_DEFAULTS, checks);
-  return { name: 'ear', keepsRetained: k.kvAware, route: (req, cluster, now) => routeEar(k, req, cluster, now) };
+  return { name: 'ear', keepsRetained: k.kvAware, route: earRoute(k) };
 }
 
 /** Reads ear-proactive's knobs (ear's and maxMovesPerPod), for the policy and for the migration thread. */
@@ -194,7 +240,7 @@ export function readEarProactiveKnobs (config: Readonly<Record<string, unknown>>
 /** Routes requests exactly as ear; its idle-session moves are proactiveMoves(), called by the migration thread. */
 export function createEarProactive (config: Readonly<Record<string, unknown>> = {}): Policy {
   const k = readEarProactiveKnobs(config);
-  return { name: 'ear-proactive', keepsRetained: k.kvAware, route: (req, cluster, now) => routeEar(k, req, cluster, now) };
+  return { name: 'ear-proactive', keepsRetained: k.kvAware, route: earRoute(k) };
 }
 
 /** A session as the migration thread enumerates it (the session table's fields). */

@@ -210,3 +210,77 @@ test('ear affinity=false: new sessions, requests without one and sessions whose 
   assert.deepEqual([0, 1, 2].map((d) => p.route(request(idle, { sessionKey: S }), cluster(idle, { decisions: d, sessions: sess({ host: 0 }) }), 0)),
     [{ pod: 0, reason: 'host-least-load' }, { pod: 0, reason: 'host-least-load' }, { pod: 0, reason: 'host-least-load' }]);
 });
+
+// Short of KV (shortCost, kvPress): the fixture's pods hold 10000 blocks of 16 = 160000 tokens each.
+// Host 0 has 20000 tokens of pending prefill (below tHot, so ear keeps the session there); kv-load's cost, with a
+// 100-block prompt matched nowhere: pod 0 = (100 + 1250) + 0 + 1250 + 100 = 2700, pod 1 = 100 + 100 = 200.
+const shortLoads: PodLoad[] = [{ pendingPrefill: 20000 }, {}];
+const bound = sess({ host: 0, contextTokens: 1000 });
+
+for (const name of ['ear', 'ear-proactive']) {
+  test(`${name}: short of KV (some pod holds < kvPress × the largest context), every request goes by kv-load's pick`, () => {
+    const p = createPolicy(name);
+    const kvLoad = createPolicy('kv-load');
+    // 3 × 60000 = 180000 > 160000: short.
+    const view = cluster(shortLoads, { sessions: bound, maxContextTokens: 60000 });
+    const turn = request(shortLoads, { sessionKey: S });
+    assert.equal(kvLoad.route(turn, view, 0).pod, 1);
+    // the turn leaves its host with no migrateFrom: recomputed where it goes; admission does not route it again
+    assert.deepEqual(p.route(turn, view, 0), { pod: 1, reason: 'short-cost-leave', keepsRetained: false });
+    assert.deepEqual(p.route(request(shortLoads, { sessionKey: 5n }), view, 0), { pod: kvLoad.route(request(shortLoads, { sessionKey: 5n }), view, 0).pod, reason: 'short-cost', keepsRetained: false });
+    assert.deepEqual(p.route(request(shortLoads), view, 0), { pod: 1, reason: 'short-cost', keepsRetained: false });
+    // where kv-load's cost is least on the host, the turn stays
+    const hostCheap: PodLoad[] = [{ matched: 100 }, { pendingPrefill: 20000 }];
+    const stay = cluster(hostCheap, { sessions: bound, maxContextTokens: 60000 });
+    assert.equal(kvLoad.route(request(hostCheap, { sessionKey: S }), stay, 0).pod, 0);
+    assert.deepEqual(p.route(request(hostCheap, { sessionKey: S }), stay, 0), { pod: 0, reason: 'short-cost-host', keepsRetained: false });
+    // even a hot host past its cool-down: no migration, kv-load's pick
+    const hot: PodLoad[] = [{ pendingPrefill: 40000 }, { pendingPrefill: 30000, matched: 100 }, { pendingPrefill: 1000 }];
+    const hv = cluster(hot, { sessions: bound, maxContextTokens: 60000 });
+    assert.deepEqual(p.route(request(hot, { sessionKey: S }), hv, 0), { pod: kvLoad.route(request(hot, { sessionKey: S }), hv, 0).pod, reason: 'short-cost-leave', keepsRetained: false });
+  });
+
+  test(`${name}: not short of KV, today's pick`, () => {
+    const p = createPolicy(name);
+    // 3 × 50000 = 150000 < 160000: not short; the host is cold, the session stays
+    assert.deepEqual(p.route(request(shortLoads, { sessionKey: S }), cluster(shortLoads, { sessions: bound, maxContextTokens: 50000 }), 0),
+      { pod: 0, reason: 'session-host' });
+    // no context seen (absent or 0): not short
+    assert.deepEqual(p.route(request(shortLoads, { sessionKey: S }), cluster(shortLoads, { sessions: bound }), 0), { pod: 0, reason: 'session-host' });
+    assert.deepEqual(p.route(request(shortLoads, { sessionKey: S }), cluster(shortLoads, { sessions: bound, maxContextTokens: 0 }), 0),
+      { pod: 0, reason: 'session-host' });
+    // shortCost=false: today's pick however short
+    assert.deepEqual(createPolicy(name, { shortCost: false }).route(request(shortLoads, { sessionKey: S }), cluster(shortLoads, { sessions: bound, maxContextTokens: 150000 }), 0),
+      { pod: 0, reason: 'session-host' });
+  });
+
+  test(`${name}: the threshold is strict, and kvPress moves it`, () => {
+    const at = (maxContextTokens: number, knobs: Record<string, unknown> = {}): string =>
+      createPolicy(name, knobs).route(request(shortLoads, { sessionKey: S }), cluster(shortLoads, { sessions: bound, maxContextTokens }), 0).reason;
+    // kvPress 2: 2 × 80000 = 160000 is not less than the pod's 160000; one token more is
+    assert.equal(at(80000, { kvPress: 2 }), 'session-host');
+    assert.equal(at(80001, { kvPress: 2 }), 'short-cost-leave');
+    // the default, 3: 53333 · 3 = 159999 asks less than the pod holds; 53334 · 3 = 160002 more
+    assert.equal(at(53333), 'session-host');
+    assert.equal(at(53334), 'short-cost-leave');
+    // kvPress 4: 40001 · 4 > 160000
+    assert.equal(at(40001, { kvPress: 4 }), 'short-cost-leave');
+    assert.equal(at(40000, { kvPress: 4 }), 'session-host');
+    // kvPress 0: never short
+    assert.equal(at(1e9, { kvPress: 0 }), 'session-host');
+    assert.throws(() => createPolicy(name, { kvPress: -1 }), /knob "kvPress" must be a number in \[0, ∞\]/);
+    assert.throws(() => createPolicy(name, { shortCost: 1 }), /knob "shortCost"/);
+  });
+
+  test(`${name}: one pod short is enough; a pod of unknown capacity is never short`, () => {
+    const base = cluster(shortLoads, { sessions: bound, maxContextTokens: 60000 });
+    const withCapacity = (caps: number[]) => ({ ...base, pods: base.pods.map((pod, i) => ({ ...pod, kvCapacityBlocks: caps[i] })) });
+    const p = createPolicy(name);
+    // pod 1 holds 40000 blocks (640000 tokens), pod 0 10000 (160000 < 180000): short
+    assert.equal(p.route(request(shortLoads, { sessionKey: S }), withCapacity([10000, 40000]), 0).reason, 'short-cost-leave');
+    // both unknown (0): not short
+    assert.equal(p.route(request(shortLoads, { sessionKey: S }), withCapacity([0, 0]), 0).reason, 'session-host');
+    // one unknown, the other large enough: not short
+    assert.equal(p.route(request(shortLoads, { sessionKey: S }), withCapacity([0, 40000]), 0).reason, 'session-host');
+  });
+}
