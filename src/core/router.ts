@@ -10,6 +10,7 @@ import type { ClusterView, Decision, LoadView, Policy, PodView, PrefixMatch, Req
 import { decisionsOf, loadViewOf, sessionInfoOf, sessionViewOf } from './table-views.js';
 import type { UserUsage } from './user-usage.js';
 import type { RetentionView } from './retention.js';
+import { RecentMax } from './recent-max.js';
 
 export interface RouteRequest {
   model: string;
@@ -91,8 +92,8 @@ export class Router {
   #priorHost = -1;
   /** Decisions that placed a request with no live binding (ClusterView.placements). */
   #placements = 0;
-  /** The largest session context seen, in tokens (ClusterView.maxContextTokens). */
-  #maxContext = 0;
+  /** The largest session context seen within the last one to two session TTLs, in tokens (ClusterView.maxContextTokens). */
+  readonly #maxContext: RecentMax;
   readonly #hints = new Map<bigint, PrefixHint>();
   readonly #maxHints: number;
   /** Every pod's loss epoch as read before the current walk. */
@@ -105,6 +106,7 @@ export class Router {
     this.#counts = new Uint32Array(tables.index.counts.length);
     this.#epochs = new Uint32Array(tables.index.maxPods);
     this.#maxHints = opts.maxHints ?? 65536;
+    this.#maxContext = new RecentMax(opts.sessionTtlMs);
     this.#loadView = loadViewOf(tables.load);
     const stored = sessionViewOf(tables.sessions);
     // The request's own session is read once per decision (route() needs it first) and served from that read.
@@ -161,8 +163,8 @@ export class Router {
       }
     };
     const decisions = decisionsOf(load, candidates);
-    if (req.sessionKey !== null && req.promptTokens > this.#maxContext) this.#maxContext = req.promptTokens;
-    const cluster = new RouteCluster(candidates, this.#loadView, this.#sessionView, decisions, this.#placements, this.#t.users, now, this.#t.retention, this.#maxContext);
+    if (req.sessionKey !== null) this.#maxContext.observe(req.promptTokens, now);
+    const cluster = new RouteCluster(candidates, this.#loadView, this.#sessionView, decisions, this.#placements, this.#t.users, now, this.#t.retention, this.#maxContext.value(now));
     const features: RequestFeatures = {
       model: req.model,
       sessionKey: req.sessionKey,
@@ -303,7 +305,7 @@ export class Router {
       sessions.setTime(req.sessionKey, 'attained', out.serviceMs, true);
       if (out.contextTokens !== null) sessions.setCount(req.sessionKey, 'contextTokens', out.contextTokens);
     }
-    if (req.sessionKey !== null && out.contextTokens !== null && out.contextTokens > this.#maxContext) this.#maxContext = out.contextTokens;
+    if (req.sessionKey !== null && out.contextTokens !== null) this.#maxContext.observe(out.contextTokens, now);
   }
 
   /** The request's tokens count against its user (weighted by the table) from `now`. */

@@ -68,3 +68,21 @@ test('the host gives policies the largest session context it has seen (a routed 
   turn(request({ sessionId: 'a', promptTokens: 100 }), null, 40);
   assert.deepEqual(seen, [5000, 5300, 5300, 7000, 7000]);
 });
+
+test('the largest session context is forgotten once two session TTLs pass without it (one huge session does not keep a fleet short)', () => {
+  const seen: Array<number | undefined> = [];
+  const policy = createPolicy('sticky');
+  const spy: Policy = { name: 'spy', route: (req, cluster, now) => { seen.push(cluster.maxContextTokens); return policy.route(req, cluster, now); } };
+  const ttl = 60_000;
+  const { host, request } = routingHost({ policy: spy, pods: 2, sessionTtlMs: ttl });
+  const turn = (session: string, promptTokens: number, now: number) => {
+    const p = host.route(request({ sessionId: session, promptTokens }), NONE, now);
+    host.dispatched(p, now);
+    host.finished(p, null, now + 1);
+  };
+  turn('big', 100_000, 0);
+  turn('small', 2000, ttl + 10); // the next window: the big one still counts
+  turn('small', 2000, 2 * ttl + 20); // the window after: only what the last one saw
+  turn('small', 2000, 4 * ttl + 30); // two windows with nothing: only this prompt
+  assert.deepEqual(seen, [100_000, 100_000, 2000, 2000]);
+});
