@@ -106,8 +106,12 @@ test('a 409 from a write made meanwhile by someone else is re-read, and the lead
         assert.equal(res.status, 200, text);
         break;
       }
+      const written = stub.api.history.length;
       // The leader's next renewal replaces what it wrote last, now stale: a 409, whichever way the two raced.
       await until(() => a.stats.conflicts > i, `the leader's renewal to meet write ${i}`);
+      // And its re-read and write after that, before the next write: a re-read that met the next write would
+      // take that one as current and never conflict with it (a slow machine widened that window: 20 s timeout).
+      await until(() => stub.api.history.length > written, `the leader's write after meeting write ${i}`);
     }
     const rv = Number(stub.api.lease(NS, 'ear-leader')!.metadata.resourceVersion);
     await until(() => Number(stub.api.lease(NS, 'ear-leader')!.metadata.resourceVersion) > rv, 'a renewal after the conflicts');
