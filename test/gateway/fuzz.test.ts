@@ -60,8 +60,10 @@ test('a body nested deeper than JSON.stringify can write back is a 400 where the
 test('2000 fuzz cases (seed 13): no crash, hang, 5xx for a client mistake, malformed answer or leak', async () => {
   // RSS: bodies nested tens of thousands deep grow the gateway's heaps to a plateau (~600-750 MiB) that 2000 cases
   // may not reach by the end of warm-up; the 100k run (bench/RESULTS.md) shows it flat after. The bound here
-  // still catches a leak of a request's body or state per request.
-  const report = await runFuzz({ cases: 2000, seed: 13, concurrency: 16, rssGrowthBytes: 256 * 2 ** 20 }, fleet);
+  // still catches a leak of a request's body or state per request. How far below the plateau warm-up ends
+  // depends on the machine: under `taskset -c 0` (one core for the whole suite) it ended at 276.5 MiB and the run
+  // grew 292.9 MiB to 569.4, inside the plateau; hence 384 MiB, not 256.
+  const report = await runFuzz({ cases: 2000, seed: 13, concurrency: 16, rssGrowthBytes: 384 * 2 ** 20 }, fleet);
   const text = formatReport(report);
   console.log(text);
   assert.equal(report.cases >= 2000, true, text);
