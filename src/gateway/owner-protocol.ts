@@ -15,6 +15,7 @@ import type { GatedRoute } from '../request/client-gate.js';
 import type { ResponseOrigin } from '../store/session-store.js';
 import type { GatewayConfig } from '../config/index.js';
 import type { Retain } from '../fleet/routing-port.js';
+import type { HostRequest } from '../core/routing-host.js';
 
 /** What a data-plane thread starts with. */
 export interface HttpThreadData {
@@ -56,19 +57,8 @@ export interface PlacementWire {
   rank?: AdmissionRank;
 }
 
-/** The request as routing takes it (its block keys copied out of the thread's scratch area). */
-export interface InputWire {
-  model: string;
-  sessionId: string | null;
-  parentSessionId: string | null;
-  promptTokens: number;
-  blockKeys: BigUint64Array;
-  maxTokens: number | null;
-  user: string | null;
-  expectedOutputTokens?: number | null;
-  deadlineAt?: number | null;
-  exclude?: number[];
-}
+/** The request as routing takes it (its block keys copied out of the thread's scratch area; a Set does not cross, its members do). */
+export type InputWire = Omit<HostRequest, 'exclude'> & { exclude?: number[] };
 
 /** An error as it crosses: an EarError's code and retry, a refusal's limits, a no-candidate's filter. */
 export interface ErrorWire {
