@@ -73,6 +73,11 @@ export interface ClusterView {
    * as finished): how much KV one session may ask of an engine. Absent when the host does not track it.
    */
   readonly maxContextTokens?: number;
+  /**
+   * The KV the live sessions need, in tokens: the sum of the last context of every session seen (a turn routed
+   * or finished) within the host's live window (60 s by default). Absent when the host does not track it.
+   */
+  readonly liveContextTokens?: number;
 }
 
 /** The host's per-user token window as of the decision (src/core/user-usage.ts). */

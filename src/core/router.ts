@@ -11,6 +11,7 @@ import { decisionsOf, loadViewOf, sessionInfoOf, sessionViewOf } from './table-v
 import type { UserUsage } from './user-usage.js';
 import type { RetentionView } from './retention.js';
 import { RecentMax } from './recent-max.js';
+import { LiveContexts } from './live-contexts.js';
 
 export interface RouteRequest {
   model: string;
@@ -52,6 +53,8 @@ export interface RouterOptions {
   record: (pod: number, keys: KeySpan, now: number) => void;
   /** Sessions whose last walk is remembered for the next turn's (PrefixHint); default 65536, oldest dropped first. */
   maxHints?: number;
+  /** A session seen within this long (ms) counts as live in ClusterView.liveContextTokens; default 60 s. */
+  liveWindowMs?: number;
 }
 
 /**
@@ -94,6 +97,8 @@ export class Router {
   #placements = 0;
   /** The largest session context seen within the last one to two session TTLs, in tokens (ClusterView.maxContextTokens). */
   readonly #maxContext: RecentMax;
+  /** The context of the sessions seen within the live window (ClusterView.liveContextTokens). */
+  readonly #live: LiveContexts;
   readonly #hints = new Map<bigint, PrefixHint>();
   readonly #maxHints: number;
   /** Every pod's loss epoch as read before the current walk. */
@@ -107,6 +112,7 @@ export class Router {
     this.#epochs = new Uint32Array(tables.index.maxPods);
     this.#maxHints = opts.maxHints ?? 65536;
     this.#maxContext = new RecentMax(opts.sessionTtlMs);
+    this.#live = new LiveContexts(opts.liveWindowMs ?? 60_000);
     this.#loadView = loadViewOf(tables.load);
     const stored = sessionViewOf(tables.sessions);
     // The request's own session is read once per decision (route() needs it first) and served from that read.
@@ -163,8 +169,12 @@ export class Router {
       }
     };
     const decisions = decisionsOf(load, candidates);
-    if (req.sessionKey !== null) this.#maxContext.observe(req.promptTokens, now);
-    const cluster = new RouteCluster(candidates, this.#loadView, this.#sessionView, decisions, this.#placements, this.#t.users, now, this.#t.retention, this.#maxContext.value(now));
+    if (req.sessionKey !== null) {
+      this.#maxContext.observe(req.promptTokens, now);
+      this.#live.observe(req.sessionKey, req.promptTokens, now);
+    }
+    const cluster = new RouteCluster(candidates, this.#loadView, this.#sessionView, decisions, this.#placements, this.#t.users, now, this.#t.retention,
+      this.#maxContext.value(now), this.#live.tokens(now));
     const features: RequestFeatures = {
       model: req.model,
       sessionKey: req.sessionKey,
@@ -305,7 +315,10 @@ export class Router {
       sessions.setTime(req.sessionKey, 'attained', out.serviceMs, true);
       if (out.contextTokens !== null) sessions.setCount(req.sessionKey, 'contextTokens', out.contextTokens);
     }
-    if (req.sessionKey !== null && out.contextTokens !== null) this.#maxContext.observe(out.contextTokens, now);
+    if (req.sessionKey !== null && out.contextTokens !== null) {
+      this.#maxContext.observe(out.contextTokens, now);
+      this.#live.observe(req.sessionKey, out.contextTokens, now);
+    }
   }
 
   /** The request's tokens count against its user (weighted by the table) from `now`. */
@@ -323,7 +336,7 @@ class RouteCluster implements ClusterView {
 
   constructor (readonly pods: readonly PodView[], readonly load: LoadView, readonly sessions: SessionView, readonly decisions: number,
     readonly placements: number, readonly usage: UserUsage | undefined, readonly now: number, readonly retention: RetentionView | undefined,
-    readonly maxContextTokens: number) {}
+    readonly maxContextTokens: number, readonly liveContextTokens: number) {}
 
   /** The user window as of the decision (undefined when the tables keep none). */
   get users (): UserView | undefined {

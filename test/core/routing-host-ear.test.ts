@@ -86,3 +86,22 @@ test('the largest session context is forgotten once two session TTLs pass withou
   turn('small', 2000, 4 * ttl + 30); // two windows with nothing: only this prompt
   assert.deepEqual(seen, [100_000, 100_000, 2000, 2000]);
 });
+
+test('the host gives policies the live sessions\' contexts: the last of each session seen within the live window', () => {
+  const seen: Array<number | undefined> = [];
+  const policy = createPolicy('sticky');
+  const spy: Policy = { name: 'spy', route: (req, cluster, now) => { seen.push(cluster.liveContextTokens); return policy.route(req, cluster, now); } };
+  const { host, request } = routingHost({ policy: spy, pods: 2 });
+  const turn = (session: string | null, promptTokens: number, context: number | null, now: number) => {
+    const p = host.route(request({ ...(session === null ? {} : { sessionId: session }), promptTokens }), NONE, now);
+    host.dispatched(p, now);
+    host.finished(p, context === null ? null : { promptTokens: promptTokens, completionTokens: context - promptTokens }, now + 1);
+  };
+  turn('a', 5000, 5300, 0);
+  turn(null, 90000, 90010, 10); // no session: nobody's context
+  turn('b', 2000, null, 20);
+  turn('a', 6000, null, 30); // a's prompt replaces its finished 5300
+  turn('b', 3000, null, 60_030); // a, last seen at 30, is still live 60 s on
+  turn('b', 3000, null, 60_031); // and gone 1 ms later
+  assert.deepEqual(seen, [5000, 5300, 7300, 8000, 9000, 3000]);
+});

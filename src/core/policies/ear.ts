@@ -58,15 +58,20 @@
 //   evict another session's retained prefix is not a gain).
 // With room everywhere (the stress regime's engines) every rule above is ear's as before.
 //
-// Short of KV, by cost (knob shortCost, default true; kvPress, default 3). Once some candidate's KV holds less
-// than kvPress times the largest session context the host has seen (ClusterView.maxContextTokens), the fleet
-// is short of KV: every request is placed by kv-load's cost (kv-load.ts, Dynamo's: prefill still to compute
-// there, queued prefill and KV held), the rules above aside. A turn that leaves its host does so without
-// migrateFrom: it is recomputed where it goes, no KV moved (a transfer short of KV waits behind the hot
-// source and mostly ended as a recompute anyway, RESULTS "Short of KV"). Admission does not route such a
-// decision again for a retained prefix (Decision.keepsRetained false). Why: in that regime the tail is
-// queueing, and re-placing each turn by cost spreads the sessions that affinity kept piled up. Unknown
-// capacity (0) or no context seen yet: not short.
+// Short of KV, by cost (knob shortCost, default true; kvPress, default 3; liveShare, default 0.25). The fleet is
+// short of KV when both hold: some candidate's KV holds less than kvPress times the largest session context the
+// host has seen (ClusterView.maxContextTokens: one session may take a large share of an engine), and the live
+// sessions' contexts (ClusterView.liveContextTokens: sessions seen within the host's live window) add up to more
+// than liveShare of the candidates' KV (the fleet cannot keep them all once placement piles them up). The
+// second condition is why ten long Claude Code sessions on eight engines are not short (they need at most a
+// quarter of the fleet's KV), while the agentic lab at 12,000 blocks is within its first 20 s (RESULTS "Short of
+// KV"). Short, every request is placed by kv-load's cost (kv-load.ts, Dynamo's: prefill still to
+// compute there, queued prefill and KV held), the rules above aside. A turn that leaves its host does so
+// without migrateFrom: it is recomputed where it goes, no KV moved (a transfer short of KV waits behind the
+// hot source and mostly ended as a recompute anyway). Admission does not route such a decision again for a
+// retained prefix (Decision.keepsRetained false). Why: in that regime the tail is queueing, and re-placing
+// each turn by cost spreads the sessions that affinity kept piled up. Unknown capacity (0) on any candidate,
+// no context seen yet, or a host that tracks no live sessions: not short.
 //
 // Defaults are provisional until the sweeps of issue 12 (tHot, tCool, minGain, maxMovesPerPod).
 import type { ClusterView, Decision, LoadView, PodView, Policy, RequestFeatures } from '../policy.js';
@@ -94,8 +99,12 @@ export const EAR_DEFAULTS = {
   kvMargin: 0.05,
   // Short of KV, place every request by kv-load's cost (see the header); false: ear's rules always.
   shortCost: true,
-  // The fleet is short of KV once some pod's KV holds less than kvPress × the largest session context seen.
-  kvPress: 3
+  // Short of KV needs some pod's KV to hold less than kvPress × the largest session context seen...
+  kvPress: 3,
+  // ...and the live sessions' contexts to add up to more than liveShare of the candidates' KV. Provisional
+  // (RESULTS "Short of KV": ten Claude Code sessions on eight H20s peak at 0.25 and do not read short; the agentic
+  // lab at 12,000 blocks passes 0.25 within its first 20 s; at 0.5, reached later, affinity piled sessions up first).
+  liveShare: 0.25
 };
 
 export type EarConfig = typeof EAR_DEFAULTS;
@@ -110,17 +119,27 @@ export const EAR_PROACTIVE_DEFAULTS = {
 export type EarProactiveConfig = typeof EAR_PROACTIVE_DEFAULTS;
 
 const checks = {
-  tHot: num(0), tCool: num(0), minGain: num(0), affinity: bool(), kvAware: bool(), kvMargin: num(0, 1), shortCost: bool(), kvPress: num(0)
+  tHot: num(0), tCool: num(0), minGain: num(0), affinity: bool(), kvAware: bool(), kvMargin: num(0, 1), shortCost: bool(), kvPress: num(0), liveShare: num(0)
 };
 
-/** Whether some candidate's KV holds less than kvPress × the largest session context seen (pods of unknown capacity never do). */
-export function shortOfKv (cluster: ClusterView, kvPress: number): boolean {
+/**
+ * Whether the fleet is short of KV (see the header): some candidate's KV holds less than kvPress × the largest
+ * session context seen, and the live sessions' contexts exceed liveShare of the candidates' KV. A candidate of
+ * unknown capacity makes the fleet's KV unknown: not short.
+ */
+export function shortOfKv (cluster: ClusterView, kvPress: number, liveShare: number): boolean {
   const context = cluster.maxContextTokens ?? 0;
-  if (!(context > 0)) return false;
+  const live = cluster.liveContextTokens ?? 0;
+  if (!(context > 0) || !(live > 0)) return false;
+  let fleet = 0;
+  let tight = false;
   for (const p of cluster.pods) {
-    if (p.kvCapacityBlocks > 0 && p.kvCapacityBlocks * p.blockSize < kvPress * context) return true;
+    if (!(p.kvCapacityBlocks > 0)) return false;
+    const tokens = p.kvCapacityBlocks * p.blockSize;
+    fleet += tokens;
+    if (tokens < kvPress * context) tight = true;
   }
-  return false;
+  return tight && live > liveShare * fleet;
 }
 
 /** Free KV of a pod in tokens; +Infinity when its capacity is unknown (then anything is taken to fit). */
@@ -224,7 +243,7 @@ function routeEar (k: EarConfig, req: RequestFeatures, cluster: ClusterView, now
 /** ear's route(): short of KV (shortCost), kv-load's pick; otherwise routeEar. */
 function earRoute (k: EarConfig): Policy['route'] {
   const costPolicy = createKvLoad();
-  return (req, cluster, now) => (k.shortCost && shortOfKv(cluster, k.kvPress) ? routeShort(costPolicy, req, cluster, now) : routeEar(k, req, cluster, now));
+  return (req, cluster, now) => (k.shortCost && shortOfKv(cluster, k.kvPress, k.liveShare) ? routeShort(costPolicy, req, cluster, now) : routeEar(k, req, cluster, now));
 }
 
 export function createEar (config: Readonly<Record<string, unknown>> = {}): Policy {

@@ -211,18 +211,21 @@ test('ear affinity=false: new sessions, requests without one and sessions whose 
     [{ pod: 0, reason: 'host-least-load' }, { pod: 0, reason: 'host-least-load' }, { pod: 0, reason: 'host-least-load' }]);
 });
 
-// Short of KV (shortCost, kvPress): the fixture's pods hold 10000 blocks of 16 = 160000 tokens each.
+// Short of KV (shortCost, kvPress, liveShare): the fixture's pods hold 10000 blocks of 16 = 160000 tokens each, the
+// two pods 320000; live sessions of 250000 tokens are past the default liveShare (0.25 × 320000 = 80000), and past
+// 0.5 of two or three pods (160000, 240000).
 // Host 0 has 20000 tokens of pending prefill (below tHot, so ear keeps the session there); kv-load's cost, with a
 // 100-block prompt matched nowhere: pod 0 = (100 + 1250) + 0 + 1250 + 100 = 2700, pod 1 = 100 + 100 = 200.
 const shortLoads: PodLoad[] = [{ pendingPrefill: 20000 }, {}];
 const bound = sess({ host: 0, contextTokens: 1000 });
+const LIVE = 250000;
 
 for (const name of ['ear', 'ear-proactive']) {
-  test(`${name}: short of KV (some pod holds < kvPress × the largest context), every request goes by kv-load's pick`, () => {
+  test(`${name}: short of KV (some pod holds < kvPress × the largest context, live sessions > liveShare of the KV), every request goes by kv-load's pick`, () => {
     const p = createPolicy(name);
     const kvLoad = createPolicy('kv-load');
     // 3 × 60000 = 180000 > 160000: short.
-    const view = cluster(shortLoads, { sessions: bound, maxContextTokens: 60000 });
+    const view = cluster(shortLoads, { sessions: bound, maxContextTokens: 60000, liveContextTokens: LIVE });
     const turn = request(shortLoads, { sessionKey: S });
     assert.equal(kvLoad.route(turn, view, 0).pod, 1);
     // the turn leaves its host with no migrateFrom: recomputed where it goes; admission does not route it again
@@ -231,32 +234,37 @@ for (const name of ['ear', 'ear-proactive']) {
     assert.deepEqual(p.route(request(shortLoads), view, 0), { pod: 1, reason: 'short-cost', keepsRetained: false });
     // where kv-load's cost is least on the host, the turn stays
     const hostCheap: PodLoad[] = [{ matched: 100 }, { pendingPrefill: 20000 }];
-    const stay = cluster(hostCheap, { sessions: bound, maxContextTokens: 60000 });
+    const stay = cluster(hostCheap, { sessions: bound, maxContextTokens: 60000, liveContextTokens: LIVE });
     assert.equal(kvLoad.route(request(hostCheap, { sessionKey: S }), stay, 0).pod, 0);
     assert.deepEqual(p.route(request(hostCheap, { sessionKey: S }), stay, 0), { pod: 0, reason: 'short-cost-host', keepsRetained: false });
     // even a hot host past its cool-down: no migration, kv-load's pick
     const hot: PodLoad[] = [{ pendingPrefill: 40000 }, { pendingPrefill: 30000, matched: 100 }, { pendingPrefill: 1000 }];
-    const hv = cluster(hot, { sessions: bound, maxContextTokens: 60000 });
+    const hv = cluster(hot, { sessions: bound, maxContextTokens: 60000, liveContextTokens: LIVE });
     assert.deepEqual(p.route(request(hot, { sessionKey: S }), hv, 0), { pod: kvLoad.route(request(hot, { sessionKey: S }), hv, 0).pod, reason: 'short-cost-leave', keepsRetained: false });
   });
 
   test(`${name}: not short of KV, today's pick`, () => {
     const p = createPolicy(name);
     // 3 × 50000 = 150000 < 160000: not short; the host is cold, the session stays
-    assert.deepEqual(p.route(request(shortLoads, { sessionKey: S }), cluster(shortLoads, { sessions: bound, maxContextTokens: 50000 }), 0),
+    assert.deepEqual(p.route(request(shortLoads, { sessionKey: S }), cluster(shortLoads, { sessions: bound, maxContextTokens: 50000, liveContextTokens: LIVE }), 0),
       { pod: 0, reason: 'session-host' });
+    // the largest context would be short, but the live sessions need at most half the fleet's KV (or are unknown)
+    for (const live of [80000, 0, undefined]) {
+      assert.deepEqual(p.route(request(shortLoads, { sessionKey: S }), cluster(shortLoads, { sessions: bound, maxContextTokens: 60000, ...(live === undefined ? {} : { liveContextTokens: live }) }), 0),
+        { pod: 0, reason: 'session-host' }, `live ${live}`);
+    }
     // no context seen (absent or 0): not short
     assert.deepEqual(p.route(request(shortLoads, { sessionKey: S }), cluster(shortLoads, { sessions: bound }), 0), { pod: 0, reason: 'session-host' });
     assert.deepEqual(p.route(request(shortLoads, { sessionKey: S }), cluster(shortLoads, { sessions: bound, maxContextTokens: 0 }), 0),
       { pod: 0, reason: 'session-host' });
     // shortCost=false: today's pick however short
-    assert.deepEqual(createPolicy(name, { shortCost: false }).route(request(shortLoads, { sessionKey: S }), cluster(shortLoads, { sessions: bound, maxContextTokens: 150000 }), 0),
+    assert.deepEqual(createPolicy(name, { shortCost: false }).route(request(shortLoads, { sessionKey: S }), cluster(shortLoads, { sessions: bound, maxContextTokens: 150000, liveContextTokens: LIVE }), 0),
       { pod: 0, reason: 'session-host' });
   });
 
-  test(`${name}: the threshold is strict, and kvPress moves it`, () => {
-    const at = (maxContextTokens: number, knobs: Record<string, unknown> = {}): string =>
-      createPolicy(name, knobs).route(request(shortLoads, { sessionKey: S }), cluster(shortLoads, { sessions: bound, maxContextTokens }), 0).reason;
+  test(`${name}: the thresholds are strict, and kvPress and liveShare move them`, () => {
+    const at = (maxContextTokens: number, knobs: Record<string, unknown> = {}, liveContextTokens = LIVE): string =>
+      createPolicy(name, knobs).route(request(shortLoads, { sessionKey: S }), cluster(shortLoads, { sessions: bound, maxContextTokens, liveContextTokens }), 0).reason;
     // kvPress 2: 2 × 80000 = 160000 is not less than the pod's 160000; one token more is
     assert.equal(at(80000, { kvPress: 2 }), 'session-host');
     assert.equal(at(80001, { kvPress: 2 }), 'short-cost-leave');
@@ -269,18 +277,31 @@ for (const name of ['ear', 'ear-proactive']) {
     // kvPress 0: never short
     assert.equal(at(1e9, { kvPress: 0 }), 'session-host');
     assert.throws(() => createPolicy(name, { kvPress: -1 }), /knob "kvPress" must be a number in \[0, ∞\]/);
+    // the default liveShare, 0.25: 80000 of 320000 is not more than a quarter; 80001 is
+    assert.equal(at(60000, {}, 80000), 'session-host');
+    assert.equal(at(60000, {}, 80001), 'short-cost-leave');
+    // liveShare 0.5: 160001 > 160000; liveShare 1: the whole fleet's 320000 and one more
+    assert.equal(at(60000, { liveShare: 0.5 }, 160001), 'short-cost-leave');
+    assert.equal(at(60000, { liveShare: 0.5 }, 160000), 'session-host');
+    assert.equal(at(60000, { liveShare: 1 }, 320000), 'session-host');
+    assert.equal(at(60000, { liveShare: 1 }, 320001), 'short-cost-leave');
+    // liveShare 0: any live session counts (with the largest context past kvPress)
+    assert.equal(at(60000, { liveShare: 0 }, 1), 'short-cost-leave');
+    assert.throws(() => createPolicy(name, { liveShare: -0.1 }), /knob "liveShare" must be a number in \[0, ∞\]/);
     assert.throws(() => createPolicy(name, { shortCost: 1 }), /knob "shortCost"/);
   });
 
-  test(`${name}: one pod short is enough; a pod of unknown capacity is never short`, () => {
-    const base = cluster(shortLoads, { sessions: bound, maxContextTokens: 60000 });
+  test(`${name}: one pod short is enough; a pod of unknown capacity makes the fleet's KV unknown, never short`, () => {
+    const base = cluster(shortLoads, { sessions: bound, maxContextTokens: 60000, liveContextTokens: 200001 });
     const withCapacity = (caps: number[]) => ({ ...base, pods: base.pods.map((pod, i) => ({ ...pod, kvCapacityBlocks: caps[i] })) });
     const p = createPolicy(name);
-    // pod 1 holds 40000 blocks (640000 tokens), pod 0 10000 (160000 < 180000): short
+    // pod 1 holds 40000 blocks (640000 tokens), pod 0 10000 (160000 < 180000): short, with 200001 > 0.25 × 800000 live
     assert.equal(p.route(request(shortLoads, { sessionKey: S }), withCapacity([10000, 40000]), 0).reason, 'short-cost-leave');
+    assert.equal(p.route(request(shortLoads, { sessionKey: S }), { ...withCapacity([10000, 40000]), liveContextTokens: 200000 }, 0).reason, 'session-host');
     // both unknown (0): not short
     assert.equal(p.route(request(shortLoads, { sessionKey: S }), withCapacity([0, 0]), 0).reason, 'session-host');
-    // one unknown, the other large enough: not short
+    // one unknown: the fleet's KV is unknown, not short (even though pod 0 alone is small)
+    assert.equal(p.route(request(shortLoads, { sessionKey: S }), withCapacity([10000, 0]), 0).reason, 'session-host');
     assert.equal(p.route(request(shortLoads, { sessionKey: S }), withCapacity([0, 40000]), 0).reason, 'session-host');
   });
 }
