@@ -7,6 +7,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { adminSession as session, metric, simFleet, text, turn, type SimFleet } from '../fixtures/processes.js';
+import { until } from '../fixtures/wait.js';
 
 /** `ear serve --policy ear` with `connector` in front of two `ear sim` processes (shared-store: sim-0 hosts the store). */
 function migrationFleet (connector: 'nixl' | 'shared-store', simFlags: string[] = []): Promise<SimFleet> {
@@ -63,15 +64,32 @@ describe(`migration end to end (${connector}): ear serve --policy ear in front o
 
 describe('a failed transfer: engines without a KV connector answer the export leg with no params', () => {
   let fleet: SimFleet;
-  before(async () => { fleet = await migrationFleet('nixl', ['--no-kv-transfer']); });
+  // One seat per engine: a request sent to a busy engine waits there, its prefill pending at the gateway.
+  before(async () => { fleet = await migrationFleet('nixl', ['--no-kv-transfer', '--max-num-seqs', '1']); });
   after(() => fleet.close());
 
   test('the session and the request stay on the source, the failure is counted, and no client request fails', async () => {
     const gw = fleet.url;
     const sys = { role: 'system', content: text('system', 3000) };
     const first = await turn(gw, 'F', [sys, { role: 'user', content: 'turn 1' }]);
+    const other = first.backend === 'sim-0' ? 'sim-1' : 'sim-0';
+    // A long stream of the session holds the host's one seat, so the first of the two calls below waits on the
+    // host with its prefill pending (the host is hot) until the second has been routed, however late that is (a
+    // data-plane thread of its own, a loaded machine): the host is not cooled by the first call's prefill ending
+    // before the second is routed, which is what made this test depend on timing with httpThreads ≥ 2.
+    const holder = await fetch(`${gw}/v1/chat/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'x-session-id': 'F' },
+      body: JSON.stringify({ model: 'm', messages: [sys, { role: 'user', content: 'turn 1' }], max_tokens: 100_000, stream: true })
+    });
+    assert.equal(holder.status, 200);
+    assert.equal(holder.headers.get('x-ear-backend'), first.backend);
+    const held = holder.body!.getReader();
+    await held.read();
     const messages = [sys, { role: 'user', content: 'turn 1' }, { role: 'assistant', content: 'ok' }, { role: 'user', content: text('turn 2', 24000) }];
-    const [a, b] = await Promise.all([turn(gw, 'F', messages), turn(gw, 'F', messages)]);
+    const both = Promise.all([turn(gw, 'F', messages), turn(gw, 'F', messages)]);
+    await until(async () => await metric(gw, 'ear_routing_decisions_total', `{policy="ear",backend="${other}",reason="migrate"}`) === 1, 'the second call routed as a migration');
+    await held.cancel();
+    const [a, b] = await both;
     assert.equal(a.backend, first.backend);
     assert.equal(b.backend, first.backend, 'the would-be migration is served by the source');
     assert.equal(await metric(gw, 'ear_kv_transfers_total', '{kind="migration",mode="nixl",outcome="failed"}'), 1);
