@@ -266,6 +266,38 @@ export function registerTotal (registry: Registry, name: string, help: string, r
   });
 }
 
+/** What registerRetentionMetrics reads at each scrape (the routing host's, src/core/retention.ts). */
+export interface RetentionSource {
+  retained: number;
+  resumed: number;
+  expired: number;
+  overShare: number;
+  live: number;
+  liveBlocks: number;
+}
+
+/**
+ * Prefix retention as the routing host holds it (docs/retention.md): records live now and their blocks, records
+ * made, and how they ended (evictions apart: ear_retained_prefix_evictions_total). The host is the main thread's
+ * whatever the data-plane threads: what they retain reaches it with each turn's end.
+ */
+export function registerRetentionMetrics (registry: Registry, read: () => RetentionSource): void {
+  new Gauge({ name: 'ear_retained_prefixes', help: 'Retained prefixes now (sessions in their tool gap, or kept for a client\'s retention hint).', registers: [registry], collect () { this.set(read().live); } });
+  new Gauge({ name: 'ear_retained_prefix_blocks', help: 'KV blocks of the retained prefixes now.', registers: [registry], collect () { this.set(read().liveBlocks); } });
+  registerTotal(registry, 'ear_retained_prefixes_total', 'Prefixes retained: turns that ended in a tool call in a session, or carried a retention hint.', () => read().retained);
+  new Counter({
+    name: 'ear_retained_prefixes_ended_total', help: 'Retained prefixes that ended, by how: resumed (the session\'s next turn came), expired (its TTL ran out), over_share (dropped beyond retention.maxShare of its engine\'s KV).',
+    labelNames: ['reason'], registers: [registry],
+    collect () {
+      const s = read();
+      this.reset();
+      this.inc({ reason: 'resumed' }, s.resumed);
+      this.inc({ reason: 'expired' }, s.expired);
+      this.inc({ reason: 'over_share' }, s.overShare);
+    }
+  });
+}
+
 /** What registerSessionStoreMetrics reads at each scrape (src/store/shared-sessions.ts). */
 export interface SessionStoreSource {
   store: { stats (): SessionStoreStats };

@@ -1,10 +1,16 @@
 // Agents' hints through `ear serve` (issue 31 part 2): Anthropic cache_control marks sent by the Anthropic SDK and
 // raw bodies with vllm_xargs.agentic_context, in front of `ear sim` engines; what EAR took of them is read off
-// each request's `done` message (the routing core's input for retention). A capturing engine shows the field
-// never reaches an engine unless its backend forwards it; a tool-calling engine (the simulator has no tool
-// parser) shows a turn that ended in a tool call marked as such, in each API, streamed and not.
+// each request's `done` message (the routing core's input for retention), logged by whichever of the process's
+// threads served it (fixtures/done-log.ts: the gateway runs as its own process, with data-plane threads when
+// EAR_TEST_HTTP_THREADS says). A capturing engine shows the field never reaches an engine unless its backend
+// forwards it; a tool-calling engine (the simulator has no tool parser) shows a turn that ended in a tool call
+// marked as such, in each API, streamed and not.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { request, getGlobalDispatcher } from 'undici';
@@ -12,23 +18,57 @@ import { fleet, type Fleet } from '../fixtures/fleet.js';
 import { fakeEngine } from '../fixtures/fake-engine.js';
 import { earInFront } from '../fixtures/ear-in-front.js';
 import { toolCallEngine } from '../fixtures/tool-call-engine.js';
+import { metric, SERVE_LISTENING, start, stop } from '../fixtures/processes.js';
 import { until } from '../fixtures/wait.js';
-import { subscribeRequests, type DoneMessage } from '../../src/request/channels.js';
-import type { Ear } from '../../src/gateway/ear.js';
+import type { DoneRecord } from '../fixtures/done-log.js';
+import { startSim } from '../../src/sim/server.js';
 
 after(() => getGlobalDispatcher().close());
 
-/** The done messages of `ear`'s requests, as they come. */
-function dones (ear: Ear): DoneMessage[] {
-  const seen: DoneMessage[] = [];
-  const off = subscribeRequests(ear.gateway.pipeline, { done: (m) => { seen.push(m); } });
-  after(off);
-  return seen;
+/** The done messages of a gateway's requests, in the order they were logged. */
+interface Dones { file: string }
+
+function read (dones: Dones): DoneRecord[] {
+  let text = '';
+  try {
+    text = readFileSync(dones.file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  return text.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as DoneRecord);
 }
 
-async function nth (seen: DoneMessage[], n: number): Promise<DoneMessage> {
-  await until(() => seen.length >= n, { what: `request ${n} done` });
+async function nth (dones: Dones, n: number): Promise<DoneRecord> {
+  const seen = await until(() => { const d = read(dones); return d.length >= n && d; }, { what: `request ${n} done` });
   return seen[n - 1];
+}
+
+/**
+ * `ear serve` (its own process, `config` YAML lines) in front of one engine at `engineUrl`, named e0, every done
+ * message of its requests logged; ready when returned, stopped after the file.
+ */
+async function loggedGateway (engineUrl: string, config: string[]): Promise<{ url: string; dones: Dones }> {
+  const dir = mkdtempSync(join(tmpdir(), 'ear-agent-hints-'));
+  const cfg = join(dir, 'ear.yaml');
+  writeFileSync(cfg, ['routeThreads: 1', 'healthIntervalMs: 60000', 'metricsIntervalMs: 0', ...config, ''].join('\n'));
+  const plant = new URL('../fixtures/done-log.js', import.meta.url).href;
+  const dones = { file: join(dir, 'dones.jsonl') };
+  const gw = await start(['serve', '--config', cfg, '--host', '127.0.0.1', '--port', '0', '--backend', `${engineUrl},id=e0`], SERVE_LISTENING, [],
+    { NODE_OPTIONS: `--import ${plant}`, EAR_TEST_DONE_LOG: dones.file });
+  after(async () => {
+    await stop(gw);
+    rmSync(dir, { recursive: true, force: true });
+  });
+  await until(async () => (await request(`${gw.url}/ready`)).statusCode === 200, { what: 'the gateway ready' });
+  return { url: gw.url, dones };
+}
+
+/** A simulated engine (this process) behind a logged `ear serve` with the sticky policy. */
+async function simGateway (config: string[] = []): Promise<{ base: string; dones: Dones }> {
+  const sim = await startSim({ host: '127.0.0.1', port: 0, profile: 'h100-llama-3.1-8b', servedModelName: ['m'], seed: 0, logger: pino({ level: 'silent' }), timeScale: 0.02 });
+  after(() => sim.close());
+  const { url, dones } = await loggedGateway(sim.url, ['policy: sticky', ...config]);
+  return { base: url, dones };
 }
 
 async function simFleet (over: Record<string, unknown> = {}): Promise<Fleet> {
@@ -46,8 +86,8 @@ async function post (url: string, path: string, body: unknown, headers: Record<s
 const system = 'You are a careful coding agent. '.repeat(20);
 
 test('Anthropic SDK cache_control: the longest TTL marked (system, messages, tools) is the turn\'s retention, clamped to maxRetentionTtlMs', async () => {
-  const f = await simFleet({ maxRetentionTtlMs: 600_000 });
-  const seen = dones(f.ear);
+  const f = await simGateway(['maxRetentionTtlMs: 600000']);
+  const seen = f.dones;
   const client = new Anthropic({ baseURL: f.base, apiKey: 'x', maxRetries: 0, defaultHeaders: { 'x-claude-code-session-id': 'cc-1' } });
 
   // 1h on the system prompt: past the gateway's 10 min, clamped.
@@ -124,8 +164,8 @@ const BODIES: Record<string, { path: string; body: (ctx: unknown) => Record<stri
 };
 
 test('agentic_context in raw bodies maps onto session, parent, class, expected output, deadline and retention (each API)', async () => {
-  const f = await simFleet({ maxRetentionTtlMs: 600_000 });
-  const seen = dones(f.ear);
+  const f = await simGateway(['maxRetentionTtlMs: 600000']);
+  const seen = f.dones;
   let n = 0;
   for (const [api, { path, body }] of Object.entries(BODIES)) {
     const r = await post(f.base, path, body(CONTEXT));
@@ -178,8 +218,8 @@ const BAD: Array<[unknown, RegExp]> = [
 ];
 
 test('bad agentic_context values are a 400 in each API\'s shape, and nothing reaches the engine', async () => {
-  const f = await simFleet();
-  const seen = dones(f.ear);
+  const f = await simGateway();
+  const seen = f.dones;
   let n = 0;
   for (const [api, { path, body }] of Object.entries(BODIES)) {
     for (const [c, message] of BAD) {
@@ -231,8 +271,7 @@ test('agentic_context is stripped before an engine (vllm_xargs kept otherwise), 
 test('a turn that ended in a tool call is marked, in each API, streamed and not; the session\'s prefix is kept for its tool gap', async () => {
   const e = await toolCallEngine('m');
   after(() => e.close());
-  const { ear, url } = await earInFront(e.url, '');
-  const seen = dones(ear);
+  const { url, dones: seen } = await loggedGateway(e.url, []);
   let n = 0;
   const check = async (what: string, toolCall: boolean): Promise<void> => {
     const d = await nth(seen, ++n);
@@ -285,7 +324,10 @@ test('a turn that ended in a tool call is marked, in each API, streamed and not;
   assert.deepEqual(d.retention, { ttlMs: 3_600_000, source: 'cache_control' });
   // The routing host took it: the session's prefix is retained on its engine (and each earlier tool-call turn's was,
   // until the session's next turn ended it).
-  const kept = ear.routing.host.retention.stats();
+  const kept = {
+    live: await metric(url, 'ear_retained_prefixes', ''), liveBlocks: await metric(url, 'ear_retained_prefix_blocks', ''),
+    retained: await metric(url, 'ear_retained_prefixes_total', ''), resumed: await metric(url, 'ear_retained_prefixes_ended_total', '{reason="resumed"}')
+  };
   assert.equal(kept.live, 1, JSON.stringify(kept));
   assert.ok(kept.liveBlocks > 0 && kept.retained >= 7 && kept.resumed >= 6, JSON.stringify(kept));
   // Without a session there is nothing to keep.

@@ -1,21 +1,47 @@
 // A session migrates, KV and all, as a user would run EAR: `ear serve --policy ear` in front of two `ear sim`
 // engines, all separate processes. The session's host is made hot by the session itself: two turns sent at
-// once, the first goes to the host and is still prefilling its long new suffix when the second is routed, so
-// the host's pending prefill is over tHot and the second moves to the idle engine through vLLM's NIXL two-step
-// (export leg on the source, import on the target). The target then reports the moved prefix as cached, and
-// the next turn stays there.
+// once, the first goes to the host and is still waiting for its long new suffix's prefill when the second is
+// routed, so the host's pending prefill is over tHot and the second moves to the idle engine through vLLM's NIXL
+// two-step (export leg on the source, import on the target). The target then reports the moved prefix as cached,
+// and the next turn stays there.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { adminSession as session, metric, simFleet, text, turn, type SimFleet } from '../fixtures/processes.js';
+import { until } from '../fixtures/wait.js';
 
 /** `ear serve --policy ear` with `connector` in front of two `ear sim` processes (shared-store: sim-0 hosts the store). */
-function migrationFleet (connector: 'nixl' | 'shared-store', simFlags: string[] = []): Promise<SimFleet> {
-  // The gateway's own load only (no engine scrape), so "hot" is exactly the pending prefill it sent. Real time
-  // (time scale 1): a 24k-token prefill takes about a second on the profile, long enough to be hot.
+function migrationFleet (connector: 'nixl' | 'shared-store', flags: string[] = []): Promise<SimFleet> {
+  // The gateway's own load only (no engine scrape), so "hot" is exactly the pending prefill it sent. One seat per
+  // engine (--max-num-seqs 1): a request sent to a busy engine waits there, its prefill pending (holdHost).
+  const simFlags = [...flags, '--max-num-seqs', '1'];
   const config = ['metricsIntervalMs: 0', 'healthIntervalMs: 60000', 'policy: ear', 'policyConfig: { tHot: 4000, minGain: 4000, tCool: 60 }',
     `kvConnectors: [${connector}, recompute]`, `kvConnector: ${connector}`];
   if (connector === 'nixl') return simFleet(config, () => [simFlags, simFlags]);
   return simFleet(config, (urls) => [[...simFlags, '--kv-offload-serve'], [...simFlags, '--kv-offload-store', urls[0] ?? '']], { sequential: true });
+}
+
+/**
+ * A long stream of `session` (a repeat of its last turn, `messages`, which its host has cached) on its host
+ * `host`, holding the host's one seat until the returned release: a turn sent there meanwhile waits with its
+ * prefill pending, so the host stays hot however late the next call is routed. (Hot for as long as a ~1 s
+ * prefill lasted made these tests depend on timing with httpThreads ≥ 2: two calls travel separate threads, and
+ * on a loaded machine the second was routed after the first's prefill ended.)
+ */
+async function holdHost (gw: string, session: string, messages: unknown[], host: string): Promise<() => Promise<void>> {
+  const res = await fetch(`${gw}/v1/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json', 'x-session-id': session },
+    body: JSON.stringify({ model: 'm', messages, max_tokens: 100_000, stream: true })
+  });
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('x-ear-backend'), host);
+  const held = res.body!.getReader();
+  await held.read();
+  return () => held.cancel();
+}
+
+/** Waits until `gw` has routed `n` requests as a migration to `to` (the decision, before its transfer). */
+async function migrationsRouted (gw: string, to: string, n: number): Promise<void> {
+  await until(async () => await metric(gw, 'ear_routing_decisions_total', `{policy="ear",backend="${to}",reason="migrate"}`) === n, `${n} call(s) routed as a migration to ${to}`);
 }
 
 for (const connector of ['nixl', 'shared-store'] as const) {
@@ -30,9 +56,13 @@ describe(`migration end to end (${connector}): ear serve --policy ear in front o
     const first = await turn(gw.url, 'S', [sys, { role: 'user', content: 'turn 1' }]);
     const host = first.backend;
     const other = host === 'sim-0' ? 'sim-1' : 'sim-0';
+    const release = await holdHost(gw.url, 'S', [sys, { role: 'user', content: 'turn 1' }], host);
     // Two calls of one turn at once (an agent's parallel tool results): the first makes the host hot.
     const messages = [sys, { role: 'user', content: 'turn 1' }, { role: 'assistant', content: 'ok' }, { role: 'user', content: text('turn 2', 24000) }];
-    const both = await Promise.all([turn(gw.url, 'S', messages), turn(gw.url, 'S', messages)]);
+    const calls = Promise.all([turn(gw.url, 'S', messages), turn(gw.url, 'S', messages)]);
+    await migrationsRouted(gw.url, other, 1);
+    await release();
+    const both = await calls;
     // Which of the two the gateway took first is the kernel's and the threads' to say (httpThreads ≥ 2): one of them.
     const a = both.find((t) => t.backend === host);
     const b = both.find((t) => t.backend === other);
@@ -70,8 +100,13 @@ describe('a failed transfer: engines without a KV connector answer the export le
     const gw = fleet.url;
     const sys = { role: 'system', content: text('system', 3000) };
     const first = await turn(gw, 'F', [sys, { role: 'user', content: 'turn 1' }]);
+    const other = first.backend === 'sim-0' ? 'sim-1' : 'sim-0';
+    const release = await holdHost(gw, 'F', [sys, { role: 'user', content: 'turn 1' }], first.backend);
     const messages = [sys, { role: 'user', content: 'turn 1' }, { role: 'assistant', content: 'ok' }, { role: 'user', content: text('turn 2', 24000) }];
-    const [a, b] = await Promise.all([turn(gw, 'F', messages), turn(gw, 'F', messages)]);
+    const both = Promise.all([turn(gw, 'F', messages), turn(gw, 'F', messages)]);
+    await migrationsRouted(gw, other, 1);
+    await release();
+    const [a, b] = await both;
     assert.equal(a.backend, first.backend);
     assert.equal(b.backend, first.backend, 'the would-be migration is served by the source');
     assert.equal(await metric(gw, 'ear_kv_transfers_total', '{kind="migration",mode="nixl",outcome="failed"}'), 1);
