@@ -20,6 +20,8 @@ import { EarError } from '../errors/errors.js';
 import { GatewayMetrics } from '../telemetry/metrics.js';
 import { subscribeRequestMetrics } from '../telemetry/request-metrics.js';
 import { subscribeKvTransferMetrics } from '../telemetry/kv-transfer-metrics.js';
+import { startTracing } from '../telemetry/tracing.js';
+import { subscribeRequestSpans } from '../telemetry/request-spans.js';
 import { registerUpstreamSocketMetrics } from '../upstream/upstream-metrics.js';
 import { installProcessFaultHandlers, registerFaultMetrics, reportFault, setFaultSink } from '../request/faults.js';
 import { Pipeline } from '../request/pipeline.js';
@@ -72,6 +74,10 @@ const pipeline = new Pipeline({
 });
 subscribeRequestMetrics(pipeline, metrics);
 subscribeKvTransferMetrics(pipeline, metrics.registry, () => null);
+// OTEL_* as the process has them (a worker starts with a copy of its environment): each thread exports the spans of
+// the requests it serves through an SDK of its own; off, the SDK is not even loaded, as on the main thread.
+const tracing = await startTracing(process.env, log.child({ component: 'tracing' }));
+if (tracing !== null) subscribeRequestSpans(pipeline, tracing);
 
 let draining = false;
 let inFlight = 0;
@@ -177,6 +183,8 @@ port.on('message', (m: ToThread) => {
         await Promise.all(owner.backends.map((b) => b.pool.close().catch(() => {})));
         await owned.close().catch(() => {});
         await pool.close();
+        // Spans still buffered go out before the thread ends (the main thread flushes its own on drain).
+        await tracing?.shutdown().catch(() => {});
         process.exit(0);
       })();
   }
