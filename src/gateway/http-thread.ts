@@ -31,6 +31,7 @@ import type { Backend } from '../fleet/backends.js';
 import { readBody, registerClientIoMetrics, ResponseState } from './uws-io.js';
 import { completion, connectionAddress, FORWARDED_ADDRESS, listenOn, type DoorCore } from './server.js';
 import { OwnerClient } from './owner-client.js';
+import { KeyRingWriter } from './key-ring.js';
 import { headTooLarge } from './head-size.js';
 import type { HttpThreadData, ToThread } from './owner-protocol.js';
 
@@ -43,7 +44,16 @@ installProcessFaultHandlers();
 
 const now = (): number => performance.timeOrigin + performance.now();
 const region = new Region(data.shared);
-const owner = new OwnerClient(port, config, region);
+// The thread's key ring (asm/key-ring.ts) in a scratch area of its own; without one (every area claimed) its
+// requests' block keys travel in its messages.
+let keyRing: KeyRingWriter | null = null;
+try {
+  const area = region.claimScratch();
+  keyRing = new KeyRingWriter(region, area.ptr, area.bytes);
+} catch (err) {
+  log.warn({ err }, 'no scratch area for a key ring: block keys go to the main thread in messages');
+}
+const owner = new OwnerClient(port, config, region, keyRing);
 const metrics = new GatewayMetrics();
 registerClientIoMetrics(metrics.registry);
 registerUpstreamSocketMetrics(metrics.registry);
@@ -83,7 +93,7 @@ const door: DoorCore = {
   refused: (route, status) => { metrics.requests.labels(route, String(status), '').inc(); },
   track: (p) => {
     inFlight++;
-    void p.finally(() => { if (--inFlight === 0 && draining) port.postMessage({ t: 'drained' }); });
+    void p.finally(() => { if (--inFlight === 0 && draining) owner.post({ t: 'drained' }); });
   },
   admitClient: (route: GatedRoute, auth: string, address: () => string, limited: (l: ClientLimits) => void): Promise<AdmittedClient> =>
     owner.admitClient(route, auth, address(), limited),
@@ -150,13 +160,18 @@ function handOff (res: HttpResponse, req: HttpRequest): void {
   else readBody(rs, config, send, declaredLength);
 }
 
-port.on('message', (m: ToThread) => {
+// The owner's messages come in batches (threads/batched-port.ts), each in the order it sent them.
+port.on('message', (batch: ToThread[]) => {
+  for (const m of batch) fromOwner(m);
+});
+
+function fromOwner (m: ToThread): void {
   if (owner.receive(m)) return;
   switch (m.t) {
     case 'metrics':
-      metrics.registry.getMetricsAsJSON().then((json) => port.postMessage({ t: 'metrics', id: m.id, json }), (err) => {
+      metrics.registry.getMetricsAsJSON().then((json) => owner.post({ t: 'metrics', id: m.id, json }), (err) => {
         reportFault(err, 'http-thread');
-        port.postMessage({ t: 'metrics', id: m.id, json: [] });
+        owner.post({ t: 'metrics', id: m.id, json: [] });
       });
       return;
     case 'drain':
@@ -165,7 +180,7 @@ port.on('message', (m: ToThread) => {
       draining = true;
       if (listenSocket !== null) uWS.us_listen_socket_close(listenSocket);
       listenSocket = null;
-      if (inFlight === 0) port.postMessage({ t: 'drained' });
+      if (inFlight === 0) owner.post({ t: 'drained' });
       return;
     case 'stop':
       if (listenSocket !== null) uWS.us_listen_socket_close(listenSocket);
@@ -177,14 +192,15 @@ port.on('message', (m: ToThread) => {
         await Promise.all(owner.backends.map((b) => b.pool.close().catch(() => {})));
         await owned.close().catch(() => {});
         await pool.close();
+        owner.flush();
         process.exit(0);
       })();
   }
-});
+}
 
 listenOn(app, config.host, data.port).then((token) => {
   listenSocket = token;
-  port.postMessage({ t: 'listening', port: uWS.us_socket_local_port(token) });
+  owner.post({ t: 'listening', port: uWS.us_socket_local_port(token), keyRing: keyRing?.base ?? null });
 }, (err: unknown) => {
   log.error({ err }, 'cannot listen');
   process.exit(1);

@@ -17,6 +17,9 @@ import { reportFault } from '../request/faults.js';
 import type { SharedRegion } from '../core/region.js';
 import type { Placement, Queued, RoutingInput } from '../fleet/routing-port.js';
 import type { ProcessCore } from './core.js';
+import { BatchedPort } from '../threads/batched-port.js';
+import { Region } from '../core/region.js';
+import { KeyRingReader } from './key-ring.js';
 import type { BackendWire, ErrorWire, HttpThreadData, InputWire, PlacementWire, ToOwner, ToThread } from './owner-protocol.js';
 
 const ENTRY = new URL('./http-thread.js', import.meta.url);
@@ -45,6 +48,10 @@ interface Held {
 
 class ThreadState {
   worker!: Worker;
+  /** The owner's messages to it: one batch per turn of the main thread's loop. */
+  out!: BatchedPort<ToThread>;
+  /** Its key ring (null: it sends block keys in its messages). */
+  keys: KeyRingReader | null = null;
   readonly placements = new Map<number, Held>();
   readonly queued = new Map<number, Queued>();
   readonly limits = new Map<number, ClientLimits>();
@@ -59,6 +66,8 @@ class ThreadState {
 
 export class HttpThreads {
   readonly #o: HttpThreadsOptions;
+  /** The main thread's view of the shared region (the threads' key rings). */
+  readonly #region: Region;
   readonly #threads: ThreadState[] = [];
   #port = 0;
   #lastList = '';
@@ -67,6 +76,7 @@ export class HttpThreads {
 
   constructor (o: HttpThreadsOptions) {
     this.#o = o;
+    this.#region = new Region(o.shared);
   }
 
   /** The port every thread listens on. */
@@ -105,12 +115,14 @@ export class HttpThreads {
       routeThreads: Math.max(1, Math.ceil(core.config.routeThreads / threads))
     };
     const w = t.worker = new Worker(ENTRY, { workerData: data });
+    t.out = new BatchedPort<ToThread>(w);
     return new Promise<number>((resolve, reject) => {
       let listening = false;
-      w.on('message', (m: ToOwner) => {
+      const one = (m: ToOwner): void => {
         if (m.t === 'listening') {
           listening = true;
           t.alive = true;
+          t.keys = m.keyRing === null ? null : new KeyRingReader(this.#region, m.keyRing);
           this.#post(t, { t: 'backends', list: this.#wireList() });
           resolve(m.port);
           return;
@@ -122,6 +134,10 @@ export class HttpThreads {
           if ('id' in m && m.t !== 'cancel' && m.t !== 'metrics') this.#post(t, { t: 'answer', id: m.id, ok: false, error: this.#errorWire(t, err) });
           else reportFault(err, 'http-thread');
         }
+      };
+      // A thread's messages come in batches (threads/batched-port.ts), each in the order it sent them.
+      w.on('message', (batch: ToOwner[]) => {
+        for (const m of batch) one(m);
       });
       // Without a listener an error in the thread would be thrown here; 'exit' follows it.
       w.on('error', (err) => this.#o.log.error({ err, thread: t.index }, 'a data-plane thread threw'));
@@ -163,7 +179,7 @@ export class HttpThreads {
   }
 
   #post (t: ThreadState, m: ToThread): void {
-    if (t.alive) t.worker.postMessage(m);
+    if (t.alive) t.out.post(m);
   }
 
   /** Tells every thread the backend list as it is now, if it changed since last told (health, reloads, row releases). */
@@ -222,7 +238,7 @@ export class HttpThreads {
         return;
       }
       case 'submit': {
-        const input = inputOf(m.input);
+        const input = inputOf(t, m.input);
         const id = m.id;
         let heard = false;
         let r;
@@ -259,7 +275,7 @@ export class HttpThreads {
         return;
       }
       case 'route': {
-        const input = inputOf(m.input);
+        const input = inputOf(t, m.input);
         try {
           const p = state.route(input, new Set(m.exclude), core.now(), m.attempt);
           this.#post(t, { t: 'answer', id: m.id, ok: true, value: this.#hold(t, p, input) });
@@ -374,9 +390,13 @@ export class HttpThreads {
   }
 }
 
-function inputOf (w: InputWire): RoutingInput {
-  const { exclude, ...rest } = w;
-  return exclude === undefined ? rest : { ...rest, exclude: new Set(exclude) };
+const NO_KEYS = new BigUint64Array(0);
+
+/** The request as routing takes it; its keys copied out of the thread's key ring now (which frees their slots). */
+function inputOf (t: ThreadState, w: InputWire): RoutingInput {
+  const { exclude, keysAt, keysN, blockKeys, ...rest } = w;
+  const keys = blockKeys ?? (keysN === undefined || keysN === 0 || t.keys === null ? NO_KEYS : t.keys.take({ at: keysAt!, n: keysN }));
+  return exclude === undefined ? { ...rest, blockKeys: keys } : { ...rest, blockKeys: keys, exclude: new Set(exclude) };
 }
 
 /** A port free on `host` now (the kernel's pick for port 0, let go at once). */

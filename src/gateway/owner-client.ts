@@ -18,6 +18,8 @@ import { rateLimitHeaders, type RateLimitState, type RateLimitStyle } from '../r
 import type { GatewayWaiter, Placement, Placements, Queued, Retain, RoutingInput } from '../fleet/routing-port.js';
 import type { Usage } from '../upstream/stream-observer.js';
 import type { ResponseOrigin, StoreReply } from '../store/session-store.js';
+import { BatchedPort } from '../threads/batched-port.js';
+import type { KeyRingWriter } from './key-ring.js';
 import type { BackendWire, ErrorWire, InputWire, LimitsWire, PlacementWire, ToOwner, ToThread } from './owner-protocol.js';
 
 /** A placement the owner made: `pid` names it in the bookkeeping messages. */
@@ -69,22 +71,31 @@ function errorOf (e: ErrorWire, limits: (w: LimitsWire) => ClientLimits): Error 
 export class OwnerClient implements Placements {
   /** The thread's copy of the backend list: the pipeline's live list. */
   readonly backends: Backend[] = [];
-  readonly #port: MessagePort;
+  readonly #out: BatchedPort<ToOwner>;
   readonly #config: Readonly<GatewayConfig>;
   readonly #pending = new Map<number, Pending>();
   readonly #submits = new Map<number, RemoteQueued>();
   #nextId = 1;
 
   readonly #load: LoadTable;
+  readonly #keys: KeyRingWriter | null;
 
-  constructor (port: MessagePort, config: Readonly<GatewayConfig>, region: Region) {
-    this.#port = port;
+  /** `keys`: the thread's key ring (null: block keys travel in the messages). */
+  constructor (port: MessagePort, config: Readonly<GatewayConfig>, region: Region, keys: KeyRingWriter | null = null) {
+    this.#out = new BatchedPort<ToOwner>(port);
+    this.#keys = keys;
     this.#config = config;
     this.#load = new LoadTable(region);
   }
 
+  /** Every message to the owner goes here, in order: one batch per turn of the thread's loop. */
   post (m: ToOwner): void {
-    this.#port.postMessage(m);
+    this.#out.post(m);
+  }
+
+  /** Sends what waits for the end of the turn now (before the thread exits). */
+  flush (): void {
+    this.#out.flush();
   }
 
   #call<T> (make: (id: number) => ToOwner): Promise<T> {
@@ -150,7 +161,7 @@ export class OwnerClient implements Placements {
         waiter.refused?.(err);
       }
     });
-    this.post({ t: 'submit', id, input: inputWire(input), priorityClass });
+    this.post({ t: 'submit', id, input: this.#inputWire(input), priorityClass });
     return q;
   }
 
@@ -166,7 +177,7 @@ export class OwnerClient implements Placements {
   }
 
   route (input: RoutingInput, exclude: ReadonlySet<number>, _now: number, attempt = 0): Promise<Placement> {
-    return this.#call<PlacementWire>((id) => ({ t: 'route', id, input: inputWire(input), exclude: [...exclude], attempt })).then((w) => this.#placement(w));
+    return this.#call<PlacementWire>((id) => ({ t: 'route', id, input: this.#inputWire(input), exclude: [...exclude], attempt })).then((w) => this.#placement(w));
   }
 
   /** From the thread's copy of the backends: whether a retry would find one (the owner's filters decide it). */
@@ -232,6 +243,25 @@ export class OwnerClient implements Placements {
     }
   };
 
+  #inputWire (i: RoutingInput): InputWire {
+    const w: InputWire = {
+      model: i.model, sessionId: i.sessionId, parentSessionId: i.parentSessionId, promptTokens: i.promptTokens,
+      maxTokens: i.maxTokens, user: i.user
+    };
+    // The keys may be a view of the thread's scratch area, which its next request reuses: copied, into the key
+    // ring (the owner copies them out on arrival), or into the message when the ring has no room.
+    const at = this.#keys?.put(i.blockKeys) ?? null;
+    if (at === null) w.blockKeys = i.blockKeys.slice();
+    else if (at.n > 0) {
+      w.keysAt = at.at;
+      w.keysN = at.n;
+    }
+    if (i.expectedOutputTokens !== undefined) w.expectedOutputTokens = i.expectedOutputTokens;
+    if (i.deadlineAt !== undefined) w.deadlineAt = i.deadlineAt;
+    if (i.exclude !== undefined) w.exclude = [...i.exclude];
+    return w;
+  }
+
   #placement (w: PlacementWire): RemotePlacement {
     const b = this.backends.find((x) => x.index === w.index && x.id === w.backendId);
     // The list is sent before any placement that names a new backend (one port, in order): never missing.
@@ -295,16 +325,4 @@ class RemoteLimits implements ClientLimits {
   headers (style: RateLimitStyle, wallNow: number): Array<[string, string]> {
     return rateLimitHeaders(this.#state, style, wallNow);
   }
-}
-
-function inputWire (i: RoutingInput): InputWire {
-  // The keys may be a view of the thread's scratch area, which its next request reuses: copied out.
-  const w: InputWire = {
-    model: i.model, sessionId: i.sessionId, parentSessionId: i.parentSessionId, promptTokens: i.promptTokens,
-    blockKeys: i.blockKeys.slice(), maxTokens: i.maxTokens, user: i.user
-  };
-  if (i.expectedOutputTokens !== undefined) w.expectedOutputTokens = i.expectedOutputTokens;
-  if (i.deadlineAt !== undefined) w.deadlineAt = i.deadlineAt;
-  if (i.exclude !== undefined) w.exclude = [...i.exclude];
-  return w;
 }

@@ -4,7 +4,9 @@
 // inputs (submit, a retry's route), the attempt's start, first token and end, the token charge and its
 // correction, a Responses continuation's origin. The owner sends back the answers, and the backend list each time
 // it changes. One MessagePort per thread (its parentPort): messages arrive in the order they were sent, so a
-// backend is always known to a thread before a placement names it.
+// backend is always known to a thread before a placement names it. Each side sends what one turn of its event
+// loop made as one batch (threads/batched-port.ts: one postMessage, an array in the order posted), and a
+// request's block keys go through shared memory (the thread's key ring, asm/key-ring.ts), not the message.
 import type { BackendConfig } from '../config/index.js';
 import type { EngineLoad } from '../fleet/engine-metrics.js';
 import type { SharedRegion } from '../core/region.js';
@@ -57,8 +59,11 @@ export interface PlacementWire {
   rank?: AdmissionRank;
 }
 
-/** The request as routing takes it (its block keys copied out of the thread's scratch area; a Set does not cross, its members do). */
-export type InputWire = Omit<HostRequest, 'exclude'> & { exclude?: number[] };
+/**
+ * The request as routing takes it (a Set does not cross, its members do). Its block keys are in the thread's key
+ * ring (`keysAt`, `keysN`; asm/key-ring.ts), or, when the ring had no room or the thread has none, in `blockKeys`.
+ */
+export type InputWire = Omit<HostRequest, 'exclude' | 'blockKeys'> & { exclude?: number[]; blockKeys?: BigUint64Array; keysAt?: number; keysN?: number };
 
 /** An error as it crosses: an EarError's code and retry, a refusal's limits, a no-candidate's filter. */
 export interface ErrorWire {
@@ -82,7 +87,7 @@ export interface LimitsWire {
 
 /** Thread → owner. `id`: answered under it. */
 export type ToOwner =
-  | { t: 'listening'; port: number }
+  | { t: 'listening'; port: number; keyRing: number | null }
   | { t: 'gate'; id: number; route: GatedRoute; auth: string; address: string }
   | { t: 'submit'; id: number; input: InputWire; priorityClass: number }
   | { t: 'cancel'; id: number }
