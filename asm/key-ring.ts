@@ -14,6 +14,8 @@
 // so `freed` only grows, and a message whose keys are never read (it threw first) is freed by the next one.
 // The writer sees slots free again through an atomic load of `freed`; the message handoff publishes the keys.
 //
+// Room: the live keys are [freed, written); new keys at p..p+n fit while p + n − freed ≤ capacity, or always
+// (n ≤ capacity) when nothing is live.
 // At the bound: keys that do not fit (the reader behind by a whole ring, or more keys than the ring holds) are
 // not written; the writer adds 1 to KR_H_SPILLED and sends them in the message as before. Nothing is dropped.
 

@@ -56,8 +56,9 @@ export class KeyRingWriter {
     // Contiguous, so the reader copies one range: past the end, the rest of the lap is skipped.
     const room = capacity - (at & mask);
     if (n > room) at = (at + room) >>> 0;
+    // The live keys are [freed, written): the new ones may not reach their slots a lap on (an empty ring takes any n ≤ capacity).
     const freed = Atomics.load(u32, this.#g.freed);
-    if (n > capacity || ((at + n - freed) >>> 0) > capacity) {
+    if (n > capacity || (freed !== this.#written && ((at + n - freed) >>> 0) > capacity)) {
       Atomics.add(this.#region.u64, this.#g.spilled, 1n);
       return null;
     }

@@ -1,0 +1,94 @@
+// A data-plane thread's side of the owner protocol (owner-client.ts) against a scripted owner on a MessageChannel:
+// many requests in one tick go as one batch whose block keys the owner reads from the key ring, and answers that
+// come back out of order (released, a gate's) reach the request they name; a release that arrives after its
+// client left is undone at once.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { MessageChannel } from 'node:worker_threads';
+import { setImmediate as turn } from 'node:timers/promises';
+import { buildConfig } from '../../src/config/index.js';
+import { OwnerClient } from '../../src/gateway/owner-client.js';
+import { KeyRingReader, KeyRingWriter } from '../../src/gateway/key-ring.js';
+import type { BackendWire, PlacementWire, ToOwner, ToThread } from '../../src/gateway/owner-protocol.js';
+import type { GatewayWaiter, Placement, RoutingInput } from '../../src/fleet/routing-port.js';
+import { smallRegion } from '../core/fixtures/small-region.js';
+
+function setup () {
+  const config = buildConfig({ backends: [{ url: 'http://127.0.0.1:1' }] });
+  const { region } = smallRegion();
+  const area = region.claimScratch();
+  const { port1, port2 } = new MessageChannel();
+  const client = new OwnerClient(port1, config, region, new KeyRingWriter(region, area.ptr, area.bytes));
+  port1.on('message', (batch: ToThread[]) => { for (const m of batch) client.receive(m); });
+  const batches: ToOwner[][] = [];
+  port2.on('message', (b: ToOwner[]) => batches.push(b));
+  const keys = new KeyRingReader(region, area.ptr);
+  const backend: BackendWire = { index: 0, config: config.backends[0], health: 'healthy', draining: false, models: ['m'], maxModelLen: [], engineLoad: null };
+  const send = (...ms: ToThread[]): void => port2.postMessage(ms);
+  const close = async (): Promise<void> => {
+    port1.close();
+    port2.close();
+    await Promise.all(client.backends.map((b) => b.pool.close()));
+  };
+  return { client, batches, keys, backend, send, close };
+}
+
+const input = (i: number): RoutingInput => ({
+  model: 'm', sessionId: `s${i}`, parentSessionId: null, promptTokens: 16 * (i % 4), maxTokens: null, user: null,
+  blockKeys: BigUint64Array.from({ length: i % 4 }, (_, k) => BigInt(i) * 1000n + BigInt(k))
+});
+
+const placement = (pid: number): PlacementWire => ({ pid, index: 0, backendId: 'backend-0', reason: 'test', expectedPrefill: 0, decidedAt: 0, transferFrom: null });
+
+async function until (f: () => boolean): Promise<void> {
+  while (!f()) await turn();
+}
+
+test('a burst of submits in one tick: one batch, keys through the ring, releases out of order reach their own requests', async () => {
+  const s = setup();
+  const released = new Map<number, Placement>();
+  const waiter = (i: number): GatewayWaiter => ({ released: (p) => released.set(i, p), dropped: () => assert.fail('dropped') });
+  const N = 200;
+  for (let i = 0; i < N; i++) s.client.submit(input(i), waiter(i), 0, 0);
+  await until(() => s.batches.length > 0);
+  assert.equal(s.batches.length, 1, 'one tick, one message');
+  const subs = s.batches[0].filter((m) => m.t === 'submit');
+  assert.equal(subs.length, N);
+  subs.forEach((m, i) => {
+    if (m.t !== 'submit') return;
+    assert.equal(m.input.sessionId, `s${i}`);
+    assert.equal(m.input.blockKeys, undefined, 'the keys are not in the message');
+    const got = m.input.keysN === undefined ? new BigUint64Array(0) : s.keys.take({ at: m.input.keysAt!, n: m.input.keysN });
+    assert.deepEqual(got, input(i).blockKeys);
+  });
+  // The backend list first (a placement never names an unknown backend), then releases in reverse order.
+  s.send({ t: 'backends', list: [{ ...s.backend, config: { ...s.backend.config, id: 'backend-0' } }] },
+    ...subs.reverse().map((m) => ({ t: 'released' as const, id: (m as { id: number }).id, placement: placement(1000 + (m as { id: number }).id), queued: true, waitMs: 1, level: 0, promoted: false })));
+  await until(() => released.size === N);
+  const ids = s.batches[0].map((m) => (m as { id: number }).id);
+  for (let i = 0; i < N; i++) assert.equal((released.get(i) as Placement & { pid: number }).pid, 1000 + ids[i], `request ${i} got its own placement`);
+  await s.close();
+});
+
+test('answers out of order resolve the calls they name; a release after its client left is undone', async () => {
+  const s = setup();
+  const users = [0, 1, 2].map((i) => s.client.admitClient('/v1/chat/completions', `key${i}`, '127.0.0.1', () => {}));
+  const left = s.client.submit(input(1), { released: () => assert.fail('released after it left'), dropped: () => assert.fail('dropped') }, 0, 0);
+  await until(() => s.batches.flat().length === 4);
+  const [g0, g1, g2, sub] = s.batches.flat() as Array<ToOwner & { id: number }>;
+  assert.ok('queued' in left, 'a thread\'s submit always waits for the owner');
+  assert.equal(s.client.cancel(left), true);
+  s.send({ t: 'backends', list: [{ ...s.backend, config: { ...s.backend.config, id: 'backend-0' } }] },
+    { t: 'answer', id: g2.id, ok: true, value: { user: 'u2', limits: null } },
+    { t: 'released', id: sub.id, placement: placement(7), queued: false, waitMs: 0, level: 0, promoted: false },
+    { t: 'answer', id: g0.id, ok: true, value: { user: 'u0', limits: null } },
+    { t: 'answer', id: g1.id, ok: false, error: { code: 'EAR_ERR_UNAUTHORIZED', message: 'no' } });
+  assert.deepEqual((await users[0]).user, 'u0');
+  await assert.rejects(users[1], /no/);
+  assert.deepEqual((await users[2]).user, 'u2');
+  await until(() => s.batches.flat().some((m) => m.t === 'finished'));
+  const rest = s.batches.flat().slice(4);
+  assert.deepEqual(rest.map((m) => m.t), ['cancel', 'finished']);
+  assert.deepEqual(rest[1], { t: 'finished', pid: 7, usage: null, ok: false });
+  await s.close();
+});

@@ -1,0 +1,59 @@
+// threads/batched-port.ts over a real MessageChannel: what one turn posts arrives as one batch in order; a burst
+// larger than the bound goes as full batches at once, none lost or reordered; later turns make later batches.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { MessageChannel } from 'node:worker_threads';
+import { setImmediate as turn } from 'node:timers/promises';
+import { BatchedPort } from '../../src/threads/batched-port.js';
+
+function channel (bound?: number) {
+  const { port1, port2 } = new MessageChannel();
+  const batches: number[][] = [];
+  port2.on('message', (b: number[]) => batches.push(b));
+  const out = new BatchedPort<number>(port1, bound);
+  const close = (): void => { port1.close(); port2.close(); };
+  return { out, batches, close };
+}
+
+/** Until `n` messages arrived. */
+async function received (batches: number[][], n: number): Promise<void> {
+  while (batches.flat().length < n) await turn();
+}
+
+test('what one turn posts goes as one message, in the order posted', async () => {
+  const { out, batches, close } = channel();
+  for (let i = 0; i < 100; i++) out.post(i);
+  assert.equal(out.queued, 100);
+  await received(batches, 100);
+  assert.deepEqual(batches, [Array.from({ length: 100 }, (_, i) => i)]);
+  close();
+});
+
+test('a burst past the bound in one tick goes as full batches at once: nothing lost, nothing reordered', async () => {
+  const { out, batches, close } = channel(16);
+  for (let i = 0; i < 1000; i++) {
+    out.post(i);
+    assert.ok(out.queued < 16, 'the queue never holds a full batch');
+  }
+  await received(batches, 1000);
+  assert.deepEqual(batches.flat(), Array.from({ length: 1000 }, (_, i) => i));
+  assert.equal(batches.length, Math.ceil(1000 / 16));
+  assert.ok(batches.slice(0, -1).every((b) => b.length === 16));
+  close();
+});
+
+test('turns make batches of their own; flush sends at once; an empty flush sends nothing', async () => {
+  const { out, batches, close } = channel();
+  out.flush();
+  out.post(1);
+  out.post(2);
+  await turn();
+  out.post(3);
+  out.flush();
+  out.post(4);
+  await received(batches, 4);
+  await turn();
+  assert.deepEqual(batches, [[1, 2], [3], [4]]);
+  assert.throws(() => new BatchedPort<number>({ postMessage () {} }, 0), RangeError);
+  close();
+});
