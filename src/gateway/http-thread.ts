@@ -95,8 +95,8 @@ const door: DoorCore = {
     inFlight++;
     void p.finally(() => { if (--inFlight === 0 && draining) owner.post({ t: 'drained' }); });
   },
-  admitClient: (route: GatedRoute, auth: string, address: () => string, limited: (l: ClientLimits) => void): Promise<AdmittedClient> =>
-    owner.admitClient(route, auth, address(), limited),
+  admitClient: (route: GatedRoute, auth: string, address: () => string, limited: (l: ClientLimits) => void): AdmittedClient | Promise<AdmittedClient> =>
+    owner.admitClient(route, auth, address, limited),
   taken: () => taken.inc()
 };
 

@@ -71,6 +71,7 @@ export class HttpThreads {
   readonly #threads: ThreadState[] = [];
   #port = 0;
   #lastList = '';
+  #gateOpen: boolean | null = null;
   #nextMetrics = 1;
   #stopping = false;
 
@@ -124,6 +125,7 @@ export class HttpThreads {
           t.alive = true;
           t.keys = m.keyRing === null ? null : new KeyRingReader(this.#region, m.keyRing);
           this.#post(t, { t: 'backends', list: this.#wireList() });
+          this.#post(t, { t: 'gateOpen', open: this.#o.core.gate.open });
           resolve(m.port);
           return;
         }
@@ -190,6 +192,14 @@ export class HttpThreads {
     if (key === this.#lastList) return;
     this.#lastList = key;
     for (const t of this.#threads) this.#post(t, { t: 'backends', list });
+  }
+
+  /** Tells every thread whether the gate is open now, if that changed (a SIGHUP's keys and limits). */
+  gate (): void {
+    const open = this.#o.core.gate.open;
+    if (open === this.#gateOpen) return;
+    this.#gateOpen = open;
+    for (const t of this.#threads) this.#post(t, { t: 'gateOpen', open });
   }
 
   #wireList (): BackendWire[] {

@@ -13,7 +13,7 @@ import type { AdmissionRank } from '../core/engine-priority.js';
 import { NoCandidateError } from '../core/policy.js';
 import { QueueFullError, type DropReason } from '../core/admission-control.js';
 import { EarError, type ErrorCode } from '../errors/errors.js';
-import { RateLimitRefusal, type AdmittedClient, type ClientLimits, type GatedRoute } from '../request/client-gate.js';
+import { ANONYMOUS, RateLimitRefusal, type AdmittedClient, type ClientLimits, type GatedRoute } from '../request/client-gate.js';
 import { rateLimitHeaders, type RateLimitState, type RateLimitStyle } from '../request/rate-limit-headers.js';
 import type { GatewayWaiter, Placement, Placements, Queued, Retain, RoutingInput } from '../fleet/routing-port.js';
 import type { Usage } from '../upstream/stream-observer.js';
@@ -76,6 +76,8 @@ export class OwnerClient implements Placements {
   readonly #pending = new Map<number, Pending>();
   readonly #submits = new Map<number, RemoteQueued>();
   #nextId = 1;
+  /** The owner said its gate admits everyone as it is (false until it says so: ask). */
+  #gateOpen = false;
 
   readonly #load: LoadTable;
   readonly #keys: KeyRingWriter | null;
@@ -111,6 +113,9 @@ export class OwnerClient implements Placements {
     switch (m.t) {
       case 'backends':
         this.#setBackends(m.list);
+        return true;
+      case 'gateOpen':
+        this.#gateOpen = m.open;
         return true;
       case 'answer': {
         const w = this.#pending.get(m.id);
@@ -209,8 +214,11 @@ export class OwnerClient implements Placements {
   // The gate, the token charge, the response origins: the owner's too.
 
   /** The client at the owner's gate; rejects with its refusal (401, 429), whose limits `limited` hears too. */
-  admitClient (route: GatedRoute, auth: string, address: string, limited: (l: ClientLimits) => void): Promise<AdmittedClient> {
-    return this.#call<{ user: string | null; limits: LimitsWire | null }>((id) => ({ t: 'gate', id, route, auth, address })).then(
+  admitClient (route: GatedRoute, auth: string, address: () => string, limited: (l: ClientLimits) => void): AdmittedClient | Promise<AdmittedClient> {
+    // An open gate's answer is known (anonymous, unlimited): no round trip. A reload that closes it reaches this
+    // thread in the owner's next batch, as a request on the main thread admitted just before a reload passes too.
+    if (this.#gateOpen) return ANONYMOUS;
+    return this.#call<{ user: string | null; limits: LimitsWire | null }>((id) => ({ t: 'gate', id, route, auth, address: address() })).then(
       (v) => {
         const limits = v.limits === null ? null : this.#limits(v.limits);
         if (limits !== null) limited(limits);

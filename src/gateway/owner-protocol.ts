@@ -108,6 +108,8 @@ export type ToOwner =
 /** Owner → thread. */
 export type ToThread =
   | { t: 'backends'; list: BackendWire[] }
+  /** Whether the gate is open (no API keys, no per-IP limit): then a thread asks it nothing. Sent at start and on each change. */
+  | { t: 'gateOpen'; open: boolean }
   | { t: 'answer'; id: number; ok: true; value: unknown }
   | { t: 'answer'; id: number; ok: false; error: ErrorWire }
   | { t: 'released'; id: number; placement: PlacementWire; queued: boolean; waitMs: number; level: number; promoted: boolean }

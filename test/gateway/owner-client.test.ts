@@ -72,7 +72,7 @@ test('a burst of submits in one tick: one batch, keys through the ring, releases
 
 test('answers out of order resolve the calls they name; a release after its client left is undone', async () => {
   const s = setup();
-  const users = [0, 1, 2].map((i) => s.client.admitClient('/v1/chat/completions', `key${i}`, '127.0.0.1', () => {}));
+  const users = [0, 1, 2].map((i) => s.client.admitClient('/v1/chat/completions', `key${i}`, () => '127.0.0.1', () => {}));
   const left = s.client.submit(input(1), { released: () => assert.fail('released after it left'), dropped: () => assert.fail('dropped') }, 0, 0);
   await until(() => s.batches.flat().length === 4);
   const [g0, g1, g2, sub] = s.batches.flat() as Array<ToOwner & { id: number }>;
@@ -84,11 +84,30 @@ test('answers out of order resolve the calls they name; a release after its clie
     { t: 'answer', id: g0.id, ok: true, value: { user: 'u0', limits: null } },
     { t: 'answer', id: g1.id, ok: false, error: { code: 'EAR_ERR_UNAUTHORIZED', message: 'no' } });
   assert.deepEqual((await users[0]).user, 'u0');
-  await assert.rejects(users[1], /no/);
+  await assert.rejects(async () => await users[1], /no/);
   assert.deepEqual((await users[2]).user, 'u2');
   await until(() => s.batches.flat().some((m) => m.t === 'finished'));
   const rest = s.batches.flat().slice(4);
   assert.deepEqual(rest.map((m) => m.t), ['cancel', 'finished']);
   assert.deepEqual(rest[1], { t: 'finished', pid: 7, usage: null, ok: false });
+  await s.close();
+});
+
+test('an open gate is not asked; once the owner closes it (a reload with keys), every client is asked again', async () => {
+  const s = setup();
+  let addressed = 0;
+  const ask = (): unknown => s.client.admitClient('/v1/chat/completions', '', () => { addressed++; return '127.0.0.1'; }, () => {});
+  const asked = (): number => s.batches.flat().filter((m) => m.t === 'gate').length;
+  assert.ok(ask() instanceof Promise, 'closed until the owner says otherwise');
+  await until(() => asked() === 1);
+  s.send({ t: 'gateOpen', open: true });
+  while (s.batches.length > 0 && ask() instanceof Promise) await new Promise((resolve) => setTimeout(resolve, 1));
+  const before = { addressed, asked: asked() };
+  assert.deepEqual(ask(), { user: null, limits: null });
+  await turn();
+  assert.deepEqual({ addressed, asked: asked() }, before, 'an open gate: nothing asked, not even the address');
+  s.send({ t: 'gateOpen', open: false });
+  while (!(ask() instanceof Promise)) await new Promise((resolve) => setTimeout(resolve, 1));
+  await until(() => asked() > before.asked);
   await s.close();
 });
