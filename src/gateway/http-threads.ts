@@ -15,12 +15,13 @@ import { EarError } from '../errors/errors.js';
 import { RateLimitRefusal, type ClientLimits } from '../request/client-gate.js';
 import { reportFault } from '../request/faults.js';
 import type { SharedRegion } from '../core/region.js';
-import type { Placement, Queued, RoutingInput } from '../fleet/routing-port.js';
+import type { Placement, Queued, Retain, RoutingInput } from '../fleet/routing-port.js';
+import type { Usage } from '../upstream/stream-observer.js';
 import type { ProcessCore } from './core.js';
 import { BatchedPort } from '../threads/batched-port.js';
 import { Region } from '../core/region.js';
 import { KeyRingReader } from './key-ring.js';
-import type { BackendWire, ErrorWire, HttpThreadData, InputWire, PlacementWire, ToOwner, ToThread } from './owner-protocol.js';
+import { FINISHED_FIELDS, REPORT_FINISHED, REPORT_FIRST_TOKEN, REPORT_STARTED, type BackendWire, type ErrorWire, type HttpThreadData, type InputWire, type PlacementWire, type ToOwner, type ToOwnerItem, type ToThread } from './owner-protocol.js';
 
 const ENTRY = new URL('./http-thread.js', import.meta.url);
 
@@ -138,8 +139,20 @@ export class HttpThreads {
         }
       };
       // A thread's messages come in batches (threads/batched-port.ts), each in the order it sent them.
-      w.on('message', (batch: ToOwner[]) => {
-        for (const m of batch) one(m);
+      w.on('message', (batch: ToOwnerItem[]) => {
+        for (let i = 0; i < batch.length; i++) {
+          const m = batch[i];
+          if (typeof m !== 'number') one(m);
+          else if (m % 4 !== REPORT_FINISHED) this.#report(t, m);
+          else {
+            const ok = batch[i + 1] as number;
+            const prompt = batch[i + 2] as number;
+            const completion = batch[i + 3] as number;
+            const cached = batch[i + 4] as number;
+            i += FINISHED_FIELDS;
+            this.#report(t, m, prompt < 0 ? null : { promptTokens: prompt, completionTokens: completion, cachedTokens: cached < 0 ? null : cached }, ok === 1);
+          }
+        }
       });
       // Without a listener an error in the thread would be thrown here; 'exit' follows it.
       w.on('error', (err) => this.#o.log.error({ err, thread: t.index }, 'a data-plane thread threw'));
@@ -234,6 +247,39 @@ export class HttpThreads {
     }));
   }
 
+  /** A report that came as numbers (owner-protocol.ts); a fault in it is reported, as the object message's is. */
+  #report (t: ThreadState, code: number, usage: Usage | null = null, ok = false): void {
+    const kind = code % 4;
+    const pid = (code - kind) / 4;
+    try {
+      if (kind === REPORT_STARTED) this.#started(t, pid);
+      else if (kind === REPORT_FIRST_TOKEN) this.#firstToken(t, pid);
+      else if (kind === REPORT_FINISHED) this.#finished(t, pid, usage, ok);
+      else reportFault(new Error(`unknown report ${code}`), 'http-thread');
+    } catch (err) {
+      reportFault(err, 'http-thread');
+    }
+  }
+
+  #started (t: ThreadState, pid: number): void {
+    const h = t.placements.get(pid);
+    if (h !== undefined) this.#o.core.state.started(h.p, h.input, this.#o.core.now());
+  }
+
+  #firstToken (t: ThreadState, pid: number): void {
+    const h = t.placements.get(pid);
+    if (h !== undefined) this.#o.core.state.firstToken(h.p, this.#o.core.now());
+  }
+
+  #finished (t: ThreadState, pid: number, usage: Usage | null, ok: boolean, retain?: Retain): void {
+    const h = t.placements.get(pid);
+    if (h === undefined) return;
+    t.placements.delete(pid);
+    const core = this.#o.core;
+    core.state.finished(h.p, h.input, usage, ok, core.now(), retain);
+    core.fleet.release(h.p.backend);
+  }
+
   #handle (t: ThreadState, m: ToOwner): void {
     const core = this.#o.core;
     const { state, fleet } = core;
@@ -294,24 +340,15 @@ export class HttpThreads {
         }
         return;
       }
-      case 'started': {
-        const h = t.placements.get(m.pid);
-        if (h !== undefined) state.started(h.p, h.input, core.now());
+      case 'started':
+        this.#started(t, m.pid);
         return;
-      }
-      case 'firstToken': {
-        const h = t.placements.get(m.pid);
-        if (h !== undefined) state.firstToken(h.p, core.now());
+      case 'firstToken':
+        this.#firstToken(t, m.pid);
         return;
-      }
-      case 'finished': {
-        const h = t.placements.get(m.pid);
-        if (h === undefined) return;
-        t.placements.delete(m.pid);
-        state.finished(h.p, h.input, m.usage, m.ok, core.now(), m.retain);
-        fleet.release(h.p.backend);
+      case 'finished':
+        this.#finished(t, m.pid, m.usage, m.ok, m.retain);
         return;
-      }
       case 'migrationEnded': {
         const h = t.placements.get(m.pid);
         const back = h === undefined ? null : state.migrationEnded?.(h.p, m.ok, core.now()) ?? null;

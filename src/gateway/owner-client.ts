@@ -20,7 +20,7 @@ import type { Usage } from '../upstream/stream-observer.js';
 import type { ResponseOrigin, StoreReply } from '../store/session-store.js';
 import { BatchedPort } from '../threads/batched-port.js';
 import type { KeyRingWriter } from './key-ring.js';
-import type { BackendWire, ErrorWire, InputWire, LimitsWire, PlacementWire, ToOwner, ToThread } from './owner-protocol.js';
+import { REPORT_FINISHED, REPORT_FIRST_TOKEN, REPORT_STARTED, type BackendWire, type ErrorWire, type InputWire, type LimitsWire, type PlacementWire, type ToOwner, type ToOwnerItem, type ToThread } from './owner-protocol.js';
 
 /** A placement the owner made: `pid` names it in the bookkeeping messages. */
 class RemotePlacement implements Placement {
@@ -71,7 +71,7 @@ function errorOf (e: ErrorWire, limits: (w: LimitsWire) => ClientLimits): Error 
 export class OwnerClient implements Placements {
   /** The thread's copy of the backend list: the pipeline's live list. */
   readonly backends: Backend[] = [];
-  readonly #out: BatchedPort<ToOwner>;
+  readonly #out: BatchedPort<ToOwnerItem>;
   readonly #config: Readonly<GatewayConfig>;
   readonly #pending = new Map<number, Pending>();
   readonly #submits = new Map<number, RemoteQueued>();
@@ -84,7 +84,7 @@ export class OwnerClient implements Placements {
 
   /** `keys`: the thread's key ring (null: block keys travel in the messages). */
   constructor (port: MessagePort, config: Readonly<GatewayConfig>, region: Region, keys: KeyRingWriter | null = null) {
-    this.#out = new BatchedPort<ToOwner>(port);
+    this.#out = new BatchedPort<ToOwnerItem>(port);
     this.#keys = keys;
     this.#config = config;
     this.#load = new LoadTable(region);
@@ -132,7 +132,7 @@ export class OwnerClient implements Placements {
         const p = this.#placement(m.placement);
         // The client left while the answer was on its way: the placement is undone, never sent.
         if (q === undefined || q.cancelled) {
-          this.post({ t: 'finished', pid: m.placement.pid, usage: null, ok: false });
+          this.#finished(m.placement.pid, null, false);
           return true;
         }
         q.waiter.released(p, { now: 0, waitMs: m.waitMs, level: m.level, promoted: m.promoted, queued: m.queued });
@@ -191,15 +191,22 @@ export class OwnerClient implements Placements {
   }
 
   started (p: Placement): void {
-    this.post({ t: 'started', pid: (p as RemotePlacement).pid });
+    this.#out.post((p as RemotePlacement).pid * 4 + REPORT_STARTED);
   }
 
   firstToken (p: Placement): void {
-    this.post({ t: 'firstToken', pid: (p as RemotePlacement).pid });
+    this.#out.post((p as RemotePlacement).pid * 4 + REPORT_FIRST_TOKEN);
   }
 
   finished (p: Placement, _input: RoutingInput, usage: Usage | null, ok: boolean, _now: number, retain?: Retain): void {
-    this.post({ t: 'finished', pid: (p as RemotePlacement).pid, usage: usage === null ? null : { ...usage }, ok, retain });
+    const pid = (p as RemotePlacement).pid;
+    if (retain !== undefined) this.post({ t: 'finished', pid, usage: usage === null ? null : { ...usage }, ok, retain });
+    else this.#finished(pid, usage, ok);
+  }
+
+  /** A finished report as numbers (owner-protocol.ts). */
+  #finished (pid: number, usage: Usage | null, ok: boolean): void {
+    this.#out.post(pid * 4 + REPORT_FINISHED, ok ? 1 : 0, usage?.promptTokens ?? -1, usage?.completionTokens ?? -1, usage?.cachedTokens ?? -1);
   }
 
   migrationEnded (p: Placement, ok: boolean): Promise<Placement | null> {

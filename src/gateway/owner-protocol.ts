@@ -105,6 +105,20 @@ export type ToOwner =
   | { t: 'metrics'; id: number; json: unknown }
   | { t: 'drained' };
 
+/**
+ * What a thread's batch holds: messages, and its reports on each attempt as plain numbers (measured: an object
+ * with a string tag costs more to clone and to read than the bookkeeping it carries). A report is a code,
+ * `pid * 4 + kind`; a finished report is followed by 4 numbers: ok (1 or 0), then the usage's prompt, completion
+ * and cached tokens (−1: the usage, or its cached count, is unknown). A record is never split between batches.
+ * A finished report with a retention goes as the object message.
+ */
+export type ToOwnerItem = ToOwner | number;
+export const REPORT_STARTED = 1;
+export const REPORT_FIRST_TOKEN = 2;
+export const REPORT_FINISHED = 3;
+/** Numbers after a finished report's code. */
+export const FINISHED_FIELDS = 4;
+
 /** Owner → thread. */
 export type ToThread =
   | { t: 'backends'; list: BackendWire[] }

@@ -5,7 +5,10 @@
 // data-plane threads"), so one batch pays that once. Order is kept: one queue, one port, sent as queued.
 import type { MessagePort, Worker } from 'node:worker_threads';
 
-/** Messages kept before a send: a turn that makes more sends each full batch at once (nothing is dropped or waits longer). */
+/**
+ * Messages kept before a send: a turn that makes more sends each full batch at once (nothing is dropped or waits
+ * longer); a record posted in one call stays in one batch, which may then pass the bound by the record's length.
+ */
 export const BATCH_BOUND = 1024;
 
 type Target = Pick<MessagePort | Worker, 'postMessage'>;
@@ -27,9 +30,10 @@ export class BatchedPort<T> {
     this.#bound = bound;
   }
 
-  /** Queues `m` for the end of this turn. */
-  post (m: T): void {
+  /** Queues `m` (and `more`, a record kept in one batch) for the end of this turn. */
+  post (m: T, ...more: T[]): void {
     this.#queue.push(m);
+    if (more.length > 0) this.#queue.push(...more);
     if (this.#queue.length >= this.#bound) {
       this.flush();
       return;

@@ -57,3 +57,13 @@ test('turns make batches of their own; flush sends at once; an empty flush sends
   assert.throws(() => new BatchedPort<number>({ postMessage () {} }, 0), RangeError);
   close();
 });
+
+test('a record posted in one call is never split between batches, even past the bound', async () => {
+  const { out, batches, close } = channel(4);
+  out.post(1, 2, 3);
+  out.post(4, 5, 6, 7, 8);
+  out.post(9);
+  await received(batches, 9);
+  assert.deepEqual(batches, [[1, 2, 3, 4, 5, 6, 7, 8], [9]]);
+  close();
+});
