@@ -441,9 +441,17 @@ const NO_KEYS = new BigUint64Array(0);
 
 /** The request as routing takes it; its keys copied out of the thread's key ring now (which frees their slots). */
 function inputOf (t: ThreadState, w: InputWire): RoutingInput {
-  const { exclude, keysAt, keysN, blockKeys, ...rest } = w;
-  const keys = blockKeys ?? (keysN === undefined || keysN === 0 || t.keys === null ? NO_KEYS : t.keys.take({ at: keysAt!, n: keysN }));
-  return exclude === undefined ? { ...rest, blockKeys: keys } : { ...rest, blockKeys: keys, exclude: new Set(exclude) };
+  const { keysN } = w;
+  // Field by field (measured: a rest/spread copy of the message was a tenth of the owner's handling of a submit).
+  const input: RoutingInput = {
+    model: w.model, sessionId: w.sessionId, parentSessionId: w.parentSessionId, promptTokens: w.promptTokens,
+    blockKeys: w.blockKeys ?? (keysN === undefined || keysN === 0 || t.keys === null ? NO_KEYS : t.keys.take({ at: w.keysAt!, n: keysN })),
+    maxTokens: w.maxTokens, user: w.user
+  };
+  if (w.expectedOutputTokens !== undefined) input.expectedOutputTokens = w.expectedOutputTokens;
+  if (w.deadlineAt !== undefined) input.deadlineAt = w.deadlineAt;
+  if (w.exclude !== undefined) input.exclude = new Set(w.exclude);
+  return input;
 }
 
 /** A port free on `host` now (the kernel's pick for port 0, let go at once). */
