@@ -183,19 +183,25 @@ function fromOwner (m: ToThread): void {
       if (inFlight === 0) owner.post({ t: 'drained' });
       return;
     case 'stop':
-      if (listenSocket !== null) uWS.us_listen_socket_close(listenSocket);
-      listenSocket = null;
-      // Clients' keep-alive connections too: a thread that ends with a socket open aborts the process
-      // (uv_loop_close with open handles). The pinned build has TemplatedApp.close(), though its types omit it.
-      (app as unknown as { close (): void }).close();
-      void (async () => {
-        await Promise.all(owner.backends.map((b) => b.pool.close().catch(() => {})));
-        await owned.close().catch(() => {});
-        await pool.close();
-        owner.flush();
-        process.exit(0);
-      })();
+      // After this turn: the answers that messages before it in the same batch settled (a 503 for what still
+      // waited at the drain deadline) are written in its microtasks, before the connections close.
+      setImmediate(stop);
   }
+}
+
+function stop (): void {
+  if (listenSocket !== null) uWS.us_listen_socket_close(listenSocket);
+  listenSocket = null;
+  // Clients' keep-alive connections too: a thread that ends with a socket open aborts the process
+  // (uv_loop_close with open handles). The pinned build has TemplatedApp.close(), though its types omit it.
+  (app as unknown as { close (): void }).close();
+  void (async () => {
+    await Promise.all(owner.backends.map((b) => b.pool.close().catch(() => {})));
+    await owned.close().catch(() => {});
+    await pool.close();
+    owner.flush();
+    process.exit(0);
+  })();
 }
 
 listenOn(app, config.host, data.port).then((token) => {

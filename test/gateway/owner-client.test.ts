@@ -2,7 +2,7 @@
 // many requests in one tick go as one batch whose block keys the owner reads from the key ring, and answers that
 // come back out of order (released, a gate's) reach the request they name; a release that arrives after its
 // client left is undone at once.
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { MessageChannel } from 'node:worker_threads';
 import { setImmediate as turn } from 'node:timers/promises';
@@ -13,7 +13,7 @@ import { REPORT_FINISHED, type BackendWire, type PlacementWire, type ToOwner, ty
 import type { GatewayWaiter, Placement, RoutingInput } from '../../src/fleet/routing-port.js';
 import { smallRegion } from '../core/fixtures/small-region.js';
 
-function setup () {
+function setup (t: TestContext) {
   const config = buildConfig({ backends: [{ url: 'http://127.0.0.1:1' }] });
   const { region } = smallRegion();
   const area = region.claimScratch();
@@ -25,12 +25,13 @@ function setup () {
   const keys = new KeyRingReader(region, area.ptr);
   const backend: BackendWire = { index: 0, config: config.backends[0], health: 'healthy', draining: false, models: ['m'], maxModelLen: [], engineLoad: null };
   const send = (...ms: ToThread[]): void => port2.postMessage(ms);
-  const close = async (): Promise<void> => {
+  // Closed however the test ends: an open port would keep the test's process alive.
+  t.after(async () => {
     port1.close();
     port2.close();
     await Promise.all(client.backends.map((b) => b.pool.close()));
-  };
-  return { client, batches, keys, backend, send, close };
+  });
+  return { client, batches, keys, backend, send };
 }
 
 const input = (i: number): RoutingInput => ({
@@ -44,8 +45,8 @@ async function until (f: () => boolean): Promise<void> {
   while (!f()) await turn();
 }
 
-test('a burst of submits in one tick: one batch, keys through the ring, releases out of order reach their own requests', async () => {
-  const s = setup();
+test('a burst of submits in one tick: one batch, keys through the ring, releases out of order reach their own requests', async (t) => {
+  const s = setup(t);
   const released = new Map<number, Placement>();
   const waiter = (i: number): GatewayWaiter => ({ released: (p) => released.set(i, p), dropped: () => assert.fail('dropped') });
   const N = 200;
@@ -67,11 +68,10 @@ test('a burst of submits in one tick: one batch, keys through the ring, releases
   await until(() => released.size === N);
   const ids = s.batches[0].map((m) => (m as { id: number }).id);
   for (let i = 0; i < N; i++) assert.equal((released.get(i) as Placement & { pid: number }).pid, 1000 + ids[i], `request ${i} got its own placement`);
-  await s.close();
 });
 
-test('answers out of order resolve the calls they name; a release after its client left is undone', async () => {
-  const s = setup();
+test('answers out of order resolve the calls they name; a release after its client left is undone', async (t) => {
+  const s = setup(t);
   const users = [0, 1, 2].map((i) => s.client.admitClient('/v1/chat/completions', `key${i}`, () => '127.0.0.1', () => {}));
   const left = s.client.submit(input(1), { released: () => assert.fail('released after it left'), dropped: () => assert.fail('dropped') }, 0, 0);
   await until(() => s.batches.flat().length === 4);
@@ -90,24 +90,38 @@ test('answers out of order resolve the calls they name; a release after its clie
   await until(() => s.batches.flat().includes(7 * 4 + REPORT_FINISHED));
   const rest = s.batches.flat().slice(4);
   assert.deepEqual(rest.map((m) => typeof m === 'number' ? m : m.t), ['cancel', 7 * 4 + REPORT_FINISHED, 0, -1, -1, -1]);
-  await s.close();
 });
 
-test('an open gate is not asked; once the owner closes it (a reload with keys), every client is asked again', async () => {
-  const s = setup();
+test('an open gate is not asked; once the owner closes it (a reload with keys), every client is asked again', async (t) => {
+  const s = setup(t);
   let addressed = 0;
-  const ask = (): unknown => s.client.admitClient('/v1/chat/completions', '', () => { addressed++; return '127.0.0.1'; }, () => {});
-  const asked = (): number => s.batches.flat().filter((m) => typeof m !== 'number' && m.t === 'gate').length;
+  let posted = 0;
+  const ask = (): unknown => {
+    const r = s.client.admitClient('/v1/chat/completions', '', () => { addressed++; return '127.0.0.1'; }, () => {});
+    if (r instanceof Promise) posted++;
+    return r;
+  };
+  const received = (): ToOwnerItem[] => s.batches.flat();
+  const asked = (): number => received().filter((m) => typeof m !== 'number' && m.t === 'gate').length;
+  /** Everything the client posted so far has arrived (messages keep their order: a marker after them says so). */
+  let markers = 0;
+  const settled = async (): Promise<void> => {
+    s.client.post({ t: 'drained' });
+    const n = ++markers;
+    await until(() => received().filter((m) => typeof m !== 'number' && m.t === 'drained').length === n);
+  };
   assert.ok(ask() instanceof Promise, 'closed until the owner says otherwise');
-  await until(() => asked() === 1);
   s.send({ t: 'gateOpen', open: true });
-  while (s.batches.length > 0 && ask() instanceof Promise) await new Promise((resolve) => setTimeout(resolve, 1));
-  const before = { addressed, asked: asked() };
+  while (ask() instanceof Promise) await new Promise((resolve) => setTimeout(resolve, 1));
+  await settled();
+  assert.equal(asked(), posted);
+  assert.equal(addressed, posted, 'the address is read only to ask');
   assert.deepEqual(ask(), { user: null, limits: null });
-  await turn();
-  assert.deepEqual({ addressed, asked: asked() }, before, 'an open gate: nothing asked, not even the address');
+  await settled();
+  assert.equal(asked(), posted, 'an open gate: nothing asked');
+  assert.equal(addressed, posted, 'an open gate: not even the address read');
   s.send({ t: 'gateOpen', open: false });
   while (!(ask() instanceof Promise)) await new Promise((resolve) => setTimeout(resolve, 1));
-  await until(() => asked() > before.asked);
-  await s.close();
+  await settled();
+  assert.equal(asked(), posted, 'closed again: asked');
 });
