@@ -11,3 +11,4 @@ export * from './ring';
 export * from './pod-table';
 export * from './load-table';
 export * from './ring-apply';
+export * from './key-ring';

@@ -86,11 +86,12 @@ export interface EarOptions {
 function dataPlaneScratch (config: Readonly<GatewayConfig>): number {
   const n = config.httpThreads;
   if (n < 2) return 0;
-  return n * (Math.ceil(config.routeThreads / n) + 1) + SCRATCH_SPARES;
+  // Each: its route pool's, its own (inline features) and its key ring's (key-ring.ts).
+  return n * (Math.ceil(config.routeThreads / n) + 2) + SCRATCH_SPARES;
 }
 
 /** Scratch areas for data-plane threads started again (http-threads.ts: at most MAX_RESTARTS each). */
-const SCRATCH_SPARES = 2 * MAX_RESTARTS;
+const SCRATCH_SPARES = 3 * MAX_RESTARTS;
 
 const CONSOLE_LOG: NonNullable<GatewayDeps['threads']>['log'] = {
   info: (o: unknown, msg?: string) => console.log(msg ?? '', o),

@@ -33,6 +33,7 @@ import type { Backend } from '../fleet/backends.js';
 import { readBody, registerClientIoMetrics, ResponseState } from './uws-io.js';
 import { completion, connectionAddress, FORWARDED_ADDRESS, listenOn, type DoorCore } from './server.js';
 import { OwnerClient } from './owner-client.js';
+import { KeyRingWriter } from './key-ring.js';
 import { headTooLarge } from './head-size.js';
 import type { HttpThreadData, ToThread } from './owner-protocol.js';
 
@@ -45,7 +46,16 @@ installProcessFaultHandlers();
 
 const now = (): number => performance.timeOrigin + performance.now();
 const region = new Region(data.shared);
-const owner = new OwnerClient(port, config, region);
+// The thread's key ring (asm/key-ring.ts) in a scratch area of its own; without one (every area claimed) its
+// requests' block keys travel in its messages.
+let keyRing: KeyRingWriter | null = null;
+try {
+  const area = region.claimScratch();
+  keyRing = new KeyRingWriter(region, area.ptr, area.bytes);
+} catch (err) {
+  log.warn({ err }, 'no scratch area for a key ring: block keys go to the main thread in messages');
+}
+const owner = new OwnerClient(port, config, region, keyRing);
 const metrics = new GatewayMetrics();
 registerClientIoMetrics(metrics.registry);
 registerUpstreamSocketMetrics(metrics.registry);
@@ -89,10 +99,10 @@ const door: DoorCore = {
   refused: (route, status) => { metrics.requests.labels(route, String(status), '').inc(); },
   track: (p) => {
     inFlight++;
-    void p.finally(() => { if (--inFlight === 0 && draining) port.postMessage({ t: 'drained' }); });
+    void p.finally(() => { if (--inFlight === 0 && draining) owner.post({ t: 'drained' }); });
   },
-  admitClient: (route: GatedRoute, auth: string, address: () => string, limited: (l: ClientLimits) => void): Promise<AdmittedClient> =>
-    owner.admitClient(route, auth, address(), limited),
+  admitClient: (route: GatedRoute, auth: string, address: () => string, limited: (l: ClientLimits) => void): AdmittedClient | Promise<AdmittedClient> =>
+    owner.admitClient(route, auth, address, limited),
   taken: () => taken.inc()
 };
 
@@ -156,13 +166,18 @@ function handOff (res: HttpResponse, req: HttpRequest): void {
   else readBody(rs, config, send, declaredLength);
 }
 
-port.on('message', (m: ToThread) => {
+// The owner's messages come in batches (threads/batched-port.ts), each in the order it sent them.
+port.on('message', (batch: ToThread[]) => {
+  for (const m of batch) fromOwner(m);
+});
+
+function fromOwner (m: ToThread): void {
   if (owner.receive(m)) return;
   switch (m.t) {
     case 'metrics':
-      metrics.registry.getMetricsAsJSON().then((json) => port.postMessage({ t: 'metrics', id: m.id, json }), (err) => {
+      metrics.registry.getMetricsAsJSON().then((json) => owner.post({ t: 'metrics', id: m.id, json }), (err) => {
         reportFault(err, 'http-thread');
-        port.postMessage({ t: 'metrics', id: m.id, json: [] });
+        owner.post({ t: 'metrics', id: m.id, json: [] });
       });
       return;
     case 'drain':
@@ -171,28 +186,35 @@ port.on('message', (m: ToThread) => {
       draining = true;
       if (listenSocket !== null) uWS.us_listen_socket_close(listenSocket);
       listenSocket = null;
-      if (inFlight === 0) port.postMessage({ t: 'drained' });
+      if (inFlight === 0) owner.post({ t: 'drained' });
       return;
     case 'stop':
-      if (listenSocket !== null) uWS.us_listen_socket_close(listenSocket);
-      listenSocket = null;
-      // Clients' keep-alive connections too: a thread that ends with a socket open aborts the process
-      // (uv_loop_close with open handles). The pinned build has TemplatedApp.close(), though its types omit it.
-      (app as unknown as { close (): void }).close();
-      void (async () => {
-        await Promise.all(owner.backends.map((b) => b.pool.close().catch(() => {})));
-        await owned.close().catch(() => {});
-        await pool.close();
-        // Spans still buffered go out before the thread ends (the main thread flushes its own on drain).
-        await tracing?.shutdown().catch(() => {});
-        process.exit(0);
-      })();
+      // After this turn: the answers that messages before it in the same batch settled (a 503 for what still
+      // waited at the drain deadline) are written in its microtasks, before the connections close.
+      setImmediate(stop);
   }
-});
+}
+
+function stop (): void {
+  if (listenSocket !== null) uWS.us_listen_socket_close(listenSocket);
+  listenSocket = null;
+  // Clients' keep-alive connections too: a thread that ends with a socket open aborts the process
+  // (uv_loop_close with open handles). The pinned build has TemplatedApp.close(), though its types omit it.
+  (app as unknown as { close (): void }).close();
+  void (async () => {
+    await Promise.all(owner.backends.map((b) => b.pool.close().catch(() => {})));
+    await owned.close().catch(() => {});
+    await pool.close();
+    // Spans still buffered go out before the thread ends (the main thread flushes its own on drain).
+    await tracing?.shutdown().catch(() => {});
+    owner.flush();
+    process.exit(0);
+  })();
+}
 
 listenOn(app, config.host, data.port).then((token) => {
   listenSocket = token;
-  port.postMessage({ t: 'listening', port: uWS.us_socket_local_port(token) });
+  owner.post({ t: 'listening', port: uWS.us_socket_local_port(token), keyRing: keyRing?.base ?? null });
 }, (err: unknown) => {
   log.error({ err }, 'cannot listen');
   process.exit(1);

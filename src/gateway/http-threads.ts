@@ -15,9 +15,13 @@ import { EarError } from '../errors/errors.js';
 import { RateLimitRefusal, type ClientLimits } from '../request/client-gate.js';
 import { reportFault } from '../request/faults.js';
 import type { SharedRegion } from '../core/region.js';
-import type { Placement, Queued, RoutingInput } from '../fleet/routing-port.js';
+import type { Placement, Queued, Retain, RoutingInput } from '../fleet/routing-port.js';
+import type { Usage } from '../upstream/stream-observer.js';
 import type { ProcessCore } from './core.js';
-import type { BackendWire, ErrorWire, HttpThreadData, InputWire, PlacementWire, ToOwner, ToThread } from './owner-protocol.js';
+import { BatchedPort } from '../threads/batched-port.js';
+import { Region } from '../core/region.js';
+import { KeyRingReader } from './key-ring.js';
+import { FINISHED_FIELDS, REPORT_FINISHED, REPORT_FIRST_TOKEN, REPORT_STARTED, type BackendWire, type ErrorWire, type HttpThreadData, type InputWire, type PlacementWire, type ToOwner, type ToOwnerItem, type ToThread } from './owner-protocol.js';
 
 const ENTRY = new URL('./http-thread.js', import.meta.url);
 
@@ -45,6 +49,10 @@ interface Held {
 
 class ThreadState {
   worker!: Worker;
+  /** The owner's messages to it: one batch per turn of the main thread's loop. */
+  out!: BatchedPort<ToThread>;
+  /** Its key ring (null: it sends block keys in its messages). */
+  keys: KeyRingReader | null = null;
   readonly placements = new Map<number, Held>();
   readonly queued = new Map<number, Queued>();
   readonly limits = new Map<number, ClientLimits>();
@@ -59,14 +67,18 @@ class ThreadState {
 
 export class HttpThreads {
   readonly #o: HttpThreadsOptions;
+  /** The main thread's view of the shared region (the threads' key rings). */
+  readonly #region: Region;
   readonly #threads: ThreadState[] = [];
   #port = 0;
   #lastList = '';
+  #gateOpen: boolean | null = null;
   #nextMetrics = 1;
   #stopping = false;
 
   constructor (o: HttpThreadsOptions) {
     this.#o = o;
+    this.#region = new Region(o.shared);
   }
 
   /** The port every thread listens on. */
@@ -105,13 +117,16 @@ export class HttpThreads {
       routeThreads: Math.max(1, Math.ceil(core.config.routeThreads / threads))
     };
     const w = t.worker = new Worker(ENTRY, { workerData: data });
+    t.out = new BatchedPort<ToThread>(w);
     return new Promise<number>((resolve, reject) => {
       let listening = false;
-      w.on('message', (m: ToOwner) => {
+      const one = (m: ToOwner): void => {
         if (m.t === 'listening') {
           listening = true;
           t.alive = true;
+          t.keys = m.keyRing === null ? null : new KeyRingReader(this.#region, m.keyRing);
           this.#post(t, { t: 'backends', list: this.#wireList() });
+          this.#post(t, { t: 'gateOpen', open: this.#o.core.gate.open });
           resolve(m.port);
           return;
         }
@@ -121,6 +136,22 @@ export class HttpThreads {
           // A question is always answered: its request would wait for ever.
           if ('id' in m && m.t !== 'cancel' && m.t !== 'metrics') this.#post(t, { t: 'answer', id: m.id, ok: false, error: this.#errorWire(t, err) });
           else reportFault(err, 'http-thread');
+        }
+      };
+      // A thread's messages come in batches (threads/batched-port.ts), each in the order it sent them.
+      w.on('message', (batch: ToOwnerItem[]) => {
+        for (let i = 0; i < batch.length; i++) {
+          const m = batch[i];
+          if (typeof m !== 'number') one(m);
+          else if (m % 4 !== REPORT_FINISHED) this.#report(t, m);
+          else {
+            const ok = batch[i + 1] as number;
+            const prompt = batch[i + 2] as number;
+            const completion = batch[i + 3] as number;
+            const cached = batch[i + 4] as number;
+            i += FINISHED_FIELDS;
+            this.#report(t, m, prompt < 0 ? null : { promptTokens: prompt, completionTokens: completion, cachedTokens: cached < 0 ? null : cached }, ok === 1);
+          }
         }
       });
       // Without a listener an error in the thread would be thrown here; 'exit' follows it.
@@ -163,7 +194,7 @@ export class HttpThreads {
   }
 
   #post (t: ThreadState, m: ToThread): void {
-    if (t.alive) t.worker.postMessage(m);
+    if (t.alive) t.out.post(m);
   }
 
   /** Tells every thread the backend list as it is now, if it changed since last told (health, reloads, row releases). */
@@ -174,6 +205,14 @@ export class HttpThreads {
     if (key === this.#lastList) return;
     this.#lastList = key;
     for (const t of this.#threads) this.#post(t, { t: 'backends', list });
+  }
+
+  /** Tells every thread whether the gate is open now, if that changed (a SIGHUP's keys and limits). */
+  gate (): void {
+    const open = this.#o.core.gate.open;
+    if (open === this.#gateOpen) return;
+    this.#gateOpen = open;
+    for (const t of this.#threads) this.#post(t, { t: 'gateOpen', open });
   }
 
   #wireList (): BackendWire[] {
@@ -208,6 +247,39 @@ export class HttpThreads {
     }));
   }
 
+  /** A report that came as numbers (owner-protocol.ts); a fault in it is reported, as the object message's is. */
+  #report (t: ThreadState, code: number, usage: Usage | null = null, ok = false): void {
+    const kind = code % 4;
+    const pid = (code - kind) / 4;
+    try {
+      if (kind === REPORT_STARTED) this.#started(t, pid);
+      else if (kind === REPORT_FIRST_TOKEN) this.#firstToken(t, pid);
+      else if (kind === REPORT_FINISHED) this.#finished(t, pid, usage, ok);
+      else reportFault(new Error(`unknown report ${code}`), 'http-thread');
+    } catch (err) {
+      reportFault(err, 'http-thread');
+    }
+  }
+
+  #started (t: ThreadState, pid: number): void {
+    const h = t.placements.get(pid);
+    if (h !== undefined) this.#o.core.state.started(h.p, h.input, this.#o.core.now());
+  }
+
+  #firstToken (t: ThreadState, pid: number): void {
+    const h = t.placements.get(pid);
+    if (h !== undefined) this.#o.core.state.firstToken(h.p, this.#o.core.now());
+  }
+
+  #finished (t: ThreadState, pid: number, usage: Usage | null, ok: boolean, retain?: Retain): void {
+    const h = t.placements.get(pid);
+    if (h === undefined) return;
+    t.placements.delete(pid);
+    const core = this.#o.core;
+    core.state.finished(h.p, h.input, usage, ok, core.now(), retain);
+    core.fleet.release(h.p.backend);
+  }
+
   #handle (t: ThreadState, m: ToOwner): void {
     const core = this.#o.core;
     const { state, fleet } = core;
@@ -222,7 +294,7 @@ export class HttpThreads {
         return;
       }
       case 'submit': {
-        const input = inputOf(m.input);
+        const input = inputOf(t, m.input);
         const id = m.id;
         let heard = false;
         let r;
@@ -259,7 +331,7 @@ export class HttpThreads {
         return;
       }
       case 'route': {
-        const input = inputOf(m.input);
+        const input = inputOf(t, m.input);
         try {
           const p = state.route(input, new Set(m.exclude), core.now(), m.attempt);
           this.#post(t, { t: 'answer', id: m.id, ok: true, value: this.#hold(t, p, input) });
@@ -268,24 +340,15 @@ export class HttpThreads {
         }
         return;
       }
-      case 'started': {
-        const h = t.placements.get(m.pid);
-        if (h !== undefined) state.started(h.p, h.input, core.now());
+      case 'started':
+        this.#started(t, m.pid);
         return;
-      }
-      case 'firstToken': {
-        const h = t.placements.get(m.pid);
-        if (h !== undefined) state.firstToken(h.p, core.now());
+      case 'firstToken':
+        this.#firstToken(t, m.pid);
         return;
-      }
-      case 'finished': {
-        const h = t.placements.get(m.pid);
-        if (h === undefined) return;
-        t.placements.delete(m.pid);
-        state.finished(h.p, h.input, m.usage, m.ok, core.now(), m.retain);
-        fleet.release(h.p.backend);
+      case 'finished':
+        this.#finished(t, m.pid, m.usage, m.ok, m.retain);
         return;
-      }
       case 'migrationEnded': {
         const h = t.placements.get(m.pid);
         const back = h === undefined ? null : state.migrationEnded?.(h.p, m.ok, core.now()) ?? null;
@@ -374,9 +437,21 @@ export class HttpThreads {
   }
 }
 
-function inputOf (w: InputWire): RoutingInput {
-  const { exclude, ...rest } = w;
-  return exclude === undefined ? rest : { ...rest, exclude: new Set(exclude) };
+const NO_KEYS = new BigUint64Array(0);
+
+/** The request as routing takes it; its keys copied out of the thread's key ring now (which frees their slots). */
+function inputOf (t: ThreadState, w: InputWire): RoutingInput {
+  const { keysN } = w;
+  // Field by field (measured: a rest/spread copy of the message was a tenth of the owner's handling of a submit).
+  const input: RoutingInput = {
+    model: w.model, sessionId: w.sessionId, parentSessionId: w.parentSessionId, promptTokens: w.promptTokens,
+    blockKeys: w.blockKeys ?? (keysN === undefined || keysN === 0 || t.keys === null ? NO_KEYS : t.keys.take({ at: w.keysAt!, n: keysN })),
+    maxTokens: w.maxTokens, user: w.user
+  };
+  if (w.expectedOutputTokens !== undefined) input.expectedOutputTokens = w.expectedOutputTokens;
+  if (w.deadlineAt !== undefined) input.deadlineAt = w.deadlineAt;
+  if (w.exclude !== undefined) input.exclude = new Set(w.exclude);
+  return input;
 }
 
 /** A port free on `host` now (the kernel's pick for port 0, let go at once). */

@@ -13,12 +13,14 @@ import type { AdmissionRank } from '../core/engine-priority.js';
 import { NoCandidateError } from '../core/policy.js';
 import { QueueFullError, type DropReason } from '../core/admission-control.js';
 import { EarError, type ErrorCode } from '../errors/errors.js';
-import { RateLimitRefusal, type AdmittedClient, type ClientLimits, type GatedRoute } from '../request/client-gate.js';
+import { ANONYMOUS, RateLimitRefusal, type AdmittedClient, type ClientLimits, type GatedRoute } from '../request/client-gate.js';
 import { rateLimitHeaders, type RateLimitState, type RateLimitStyle } from '../request/rate-limit-headers.js';
 import type { GatewayWaiter, Placement, Placements, Queued, Retain, RoutingInput } from '../fleet/routing-port.js';
 import type { Usage } from '../upstream/stream-observer.js';
 import type { ResponseOrigin, StoreReply } from '../store/session-store.js';
-import type { BackendWire, ErrorWire, InputWire, LimitsWire, PlacementWire, ToOwner, ToThread } from './owner-protocol.js';
+import { BatchedPort } from '../threads/batched-port.js';
+import type { KeyRingWriter } from './key-ring.js';
+import { REPORT_FINISHED, REPORT_FIRST_TOKEN, REPORT_STARTED, type BackendWire, type ErrorWire, type InputWire, type LimitsWire, type PlacementWire, type ToOwner, type ToOwnerItem, type ToThread } from './owner-protocol.js';
 
 /** A placement the owner made: `pid` names it in the bookkeeping messages. */
 class RemotePlacement implements Placement {
@@ -69,22 +71,33 @@ function errorOf (e: ErrorWire, limits: (w: LimitsWire) => ClientLimits): Error 
 export class OwnerClient implements Placements {
   /** The thread's copy of the backend list: the pipeline's live list. */
   readonly backends: Backend[] = [];
-  readonly #port: MessagePort;
+  readonly #out: BatchedPort<ToOwnerItem>;
   readonly #config: Readonly<GatewayConfig>;
   readonly #pending = new Map<number, Pending>();
   readonly #submits = new Map<number, RemoteQueued>();
   #nextId = 1;
+  /** The owner said its gate admits everyone as it is (false until it says so: ask). */
+  #gateOpen = false;
 
   readonly #load: LoadTable;
+  readonly #keys: KeyRingWriter | null;
 
-  constructor (port: MessagePort, config: Readonly<GatewayConfig>, region: Region) {
-    this.#port = port;
+  /** `keys`: the thread's key ring (null: block keys travel in the messages). */
+  constructor (port: MessagePort, config: Readonly<GatewayConfig>, region: Region, keys: KeyRingWriter | null = null) {
+    this.#out = new BatchedPort<ToOwnerItem>(port);
+    this.#keys = keys;
     this.#config = config;
     this.#load = new LoadTable(region);
   }
 
+  /** Every message to the owner goes here, in order: one batch per turn of the thread's loop. */
   post (m: ToOwner): void {
-    this.#port.postMessage(m);
+    this.#out.post(m);
+  }
+
+  /** Sends what waits for the end of the turn now (before the thread exits). */
+  flush (): void {
+    this.#out.flush();
   }
 
   #call<T> (make: (id: number) => ToOwner): Promise<T> {
@@ -101,6 +114,9 @@ export class OwnerClient implements Placements {
       case 'backends':
         this.#setBackends(m.list);
         return true;
+      case 'gateOpen':
+        this.#gateOpen = m.open;
+        return true;
       case 'answer': {
         const w = this.#pending.get(m.id);
         this.#pending.delete(m.id);
@@ -116,7 +132,7 @@ export class OwnerClient implements Placements {
         const p = this.#placement(m.placement);
         // The client left while the answer was on its way: the placement is undone, never sent.
         if (q === undefined || q.cancelled) {
-          this.post({ t: 'finished', pid: m.placement.pid, usage: null, ok: false });
+          this.#finished(m.placement.pid, null, false);
           return true;
         }
         q.waiter.released(p, { now: 0, waitMs: m.waitMs, level: m.level, promoted: m.promoted, queued: m.queued });
@@ -150,7 +166,7 @@ export class OwnerClient implements Placements {
         waiter.refused?.(err);
       }
     });
-    this.post({ t: 'submit', id, input: inputWire(input), priorityClass });
+    this.post({ t: 'submit', id, input: this.#inputWire(input), priorityClass });
     return q;
   }
 
@@ -166,7 +182,7 @@ export class OwnerClient implements Placements {
   }
 
   route (input: RoutingInput, exclude: ReadonlySet<number>, _now: number, attempt = 0): Promise<Placement> {
-    return this.#call<PlacementWire>((id) => ({ t: 'route', id, input: inputWire(input), exclude: [...exclude], attempt })).then((w) => this.#placement(w));
+    return this.#call<PlacementWire>((id) => ({ t: 'route', id, input: this.#inputWire(input), exclude: [...exclude], attempt })).then((w) => this.#placement(w));
   }
 
   /** From the thread's copy of the backends: whether a retry would find one (the owner's filters decide it). */
@@ -175,15 +191,22 @@ export class OwnerClient implements Placements {
   }
 
   started (p: Placement): void {
-    this.post({ t: 'started', pid: (p as RemotePlacement).pid });
+    this.#out.post((p as RemotePlacement).pid * 4 + REPORT_STARTED);
   }
 
   firstToken (p: Placement): void {
-    this.post({ t: 'firstToken', pid: (p as RemotePlacement).pid });
+    this.#out.post((p as RemotePlacement).pid * 4 + REPORT_FIRST_TOKEN);
   }
 
   finished (p: Placement, _input: RoutingInput, usage: Usage | null, ok: boolean, _now: number, retain?: Retain): void {
-    this.post({ t: 'finished', pid: (p as RemotePlacement).pid, usage: usage === null ? null : { ...usage }, ok, retain });
+    const pid = (p as RemotePlacement).pid;
+    if (retain !== undefined) this.post({ t: 'finished', pid, usage: usage === null ? null : { ...usage }, ok, retain });
+    else this.#finished(pid, usage, ok);
+  }
+
+  /** A finished report as numbers (owner-protocol.ts). */
+  #finished (pid: number, usage: Usage | null, ok: boolean): void {
+    this.#out.post(pid * 4 + REPORT_FINISHED, ok ? 1 : 0, usage?.promptTokens ?? -1, usage?.completionTokens ?? -1, usage?.cachedTokens ?? -1);
   }
 
   migrationEnded (p: Placement, ok: boolean): Promise<Placement | null> {
@@ -198,8 +221,11 @@ export class OwnerClient implements Placements {
   // The gate, the token charge, the response origins: the owner's too.
 
   /** The client at the owner's gate; rejects with its refusal (401, 429), whose limits `limited` hears too. */
-  admitClient (route: GatedRoute, auth: string, address: string, limited: (l: ClientLimits) => void): Promise<AdmittedClient> {
-    return this.#call<{ user: string | null; limits: LimitsWire | null }>((id) => ({ t: 'gate', id, route, auth, address })).then(
+  admitClient (route: GatedRoute, auth: string, address: () => string, limited: (l: ClientLimits) => void): AdmittedClient | Promise<AdmittedClient> {
+    // An open gate's answer is known (anonymous, unlimited): no round trip. A reload that closes it reaches this
+    // thread in the owner's next batch, as a request on the main thread admitted just before a reload passes too.
+    if (this.#gateOpen) return ANONYMOUS;
+    return this.#call<{ user: string | null; limits: LimitsWire | null }>((id) => ({ t: 'gate', id, route, auth, address: address() })).then(
       (v) => {
         const limits = v.limits === null ? null : this.#limits(v.limits);
         if (limits !== null) limited(limits);
@@ -231,6 +257,25 @@ export class OwnerClient implements Placements {
       return Promise.resolve({ ok: true, value: true });
     }
   };
+
+  #inputWire (i: RoutingInput): InputWire {
+    const w: InputWire = {
+      model: i.model, sessionId: i.sessionId, parentSessionId: i.parentSessionId, promptTokens: i.promptTokens,
+      maxTokens: i.maxTokens, user: i.user
+    };
+    // The keys may be a view of the thread's scratch area, which its next request reuses: copied, into the key
+    // ring (the owner copies them out on arrival), or into the message when the ring has no room.
+    const at = this.#keys?.put(i.blockKeys) ?? null;
+    if (at === null) w.blockKeys = i.blockKeys.slice();
+    else if (at.n > 0) {
+      w.keysAt = at.at;
+      w.keysN = at.n;
+    }
+    if (i.expectedOutputTokens !== undefined) w.expectedOutputTokens = i.expectedOutputTokens;
+    if (i.deadlineAt !== undefined) w.deadlineAt = i.deadlineAt;
+    if (i.exclude !== undefined) w.exclude = [...i.exclude];
+    return w;
+  }
 
   #placement (w: PlacementWire): RemotePlacement {
     const b = this.backends.find((x) => x.index === w.index && x.id === w.backendId);
@@ -295,16 +340,4 @@ class RemoteLimits implements ClientLimits {
   headers (style: RateLimitStyle, wallNow: number): Array<[string, string]> {
     return rateLimitHeaders(this.#state, style, wallNow);
   }
-}
-
-function inputWire (i: RoutingInput): InputWire {
-  // The keys may be a view of the thread's scratch area, which its next request reuses: copied out.
-  const w: InputWire = {
-    model: i.model, sessionId: i.sessionId, parentSessionId: i.parentSessionId, promptTokens: i.promptTokens,
-    blockKeys: i.blockKeys.slice(), maxTokens: i.maxTokens, user: i.user
-  };
-  if (i.expectedOutputTokens !== undefined) w.expectedOutputTokens = i.expectedOutputTokens;
-  if (i.deadlineAt !== undefined) w.deadlineAt = i.deadlineAt;
-  if (i.exclude !== undefined) w.exclude = [...i.exclude];
-  return w;
 }

@@ -4,7 +4,9 @@
 // inputs (submit, a retry's route), the attempt's start, first token and end, the token charge and its
 // correction, a Responses continuation's origin. The owner sends back the answers, and the backend list each time
 // it changes. One MessagePort per thread (its parentPort): messages arrive in the order they were sent, so a
-// backend is always known to a thread before a placement names it.
+// backend is always known to a thread before a placement names it. Each side sends what one turn of its event
+// loop made as one batch (threads/batched-port.ts: one postMessage, an array in the order posted), and a
+// request's block keys go through shared memory (the thread's key ring, asm/key-ring.ts), not the message.
 import type { BackendConfig } from '../config/index.js';
 import type { EngineLoad } from '../fleet/engine-metrics.js';
 import type { SharedRegion } from '../core/region.js';
@@ -57,8 +59,11 @@ export interface PlacementWire {
   rank?: AdmissionRank;
 }
 
-/** The request as routing takes it (its block keys copied out of the thread's scratch area; a Set does not cross, its members do). */
-export type InputWire = Omit<HostRequest, 'exclude'> & { exclude?: number[] };
+/**
+ * The request as routing takes it (a Set does not cross, its members do). Its block keys are in the thread's key
+ * ring (`keysAt`, `keysN`; asm/key-ring.ts), or, when the ring had no room or the thread has none, in `blockKeys`.
+ */
+export type InputWire = Omit<HostRequest, 'exclude' | 'blockKeys'> & { exclude?: number[]; blockKeys?: BigUint64Array; keysAt?: number; keysN?: number };
 
 /** An error as it crosses: an EarError's code and retry, a refusal's limits, a no-candidate's filter. */
 export interface ErrorWire {
@@ -82,7 +87,7 @@ export interface LimitsWire {
 
 /** Thread → owner. `id`: answered under it. */
 export type ToOwner =
-  | { t: 'listening'; port: number }
+  | { t: 'listening'; port: number; keyRing: number | null }
   | { t: 'gate'; id: number; route: GatedRoute; auth: string; address: string }
   | { t: 'submit'; id: number; input: InputWire; priorityClass: number }
   | { t: 'cancel'; id: number }
@@ -100,9 +105,25 @@ export type ToOwner =
   | { t: 'metrics'; id: number; json: unknown }
   | { t: 'drained' };
 
+/**
+ * What a thread's batch holds: messages, and its reports on each attempt as plain numbers (measured: an object
+ * with a string tag costs more to clone and to read than the bookkeeping it carries). A report is a code,
+ * `pid * 4 + kind`; a finished report is followed by 4 numbers: ok (1 or 0), then the usage's prompt, completion
+ * and cached tokens (−1: the usage, or its cached count, is unknown). A record is never split between batches.
+ * A finished report with a retention goes as the object message.
+ */
+export type ToOwnerItem = ToOwner | number;
+export const REPORT_STARTED = 1;
+export const REPORT_FIRST_TOKEN = 2;
+export const REPORT_FINISHED = 3;
+/** Numbers after a finished report's code. */
+export const FINISHED_FIELDS = 4;
+
 /** Owner → thread. */
 export type ToThread =
   | { t: 'backends'; list: BackendWire[] }
+  /** Whether the gate is open (no API keys, no per-IP limit): then a thread asks it nothing. Sent at start and on each change. */
+  | { t: 'gateOpen'; open: boolean }
   | { t: 'answer'; id: number; ok: true; value: unknown }
   | { t: 'answer'; id: number; ok: false; error: ErrorWire }
   | { t: 'released'; id: number; placement: PlacementWire; queued: boolean; waitMs: number; level: number; promoted: boolean }

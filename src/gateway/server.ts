@@ -128,7 +128,10 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
     checkHealth: () => fleet.checkHealth(),
     readiness: () => core.readiness(),
     reload: (next) => fleet.reload(next),
-    reconfigure: (next) => core.reconfigure(next),
+    reconfigure: (next) => {
+      core.reconfigure(next);
+      threads?.gate();
+    },
     enter: (b) => fleet.hold(b),
     exit: (b) => fleet.release(b),
     threads,

@@ -115,6 +115,11 @@ export class ClientGate {
    * bucket is empty or, on a route that costs tokens, its tokens are in debt). `remoteAddress` is called only when a
    * per-IP limit applies.
    */
+  /** No API keys and no per-IP limit: every client is admitted, anonymous and unlimited (admit returns ANONYMOUS). */
+  get open (): boolean {
+    return !this.keys.enabled && this.#perIp === null;
+  }
+
   admit (route: GatedRoute, auth: string, remoteAddress: () => string): AdmittedClient | EarError {
     let user: string | null = null;
     let id: string | null = null;
@@ -239,7 +244,7 @@ function clientLimitOf (r: RateLimit | null): ClientLimit | null {
 }
 
 /** What admit answers for every request when there are no API keys (one object, not one a request). */
-const ANONYMOUS: AdmittedClient = Object.freeze({ user: null, limits: null });
+export const ANONYMOUS: AdmittedClient = Object.freeze({ user: null, limits: null });
 
 /** The text form of a uWS response's peer address (read while the handler runs). */
 export function remoteAddressOf (res: { getRemoteAddressAsText (): ArrayBuffer }): string {
