@@ -206,7 +206,7 @@ export class OwnerClient implements Placements {
 
   /** A finished report as numbers (owner-protocol.ts). */
   #finished (pid: number, usage: Usage | null, ok: boolean): void {
-    this.#out.post(pid * 4 + REPORT_FINISHED, ok ? 1 : 0, usage?.promptTokens ?? -1, usage?.completionTokens ?? -1, usage?.cachedTokens ?? -1);
+    this.#out.postRecord([pid * 4 + REPORT_FINISHED, ok ? 1 : 0, usage?.promptTokens ?? -1, usage?.completionTokens ?? -1, usage?.cachedTokens ?? -1]);
   }
 
   migrationEnded (p: Placement, ok: boolean): Promise<Placement | null> {

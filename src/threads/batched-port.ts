@@ -30,10 +30,19 @@ export class BatchedPort<T> {
     this.#bound = bound;
   }
 
-  /** Queues `m` (and `more`, a record kept in one batch) for the end of this turn. */
-  post (m: T, ...more: T[]): void {
+  /** Queues `m` for the end of this turn (one argument: a rest parameter would allocate an array every call). */
+  post (m: T): void {
     this.#queue.push(m);
-    if (more.length > 0) this.#queue.push(...more);
+    this.#queued();
+  }
+
+  /** Queues the messages of `record` for the end of this turn, all in one batch. */
+  postRecord (record: readonly T[]): void {
+    for (const m of record) this.#queue.push(m);
+    this.#queued();
+  }
+
+  #queued (): void {
     if (this.#queue.length >= this.#bound) {
       this.flush();
       return;

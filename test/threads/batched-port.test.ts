@@ -57,8 +57,8 @@ test('turns make batches of their own; flush sends at once; an empty flush sends
 
 test('a record posted in one call is never split between batches, even past the bound', async (t) => {
   const { out, batches } = channel(t, 4);
-  out.post(1, 2, 3);
-  out.post(4, 5, 6, 7, 8);
+  out.postRecord([1, 2, 3]);
+  out.postRecord([4, 5, 6, 7, 8]);
   out.post(9);
   await received(batches, 9);
   assert.deepEqual(batches, [[1, 2, 3, 4, 5, 6, 7, 8], [9]]);
