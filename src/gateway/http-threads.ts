@@ -21,7 +21,11 @@ import type { ProcessCore } from './core.js';
 import { BatchedPort } from '../threads/batched-port.js';
 import { Region } from '../core/region.js';
 import { KeyRingReader } from './key-ring.js';
-import { FINISHED_FIELDS, REPORT_FINISHED, REPORT_FIRST_TOKEN, REPORT_STARTED, type BackendWire, type ErrorWire, type HttpThreadData, type InputWire, type PlacementWire, type ToOwner, type ToOwnerItem, type ToThread } from './owner-protocol.js';
+import {
+  ANSWER_RELEASED, FINISHED_FIELDS, RELEASED_MIGRATING, RELEASED_PROMOTED, RELEASED_QUEUED, RELEASED_RANK, REPORT_FINISHED, REPORT_FIRST_TOKEN,
+  REPORT_STARTED, type BackendWire, type ErrorWire, type HttpThreadData, type InputWire, type PlacementWire, type ToOwner, type ToOwnerItem,
+  type ToThread, type ToThreadItem
+} from './owner-protocol.js';
 
 const ENTRY = new URL('./http-thread.js', import.meta.url);
 
@@ -50,7 +54,7 @@ interface Held {
 class ThreadState {
   worker!: Worker;
   /** The owner's messages to it: one batch per turn of the main thread's loop. */
-  out!: BatchedPort<ToThread>;
+  out!: BatchedPort<ToThreadItem>;
   /** Its key ring (null: it sends block keys in its messages). */
   keys: KeyRingReader | null = null;
   readonly placements = new Map<number, Held>();
@@ -117,7 +121,7 @@ export class HttpThreads {
       routeThreads: Math.max(1, Math.ceil(core.config.routeThreads / threads))
     };
     const w = t.worker = new Worker(ENTRY, { workerData: data });
-    t.out = new BatchedPort<ToThread>(w);
+    t.out = new BatchedPort<ToThreadItem>(w);
     return new Promise<number>((resolve, reject) => {
       let listening = false;
       const one = (m: ToOwner): void => {
@@ -303,7 +307,7 @@ export class HttpThreads {
             released: (p, info) => {
               heard = true;
               t.queued.delete(id);
-              this.#post(t, { t: 'released', id, placement: this.#hold(t, p, input), queued: true, waitMs: info.waitMs, level: info.level, promoted: info.promoted });
+              this.#released(t, id, p, input, true, info.waitMs, info.level, info.promoted);
             },
             dropped: (reason) => {
               heard = true;
@@ -320,7 +324,7 @@ export class HttpThreads {
           if (!heard) t.queued.set(id, r);
           return;
         }
-        this.#post(t, { t: 'released', id, placement: this.#hold(t, r, input), queued: false, waitMs: 0, level: 0, promoted: false });
+        this.#released(t, id, r, input, false, 0, 0, false);
         return;
       }
       case 'cancel': {
@@ -414,6 +418,25 @@ export class HttpThreads {
       pid, index: p.backend.index, backendId: p.backend.id, reason: p.reason, expectedPrefill: p.expectedPrefill, matchedBlocks: p.matchedBlocks,
       decidedAt: p.decidedAt, dispatchedAt: p.dispatchedAt, transferFrom: p.transferFrom?.index ?? null, migrating: p.migrating, rank: p.rank
     };
+  }
+
+  /** A submitted request's placement, held for the thread and told it as a record of numbers (owner-protocol.ts). */
+  #released (t: ThreadState, id: number, p: Placement, input: RoutingInput, queued: boolean, waitMs: number, level: number, promoted: boolean): void {
+    const core = this.#o.core;
+    if (!t.alive) {
+      // The thread died with the request (its loop's last messages): the placement is undone, never sent.
+      core.state.finished(p, input, null, false, core.now());
+      return;
+    }
+    const pid = t.nextPid++;
+    t.placements.set(pid, { p, input });
+    core.fleet.hold(p.backend);
+    const { rank } = p;
+    const flags = (queued ? RELEASED_QUEUED : 0) | (p.migrating === true ? RELEASED_MIGRATING : 0) | (promoted ? RELEASED_PROMOTED : 0) | (rank !== undefined ? RELEASED_RANK : 0);
+    t.out.postRecord([
+      id * 4 + ANSWER_RELEASED, pid, p.backend.index, p.expectedPrefill, p.matchedBlocks ?? -1, p.decidedAt, p.dispatchedAt ?? -1,
+      p.transferFrom?.index ?? -1, flags, waitMs, level, rank?.classRank ?? 0, rank?.order ?? 0, p.reason
+    ]);
   }
 
   #keepLimits (t: ThreadState, l: ClientLimits): { lid: number; limitsTokens: boolean; state: ReturnType<ClientLimits['state']> } {

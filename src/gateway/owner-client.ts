@@ -20,7 +20,11 @@ import type { Usage } from '../upstream/stream-observer.js';
 import type { ResponseOrigin, StoreReply } from '../store/session-store.js';
 import { BatchedPort } from '../threads/batched-port.js';
 import type { KeyRingWriter } from './key-ring.js';
-import { REPORT_FINISHED, REPORT_FIRST_TOKEN, REPORT_STARTED, type BackendWire, type ErrorWire, type InputWire, type LimitsWire, type PlacementWire, type ToOwner, type ToOwnerItem, type ToThread } from './owner-protocol.js';
+import {
+  ANSWER_RELEASED, RELEASED_FIELDS, RELEASED_MIGRATING, RELEASED_PROMOTED, RELEASED_QUEUED, RELEASED_RANK, REPORT_FINISHED, REPORT_FIRST_TOKEN,
+  REPORT_STARTED, type BackendWire, type ErrorWire, type InputWire, type LimitsWire, type PlacementWire, type ToOwner, type ToOwnerItem,
+  type ToThread, type ToThreadItem
+} from './owner-protocol.js';
 
 /** A placement the owner made: `pid` names it in the bookkeeping messages. */
 class RemotePlacement implements Placement {
@@ -32,7 +36,7 @@ class RemotePlacement implements Placement {
   readonly dispatchedAt?: number;
   readonly migrating?: boolean;
   readonly rank?: AdmissionRank;
-  constructor (w: PlacementWire, readonly backend: Backend, readonly transferFrom: Backend | null) {
+  constructor (w: Omit<PlacementWire, 'index' | 'backendId' | 'transferFrom'>, readonly backend: Backend, readonly transferFrom: Backend | null) {
     this.pid = w.pid;
     this.reason = w.reason;
     this.expectedPrefill = w.expectedPrefill;
@@ -125,19 +129,6 @@ export class OwnerClient implements Placements {
         else w.reject(errorOf(m.error, (l) => this.#limits(l)));
         return true;
       }
-      case 'released': {
-        const q = this.#submits.get(m.id);
-        this.#submits.delete(m.id);
-        this.#pending.delete(m.id);
-        const p = this.#placement(m.placement);
-        // The client left while the answer was on its way: the placement is undone, never sent.
-        if (q === undefined || q.cancelled) {
-          this.#finished(m.placement.pid, null, false);
-          return true;
-        }
-        q.waiter.released(p, { now: 0, waitMs: m.waitMs, level: m.level, promoted: m.promoted, queued: m.queued });
-        return true;
-      }
       case 'dropped': {
         const q = this.#submits.get(m.id);
         this.#submits.delete(m.id);
@@ -148,6 +139,49 @@ export class OwnerClient implements Placements {
       default:
         return false;
     }
+  }
+
+  /** The owner's batch: its messages, and its releases as records of numbers (owner-protocol.ts). Others: `other`. */
+  receiveBatch (batch: readonly ToThreadItem[], other: (m: ToThread) => void): void {
+    for (let i = 0; i < batch.length; i++) {
+      const m = batch[i];
+      if (typeof m === 'object') {
+        if (!this.receive(m)) other(m);
+        continue;
+      }
+      const code = m as number;
+      if (code % 4 !== ANSWER_RELEASED) throw new Error(`the owner sent an unknown record ${code}`);
+      this.#released((code - ANSWER_RELEASED) / 4, batch, i + 1);
+      i += RELEASED_FIELDS;
+    }
+  }
+
+  /** A submit's release: the record's fields from `batch[at]` on. */
+  #released (id: number, batch: readonly ToThreadItem[], at: number): void {
+    const pid = batch[at] as number;
+    const q = this.#submits.get(id);
+    this.#submits.delete(id);
+    this.#pending.delete(id);
+    // The client left while the answer was on its way: the placement is undone, never sent.
+    if (q === undefined || q.cancelled) {
+      this.#finished(pid, null, false);
+      return;
+    }
+    const index = batch[at + 1] as number;
+    const matched = batch[at + 3] as number;
+    const dispatched = batch[at + 5] as number;
+    const from = batch[at + 6] as number;
+    const flags = batch[at + 7] as number;
+    const b = this.backends.find((x) => x.index === index);
+    // The list is sent before any placement that names a new backend (one port, in order): never missing.
+    if (b === undefined) throw new Error(`the owner placed a request on row ${index}, which this thread does not know`);
+    const p = new RemotePlacement({
+      pid, expectedPrefill: batch[at + 2] as number, matchedBlocks: matched < 0 ? undefined : matched, decidedAt: batch[at + 4] as number,
+      dispatchedAt: dispatched < 0 ? undefined : dispatched, migrating: (flags & RELEASED_MIGRATING) !== 0 ? true : undefined,
+      rank: (flags & RELEASED_RANK) !== 0 ? { classRank: batch[at + 10] as number, order: batch[at + 11] as number } : undefined,
+      reason: batch[at + 12] as string
+    }, b, from < 0 ? null : this.backends.find((x) => x.index === from) ?? null);
+    q.waiter.released(p, { now: 0, waitMs: batch[at + 8] as number, level: batch[at + 9] as number, promoted: (flags & RELEASED_PROMOTED) !== 0, queued: (flags & RELEASED_QUEUED) !== 0 });
   }
 
   // Placements: admission and routing are the owner's; what happens to an attempt is told to it.

@@ -119,6 +119,24 @@ export const REPORT_FINISHED = 3;
 /** Numbers after a finished report's code. */
 export const FINISHED_FIELDS = 4;
 
+/**
+ * What the owner's batch holds: messages, and each release of a submitted request as plain numbers (the owner's
+ * most frequent message; measured, as the reports above: an object's clone costs more than its fields). A release
+ * is a code, `id * 4 + ANSWER_RELEASED`, followed by RELEASED_FIELDS values: the placement's pid, backend row,
+ * expected prefill, matched blocks (−1: unknown), decided at, dispatched at (−1: not yet), the row it transfers from
+ * (−1: none), flags (RELEASED_*), wait ms, level, the rank's class and order (when RELEASED_RANK), and its reason (the
+ * one string). A record is never split between batches. The row names the backend: the owner pushes its list in
+ * the same ordered batches whenever it changes (before any placement on a new backend), so the thread's copy holds
+ * the row's backend of the moment.
+ */
+export type ToThreadItem = ToThread | number | string;
+export const ANSWER_RELEASED = 1;
+export const RELEASED_FIELDS = 13;
+export const RELEASED_QUEUED = 1;
+export const RELEASED_MIGRATING = 2;
+export const RELEASED_PROMOTED = 4;
+export const RELEASED_RANK = 8;
+
 /** Owner → thread. */
 export type ToThread =
   | { t: 'backends'; list: BackendWire[] }
@@ -126,7 +144,6 @@ export type ToThread =
   | { t: 'gateOpen'; open: boolean }
   | { t: 'answer'; id: number; ok: true; value: unknown }
   | { t: 'answer'; id: number; ok: false; error: ErrorWire }
-  | { t: 'released'; id: number; placement: PlacementWire; queued: boolean; waitMs: number; level: number; promoted: boolean }
   | { t: 'dropped'; id: number; reason: string }
   | { t: 'metrics'; id: number }
   | { t: 'drain' }

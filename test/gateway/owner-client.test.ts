@@ -9,7 +9,7 @@ import { setImmediate as turn } from 'node:timers/promises';
 import { buildConfig } from '../../src/config/index.js';
 import { OwnerClient } from '../../src/gateway/owner-client.js';
 import { KeyRingReader, KeyRingWriter } from '../../src/gateway/key-ring.js';
-import { REPORT_FINISHED, type BackendWire, type PlacementWire, type ToOwner, type ToOwnerItem, type ToThread } from '../../src/gateway/owner-protocol.js';
+import { ANSWER_RELEASED, RELEASED_FIELDS, RELEASED_MIGRATING, RELEASED_QUEUED, RELEASED_RANK, REPORT_FINISHED, type BackendWire, type ToOwner, type ToOwnerItem, type ToThread, type ToThreadItem } from '../../src/gateway/owner-protocol.js';
 import type { GatewayWaiter, Placement, RoutingInput } from '../../src/fleet/routing-port.js';
 import { smallRegion } from '../core/fixtures/small-region.js';
 
@@ -19,12 +19,12 @@ function setup (t: TestContext) {
   const area = region.claimScratch();
   const { port1, port2 } = new MessageChannel();
   const client = new OwnerClient(port1, config, region, new KeyRingWriter(region, area.ptr, area.bytes));
-  port1.on('message', (batch: ToThread[]) => { for (const m of batch) client.receive(m); });
+  port1.on('message', (batch: ToThreadItem[]) => client.receiveBatch(batch, (m) => assert.fail(`not the client's: ${m.t}`)));
   const batches: ToOwnerItem[][] = [];
   port2.on('message', (b: ToOwnerItem[]) => batches.push(b));
   const keys = new KeyRingReader(region, area.ptr);
   const backend: BackendWire = { index: 0, config: config.backends[0], health: 'healthy', draining: false, models: ['m'], maxModelLen: [], engineLoad: null };
-  const send = (...ms: ToThread[]): void => port2.postMessage(ms);
+  const send = (...ms: Array<ToThread | ToThreadItem[]>): void => port2.postMessage(ms.flatMap((m) => Array.isArray(m) ? m : [m]));
   // Closed however the test ends: an open port would keep the test's process alive.
   t.after(async () => {
     port1.close();
@@ -39,7 +39,13 @@ const input = (i: number): RoutingInput => ({
   blockKeys: BigUint64Array.from({ length: i % 4 }, (_, k) => BigInt(i) * 1000n + BigInt(k))
 });
 
-const placement = (pid: number): PlacementWire => ({ pid, index: 0, backendId: 'backend-0', reason: 'test', expectedPrefill: 0, decidedAt: 0, transferFrom: null });
+/** The owner's release of submit `id` as the record it sends (owner-protocol.ts): placement `pid` on row 0. */
+const releaseRecord = (id: number, pid: number, fields: { queued?: boolean; dispatchedAt?: number; from?: number; migrating?: boolean; rank?: [number, number] } = {}): ToThreadItem[] => {
+  const flags = (fields.queued === true ? RELEASED_QUEUED : 0) | (fields.migrating === true ? RELEASED_MIGRATING : 0) | (fields.rank !== undefined ? RELEASED_RANK : 0);
+  const r: ToThreadItem[] = [id * 4 + ANSWER_RELEASED, pid, 0, 32, 2, 5, fields.dispatchedAt ?? -1, fields.from ?? -1, flags, 1, 0, fields.rank?.[0] ?? 0, fields.rank?.[1] ?? 0, 'test'];
+  assert.equal(r.length, 1 + RELEASED_FIELDS);
+  return r;
+};
 
 async function until (f: () => boolean): Promise<void> {
   while (!f()) await turn();
@@ -64,7 +70,7 @@ test('a burst of submits in one tick: one batch, keys through the ring, releases
   });
   // The backend list first (a placement never names an unknown backend), then releases in reverse order.
   s.send({ t: 'backends', list: [{ ...s.backend, config: { ...s.backend.config, id: 'backend-0' } }] },
-    ...subs.reverse().map((m) => ({ t: 'released' as const, id: (m as { id: number }).id, placement: placement(1000 + (m as { id: number }).id), queued: true, waitMs: 1, level: 0, promoted: false })));
+    ...subs.reverse().map((m) => releaseRecord((m as { id: number }).id, 1000 + (m as { id: number }).id, { queued: true })));
   await until(() => released.size === N);
   const ids = s.batches[0].map((m) => (m as { id: number }).id);
   for (let i = 0; i < N; i++) assert.equal((released.get(i) as Placement & { pid: number }).pid, 1000 + ids[i], `request ${i} got its own placement`);
@@ -80,7 +86,7 @@ test('answers out of order resolve the calls they name; a release after its clie
   assert.equal(s.client.cancel(left), true);
   s.send({ t: 'backends', list: [{ ...s.backend, config: { ...s.backend.config, id: 'backend-0' } }] },
     { t: 'answer', id: g2.id, ok: true, value: { user: 'u2', limits: null } },
-    { t: 'released', id: sub.id, placement: placement(7), queued: false, waitMs: 0, level: 0, promoted: false },
+    releaseRecord(sub.id, 7),
     { t: 'answer', id: g0.id, ok: true, value: { user: 'u0', limits: null } },
     { t: 'answer', id: g1.id, ok: false, error: { code: 'EAR_ERR_UNAUTHORIZED', message: 'no' } });
   assert.deepEqual((await users[0]).user, 'u0');
@@ -124,4 +130,24 @@ test('an open gate is not asked; once the owner closes it (a reload with keys), 
   while (!(ask() instanceof Promise)) await new Promise((resolve) => setTimeout(resolve, 1));
   await settled();
   assert.equal(asked(), posted, 'closed again: asked');
+});
+
+test('a release\'s record becomes the placement the owner made: its fields, its rank, the backend it transfers from', async (t) => {
+  const s = setup(t);
+  const got: Array<{ p: Placement; info: Parameters<GatewayWaiter['released']>[1] }> = [];
+  const waiter: GatewayWaiter = { released: (p, info) => got.push({ p, info }), dropped: () => assert.fail('dropped') };
+  s.client.submit(input(1), waiter, 0, 0);
+  s.client.submit(input(2), waiter, 0, 0);
+  await until(() => s.batches.flat().length === 2);
+  const [a, b] = s.batches.flat() as Array<ToOwner & { id: number }>;
+  const two: BackendWire = { ...s.backend, index: 1, config: { ...s.backend.config, id: 'backend-1', url: 'http://127.0.0.1:2' } };
+  s.send({ t: 'backends', list: [{ ...s.backend, config: { ...s.backend.config, id: 'backend-0' } }, two] },
+    releaseRecord(a.id, 3, { queued: true, dispatchedAt: 9, from: 1, migrating: true, rank: [2, -7] }), releaseRecord(b.id, 4));
+  await until(() => got.length === 2);
+  const [x, y] = got.map((g) => g.p as Placement & { pid: number });
+  assert.deepEqual({ pid: x.pid, backend: x.backend.id, from: x.transferFrom?.id, reason: x.reason, prefill: x.expectedPrefill, matched: x.matchedBlocks, decidedAt: x.decidedAt, dispatchedAt: x.dispatchedAt, migrating: x.migrating, rank: x.rank },
+    { pid: 3, backend: 'backend-0', from: 'backend-1', reason: 'test', prefill: 32, matched: 2, decidedAt: 5, dispatchedAt: 9, migrating: true, rank: { classRank: 2, order: -7 } });
+  assert.deepEqual(got[0].info, { now: 0, waitMs: 1, level: 0, promoted: false, queued: true });
+  assert.deepEqual({ pid: y.pid, from: y.transferFrom, dispatchedAt: y.dispatchedAt, migrating: y.migrating, rank: y.rank }, { pid: 4, from: null, dispatchedAt: undefined, migrating: undefined, rank: undefined });
+  assert.equal(got[1].info.queued, false);
 });
