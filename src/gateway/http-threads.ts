@@ -22,7 +22,7 @@ import { BatchedPort } from '../threads/batched-port.js';
 import { Region } from '../core/region.js';
 import { KeyRingReader } from './key-ring.js';
 import {
-  ANSWER_RELEASED, FINISHED_FIELDS, RELEASED_MIGRATING, RELEASED_PROMOTED, RELEASED_QUEUED, RELEASED_RANK, REPORT_FINISHED, REPORT_FIRST_TOKEN,
+  ANSWER_RELEASED, FINISHED_FIELDS, SUBMIT_FIELDS, SUBMIT_RECORD, RELEASED_MIGRATING, RELEASED_PROMOTED, RELEASED_QUEUED, RELEASED_RANK, REPORT_FINISHED, REPORT_FIRST_TOKEN,
   REPORT_STARTED, type BackendWire, type ErrorWire, type HttpThreadData, type InputWire, type PlacementWire, type ToOwner, type ToOwnerItem,
   type ToThread, type ToThreadItem
 } from './owner-protocol.js';
@@ -146,8 +146,11 @@ export class HttpThreads {
       w.on('message', (batch: ToOwnerItem[]) => {
         for (let i = 0; i < batch.length; i++) {
           const m = batch[i];
-          if (typeof m !== 'number') one(m);
-          else if (m % 4 !== REPORT_FINISHED) this.#report(t, m);
+          if (typeof m !== 'number') one(m as ToOwner);
+          else if (m % 4 === SUBMIT_RECORD) {
+            this.#submitRecord(t, m / 4, batch, i + 1);
+            i += SUBMIT_FIELDS;
+          } else if (m % 4 !== REPORT_FINISHED) this.#report(t, m);
           else {
             const ok = batch[i + 1] as number;
             const prompt = batch[i + 2] as number;
@@ -297,36 +300,9 @@ export class HttpThreads {
         this.#post(t, { t: 'answer', id: m.id, ok: true, value: { user: answer.user, limits: answer.limits === null ? null : this.#keepLimits(t, answer.limits) } });
         return;
       }
-      case 'submit': {
-        const input = inputOf(t, m.input);
-        const id = m.id;
-        let heard = false;
-        let r;
-        try {
-          r = state.submit(input, {
-            released: (p, info) => {
-              heard = true;
-              t.queued.delete(id);
-              this.#released(t, id, p, input, true, info.waitMs, info.level, info.promoted);
-            },
-            dropped: (reason) => {
-              heard = true;
-              t.queued.delete(id);
-              this.#post(t, { t: 'dropped', id, reason });
-            }
-          }, core.now(), m.priorityClass);
-        } catch (err) {
-          this.#post(t, { t: 'answer', id, ok: false, error: this.#errorWire(t, err) });
-          return;
-        }
-        if ('queued' in r) {
-          // Released inside submit already: the waiter told the thread, nothing waits.
-          if (!heard) t.queued.set(id, r);
-          return;
-        }
-        this.#released(t, id, r, input, false, 0, 0, false);
+      case 'submit':
+        this.#submit(t, m.id, inputOf(t, m.input), m.priorityClass);
         return;
-      }
       case 'cancel': {
         const q = t.queued.get(m.id);
         if (q === undefined) return;
@@ -418,6 +394,56 @@ export class HttpThreads {
       pid, index: p.backend.index, backendId: p.backend.id, reason: p.reason, expectedPrefill: p.expectedPrefill, matchedBlocks: p.matchedBlocks,
       decidedAt: p.decidedAt, dispatchedAt: p.dispatchedAt, transferFrom: p.transferFrom?.index ?? null, migrating: p.migrating, rank: p.rank
     };
+  }
+
+  /** A thread's request submitted for admission: released now (or later, from the queue) by a record, refused by an answer. */
+  #submit (t: ThreadState, id: number, input: RoutingInput, priorityClass: number): void {
+    const core = this.#o.core;
+    let heard = false;
+    let r;
+    try {
+      r = core.state.submit(input, {
+        released: (p, info) => {
+          heard = true;
+          t.queued.delete(id);
+          this.#released(t, id, p, input, true, info.waitMs, info.level, info.promoted);
+        },
+        dropped: (reason) => {
+          heard = true;
+          t.queued.delete(id);
+          this.#post(t, { t: 'dropped', id, reason });
+        }
+      }, core.now(), priorityClass);
+    } catch (err) {
+      this.#post(t, { t: 'answer', id, ok: false, error: this.#errorWire(t, err) });
+      return;
+    }
+    if ('queued' in r) {
+      // Released inside submit already: the waiter told the thread, nothing waits.
+      if (!heard) t.queued.set(id, r);
+      return;
+    }
+    this.#released(t, id, r, input, false, 0, 0, false);
+  }
+
+  /** A submit that came as a record (owner-protocol.ts): its fields from `batch[at]` on. */
+  #submitRecord (t: ThreadState, id: number, batch: readonly ToOwnerItem[], at: number): void {
+    const keysN = batch[at + 7] as number;
+    const input: RoutingInput = {
+      model: batch[at] as string, sessionId: batch[at + 1] as string | null, parentSessionId: batch[at + 2] as string | null,
+      promptTokens: batch[at + 3] as number, maxTokens: batch[at + 4] as number | null, user: batch[at + 5] as string | null,
+      blockKeys: keysN === 0 || t.keys === null ? NO_KEYS : t.keys.take({ at: batch[at + 6] as number, n: keysN })
+    };
+    const expected = batch[at + 8] as number | null;
+    const deadline = batch[at + 9] as number | null;
+    if (expected !== null) input.expectedOutputTokens = expected;
+    if (deadline !== null) input.deadlineAt = deadline;
+    try {
+      this.#submit(t, id, input, batch[at + 10] as number);
+    } catch (err) {
+      // A question is always answered: its request would wait for ever.
+      this.#post(t, { t: 'answer', id, ok: false, error: this.#errorWire(t, err) });
+    }
   }
 
   /** A submitted request's placement, held for the thread and told it as a record of numbers (owner-protocol.ts). */

@@ -19,9 +19,9 @@ import type { GatewayWaiter, Placement, Placements, Queued, Retain, RoutingInput
 import type { Usage } from '../upstream/stream-observer.js';
 import type { ResponseOrigin, StoreReply } from '../store/session-store.js';
 import { BatchedPort } from '../threads/batched-port.js';
-import type { KeyRingWriter } from './key-ring.js';
+import type { KeyRingWriter, KeysAt } from './key-ring.js';
 import {
-  ANSWER_RELEASED, RELEASED_FIELDS, RELEASED_MIGRATING, RELEASED_PROMOTED, RELEASED_QUEUED, RELEASED_RANK, REPORT_FINISHED, REPORT_FIRST_TOKEN,
+  ANSWER_RELEASED, RELEASED_FIELDS, SUBMIT_RECORD, RELEASED_MIGRATING, RELEASED_PROMOTED, RELEASED_QUEUED, RELEASED_RANK, REPORT_FINISHED, REPORT_FIRST_TOKEN,
   REPORT_STARTED, type BackendWire, type ErrorWire, type InputWire, type LimitsWire, type PlacementWire, type ToOwner, type ToOwnerItem,
   type ToThread, type ToThreadItem
 } from './owner-protocol.js';
@@ -200,7 +200,14 @@ export class OwnerClient implements Placements {
         waiter.refused?.(err);
       }
     });
-    this.post({ t: 'submit', id, input: this.#inputWire(input), priorityClass });
+    const at = this.#putKeys(input.blockKeys);
+    // A record of numbers and strings (owner-protocol.ts) unless the keys or the excluded backends must travel as objects.
+    if (at !== null && input.exclude === undefined) {
+      this.#out.postRecord([
+        id * 4 + SUBMIT_RECORD, input.model, input.sessionId, input.parentSessionId, input.promptTokens, input.maxTokens, input.user,
+        at.at, at.n, input.expectedOutputTokens ?? null, input.deadlineAt ?? null, priorityClass
+      ]);
+    } else this.post({ t: 'submit', id, input: this.#inputWire(input, at), priorityClass });
     return q;
   }
 
@@ -216,7 +223,7 @@ export class OwnerClient implements Placements {
   }
 
   route (input: RoutingInput, exclude: ReadonlySet<number>, _now: number, attempt = 0): Promise<Placement> {
-    return this.#call<PlacementWire>((id) => ({ t: 'route', id, input: this.#inputWire(input), exclude: [...exclude], attempt })).then((w) => this.#placement(w));
+    return this.#call<PlacementWire>((id) => ({ t: 'route', id, input: this.#inputWire(input, this.#putKeys(input.blockKeys)), exclude: [...exclude], attempt })).then((w) => this.#placement(w));
   }
 
   /** From the thread's copy of the backends: whether a retry would find one (the owner's filters decide it). */
@@ -292,14 +299,21 @@ export class OwnerClient implements Placements {
     }
   };
 
-  #inputWire (i: RoutingInput): InputWire {
+  /**
+   * The keys may be a view of the thread's scratch area, which its next request reuses: copied into the key ring
+   * (the owner copies them out on arrival); null when the ring has no room (or the thread none): then they go in
+   * the message.
+   */
+  #putKeys (keys: BigUint64Array): KeysAt | null {
+    return this.#keys?.put(keys) ?? null;
+  }
+
+  /** `at`: where #putKeys put the request's keys (null: they go in the message). */
+  #inputWire (i: RoutingInput, at: KeysAt | null): InputWire {
     const w: InputWire = {
       model: i.model, sessionId: i.sessionId, parentSessionId: i.parentSessionId, promptTokens: i.promptTokens,
       maxTokens: i.maxTokens, user: i.user
     };
-    // The keys may be a view of the thread's scratch area, which its next request reuses: copied, into the key
-    // ring (the owner copies them out on arrival), or into the message when the ring has no room.
-    const at = this.#keys?.put(i.blockKeys) ?? null;
     if (at === null) w.blockKeys = i.blockKeys.slice();
     else if (at.n > 0) {
       w.keysAt = at.at;

@@ -112,7 +112,15 @@ export type ToOwner =
  * and cached tokens (−1: the usage, or its cached count, is unknown). A record is never split between batches.
  * A finished report with a retention goes as the object message.
  */
-export type ToOwnerItem = ToOwner | number;
+export type ToOwnerItem = ToOwner | number | string | null;
+/**
+ * A submit as a record, `id * 4 + SUBMIT_RECORD`, then SUBMIT_FIELDS values: model, session, parent session,
+ * prompt tokens, max tokens, user, the keys' place and count in the key ring (0, 0: none), expected output tokens,
+ * deadline, priority class (null where the request has none). A submit whose keys are not in the ring, or that
+ * excludes backends, goes as the object message.
+ */
+export const SUBMIT_RECORD = 0;
+export const SUBMIT_FIELDS = 11;
 export const REPORT_STARTED = 1;
 export const REPORT_FIRST_TOKEN = 2;
 export const REPORT_FINISHED = 3;
