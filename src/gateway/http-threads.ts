@@ -225,7 +225,7 @@ export class HttpThreads {
   #wireList (): BackendWire[] {
     return this.#o.core.backends.filter((b) => !b.gone).map((b) => ({
       index: b.index, config: b.config, health: b.health, draining: b.draining, models: [...b.models],
-      maxModelLen: [...b.maxModelLen], engineLoad: b.engineLoad
+      maxModelLen: [...b.maxModelLen]
     }));
   }
 

@@ -259,6 +259,11 @@ export class OwnerClient implements Placements {
     return this.#load.pendingPrefill(b.index);
   }
 
+  /** The engine's queue at its last scrape, read lock-free from the load table (the owner scrapes and writes it). */
+  engineQueue (b: Backend): { running: number; waiting: number } {
+    return { running: this.#load.running(b.index), waiting: this.#load.waiting(b.index) };
+  }
+
   // The gate, the token charge, the response origins: the owner's too.
 
   /** The client at the owner's gate; rejects with its refusal (401, 429), whose limits `limited` hears too. */
@@ -343,7 +348,6 @@ export class OwnerClient implements Placements {
       b.draining = w.draining;
       b.models = new Set(w.models);
       b.maxModelLen = new Map(w.maxModelLen);
-      b.engineLoad = w.engineLoad;
       next.push(b);
     }
     for (const b of this.backends) {

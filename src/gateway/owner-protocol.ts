@@ -8,7 +8,6 @@
 // loop made as one batch (threads/batched-port.ts: one postMessage, an array in the order posted), and a
 // request's block keys go through shared memory (the thread's key ring, asm/key-ring.ts), not the message.
 import type { BackendConfig } from '../config/index.js';
-import type { EngineLoad } from '../fleet/engine-metrics.js';
 import type { SharedRegion } from '../core/region.js';
 import type { AdmissionRank } from '../core/engine-priority.js';
 import type { Usage } from '../upstream/stream-observer.js';
@@ -41,7 +40,6 @@ export interface BackendWire {
   draining: boolean;
   models: string[];
   maxModelLen: Array<[string, number]>;
-  engineLoad: EngineLoad | null;
 }
 
 /** A placement the owner made and keeps until the thread says it finished (`pid`, per thread). */

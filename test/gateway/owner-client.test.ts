@@ -12,6 +12,7 @@ import { KeyRingReader, KeyRingWriter } from '../../src/gateway/key-ring.js';
 import { ANSWER_RELEASED, FINISHED_FIELDS, RELEASED_FIELDS, SUBMIT_FIELDS, SUBMIT_RECORD, RELEASED_MIGRATING, RELEASED_QUEUED, RELEASED_RANK, REPORT_FINISHED, type BackendWire, type ToOwner, type ToOwnerItem, type ToThread, type ToThreadItem } from '../../src/gateway/owner-protocol.js';
 import type { GatewayWaiter, Placement, RoutingInput } from '../../src/fleet/routing-port.js';
 import { smallRegion } from '../core/fixtures/small-region.js';
+import { LoadTable } from '../../src/core/load-table.js';
 
 function setup (t: TestContext) {
   const config = buildConfig({ backends: [{ url: 'http://127.0.0.1:1' }] });
@@ -23,7 +24,7 @@ function setup (t: TestContext) {
   const batches: ToOwnerItem[][] = [];
   port2.on('message', (b: ToOwnerItem[]) => batches.push(b));
   const keys = new KeyRingReader(region, area.ptr);
-  const backend: BackendWire = { index: 0, config: config.backends[0], health: 'healthy', draining: false, models: ['m'], maxModelLen: [], engineLoad: null };
+  const backend: BackendWire = { index: 0, config: config.backends[0], health: 'healthy', draining: false, models: ['m'], maxModelLen: [] };
   const send = (...ms: Array<ToThread | ToThreadItem[]>): void => port2.postMessage(ms.flatMap((m) => Array.isArray(m) ? m : [m]));
   // Closed however the test ends: an open port would keep the test's process alive.
   t.after(async () => {
@@ -31,7 +32,7 @@ function setup (t: TestContext) {
     port2.close();
     await Promise.all(client.backends.map((b) => b.pool.close()));
   });
-  return { client, batches, keys, backend, send };
+  return { client, batches, keys, backend, send, region };
 }
 
 const input = (i: number): RoutingInput => ({
@@ -183,4 +184,15 @@ test('a submit goes as the object message when it excludes backends or its keys 
   assert.ok(y.t === 'submit' && y.input.blockKeys?.length === 1 << 20, 'more keys than the ring holds: in the message');
   assert.ok(z.t === 'submitRecord' && z.priorityClass === 1 && z.expected === null, 'the rest: a record');
   assert.deepEqual(s.keys.take({ at: z.keysAt, n: z.keysN }), input(2).blockKeys);
+});
+
+test('a backend\'s engine queue is read from the load table as the owner last wrote it, not from the backend list', async (t) => {
+  const s = setup(t);
+  s.send({ t: 'backends', list: [{ ...s.backend, config: { ...s.backend.config, id: 'backend-0' } }] });
+  await until(() => s.client.backends.length === 1);
+  const [b] = s.client.backends;
+  assert.deepEqual(s.client.engineQueue(b), { running: 0, waiting: 0 });
+  new LoadTable(s.region).setEngine(0, { running: 3, waiting: 11, kvUsage: 0.5, time: 1 });
+  assert.deepEqual(s.client.engineQueue(b), { running: 3, waiting: 11 });
+  assert.equal(b.engineLoad, null, 'the list carries no engine load');
 });
