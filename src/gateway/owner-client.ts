@@ -123,8 +123,17 @@ export class OwnerClient implements Placements {
         return true;
       case 'answer': {
         const w = this.#pending.get(m.id);
+        if (w === undefined) {
+          // A submit's refusal (429 queue full, no backend: what submit throws on the owner) answers its id.
+          const q = this.#submits.get(m.id);
+          this.#submits.delete(m.id);
+          if (q !== undefined && !q.cancelled && !m.ok) {
+            q.cancelled = true;
+            q.waiter.refused?.(errorOf(m.error, (l) => this.#limits(l)));
+          }
+          return true;
+        }
         this.#pending.delete(m.id);
-        if (w === undefined) return true;
         if (m.ok) w.resolve(m.value);
         else w.reject(errorOf(m.error, (l) => this.#limits(l)));
         return true;
@@ -132,7 +141,6 @@ export class OwnerClient implements Placements {
       case 'dropped': {
         const q = this.#submits.get(m.id);
         this.#submits.delete(m.id);
-        this.#pending.delete(m.id);
         if (q !== undefined && !q.cancelled) q.waiter.dropped(m.reason as DropReason, performance.timeOrigin + performance.now());
         return true;
       }
@@ -161,7 +169,6 @@ export class OwnerClient implements Placements {
     const pid = batch[at] as number;
     const q = this.#submits.get(id);
     this.#submits.delete(id);
-    this.#pending.delete(id);
     // The client left while the answer was on its way: the placement is undone, never sent.
     if (q === undefined || q.cancelled) {
       this.#finished(pid, null, false);
@@ -189,17 +196,8 @@ export class OwnerClient implements Placements {
   submit (input: RoutingInput, waiter: GatewayWaiter, _now: number, priorityClass: number): Placement | Queued {
     const id = this.#nextId++;
     const q = new RemoteQueued(id, waiter);
+    // Answered by a release or a drop, or refused by an answer to the same id ('answer' above).
     this.#submits.set(id, q);
-    // A refusal (429 queue full, no backend: what submit throws on the owner) comes back as an answer to the same id.
-    this.#pending.set(id, {
-      resolve: () => {},
-      reject: (err) => {
-        this.#submits.delete(id);
-        if (q.cancelled) return;
-        q.cancelled = true;
-        waiter.refused?.(err);
-      }
-    });
     const at = this.#putKeys(input.blockKeys);
     // A record of numbers and strings (owner-protocol.ts) unless the keys or the excluded backends must travel as objects.
     if (at !== null && input.exclude === undefined) {
@@ -216,8 +214,7 @@ export class OwnerClient implements Placements {
     if (r.cancelled || !this.#submits.has(r.id)) return false;
     r.cancelled = true;
     this.#submits.delete(r.id);
-    this.#pending.delete(r.id);
-    // Released meanwhile, the owner's answer finds no submit here and the placement is undone ('released' above).
+    // Released meanwhile, the owner's answer finds no submit here and the placement is undone (#released).
     this.post({ t: 'cancel', id: r.id });
     return true;
   }

@@ -13,6 +13,7 @@ import { ANSWER_RELEASED, FINISHED_FIELDS, RELEASED_FIELDS, SUBMIT_FIELDS, SUBMI
 import type { GatewayWaiter, Placement, RoutingInput } from '../../src/fleet/routing-port.js';
 import { smallRegion } from '../core/fixtures/small-region.js';
 import { LoadTable } from '../../src/core/load-table.js';
+import { QueueFullError } from '../../src/core/admission-control.js';
 
 function setup (t: TestContext) {
   const config = buildConfig({ backends: [{ url: 'http://127.0.0.1:1' }] });
@@ -195,4 +196,23 @@ test('a backend\'s engine queue is read from the load table as the owner last wr
   new LoadTable(s.region).setEngine(0, { running: 3, waiting: 11, kvUsage: 0.5, time: 1 });
   assert.deepEqual(s.client.engineQueue(b), { running: 3, waiting: 11 });
   assert.equal(b.engineLoad, null, 'the list carries no engine load');
+});
+
+test('a submit the owner refuses (its queue full) reaches the waiter as the error, once; a cancelled one\'s refusal is dropped', async (t) => {
+  const s = setup(t);
+  const refused: Error[] = [];
+  const waiter: GatewayWaiter = { released: () => assert.fail('released'), dropped: () => assert.fail('dropped'), refused: (e) => { refused.push(e as Error); } };
+  s.client.submit(input(1), waiter, 0, 0);
+  const gone = s.client.submit(input(2), waiter, 0, 0);
+  await until(() => messages(s.batches).length === 2);
+  const [a, b] = messages(s.batches) as SubmitRecord[];
+  assert.ok('queued' in gone);
+  assert.equal(s.client.cancel(gone), true);
+  const full = { code: 'EAR_ERR_QUEUE_FULL', message: 'full', retryAfterSeconds: 2, queueFull: true };
+  s.send({ t: 'answer', id: a.id, ok: false, error: full }, { t: 'answer', id: b.id, ok: false, error: full }, { t: 'answer', id: a.id, ok: false, error: full });
+  await until(() => refused.length > 0);
+  await turn();
+  assert.equal(refused.length, 1);
+  assert.ok(refused[0] instanceof QueueFullError);
+  assert.equal((refused[0] as QueueFullError).retryAfterSeconds, 2);
 });
