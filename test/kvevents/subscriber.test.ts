@@ -466,7 +466,9 @@ test('batches published before the SUB joined, then silence: the join check repl
     assert.equal(s.joinChecks, 1);
     assert.equal(s.replays, 1, 'the start replay; the join check is counted apart');
     assert.equal(s.resyncs + s.gaps + s.reconnectChecks, 0);
-    // From there the live stream goes on.
+    // From there the live stream goes on (once our subscription has reached the publisher: the handshake that started
+    // the join check can come before it, and a batch sent in between is left to the tail check after the join check).
+    await pub.waitForSubscriber();
     await pub.publish(payload(4));
     await until(() => log.length === 5, 'seq 4');
     assert.deepEqual(log[4], { kind: 'batch', seq: 4, hash: 4n, replayed: false, topic: 'kv@pod-a@m' });
