@@ -105,7 +105,7 @@ export interface KvSubscriberStats {
   resyncs: number;
   /** Of the resyncs, restarts seen by a replayed batch that differs from the one applied, or told by restarted(). */
   restarts: number;
-  /** Continuity checks run because the SUB socket reconnected (each asks the replay for the last batch applied). */
+  /** Checks run because the SUB socket joined its engine again (each replays from the last batch applied, by its bytes). */
   reconnectChecks: number;
   /**
    * Replays asked when the SUB first joined its engine (catchUpOnStart or replayOnStart), for what was published
@@ -437,7 +437,8 @@ export class KvEventSubscriber {
    * it and what it publishes from then on comes live (a TCP connect alone may be a proxy's, the engine not there yet).
    * The first join asks the replay for what was published before it (the join check). ZeroMQ reconnects by itself,
    * and an engine restarted meanwhile may be idle (no live batch would reveal it): when the SUB gets a peer again
-   * after losing one, ask the replay for the last batch applied before the loss (the reconnect check).
+   * after losing one, ask the replay from the last batch applied before the loss (the reconnect check), which also
+   * brings what was published while we were away.
    */
   #watchPeer (): void {
     const events = this.#sub.events;
@@ -446,30 +447,26 @@ export class KvEventSubscriber {
     });
     events.on('handshake', () => {
       if (this.#closed) return;
-      if (!this.#peerSeen) {
-        this.#peerSeen = true;
-        if (this.#opts.catchUpOnStart || this.#opts.replayOnStart) void this.#exclusive(() => this.#joinCheck());
-        return;
-      }
-      void this.#exclusive(async () => {
-        const anchor = this.#beforeDisconnect;
-        this.#beforeDisconnect = null;
-        if (this.#closed || anchor === null || this.#last === null) return;
-        this.#stats.reconnectChecks++;
-        await this.#replay(this.#last + 1n, this.#topic, false, anchor);
-      });
+      const first = !this.#peerSeen;
+      this.#peerSeen = true;
+      void this.#exclusive(() => this.#joined(first));
     });
   }
 
   /**
-   * Batches published before the SUB joined never come live, and an engine that then stays quiet shows no gap:
-   * replay past the last batch applied (the start replay's, checked by its bytes), or from 0. The tail check after
-   * it covers a batch published while our subscription was still on its way to the engine.
+   * Batches published while the SUB had not joined never come live, and an engine that then stays quiet shows no
+   * gap: replay past the last batch applied (checked by its bytes), or from 0. After a resync while disconnected
+   * (a restart seen by a tail check, or restarted()) there is no batch from before the loss: the anchor is then the
+   * last one applied. The tail check after it covers a batch published while our subscription was on its way.
    */
-  async #joinCheck (): Promise<void> {
-    if (this.#closed) return;
-    this.#stats.joinChecks++;
-    await this.#replay(this.#last === null ? 0n : this.#last + 1n, this.#topic, false, this.#applied);
+  async #joined (first: boolean): Promise<void> {
+    const anchor = first ? this.#applied : this.#beforeDisconnect ?? this.#applied;
+    if (!first) this.#beforeDisconnect = null;
+    // Without catch-up, what an engine published before the first live batch is not learnt.
+    if (this.#closed || (this.#last === null && !this.#opts.catchUpOnStart && !this.#opts.replayOnStart)) return;
+    if (first) this.#stats.joinChecks++;
+    else this.#stats.reconnectChecks++;
+    await this.#replay(this.#last === null ? 0n : this.#last + 1n, this.#topic, false, anchor);
     if (!this.#closed) this.#armTailCheck(this.#topic);
   }
 

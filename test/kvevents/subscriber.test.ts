@@ -479,6 +479,45 @@ test('batches published before the SUB joined, then silence: the join check repl
   }
 });
 
+test('a restart learnt while disconnected, the engine publishing on until we reconnect: the reconnect check brings the rest', async () => {
+  const pub = await TestPublisher.start({ topic: 'kv@pod-a@m' });
+  const link = await TcpLink.to(pub.endpoint);
+  const log: Entry[] = [];
+  const sub = new KvEventSubscriber({ id: 'pod-a', endpoint: link.endpoint, replayEndpoint: pub.replayEndpoint }, {
+    onBatch: (m) => {
+      const e = m.batch.events[0] as BlockStored;
+      log.push({ kind: 'batch', seq: Number(m.seq), hash: e.blockHashes[0] - 1000n, replayed: m.replayed, topic: m.topic });
+    },
+    onResync: (x) => log.push({ kind: 'resync', reason: x.reason, nextSeq: Number(x.nextSeq), lastSeq: x.lastSeq === null ? null : Number(x.lastSeq) })
+  }, { replayTimeoutMs: 2000, reconnectMinMs: 20, reconnectMaxMs: 100, tailCheckMs: 0 });
+  try {
+    await sub.start();
+    await pub.waitForSubscriber();
+    await until(() => pub.replayRequests >= 1, 'the join check');
+    for (let i = 0; i < 3; i++) await pub.publish(payload(i));
+    await until(() => log.length === 3, '3 batches');
+    await link.down();
+    // The engine restarts while we cannot hear it; the consumer learns it elsewhere (its /metrics start time).
+    pub.restart();
+    for (let i = 0; i < 4; i++) await pub.publish(payload(400 + i));
+    await sub.restarted();
+    assert.deepEqual(hashes(log, 4), range(400, 403));
+    // It publishes on, still unheard, and goes quiet: only the reconnect can bring these.
+    for (let i = 4; i < 6; i++) await pub.publish(payload(400 + i));
+    await link.up();
+    await until(() => log.length === 10, { what: () => `the batches published after the restart was learnt: ${json(log.slice(4))}` });
+    assert.deepEqual(hashes(log, 4), range(400, 405));
+    const s = sub.stats();
+    assert.equal(s.reconnectChecks, 1);
+    assert.equal(s.restarts, 1);
+    assert.equal(s.resyncs, 1);
+  } finally {
+    await sub.close();
+    await link.down();
+    await pub.close();
+  }
+});
+
 test('restarted(): the consumer says the engine restarted; the stream resyncs and reads the new buffer from 0', async () => {
   const r = await rig();
   try {
