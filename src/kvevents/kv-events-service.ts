@@ -37,7 +37,7 @@ const GATHER_MS = 1;
 const LINGER_MS = 50;
 
 const COUNTERS = [
-  'batches', 'events', 'skippedEvents', 'gaps', 'replays', 'replayedBatches', 'resyncs', 'restarts', 'reconnectChecks', 'decodeErrors', 'duplicates', 'handlerErrors',
+  'batches', 'events', 'skippedEvents', 'gaps', 'replays', 'replayedBatches', 'resyncs', 'restarts', 'reconnectChecks', 'joinChecks', 'decodeErrors', 'duplicates', 'handlerErrors',
   'socketErrors', 'blocksStored', 'blocksRemoved', 'cleared', 'unplaceable', 'blockSizeMismatch', 'otherGroups', 'unsupportedExtras',
   'malformed', 'unknownRemoved', 'mapDrops'
 ] as const satisfies ReadonlyArray<keyof (KvSubscriberStats & ApplierStats)>;
