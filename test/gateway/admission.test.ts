@@ -73,9 +73,12 @@ test('at capacity requests wait and are released one at a time, the higher class
 });
 
 test('the bound answers 429 with Retry-After; a queue timeout answers 504 timeout_error', async () => {
-  const { ear, url } = await gateway({ scheduler: 'fcfs', maxQueued: 1, queueTimeoutMs: 300 });
+  // The third request must reach the queue while the second still waits in it (a data-plane thread's hops on a
+  // loaded machine took more than a 300 ms timeout once), and the second must time out while the first runs
+  // (600 tokens: ~3.7 s of the engine's steps).
+  const { ear, url } = await gateway({ scheduler: 'fcfs', maxQueued: 1, queueTimeoutMs: 1500 });
   try {
-    const first = send(url, 'a', 400);
+    const first = send(url, 'a', 600);
     await until(() => ear.routing.host.load.inFlight(0) === 1, 'the first request runs');
     const second = send(url, 'b', 5);
     await until(() => ear.routing.admissionStats(0).waiting === 1, 'the second waits');
