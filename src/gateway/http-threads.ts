@@ -1,8 +1,9 @@
 // The owner's side of the data-plane threads (httpThreads ≥ 2; docs/architecture.md#n-data-plane-threads): the
 // main thread starts N worker threads that each listen on the gateway's port, and answers their messages
 // (owner-protocol.ts) against the process core it alone holds: the gate, admission and routing, the bookkeeping of
-// every attempt, the token charges, the response origins. It pushes them the backend list each time it changes,
-// drains them with the core, sums their metrics into one scrape, and starts again a thread that died.
+// every attempt, the token charges, the response origins, a shared store's records into the session table. It
+// pushes them the backend list each time it changes, drains them with the core, sums their metrics into one scrape,
+// and starts again a thread that died.
 import { Worker } from 'node:worker_threads';
 import { createServer } from 'node:net';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
@@ -31,6 +32,8 @@ const LIMITS_BOUND = 1 << 16;
 export const MAX_RESTARTS = 3;
 /** How long a thread may take to exit once told to stop before it is terminated. */
 const STOP_TIMEOUT_MS = 5000;
+/** How long a thread's shared store client may take to connect before the thread listens (it runs degraded past it). */
+const STORE_WAIT_MS = 1000;
 
 export interface HttpThreadsOptions {
   core: ProcessCore;
@@ -114,7 +117,9 @@ export class HttpThreads {
     const { core, shared, ownerPort, threads } = this.#o;
     const data: HttpThreadData = {
       thread: t.index, config: core.config, shared, port: this.#port, ownerPort,
-      routeThreads: Math.max(1, Math.ceil(core.config.routeThreads / threads))
+      routeThreads: Math.max(1, Math.ceil(core.config.routeThreads / threads)),
+      // The thread's own store client waits for the store only if the main thread's reached it.
+      storeWaitMs: core.sessions !== null && core.sessions.store.stats().state === 'up' ? STORE_WAIT_MS : 0
     };
     const w = t.worker = new Worker(ENTRY, { workerData: data });
     t.out = new BatchedPort<ToThread>(w);
@@ -390,6 +395,14 @@ export class HttpThreads {
       case 'sessionCompleted':
         core.pipeline.onSessionCompleted?.(m.sessionId, m.model, m.path, Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength));
         return;
+      case 'adopt':
+        core.sessions?.adopt(m.sessionId, m.session);
+        return;
+      case 'sessionFigures': {
+        const f = core.sessions?.local.figures(m.sessionId);
+        this.#post(t, { t: 'answer', id: m.id, ok: true, value: f === undefined || f instanceof Promise ? null : f });
+        return;
+      }
       case 'metrics': {
         const answer = t.metrics.get(m.id);
         t.metrics.delete(m.id);

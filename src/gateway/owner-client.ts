@@ -17,7 +17,8 @@ import { ANONYMOUS, RateLimitRefusal, type AdmittedClient, type ClientLimits, ty
 import { rateLimitHeaders, type RateLimitState, type RateLimitStyle } from '../request/rate-limit-headers.js';
 import type { GatewayWaiter, Placement, Placements, Queued, Retain, RoutingInput } from '../fleet/routing-port.js';
 import type { Usage } from '../upstream/stream-observer.js';
-import type { ResponseOrigin, StoreReply } from '../store/session-store.js';
+import type { ResponseOrigin, SharedSession, StoreReply } from '../store/session-store.js';
+import type { LocalFigures } from '../store/shared-sessions.js';
 import { BatchedPort } from '../threads/batched-port.js';
 import type { KeyRingWriter } from './key-ring.js';
 import { REPORT_FINISHED, REPORT_FIRST_TOKEN, REPORT_STARTED, type BackendWire, type ErrorWire, type InputWire, type LimitsWire, type PlacementWire, type ToOwner, type ToOwnerItem, type ToThread } from './owner-protocol.js';
@@ -257,6 +258,18 @@ export class OwnerClient implements Placements {
       return Promise.resolve({ ok: true, value: true });
     }
   };
+
+  // The session table, for a shared store's turns (owner-sessions.ts): its writer is the owner.
+
+  /** Merges a shared record into the owner's table; applied before any decision this thread asks for after it. */
+  adoptShared (sessionId: string, session: SharedSession): void {
+    this.post({ t: 'adopt', sessionId, session });
+  }
+
+  /** The session's figures in the owner's table once it applied what this thread sent before; undefined if absent. */
+  sessionFigures (sessionId: string): Promise<LocalFigures | undefined> {
+    return this.#call<LocalFigures | null>((id) => ({ t: 'sessionFigures', id, sessionId })).then((v) => v ?? undefined);
+  }
 
   #inputWire (i: RoutingInput): InputWire {
     const w: InputWire = {

@@ -2,7 +2,8 @@
 // (docs/architecture.md#n-data-plane-threads). A data-plane thread accepts, reads the body, computes features,
 // proxies and streams; what it needs decided or recorded it sends here: the client at the gate, the decision's
 // inputs (submit, a retry's route), the attempt's start, first token and end, the token charge and its
-// correction, a Responses continuation's origin. The owner sends back the answers, and the backend list each time
+// correction, a Responses continuation's origin; with a shared session store, the shared records it adopts into
+// the session table and the local figures it asks of it (the store itself it talks to with a client of its own). The owner sends back the answers, and the backend list each time
 // it changes. One MessagePort per thread (its parentPort): messages arrive in the order they were sent, so a
 // backend is always known to a thread before a placement names it. Each side sends what one turn of its event
 // loop made as one batch (threads/batched-port.ts: one postMessage, an array in the order posted), and a
@@ -14,7 +15,7 @@ import type { AdmissionRank } from '../core/engine-priority.js';
 import type { Usage } from '../upstream/stream-observer.js';
 import type { RateLimitState } from '../request/rate-limit-headers.js';
 import type { GatedRoute } from '../request/client-gate.js';
-import type { ResponseOrigin } from '../store/session-store.js';
+import type { ResponseOrigin, SharedSession } from '../store/session-store.js';
 import type { GatewayConfig } from '../config/index.js';
 import type { Retain } from '../fleet/routing-port.js';
 import type { HostRequest } from '../core/routing-host.js';
@@ -31,6 +32,8 @@ export interface HttpThreadData {
   ownerPort: number;
   /** Route pool threads of its own (the process's routeThreads shared among the data-plane threads). */
   routeThreads: number;
+  /** How long its own shared store client may wait to connect before it listens (0: the main thread's found it down). */
+  storeWaitMs: number;
 }
 
 /** A backend as the owner sees it, for a thread's copy (its own upstream pool is made from `config`). */
@@ -102,6 +105,10 @@ export type ToOwner =
   | { t: 'originGet'; id: number; responseId: string }
   | { t: 'originSet'; responseId: string; origin: ResponseOrigin; ttlSeconds: number }
   | { t: 'sessionCompleted'; sessionId: string; model: string; path: string; body: Uint8Array }
+  /** A shared store's record into the session table (RoutingHost.adoptShared), before the thread's next decision. */
+  | { t: 'adopt'; sessionId: string; session: SharedSession }
+  /** The session's figures in the session table (store/shared-sessions.ts LocalFigures), answered null if absent. */
+  | { t: 'sessionFigures'; id: number; sessionId: string }
   | { t: 'metrics'; id: number; json: unknown }
   | { t: 'drained' };
 
