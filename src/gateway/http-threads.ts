@@ -22,7 +22,7 @@ import type { ProcessCore } from './core.js';
 import { BatchedPort } from '../threads/batched-port.js';
 import { Region } from '../core/region.js';
 import { KeyRingReader } from './key-ring.js';
-import { FINISHED_FIELDS, REPORT_FINISHED, REPORT_FIRST_TOKEN, REPORT_STARTED, type BackendWire, type ErrorWire, type HttpThreadData, type InputWire, type PlacementWire, type ToOwner, type ToOwnerItem, type ToThread } from './owner-protocol.js';
+import { FINISHED_FIELDS, REPORT_FINISHED, REPORT_FIRST_TOKEN, REPORT_STARTED, STARTED_FIELDS, type BackendWire, type ErrorWire, type HttpThreadData, type InputWire, type PlacementWire, type ToOwner, type ToOwnerItem, type ToThread } from './owner-protocol.js';
 
 const ENTRY = new URL('./http-thread.js', import.meta.url);
 
@@ -148,14 +148,19 @@ export class HttpThreads {
         for (let i = 0; i < batch.length; i++) {
           const m = batch[i];
           if (typeof m !== 'number') one(m);
-          else if (m % 4 !== REPORT_FINISHED) this.#report(t, m);
+          else if (m % 4 === REPORT_STARTED) {
+            const at = batch[i + 1] as number;
+            i += STARTED_FIELDS;
+            this.#report(t, m, at);
+          } else if (m % 4 !== REPORT_FINISHED) this.#report(t, m, 0);
           else {
-            const ok = batch[i + 1] as number;
-            const prompt = batch[i + 2] as number;
-            const completion = batch[i + 3] as number;
-            const cached = batch[i + 4] as number;
+            const at = batch[i + 1] as number;
+            const ok = batch[i + 2] as number;
+            const prompt = batch[i + 3] as number;
+            const completion = batch[i + 4] as number;
+            const cached = batch[i + 5] as number;
             i += FINISHED_FIELDS;
-            this.#report(t, m, prompt < 0 ? null : { promptTokens: prompt, completionTokens: completion, cachedTokens: cached < 0 ? null : cached }, ok === 1);
+            this.#report(t, m, at, prompt < 0 ? null : { promptTokens: prompt, completionTokens: completion, cachedTokens: cached < 0 ? null : cached }, ok === 1);
           }
         }
       });
@@ -252,23 +257,26 @@ export class HttpThreads {
     }));
   }
 
-  /** A report that came as numbers (owner-protocol.ts); a fault in it is reported, as the object message's is. */
-  #report (t: ThreadState, code: number, usage: Usage | null = null, ok = false): void {
+  /**
+   * A report that came as numbers (owner-protocol.ts); `at`, a started or finished report's time on the thread (a
+   * first token's is the owner's, now). A fault in it is reported, as the object message's is.
+   */
+  #report (t: ThreadState, code: number, at: number, usage: Usage | null = null, ok = false): void {
     const kind = code % 4;
     const pid = (code - kind) / 4;
     try {
-      if (kind === REPORT_STARTED) this.#started(t, pid);
+      if (kind === REPORT_STARTED) this.#started(t, pid, at);
       else if (kind === REPORT_FIRST_TOKEN) this.#firstToken(t, pid);
-      else if (kind === REPORT_FINISHED) this.#finished(t, pid, usage, ok);
+      else if (kind === REPORT_FINISHED) this.#finished(t, pid, usage, ok, at);
       else reportFault(new Error(`unknown report ${code}`), 'http-thread');
     } catch (err) {
       reportFault(err, 'http-thread');
     }
   }
 
-  #started (t: ThreadState, pid: number): void {
+  #started (t: ThreadState, pid: number, at: number): void {
     const h = t.placements.get(pid);
-    if (h !== undefined) this.#o.core.state.started(h.p, h.input, this.#o.core.now());
+    if (h !== undefined) this.#o.core.state.started(h.p, h.input, at);
   }
 
   #firstToken (t: ThreadState, pid: number): void {
@@ -276,12 +284,13 @@ export class HttpThreads {
     if (h !== undefined) this.#o.core.state.firstToken(h.p, this.#o.core.now());
   }
 
-  #finished (t: ThreadState, pid: number, usage: Usage | null, ok: boolean, retain?: Retain): void {
+  /** At `at`, the thread's time: the attempt's service is counted as the thread (and a shared store) saw it. */
+  #finished (t: ThreadState, pid: number, usage: Usage | null, ok: boolean, at: number, retain?: Retain): void {
     const h = t.placements.get(pid);
     if (h === undefined) return;
     t.placements.delete(pid);
     const core = this.#o.core;
-    core.state.finished(h.p, h.input, usage, ok, core.now(), retain);
+    core.state.finished(h.p, h.input, usage, ok, at, retain);
     core.fleet.release(h.p.backend);
   }
 
@@ -346,13 +355,13 @@ export class HttpThreads {
         return;
       }
       case 'started':
-        this.#started(t, m.pid);
+        this.#started(t, m.pid, core.now());
         return;
       case 'firstToken':
         this.#firstToken(t, m.pid);
         return;
       case 'finished':
-        this.#finished(t, m.pid, m.usage, m.ok, m.retain);
+        this.#finished(t, m.pid, m.usage, m.ok, m.at, m.retain);
         return;
       case 'migrationEnded': {
         const h = t.placements.get(m.pid);

@@ -30,7 +30,8 @@ class RemotePlacement implements Placement {
   readonly expectedPrefill: number;
   readonly matchedBlocks?: number;
   readonly decidedAt: number;
-  readonly dispatchedAt?: number;
+  /** Set when this thread starts it (a retry's), as the owner's dispatch time is set: the same time. */
+  dispatchedAt?: number;
   readonly migrating?: boolean;
   readonly rank?: AdmissionRank;
   constructor (w: PlacementWire, readonly backend: Backend, readonly transferFrom: Backend | null) {
@@ -133,7 +134,7 @@ export class OwnerClient implements Placements {
         const p = this.#placement(m.placement);
         // The client left while the answer was on its way: the placement is undone, never sent.
         if (q === undefined || q.cancelled) {
-          this.#finished(m.placement.pid, null, false);
+          this.#finished(m.placement.pid, performance.timeOrigin + performance.now(), null, false);
           return true;
         }
         q.waiter.released(p, { now: 0, waitMs: m.waitMs, level: m.level, promoted: m.promoted, queued: m.queued });
@@ -191,23 +192,25 @@ export class OwnerClient implements Placements {
     return this.backends.some((b) => !exclude.has(b.index) && b.serves(model));
   }
 
-  started (p: Placement): void {
-    this.#out.post((p as RemotePlacement).pid * 4 + REPORT_STARTED);
+  started (p: Placement, _input: RoutingInput, now: number): void {
+    const r = p as RemotePlacement;
+    r.dispatchedAt = now;
+    this.#out.postRecord([r.pid * 4 + REPORT_STARTED, now]);
   }
 
   firstToken (p: Placement): void {
     this.#out.post((p as RemotePlacement).pid * 4 + REPORT_FIRST_TOKEN);
   }
 
-  finished (p: Placement, _input: RoutingInput, usage: Usage | null, ok: boolean, _now: number, retain?: Retain): void {
+  finished (p: Placement, _input: RoutingInput, usage: Usage | null, ok: boolean, now: number, retain?: Retain): void {
     const pid = (p as RemotePlacement).pid;
-    if (retain !== undefined) this.post({ t: 'finished', pid, usage: usage === null ? null : { ...usage }, ok, retain });
-    else this.#finished(pid, usage, ok);
+    if (retain !== undefined) this.post({ t: 'finished', pid, at: now, usage: usage === null ? null : { ...usage }, ok, retain });
+    else this.#finished(pid, now, usage, ok);
   }
 
   /** A finished report as numbers (owner-protocol.ts). */
-  #finished (pid: number, usage: Usage | null, ok: boolean): void {
-    this.#out.postRecord([pid * 4 + REPORT_FINISHED, ok ? 1 : 0, usage?.promptTokens ?? -1, usage?.completionTokens ?? -1, usage?.cachedTokens ?? -1]);
+  #finished (pid: number, at: number, usage: Usage | null, ok: boolean): void {
+    this.#out.postRecord([pid * 4 + REPORT_FINISHED, at, ok ? 1 : 0, usage?.promptTokens ?? -1, usage?.completionTokens ?? -1, usage?.cachedTokens ?? -1]);
   }
 
   migrationEnded (p: Placement, ok: boolean): Promise<Placement | null> {

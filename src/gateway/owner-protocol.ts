@@ -97,7 +97,8 @@ export type ToOwner =
   | { t: 'route'; id: number; input: InputWire; exclude: number[]; attempt: number }
   | { t: 'started'; pid: number }
   | { t: 'firstToken'; pid: number }
-  | { t: 'finished'; pid: number; usage: Usage | null; ok: boolean; retain?: Retain }
+  /** `at`: when the thread saw it end (its clock is the main thread's: performance.timeOrigin is the process's). */
+  | { t: 'finished'; pid: number; at: number; usage: Usage | null; ok: boolean; retain?: Retain }
   | { t: 'migrationEnded'; id: number; pid: number; ok: boolean }
   | { t: 'charge'; id: number; lid: number; cost: number }
   | { t: 'settle'; lid: number; used: number | null }
@@ -115,16 +116,21 @@ export type ToOwner =
 /**
  * What a thread's batch holds: messages, and its reports on each attempt as plain numbers (measured: an object
  * with a string tag costs more to clone and to read than the bookkeeping it carries). A report is a code,
- * `pid * 4 + kind`; a finished report is followed by 4 numbers: ok (1 or 0), then the usage's prompt, completion
- * and cached tokens (−1: the usage, or its cached count, is unknown). A record is never split between batches.
- * A finished report with a retention goes as the object message.
+ * `pid * 4 + kind`; a started report (a retry's: the owner starts a first placement itself) is followed by the time
+ * the thread started it; a finished report by 5 numbers: the time the thread saw it end, ok (1 or 0), then the
+ * usage's prompt, completion and cached tokens (−1: the usage, or its cached count, is unknown). With the thread's
+ * times the owner counts an attempt's service (the session's attained service) as the thread, and a shared store,
+ * see it, without the messages' lag. A record is never split between batches. A finished report with a retention
+ * goes as the object message.
  */
 export type ToOwnerItem = ToOwner | number;
 export const REPORT_STARTED = 1;
 export const REPORT_FIRST_TOKEN = 2;
 export const REPORT_FINISHED = 3;
+/** Numbers after a started report's code. */
+export const STARTED_FIELDS = 1;
 /** Numbers after a finished report's code. */
-export const FINISHED_FIELDS = 4;
+export const FINISHED_FIELDS = 5;
 
 /** Owner → thread. */
 export type ToThread =
