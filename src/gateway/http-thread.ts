@@ -76,10 +76,16 @@ observeQueueWait = (seconds) => metrics.queueWaitSeconds.observe(seconds);
 
 // A shared session store (redis): the thread's own client, so its turns' round trips load no other thread; the
 // session table they adopt into is the main thread's (owner-sessions.ts).
+// Its ups and downs are logged at debug: the main thread's client logs the store's once, not once per thread (each
+// client counts its own in ear_session_store_state_changes_total).
 const spec = parseSessionStoreSpec(config.sessionStore, 'sessionStore');
+const storeLog = log.child({ component: 'session-store' });
 const store = spec.kind === 'memory'
   ? null
-  : createSessionStore(spec, { sessionTtlMs: config.sessionIdleMs, maxSessions: config.maxSessions, logger: log.child({ component: 'session-store' }), redis: { commandTimeoutMs: config.sessionStoreTimeoutMs } });
+  : createSessionStore(spec, {
+    sessionTtlMs: config.sessionIdleMs, maxSessions: config.maxSessions, redis: { commandTimeoutMs: config.sessionStoreTimeoutMs },
+    logger: { warn: (o, msg) => storeLog.debug(o, msg), info: (o, msg) => storeLog.debug(o, msg) }
+  });
 if (store !== null && data.storeWaitMs > 0) await store.whenUp(data.storeWaitMs);
 const sessions = store === null ? null : new SharedSessions({ store, now, local: new OwnerSessions(owner) });
 if (sessions !== null) registerSessionStoreMetrics(metrics.registry, sessions);
