@@ -22,6 +22,13 @@
 // to the consumer's atomic load of that sequence, and the consumer's head store hands the cell back the same
 // way, so no access to an op races.
 //
+// Waking the consumer: it waits on the tail word (Atomics.waitAsync, from the host) and says so in
+// RING_H_SLEEPING before it does; a producer notifies the tail only while that word is 1. Both sides use
+// sequentially consistent accesses (the producer's CAS on the tail, then its load of the word; the consumer's
+// store of the word, then the wait's comparison of the tail), so either the producer sees the word set and
+// notifies, or the word was set after the producer's claim and the wait finds the tail moved and returns at once.
+// The word sits on the head's cache line, which producers read on every claim anyway.
+//
 // At the bound: a push that finds no free cell drops its op and adds 1 to RING_H_DROPPED (a bulk push keeps
 // the first ops that fit and counts the rest). Nothing blocks. Ops dropped for a stale lease are counted by
 // the consumer (ixApplyRing's RA_OUT_STALE), not here.
@@ -32,6 +39,7 @@ export const RING_H_DROPPED: u32 = 8;   // u64 ops dropped because the ring was 
 export const RING_H_POPPED: u32 = 16;   // u64 ops delivered to the consumer
 export const RING_H_TAIL: u32 = 64;     // u32 next position to claim (producers, CAS)
 export const RING_H_HEAD: u32 = 128;    // u32 next position to consume (consumer)
+export const RING_H_SLEEPING: u32 = 132; // u32 1 while the consumer waits on the tail for a push (consumer); 0 otherwise
 export const RING_HEADER_BYTES: u32 = 192;
 
 export const RING_CELL_STRIDE: u32 = 48;

@@ -81,6 +81,8 @@ export interface Placements {
   migrationEnded? (p: Placement, ok: boolean, now: number): Placement | null | Promise<Placement | null>;
   /** Prompt tokens sent to `b` and not yet computed (its pending prefill, as policies see it). */
   pendingPrefill? (b: Backend): number;
+  /** `b`'s engine's running and waiting requests at its last scrape (the load table's engine half, as policies see it). */
+  engineQueue? (b: Backend): { running: number; waiting: number };
 }
 
 /** What a finished turn asks of retention: kept for a tool gap (ttlMs null: the session's learnt gap) or a hint's TTL. */

@@ -132,6 +132,11 @@ export class TableRouting implements RoutingState {
     return this.#byRow[b.index] === b ? this.host.load.pendingPrefill(b.index) : 0;
   }
 
+  engineQueue (b: Backend): { running: number; waiting: number } {
+    const mine = this.#byRow[b.index] === b;
+    return { running: mine ? this.host.load.running(b.index) : 0, waiting: mine ? this.host.load.waiting(b.index) : 0 };
+  }
+
   migrationStats (): MigrationStats {
     return this.host.migrationStats();
   }

@@ -39,7 +39,7 @@ import { createSessionStore } from '../store/create.js';
 import { SharedSessions } from '../store/shared-sessions.js';
 import { KeyRingWriter } from './key-ring.js';
 import { headTooLarge } from './head-size.js';
-import type { HttpThreadData, ToThread } from './owner-protocol.js';
+import type { HttpThreadData, ToThread, ToThreadItem } from './owner-protocol.js';
 
 const data = workerData as HttpThreadData;
 const port = parentPort!;
@@ -187,12 +187,12 @@ function handOff (res: HttpResponse, req: HttpRequest): void {
 }
 
 // The owner's messages come in batches (threads/batched-port.ts), each in the order it sent them.
-port.on('message', (batch: ToThread[]) => {
-  for (const m of batch) fromOwner(m);
+port.on('message', (batch: ToThreadItem[]) => {
+  owner.receiveBatch(batch, fromOwner);
 });
 
+/** The owner's messages that are not the owner client's business. */
 function fromOwner (m: ToThread): void {
-  if (owner.receive(m)) return;
   switch (m.t) {
     case 'metrics':
       metrics.registry.getMetricsAsJSON().then((json) => owner.post({ t: 'metrics', id: m.id, json }), (err) => {

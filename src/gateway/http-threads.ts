@@ -22,7 +22,11 @@ import type { ProcessCore } from './core.js';
 import { BatchedPort } from '../threads/batched-port.js';
 import { Region } from '../core/region.js';
 import { KeyRingReader } from './key-ring.js';
-import { FINISHED_FIELDS, REPORT_FINISHED, REPORT_FIRST_TOKEN, REPORT_STARTED, STARTED_FIELDS, type BackendWire, type ErrorWire, type HttpThreadData, type InputWire, type PlacementWire, type ToOwner, type ToOwnerItem, type ToThread } from './owner-protocol.js';
+import {
+  ANSWER_RELEASED, FINISHED_FIELDS, SUBMIT_FIELDS, SUBMIT_RECORD, RELEASED_MIGRATING, RELEASED_PROMOTED, RELEASED_QUEUED, RELEASED_RANK, REPORT_FINISHED, REPORT_FIRST_TOKEN,
+  REPORT_STARTED, STARTED_FIELDS, type BackendWire, type ErrorWire, type HttpThreadData, type InputWire, type PlacementWire, type ToOwner, type ToOwnerItem,
+  type ToThread, type ToThreadItem
+} from './owner-protocol.js';
 
 const ENTRY = new URL('./http-thread.js', import.meta.url);
 
@@ -53,7 +57,7 @@ interface Held {
 class ThreadState {
   worker!: Worker;
   /** The owner's messages to it: one batch per turn of the main thread's loop. */
-  out!: BatchedPort<ToThread>;
+  out!: BatchedPort<ToThreadItem>;
   /** Its key ring (null: it sends block keys in its messages). */
   keys: KeyRingReader | null = null;
   readonly placements = new Map<number, Held>();
@@ -122,7 +126,7 @@ export class HttpThreads {
       storeWaitMs: core.sessions !== null && core.sessions.store.stats().state === 'up' ? STORE_WAIT_MS : 0
     };
     const w = t.worker = new Worker(ENTRY, { workerData: data });
-    t.out = new BatchedPort<ToThread>(w);
+    t.out = new BatchedPort<ToThreadItem>(w);
     return new Promise<number>((resolve, reject) => {
       let listening = false;
       const one = (m: ToOwner): void => {
@@ -147,8 +151,11 @@ export class HttpThreads {
       w.on('message', (batch: ToOwnerItem[]) => {
         for (let i = 0; i < batch.length; i++) {
           const m = batch[i];
-          if (typeof m !== 'number') one(m);
-          else if (m % 4 === REPORT_STARTED) {
+          if (typeof m !== 'number') one(m as ToOwner);
+          else if (m % 4 === SUBMIT_RECORD) {
+            this.#submitRecord(t, m / 4, batch, i + 1);
+            i += SUBMIT_FIELDS;
+          } else if (m % 4 === REPORT_STARTED) {
             const at = batch[i + 1] as number;
             i += STARTED_FIELDS;
             this.#report(t, m, at);
@@ -228,7 +235,7 @@ export class HttpThreads {
   #wireList (): BackendWire[] {
     return this.#o.core.backends.filter((b) => !b.gone).map((b) => ({
       index: b.index, config: b.config, health: b.health, draining: b.draining, models: [...b.models],
-      maxModelLen: [...b.maxModelLen], engineLoad: b.engineLoad
+      maxModelLen: [...b.maxModelLen]
     }));
   }
 
@@ -307,36 +314,9 @@ export class HttpThreads {
         this.#post(t, { t: 'answer', id: m.id, ok: true, value: { user: answer.user, limits: answer.limits === null ? null : this.#keepLimits(t, answer.limits) } });
         return;
       }
-      case 'submit': {
-        const input = inputOf(t, m.input);
-        const id = m.id;
-        let heard = false;
-        let r;
-        try {
-          r = state.submit(input, {
-            released: (p, info) => {
-              heard = true;
-              t.queued.delete(id);
-              this.#post(t, { t: 'released', id, placement: this.#hold(t, p, input), queued: true, waitMs: info.waitMs, level: info.level, promoted: info.promoted });
-            },
-            dropped: (reason) => {
-              heard = true;
-              t.queued.delete(id);
-              this.#post(t, { t: 'dropped', id, reason });
-            }
-          }, core.now(), m.priorityClass);
-        } catch (err) {
-          this.#post(t, { t: 'answer', id, ok: false, error: this.#errorWire(t, err) });
-          return;
-        }
-        if ('queued' in r) {
-          // Released inside submit already: the waiter told the thread, nothing waits.
-          if (!heard) t.queued.set(id, r);
-          return;
-        }
-        this.#post(t, { t: 'released', id, placement: this.#hold(t, r, input), queued: false, waitMs: 0, level: 0, promoted: false });
+      case 'submit':
+        this.#submit(t, m.id, inputOf(t, m.input), m.priorityClass);
         return;
-      }
       case 'cancel': {
         const q = t.queued.get(m.id);
         if (q === undefined) return;
@@ -436,6 +416,75 @@ export class HttpThreads {
       pid, index: p.backend.index, backendId: p.backend.id, reason: p.reason, expectedPrefill: p.expectedPrefill, matchedBlocks: p.matchedBlocks,
       decidedAt: p.decidedAt, dispatchedAt: p.dispatchedAt, transferFrom: p.transferFrom?.index ?? null, migrating: p.migrating, rank: p.rank
     };
+  }
+
+  /** A thread's request submitted for admission: released now (or later, from the queue) by a record, refused by an answer. */
+  #submit (t: ThreadState, id: number, input: RoutingInput, priorityClass: number): void {
+    const core = this.#o.core;
+    let heard = false;
+    let r;
+    try {
+      r = core.state.submit(input, {
+        released: (p, info) => {
+          heard = true;
+          t.queued.delete(id);
+          this.#released(t, id, p, input, true, info.waitMs, info.level, info.promoted);
+        },
+        dropped: (reason) => {
+          heard = true;
+          t.queued.delete(id);
+          this.#post(t, { t: 'dropped', id, reason });
+        }
+      }, core.now(), priorityClass);
+    } catch (err) {
+      this.#post(t, { t: 'answer', id, ok: false, error: this.#errorWire(t, err) });
+      return;
+    }
+    if ('queued' in r) {
+      // Released inside submit already: the waiter told the thread, nothing waits.
+      if (!heard) t.queued.set(id, r);
+      return;
+    }
+    this.#released(t, id, r, input, false, 0, 0, false);
+  }
+
+  /** A submit that came as a record (owner-protocol.ts): its fields from `batch[at]` on. */
+  #submitRecord (t: ThreadState, id: number, batch: readonly ToOwnerItem[], at: number): void {
+    const keysN = batch[at + 7] as number;
+    const input: RoutingInput = {
+      model: batch[at] as string, sessionId: batch[at + 1] as string | null, parentSessionId: batch[at + 2] as string | null,
+      promptTokens: batch[at + 3] as number, maxTokens: batch[at + 4] as number | null, user: batch[at + 5] as string | null,
+      blockKeys: keysN === 0 || t.keys === null ? NO_KEYS : t.keys.take({ at: batch[at + 6] as number, n: keysN })
+    };
+    const expected = batch[at + 8] as number | null;
+    const deadline = batch[at + 9] as number | null;
+    if (expected !== null) input.expectedOutputTokens = expected;
+    if (deadline !== null) input.deadlineAt = deadline;
+    try {
+      this.#submit(t, id, input, batch[at + 10] as number);
+    } catch (err) {
+      // A question is always answered: its request would wait for ever.
+      this.#post(t, { t: 'answer', id, ok: false, error: this.#errorWire(t, err) });
+    }
+  }
+
+  /** A submitted request's placement, held for the thread and told it as a record of numbers (owner-protocol.ts). */
+  #released (t: ThreadState, id: number, p: Placement, input: RoutingInput, queued: boolean, waitMs: number, level: number, promoted: boolean): void {
+    const core = this.#o.core;
+    if (!t.alive) {
+      // The thread died with the request (its loop's last messages): the placement is undone, never sent.
+      core.state.finished(p, input, null, false, core.now());
+      return;
+    }
+    const pid = t.nextPid++;
+    t.placements.set(pid, { p, input });
+    core.fleet.hold(p.backend);
+    const { rank } = p;
+    const flags = (queued ? RELEASED_QUEUED : 0) | (p.migrating === true ? RELEASED_MIGRATING : 0) | (promoted ? RELEASED_PROMOTED : 0) | (rank !== undefined ? RELEASED_RANK : 0);
+    t.out.postRecord([
+      id * 4 + ANSWER_RELEASED, pid, p.backend.index, p.expectedPrefill, p.matchedBlocks ?? -1, p.decidedAt, p.dispatchedAt ?? -1,
+      p.transferFrom?.index ?? -1, flags, waitMs, level, rank?.classRank ?? 0, rank?.order ?? 0, p.reason
+    ]);
   }
 
   #keepLimits (t: ThreadState, l: ClientLimits): { lid: number; limitsTokens: boolean; state: ReturnType<ClientLimits['state']> } {

@@ -20,8 +20,12 @@ import type { Usage } from '../upstream/stream-observer.js';
 import type { ResponseOrigin, SharedSession, StoreReply } from '../store/session-store.js';
 import type { LocalFigures } from '../store/shared-sessions.js';
 import { BatchedPort } from '../threads/batched-port.js';
-import type { KeyRingWriter } from './key-ring.js';
-import { REPORT_FINISHED, REPORT_FIRST_TOKEN, REPORT_STARTED, type BackendWire, type ErrorWire, type InputWire, type LimitsWire, type PlacementWire, type ToOwner, type ToOwnerItem, type ToThread } from './owner-protocol.js';
+import type { KeyRingWriter, KeysAt } from './key-ring.js';
+import {
+  ANSWER_RELEASED, RELEASED_FIELDS, SUBMIT_RECORD, RELEASED_MIGRATING, RELEASED_PROMOTED, RELEASED_QUEUED, RELEASED_RANK, REPORT_FINISHED, REPORT_FIRST_TOKEN,
+  REPORT_STARTED, type BackendWire, type ErrorWire, type InputWire, type LimitsWire, type PlacementWire, type ToOwner, type ToOwnerItem,
+  type ToThread, type ToThreadItem
+} from './owner-protocol.js';
 
 /** A placement the owner made: `pid` names it in the bookkeeping messages. */
 class RemotePlacement implements Placement {
@@ -34,7 +38,7 @@ class RemotePlacement implements Placement {
   dispatchedAt?: number;
   readonly migrating?: boolean;
   readonly rank?: AdmissionRank;
-  constructor (w: PlacementWire, readonly backend: Backend, readonly transferFrom: Backend | null) {
+  constructor (w: Omit<PlacementWire, 'index' | 'backendId' | 'transferFrom'>, readonly backend: Backend, readonly transferFrom: Backend | null) {
     this.pid = w.pid;
     this.reason = w.reason;
     this.expectedPrefill = w.expectedPrefill;
@@ -121,29 +125,24 @@ export class OwnerClient implements Placements {
         return true;
       case 'answer': {
         const w = this.#pending.get(m.id);
-        this.#pending.delete(m.id);
-        if (w === undefined) return true;
-        if (m.ok) w.resolve(m.value);
-        else w.reject(errorOf(m.error, (l) => this.#limits(l)));
-        return true;
-      }
-      case 'released': {
-        const q = this.#submits.get(m.id);
-        this.#submits.delete(m.id);
-        this.#pending.delete(m.id);
-        const p = this.#placement(m.placement);
-        // The client left while the answer was on its way: the placement is undone, never sent.
-        if (q === undefined || q.cancelled) {
-          this.#finished(m.placement.pid, performance.timeOrigin + performance.now(), null, false);
+        if (w === undefined) {
+          // A submit's refusal (429 queue full, no backend: what submit throws on the owner) answers its id.
+          const q = this.#submits.get(m.id);
+          this.#submits.delete(m.id);
+          if (q !== undefined && !q.cancelled && !m.ok) {
+            q.cancelled = true;
+            q.waiter.refused?.(errorOf(m.error, (l) => this.#limits(l)));
+          }
           return true;
         }
-        q.waiter.released(p, { now: 0, waitMs: m.waitMs, level: m.level, promoted: m.promoted, queued: m.queued });
+        this.#pending.delete(m.id);
+        if (m.ok) w.resolve(m.value);
+        else w.reject(errorOf(m.error, (l) => this.#limits(l)));
         return true;
       }
       case 'dropped': {
         const q = this.#submits.get(m.id);
         this.#submits.delete(m.id);
-        this.#pending.delete(m.id);
         if (q !== undefined && !q.cancelled) q.waiter.dropped(m.reason as DropReason, performance.timeOrigin + performance.now());
         return true;
       }
@@ -152,23 +151,63 @@ export class OwnerClient implements Placements {
     }
   }
 
+  /** The owner's batch: its messages, and its releases as records of numbers (owner-protocol.ts). Others: `other`. */
+  receiveBatch (batch: readonly ToThreadItem[], other: (m: ToThread) => void): void {
+    for (let i = 0; i < batch.length; i++) {
+      const m = batch[i];
+      if (typeof m === 'object') {
+        if (!this.receive(m)) other(m);
+        continue;
+      }
+      const code = m as number;
+      if (code % 4 !== ANSWER_RELEASED) throw new Error(`the owner sent an unknown record ${code}`);
+      this.#released((code - ANSWER_RELEASED) / 4, batch, i + 1);
+      i += RELEASED_FIELDS;
+    }
+  }
+
+  /** A submit's release: the record's fields from `batch[at]` on. */
+  #released (id: number, batch: readonly ToThreadItem[], at: number): void {
+    const pid = batch[at] as number;
+    const q = this.#submits.get(id);
+    this.#submits.delete(id);
+    // The client left while the answer was on its way: the placement is undone, never sent.
+    if (q === undefined || q.cancelled) {
+      this.#finished(pid, performance.timeOrigin + performance.now(), null, false);
+      return;
+    }
+    const index = batch[at + 1] as number;
+    const matched = batch[at + 3] as number;
+    const dispatched = batch[at + 5] as number;
+    const from = batch[at + 6] as number;
+    const flags = batch[at + 7] as number;
+    const b = this.backends.find((x) => x.index === index);
+    // The list is sent before any placement that names a new backend (one port, in order): never missing.
+    if (b === undefined) throw new Error(`the owner placed a request on row ${index}, which this thread does not know`);
+    const p = new RemotePlacement({
+      pid, expectedPrefill: batch[at + 2] as number, matchedBlocks: matched < 0 ? undefined : matched, decidedAt: batch[at + 4] as number,
+      dispatchedAt: dispatched < 0 ? undefined : dispatched, migrating: (flags & RELEASED_MIGRATING) !== 0 ? true : undefined,
+      rank: (flags & RELEASED_RANK) !== 0 ? { classRank: batch[at + 10] as number, order: batch[at + 11] as number } : undefined,
+      reason: batch[at + 12] as string
+    }, b, from < 0 ? null : this.backends.find((x) => x.index === from) ?? null);
+    q.waiter.released(p, { now: 0, waitMs: batch[at + 8] as number, level: batch[at + 9] as number, promoted: (flags & RELEASED_PROMOTED) !== 0, queued: (flags & RELEASED_QUEUED) !== 0 });
+  }
+
   // Placements: admission and routing are the owner's; what happens to an attempt is told to it.
 
   submit (input: RoutingInput, waiter: GatewayWaiter, _now: number, priorityClass: number): Placement | Queued {
     const id = this.#nextId++;
     const q = new RemoteQueued(id, waiter);
+    // Answered by a release or a drop, or refused by an answer to the same id ('answer' above).
     this.#submits.set(id, q);
-    // A refusal (429 queue full, no backend: what submit throws on the owner) comes back as an answer to the same id.
-    this.#pending.set(id, {
-      resolve: () => {},
-      reject: (err) => {
-        this.#submits.delete(id);
-        if (q.cancelled) return;
-        q.cancelled = true;
-        waiter.refused?.(err);
-      }
-    });
-    this.post({ t: 'submit', id, input: this.#inputWire(input), priorityClass });
+    const at = this.#putKeys(input.blockKeys);
+    // A record of numbers and strings (owner-protocol.ts) unless the keys or the excluded backends must travel as objects.
+    if (at !== null && input.exclude === undefined) {
+      this.#out.postRecord([
+        id * 4 + SUBMIT_RECORD, input.model, input.sessionId, input.parentSessionId, input.promptTokens, input.maxTokens, input.user,
+        at.at, at.n, input.expectedOutputTokens ?? null, input.deadlineAt ?? null, priorityClass
+      ]);
+    } else this.post({ t: 'submit', id, input: this.#inputWire(input, at), priorityClass });
     return q;
   }
 
@@ -177,14 +216,13 @@ export class OwnerClient implements Placements {
     if (r.cancelled || !this.#submits.has(r.id)) return false;
     r.cancelled = true;
     this.#submits.delete(r.id);
-    this.#pending.delete(r.id);
-    // Released meanwhile, the owner's answer finds no submit here and the placement is undone ('released' above).
+    // Released meanwhile, the owner's answer finds no submit here and the placement is undone (#released).
     this.post({ t: 'cancel', id: r.id });
     return true;
   }
 
   route (input: RoutingInput, exclude: ReadonlySet<number>, _now: number, attempt = 0): Promise<Placement> {
-    return this.#call<PlacementWire>((id) => ({ t: 'route', id, input: this.#inputWire(input), exclude: [...exclude], attempt })).then((w) => this.#placement(w));
+    return this.#call<PlacementWire>((id) => ({ t: 'route', id, input: this.#inputWire(input, this.#putKeys(input.blockKeys)), exclude: [...exclude], attempt })).then((w) => this.#placement(w));
   }
 
   /** From the thread's copy of the backends: whether a retry would find one (the owner's filters decide it). */
@@ -220,6 +258,11 @@ export class OwnerClient implements Placements {
   /** Read lock-free from the load table in the shared memory (its writer is the owner). */
   pendingPrefill (b: Backend): number {
     return this.#load.pendingPrefill(b.index);
+  }
+
+  /** The engine's queue at its last scrape, read lock-free from the load table (the owner scrapes and writes it). */
+  engineQueue (b: Backend): { running: number; waiting: number } {
+    return { running: this.#load.running(b.index), waiting: this.#load.waiting(b.index) };
   }
 
   // The gate, the token charge, the response origins: the owner's too.
@@ -274,14 +317,21 @@ export class OwnerClient implements Placements {
     return this.#call<LocalFigures | null>((id) => ({ t: 'sessionFigures', id, sessionId })).then((v) => v ?? undefined);
   }
 
-  #inputWire (i: RoutingInput): InputWire {
+  /**
+   * The keys may be a view of the thread's scratch area, which its next request reuses: copied into the key ring
+   * (the owner copies them out on arrival); null when the ring has no room (or the thread none): then they go in
+   * the message.
+   */
+  #putKeys (keys: BigUint64Array): KeysAt | null {
+    return this.#keys?.put(keys) ?? null;
+  }
+
+  /** `at`: where #putKeys put the request's keys (null: they go in the message). */
+  #inputWire (i: RoutingInput, at: KeysAt | null): InputWire {
     const w: InputWire = {
       model: i.model, sessionId: i.sessionId, parentSessionId: i.parentSessionId, promptTokens: i.promptTokens,
       maxTokens: i.maxTokens, user: i.user
     };
-    // The keys may be a view of the thread's scratch area, which its next request reuses: copied, into the key
-    // ring (the owner copies them out on arrival), or into the message when the ring has no room.
-    const at = this.#keys?.put(i.blockKeys) ?? null;
     if (at === null) w.blockKeys = i.blockKeys.slice();
     else if (at.n > 0) {
       w.keysAt = at.at;
@@ -311,7 +361,6 @@ export class OwnerClient implements Placements {
       b.draining = w.draining;
       b.models = new Set(w.models);
       b.maxModelLen = new Map(w.maxModelLen);
-      b.engineLoad = w.engineLoad;
       next.push(b);
     }
     for (const b of this.backends) {

@@ -9,7 +9,6 @@
 // loop made as one batch (threads/batched-port.ts: one postMessage, an array in the order posted), and a
 // request's block keys go through shared memory (the thread's key ring, asm/key-ring.ts), not the message.
 import type { BackendConfig } from '../config/index.js';
-import type { EngineLoad } from '../fleet/engine-metrics.js';
 import type { SharedRegion } from '../core/region.js';
 import type { AdmissionRank } from '../core/engine-priority.js';
 import type { Usage } from '../upstream/stream-observer.js';
@@ -44,7 +43,6 @@ export interface BackendWire {
   draining: boolean;
   models: string[];
   maxModelLen: Array<[string, number]>;
-  engineLoad: EngineLoad | null;
 }
 
 /** A placement the owner made and keeps until the thread says it finished (`pid`, per thread). */
@@ -123,7 +121,15 @@ export type ToOwner =
  * see it, without the messages' lag. A record is never split between batches. A finished report with a retention
  * goes as the object message.
  */
-export type ToOwnerItem = ToOwner | number;
+export type ToOwnerItem = ToOwner | number | string | null;
+/**
+ * A submit as a record, `id * 4 + SUBMIT_RECORD`, then SUBMIT_FIELDS values: model, session, parent session,
+ * prompt tokens, max tokens, user, the keys' place and count in the key ring (0, 0: none), expected output tokens,
+ * deadline, priority class (null where the request has none). A submit whose keys are not in the ring, or that
+ * excludes backends, goes as the object message.
+ */
+export const SUBMIT_RECORD = 0;
+export const SUBMIT_FIELDS = 11;
 export const REPORT_STARTED = 1;
 export const REPORT_FIRST_TOKEN = 2;
 export const REPORT_FINISHED = 3;
@@ -132,6 +138,24 @@ export const STARTED_FIELDS = 1;
 /** Numbers after a finished report's code. */
 export const FINISHED_FIELDS = 5;
 
+/**
+ * What the owner's batch holds: messages, and each release of a submitted request as plain numbers (the owner's
+ * most frequent message; measured, as the reports above: an object's clone costs more than its fields). A release
+ * is a code, `id * 4 + ANSWER_RELEASED`, followed by RELEASED_FIELDS values: the placement's pid, backend row,
+ * expected prefill, matched blocks (−1: unknown), decided at, dispatched at (−1: not yet), the row it transfers from
+ * (−1: none), flags (RELEASED_*), wait ms, level, the rank's class and order (when RELEASED_RANK), and its reason (the
+ * one string). A record is never split between batches. The row names the backend: the owner pushes its list in
+ * the same ordered batches whenever it changes (before any placement on a new backend), so the thread's copy holds
+ * the row's backend of the moment.
+ */
+export type ToThreadItem = ToThread | number | string;
+export const ANSWER_RELEASED = 1;
+export const RELEASED_FIELDS = 13;
+export const RELEASED_QUEUED = 1;
+export const RELEASED_MIGRATING = 2;
+export const RELEASED_PROMOTED = 4;
+export const RELEASED_RANK = 8;
+
 /** Owner → thread. */
 export type ToThread =
   | { t: 'backends'; list: BackendWire[] }
@@ -139,7 +163,6 @@ export type ToThread =
   | { t: 'gateOpen'; open: boolean }
   | { t: 'answer'; id: number; ok: true; value: unknown }
   | { t: 'answer'; id: number; ok: false; error: ErrorWire }
-  | { t: 'released'; id: number; placement: PlacementWire; queued: boolean; waitMs: number; level: number; promoted: boolean }
   | { t: 'dropped'; id: number; reason: string }
   | { t: 'metrics'; id: number }
   | { t: 'drain' }

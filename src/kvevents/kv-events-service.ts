@@ -28,9 +28,16 @@ const LAG_WINDOW = 4096;
  * each (and the producer's notify a syscall, as a waiter was there), several µs of CPU a request at 10k req/s.
  */
 const GATHER_MS = 1;
+/**
+ * Past its last op the thread keeps draining every GATHER_MS this long before it sleeps until a producer notifies:
+ * under steady load a slice with no op is common (the main thread's work comes in batches), and a sleep after each
+ * cost a notify that found a waiter, ~9 µs of the producer's CPU, on a quarter of the pushes (measured at 7k req/s
+ * with two data-plane threads). Idle, it still sleeps: after this long.
+ */
+const LINGER_MS = 50;
 
 const COUNTERS = [
-  'batches', 'events', 'skippedEvents', 'gaps', 'replays', 'replayedBatches', 'resyncs', 'restarts', 'reconnectChecks', 'decodeErrors', 'duplicates', 'handlerErrors',
+  'batches', 'events', 'skippedEvents', 'gaps', 'replays', 'replayedBatches', 'resyncs', 'restarts', 'reconnectChecks', 'joinChecks', 'decodeErrors', 'duplicates', 'handlerErrors',
   'socketErrors', 'blocksStored', 'blocksRemoved', 'cleared', 'unplaceable', 'blockSizeMismatch', 'otherGroups', 'unsupportedExtras',
   'malformed', 'unknownRemoved', 'mapDrops'
 ] as const satisfies ReadonlyArray<keyof (KvSubscriberStats & ApplierStats)>;
@@ -74,6 +81,7 @@ export function startKvEventsService (port: MessagePort, data: KvEventsThreadDat
   let stopped = false;
   let timer: NodeJS.Timeout | null = null;
   let lastExpiry = 0;
+  let lastOps = 0;
 
   function tick (): void {
     timer = null;
@@ -85,8 +93,10 @@ export function startKvEventsService (port: MessagePort, data: KvEventsThreadDat
       feeder.expire(now);
       lastExpiry = now;
     }
-    // Draining every GATHER_MS while ops arrive; otherwise asleep until a producer pushes (it notifies) or the next expiry slice.
-    if (applied > 0) timer = setTimeout(tick, GATHER_MS);
+    if (applied > 0) lastOps = now;
+    // Draining every GATHER_MS while ops arrive and LINGER_MS after; then asleep until a producer pushes (it
+    // notifies) or the next expiry slice.
+    if (now - lastOps < LINGER_MS) timer = setTimeout(tick, GATHER_MS);
     else void ring.waitForOps(tail, UPKEEP_EVERY_MS).then(() => { if (!stopped) timer = setTimeout(tick, GATHER_MS); });
   }
 

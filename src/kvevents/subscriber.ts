@@ -10,6 +10,11 @@
 // another process, and the stream starts over from the new engine's replay buffer. A ZeroMQ reconnect runs the
 // same check at once (an idle engine sends nothing that would reveal a gap), and the consumer can say the engine
 // restarted (its /metrics start time changed): restarted().
+//
+// ZeroMQ's slow joiner: the SUB joins a moment after connect() (longer through a slow link, or once an engine that
+// was down comes up), and what the engine publishes before then never arrives live. So when the SUB first joins
+// (its ZMTP handshake), the replay is asked for everything past the last batch applied (from 0 if none): an
+// engine that goes quiet after a burst is still learnt.
 import { Dealer, Subscriber } from 'zeromq';
 import { decodeBatch, type DecodedBatch } from './decode.js';
 import { buildReplayRequest, parsePubMessage, parseReplayReply } from './frames.js';
@@ -38,7 +43,10 @@ export interface KvSubscriberOptions {
    * past it the engine's PUB drops them, which we see as a gap and fill from the replay buffer.
    */
   receiveHighWaterMark?: number;
-  /** On the first live message, replay from 0 to learn what the engine cached before we joined. */
+  /**
+   * Learn what the engine published before we joined: when the SUB first joins (and again on the first live batch
+   * if nothing was applied by then), replay past the last batch applied, from 0 if none.
+   */
   catchUpOnStart?: boolean;
   /**
    * Replay from 0 right after start, without waiting for a live batch: a gateway that (re)starts while an
@@ -89,7 +97,7 @@ export interface KvSubscriberStats {
   /** Events with unknown tags, left out by the decoder. */
   skippedEvents: number;
   gaps: number;
-  /** Replay requests sent (gaps with a replay endpoint, plus the catch-up on start). */
+  /** Replay requests sent for gaps, the start replay and the catch-up on a first live batch (checks are counted apart). */
   replays: number;
   /** Replays asked after a quiet period, in case the last batches of a burst were dropped (see tailCheckMs). */
   tailChecks: number;
@@ -97,8 +105,13 @@ export interface KvSubscriberStats {
   resyncs: number;
   /** Of the resyncs, restarts seen by a replayed batch that differs from the one applied, or told by restarted(). */
   restarts: number;
-  /** Continuity checks run because the SUB socket reconnected (each asks the replay for the last batch applied). */
+  /** Checks run because the SUB socket joined its engine again (each replays from the last batch applied, by its bytes). */
   reconnectChecks: number;
+  /**
+   * Replays asked when the SUB first joined its engine (catchUpOnStart or replayOnStart), for what was published
+   * before the join: past the last batch applied, or from 0.
+   */
+  joinChecks: number;
   /** Payloads or frames that did not decode; counted and skipped. */
   decodeErrors: number;
   /** Live batches already applied from a replay. */
@@ -161,7 +174,7 @@ export class KvEventSubscriber {
   #topic: string;
   #peerSeen = false;
   readonly #stats: KvSubscriberStats = {
-    batches: 0, events: 0, skippedEvents: 0, gaps: 0, replays: 0, tailChecks: 0, replayedBatches: 0, resyncs: 0, restarts: 0, reconnectChecks: 0, decodeErrors: 0,
+    batches: 0, events: 0, skippedEvents: 0, gaps: 0, replays: 0, tailChecks: 0, replayedBatches: 0, resyncs: 0, restarts: 0, reconnectChecks: 0, joinChecks: 0, decodeErrors: 0,
     duplicates: 0, handlerErrors: 0, socketErrors: 0, lastSeq: null, lastApplyLagMs: null,
   };
 
@@ -262,7 +275,8 @@ export class KvEventSubscriber {
   async #run (): Promise<void> {
     if (this.#opts.replayOnStart && this.#cfg.replayEndpoint !== null) {
       this.#startWindow = new Map();
-      await this.#replay(0n, this.#cfg.topic);
+      // On the chain: the join check may come while this replay is still reading.
+      await this.#exclusive(() => this.#replay(0n, this.#cfg.topic));
     }
     let delay = this.#opts.reconnectMinMs;
     while (!this.#closed) {
@@ -296,17 +310,17 @@ export class KvEventSubscriber {
     return run;
   }
 
-  /** One tail check per quiet period after live traffic (an idle engine is not polled). */
+  /** One tail check per quiet period after live traffic or the join check (an idle engine is not polled). */
   #armTailCheck (topic: string): void {
     if (this.#opts.tailCheckMs <= 0 || this.#cfg.replayEndpoint === null) return;
     if (this.#tailTimer !== null) clearTimeout(this.#tailTimer);
     this.#tailTimer = setTimeout(() => {
       this.#tailTimer = null;
-      if (this.#closed || this.#last === null) return;
+      if (this.#closed) return;
       void this.#exclusive(async () => {
-        if (this.#closed || this.#last === null) return;
+        if (this.#closed) return;
         this.#stats.tailChecks++;
-        await this.#replay(this.#last + 1n, topic, false, this.#applied);
+        await this.#replay(this.#last === null ? 0n : this.#last + 1n, topic, false, this.#applied);
       });
     }, this.#opts.tailCheckMs);
     this.#tailTimer.unref();
@@ -419,28 +433,41 @@ export class KvEventSubscriber {
   }
 
   /**
-   * ZeroMQ reconnects by itself, and an engine restarted meanwhile may be idle (no live batch would reveal it):
-   * when the SUB gets a peer again after losing one, ask the replay for the last batch applied before the loss.
+   * Runs when the SUB has joined a peer: its ZMTP handshake is done, so the engine's PUB gets our subscription with
+   * it and what it publishes from then on comes live (a TCP connect alone may be a proxy's, the engine not there yet).
+   * The first join asks the replay for what was published before it (the join check). ZeroMQ reconnects by itself,
+   * and an engine restarted meanwhile may be idle (no live batch would reveal it): when the SUB gets a peer again
+   * after losing one, ask the replay from the last batch applied before the loss (the reconnect check), which also
+   * brings what was published while we were away.
    */
   #watchPeer (): void {
     const events = this.#sub.events;
     events.on('disconnect', () => {
       if (this.#beforeDisconnect === null) this.#beforeDisconnect = this.#applied;
     });
-    const joined = (): void => {
+    events.on('handshake', () => {
+      if (this.#closed) return;
       const first = !this.#peerSeen;
       this.#peerSeen = true;
-      if (first || this.#closed) return;
-      void this.#exclusive(async () => {
-        const anchor = this.#beforeDisconnect;
-        this.#beforeDisconnect = null;
-        if (this.#closed || anchor === null || this.#last === null) return;
-        this.#stats.reconnectChecks++;
-        await this.#replay(this.#last + 1n, this.#topic, false, anchor);
-      });
-    };
-    events.on('connect', joined);
-    events.on('accept', joined);
+      void this.#exclusive(() => this.#joined(first));
+    });
+  }
+
+  /**
+   * Batches published while the SUB had not joined never come live, and an engine that then stays quiet shows no
+   * gap: replay past the last batch applied (checked by its bytes), or from 0. After a resync while disconnected
+   * (a restart seen by a tail check, or restarted()) there is no batch from before the loss: the anchor is then the
+   * last one applied. The tail check after it covers a batch published while our subscription was on its way.
+   */
+  async #joined (first: boolean): Promise<void> {
+    const anchor = first ? this.#applied : this.#beforeDisconnect ?? this.#applied;
+    if (!first) this.#beforeDisconnect = null;
+    // Without catch-up, what an engine published before the first live batch is not learnt.
+    if (this.#closed || (this.#last === null && !this.#opts.catchUpOnStart && !this.#opts.replayOnStart)) return;
+    if (first) this.#stats.joinChecks++;
+    else this.#stats.reconnectChecks++;
+    await this.#replay(this.#last === null ? 0n : this.#last + 1n, this.#topic, false, anchor);
+    if (!this.#closed) this.#armTailCheck(this.#topic);
   }
 
   #newDealer (): Dealer {

@@ -70,8 +70,10 @@ export class KvTransferStep {
     try {
       const peer = peerOf(src, trace);
       // A priority source takes the leg ahead of its waiting queue (cost.ts): the estimate counts what runs.
+      // From the load table, which every thread reads as it is now (a data-plane thread's backend has no engine load).
+      const queue = this.#state.engineQueue?.(src) ?? { running: src.engineLoad?.running ?? 0, waiting: src.engineLoad?.waiting ?? 0 };
       const sourceBacklog: SourceBacklog = {
-        pending: this.#state.pendingPrefill?.(src) ?? 0, running: src.engineLoad?.running ?? 0, waiting: src.engineLoad?.waiting ?? 0,
+        pending: this.#state.pendingPrefill?.(src) ?? 0, running: queue.running, waiting: queue.waiting,
         priority: legPriority(peer, path) !== null
       };
       t = await this.#transfers.transfer({ path, body, src: peer, requestId: rid, contextTokens: input.promptTokens, sourceBacklog, signal });

@@ -133,6 +133,7 @@ const KV_COUNTERS: Array<[keyof KvBackendStats, string, string]> = [
   ['resyncs', 'resyncs', 'Resyncs (engine restart or loss replay could not cover): the backend\'s entries were cleared.'],
   ['restarts', 'restarts', 'Of the resyncs, engine restarts: a replayed batch differed from the one applied, or /metrics showed a new process.'],
   ['reconnectChecks', 'reconnect_checks', 'Checks that the engine is the same process after its KV-event socket reconnected.'],
+  ['joinChecks', 'join_checks', 'Replays asked when the KV-event socket first joined the engine, for what it published before.'],
   ['decodeErrors', 'decode_errors', 'Frames or payloads that did not decode (skipped).'],
   ['skippedEvents', 'unknown_events', 'Events of unknown type (skipped).'],
   ['unplaceable', 'unplaceable_events', 'BlockStored events whose parent block had no mapping (skipped).'],

@@ -142,3 +142,44 @@ test('an op carries its pod row\'s lease: the one given, or the row\'s lease at 
   assert.deepEqual([0, 1, 2, 3].map((i) => c.op(i).lease), [2, 7, 2, 0xFFFFFFFF]);
   assert.equal(region.const('RING_OP_LEASE') + 8, region.const('RING_OP_BYTES'), 'the lease and the reserved word close the op');
 });
+
+test('a producer notifies only while the consumer waits, and the wait is woken by the push', async (t) => {
+  const { region } = smallRegion({ recordRingOps: 64 });
+  const producer = new RingProducer(region);
+  const consumer = new RingConsumer(region);
+  let notifies = 0;
+  const notify = Atomics.notify;
+  t.after(() => { Atomics.notify = notify; });
+  Atomics.notify = ((a: Int32Array, i: number, c?: number) => { notifies++; return notify(a, i, c); }) as typeof Atomics.notify;
+
+  for (let i = 0; i < 10; i++) assert.equal(producer.push(1, 0, BigInt(i), 0n, 0n), true);
+  assert.equal(producer.pushKeys(1, 0, [1n, 2n, 3n], 0), 3);
+  assert.equal(notifies, 0, 'no consumer waits: no notify');
+  assert.equal(consumer.pop(), 13);
+
+  // A wait on a tail that has already moved returns at once, and leaves the consumer awake.
+  const stale = consumer.tail();
+  producer.push(1, 0, 99n, 0n, 0n);
+  assert.equal(await consumer.waitForOps(stale, 60_000), 'not-equal');
+  assert.equal(consumer.pop(), 1);
+
+  const waited = consumer.waitForOps(consumer.tail(), 60_000);
+  producer.push(1, 0, 100n, 0n, 0n);
+  assert.equal(notifies, 1, 'the consumer waits: the push notifies it');
+  assert.equal(await waited, 'ok');
+  producer.push(1, 0, 101n, 0n, 0n);
+  assert.equal(notifies, 1, 'woken, the consumer no longer waits: no notify');
+  assert.equal(consumer.pop(), 2);
+});
+
+test('a push of no keys does not wake a waiting consumer', async () => {
+  const { region } = smallRegion({ recordRingOps: 64 });
+  const producer = new RingProducer(region);
+  const consumer = new RingConsumer(region);
+  const waited = consumer.waitForOps(consumer.tail(), 50);
+  assert.equal(producer.pushKeys(1, 0, [], 0), 0);
+  // An async wait does not keep Node's loop alive: a timer does, until the wait times out.
+  const alive = setTimeout(() => {}, 10_000);
+  assert.equal(await waited, 'timed-out', 'nothing was pushed: the consumer sleeps on');
+  clearTimeout(alive);
+});

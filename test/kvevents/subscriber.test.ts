@@ -34,10 +34,14 @@ async function rig (pubOpts: TestPublisherOptions = {}, subOpts: KvSubscriberOpt
   }, { replayTimeoutMs: 2000, ...subOpts });
   await sub.start();
   await pub.waitForSubscriber();
+  // The join check's replay: once the publisher has read it, its answer is set (empty), so what the test publishes
+  // from here comes live, and replayed flags and duplicate counts do not depend on which came first.
+  if (pub.replayEndpoint !== null && backend.replayEndpoint !== null && (subOpts.catchUpOnStart ?? true)) await until(() => pub.replayRequests >= 1, 'the join check');
   const seqs = (): number[] => log.flatMap((e) => (e.kind === 'batch' ? [e.seq] : []));
   return { pub, sub, log, seqs, close: async () => { await sub.close(); await pub.close(); } };
 }
 
+const json = (v: unknown): string => JSON.stringify(v, (_, x) => (typeof x === 'bigint' ? String(x) : x));
 const range = (a: number, b: number): number[] => Array.from({ length: b - a + 1 }, (_, i) => a + i);
 
 test('in-order delivery: every batch once, decoded, with its seq, topic and backend', async () => {
@@ -192,7 +196,9 @@ test('a replay that never answers times out into a resync, and the next gap asks
     const s = r.sub.stats();
     assert.equal(s.replays, 2);
     assert.equal(s.resyncs, 2);
-    assert.equal(r.pub.replayRequests, 2);
+    // The join check's (timed out too, before the first live batch), then one for each gap.
+    assert.equal(s.joinChecks, 1);
+    assert.equal(r.pub.replayRequests, 3);
   } finally {
     await r.close();
   }
@@ -237,6 +243,7 @@ test('close() during a pending replay returns promptly and no callback fires aft
   await r.pub.publish(payload(0));
   await r.pub.publish(payload(1), { drop: true });
   await r.pub.publish(payload(2));
+  // The join check's replay, pending (rig waited for it): the live batches wait behind it.
   await until(() => r.pub.replayRequests === 1, 'the replay request');
   const before = r.log.length;
   await r.sub.close();
@@ -425,6 +432,85 @@ test('a ZeroMQ reconnect checks the engine: the same process keeps everything; a
     assert.deepEqual(log[4], { kind: 'resync', reason: 'engine-restart', nextSeq: 0, lastSeq: 3 });
     assert.deepEqual(hashes(log, 5), range(300, 306));
     assert.equal(sub.stats().reconnectChecks, 2);
+  } finally {
+    await sub.close();
+    await link.down();
+    await pub.close();
+  }
+});
+
+test('batches published before the SUB joined, then silence: the join check replays them past the start replay', async () => {
+  const pub = await TestPublisher.start({ topic: 'kv@pod-a@m' });
+  const link = await TcpLink.to(pub.endpoint);
+  const log: Entry[] = [];
+  // The kv-events thread's options: replay at start, catch up.
+  const sub = new KvEventSubscriber({ id: 'pod-a', endpoint: link.endpoint, replayEndpoint: pub.replayEndpoint }, {
+    onBatch: (m) => {
+      const e = m.batch.events[0] as BlockStored;
+      log.push({ kind: 'batch', seq: Number(m.seq), hash: e.blockHashes[0] - 1000n, replayed: m.replayed, topic: m.topic });
+    },
+    onResync: (x) => log.push({ kind: 'resync', reason: x.reason, nextSeq: Number(x.nextSeq), lastSeq: x.lastSeq === null ? null : Number(x.lastSeq) })
+  }, { replayOnStart: true, catchUpOnStart: true, replayTimeoutMs: 2000, reconnectMinMs: 20, reconnectMaxMs: 100 });
+  try {
+    await pub.publish(payload(0), { drop: true });
+    await link.down();
+    await sub.start();
+    await until(() => log.length === 1, 'the start replay');
+    // Sent with no subscriber joined (the link does not listen): ZeroMQ drops them, the replay buffer keeps them.
+    for (let i = 1; i <= 3; i++) await pub.publish(payload(i));
+    assert.equal(sub.stats().joinChecks, 0);
+    await link.up();
+    await until(() => log.length === 4, { what: () => `the batches published before the join: ${json(log)}` });
+    assert.ok(log.every((e, i) => e.kind === 'batch' && e.seq === i && e.hash === BigInt(i) && e.replayed), json(log));
+    const s = sub.stats();
+    assert.equal(s.joinChecks, 1);
+    assert.equal(s.replays, 1, 'the start replay; the join check is counted apart');
+    assert.equal(s.resyncs + s.gaps + s.reconnectChecks, 0);
+    // From there the live stream goes on (once our subscription has reached the publisher: the handshake that started
+    // the join check can come before it, and a batch sent in between is left to the tail check after the join check).
+    await pub.waitForSubscriber();
+    await pub.publish(payload(4));
+    await until(() => log.length === 5, 'seq 4');
+    assert.deepEqual(log[4], { kind: 'batch', seq: 4, hash: 4n, replayed: false, topic: 'kv@pod-a@m' });
+  } finally {
+    await sub.close();
+    await link.down();
+    await pub.close();
+  }
+});
+
+test('a restart learnt while disconnected, the engine publishing on until we reconnect: the reconnect check brings the rest', async () => {
+  const pub = await TestPublisher.start({ topic: 'kv@pod-a@m' });
+  const link = await TcpLink.to(pub.endpoint);
+  const log: Entry[] = [];
+  const sub = new KvEventSubscriber({ id: 'pod-a', endpoint: link.endpoint, replayEndpoint: pub.replayEndpoint }, {
+    onBatch: (m) => {
+      const e = m.batch.events[0] as BlockStored;
+      log.push({ kind: 'batch', seq: Number(m.seq), hash: e.blockHashes[0] - 1000n, replayed: m.replayed, topic: m.topic });
+    },
+    onResync: (x) => log.push({ kind: 'resync', reason: x.reason, nextSeq: Number(x.nextSeq), lastSeq: x.lastSeq === null ? null : Number(x.lastSeq) })
+  }, { replayTimeoutMs: 2000, reconnectMinMs: 20, reconnectMaxMs: 100, tailCheckMs: 0 });
+  try {
+    await sub.start();
+    await pub.waitForSubscriber();
+    await until(() => pub.replayRequests >= 1, 'the join check');
+    for (let i = 0; i < 3; i++) await pub.publish(payload(i));
+    await until(() => log.length === 3, '3 batches');
+    await link.down();
+    // The engine restarts while we cannot hear it; the consumer learns it elsewhere (its /metrics start time).
+    pub.restart();
+    for (let i = 0; i < 4; i++) await pub.publish(payload(400 + i));
+    await sub.restarted();
+    assert.deepEqual(hashes(log, 4), range(400, 403));
+    // It publishes on, still unheard, and goes quiet: only the reconnect can bring these.
+    for (let i = 4; i < 6; i++) await pub.publish(payload(400 + i));
+    await link.up();
+    await until(() => log.length === 10, { what: () => `the batches published after the restart was learnt: ${json(log.slice(4))}` });
+    assert.deepEqual(hashes(log, 4), range(400, 405));
+    const s = sub.stats();
+    assert.equal(s.reconnectChecks, 1);
+    assert.equal(s.restarts, 1);
+    assert.equal(s.resyncs, 1);
   } finally {
     await sub.close();
     await link.down();
