@@ -21,7 +21,7 @@ const testDir = join(root, 'dist', 'test');
 const THREADS_PASS = [
   'admission', 'agent-apis', 'agent-hints', 'contexts', 'deep-json', 'door-refusals', 'e2e', 'e2e-prefix', 'e2e-tokenizers',
   'engine-priority-order', 'method-not-allowed', 'migration-e2e', 'numeric-holes', 'reload-credentials', 'request-head',
-  'response-owner', 'security', 'stream-resume', 'token-limit-e2e', 'write-faults', 'telemetry/tracing-e2e'
+  'response-owner', 'security', 'shared-sessions', 'stream-resume', 'token-limit-e2e', 'write-faults', 'telemetry/tracing-e2e'
 ].map((name) => join(testDir, name.includes('/') ? '' : 'gateway', `${name}.test.js`));
 
 function walk (dir, out) {

@@ -101,10 +101,6 @@ export function buildConfig (file: Record<string, unknown>, flags: Record<string
     cfg.discovery = followMaxPods(cfg.discovery as DiscoveryConfig, isMapping(merged.discovery) ? merged.discovery.maxPods : undefined, maxPods);
   }
   checkRateLimitKeys(cfg as unknown as GatewayConfig);
-  // The data-plane threads ask the main thread for every decision; a shared store's turn is not carried to them yet.
-  if ((cfg.httpThreads as number) > 1 && cfg.sessionStore !== 'memory') {
-    throw new ConfigError('httpThreads', `must be 1 with sessionStore ${String(cfg.sessionStore)} (the data-plane threads do not yet carry a shared store's turns)`);
-  }
   return deepFreeze(cfg as unknown as GatewayConfig);
 }
 

@@ -148,8 +148,8 @@ export interface RoutingState extends Placements, BackendRouting, ContextSession
 }
 
 /**
- * A decision that must be had at once: the paths that call this (ext_proc's moveTo, a shared store's turn) are
- * not run on data-plane threads (config: httpThreads > 1 needs sessionStore memory; ear epp keeps one thread).
+ * A decision that must be had at once: the path that calls this (ext_proc's moveTo) is not run on data-plane
+ * threads (ear epp keeps one thread).
  */
 export function atOnce<T> (x: T | Promise<T>): T {
   if (x instanceof Promise) throw new Error('a routing decision was asked for at once on a data-plane thread');

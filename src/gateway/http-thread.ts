@@ -17,7 +17,7 @@ import { featureSource } from '../features/inline-features.js';
 import { registerRoutePoolMetrics } from '../features/route-pool-metrics.js';
 import { DIALECTS } from '../dialects/dialect.js';
 import { EarError } from '../errors/errors.js';
-import { GatewayMetrics } from '../telemetry/metrics.js';
+import { GatewayMetrics, registerSessionStoreMetrics } from '../telemetry/metrics.js';
 import { subscribeRequestMetrics } from '../telemetry/request-metrics.js';
 import { subscribeKvTransferMetrics } from '../telemetry/kv-transfer-metrics.js';
 import { startTracing } from '../telemetry/tracing.js';
@@ -33,6 +33,10 @@ import type { Backend } from '../fleet/backends.js';
 import { readBody, registerClientIoMetrics, ResponseState } from './uws-io.js';
 import { completion, connectionAddress, FORWARDED_ADDRESS, listenOn, type DoorCore } from './server.js';
 import { OwnerClient } from './owner-client.js';
+import { OwnerSessions } from './owner-sessions.js';
+import { parseSessionStoreSpec } from '../store/session-store.js';
+import { createSessionStore } from '../store/create.js';
+import { SharedSessions } from '../store/shared-sessions.js';
 import { KeyRingWriter } from './key-ring.js';
 import { headTooLarge } from './head-size.js';
 import type { HttpThreadData, ToThread, ToThreadItem } from './owner-protocol.js';
@@ -70,12 +74,28 @@ const pool = createRoutePool(data.shared, {
 registerRoutePoolMetrics(metrics.registry, () => pool.stats());
 observeQueueWait = (seconds) => metrics.queueWaitSeconds.observe(seconds);
 
+// A shared session store (redis): the thread's own client, so its turns' round trips load no other thread; the
+// session table they adopt into is the main thread's (owner-sessions.ts).
+// Its ups and downs are logged at debug: the main thread's client logs the store's once, not once per thread (each
+// client counts its own in ear_session_store_state_changes_total).
+const spec = parseSessionStoreSpec(config.sessionStore, 'sessionStore');
+const storeLog = log.child({ component: 'session-store' });
+const store = spec.kind === 'memory'
+  ? null
+  : createSessionStore(spec, {
+    sessionTtlMs: config.sessionIdleMs, maxSessions: config.maxSessions, redis: { commandTimeoutMs: config.sessionStoreTimeoutMs },
+    logger: { warn: (o, msg) => storeLog.debug(o, msg), info: (o, msg) => storeLog.debug(o, msg) }
+  });
+if (store !== null && data.storeWaitMs > 0) await store.whenUp(data.storeWaitMs);
+const sessions = store === null ? null : new SharedSessions({ store, now, local: new OwnerSessions(owner) });
+if (sessions !== null) registerSessionStoreMetrics(metrics.registry, sessions);
+
 // A request holds its backend on this thread's copy; the owner holds the real one for each of its placements.
 const hold = (b: Backend): void => { b.inFlight++; };
 const release = (b: Backend): void => { b.inFlight--; };
 const pipeline = new Pipeline({
   policy: config.policy, maxAttempts: config.maxAttempts, maxResumes: config.maxResumes, maxResumeBytes: config.maxResumeBytes,
-  maxRetentionTtlMs: config.maxRetentionTtlMs, state: owner, features: featureSource(region, config, pool), backends: owner.backends, sessions: null,
+  maxRetentionTtlMs: config.maxRetentionTtlMs, state: owner, features: featureSource(region, config, pool), backends: owner.backends, sessions,
   kvTransfers: new KvTransferStep(kvTransfersFor(config), owner, now, release), now, hold, release,
   onSessionCompleted: config.policy === 'ear-proactive'
     ? (sessionId, model, path, body) => owner.post({ t: 'sessionCompleted', sessionId, model, path, body: new Uint8Array(body) })
@@ -205,6 +225,8 @@ function stop (): void {
     await Promise.all(owner.backends.map((b) => b.pool.close().catch(() => {})));
     await owned.close().catch(() => {});
     await pool.close();
+    // Its store's replies still on their way (a turn's service) are read and adopted, then the connection ends.
+    await sessions?.close().catch(() => {});
     // Spans still buffered go out before the thread ends (the main thread flushes its own on drain).
     await tracing?.shutdown().catch(() => {});
     owner.flush();

@@ -1,8 +1,9 @@
 // The owner's side of the data-plane threads (httpThreads ≥ 2; docs/architecture.md#n-data-plane-threads): the
 // main thread starts N worker threads that each listen on the gateway's port, and answers their messages
 // (owner-protocol.ts) against the process core it alone holds: the gate, admission and routing, the bookkeeping of
-// every attempt, the token charges, the response origins. It pushes them the backend list each time it changes,
-// drains them with the core, sums their metrics into one scrape, and starts again a thread that died.
+// every attempt, the token charges, the response origins, a shared store's records into the session table. It
+// pushes them the backend list each time it changes, drains them with the core, sums their metrics into one scrape,
+// and starts again a thread that died.
 import { Worker } from 'node:worker_threads';
 import { createServer } from 'node:net';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
@@ -23,7 +24,7 @@ import { Region } from '../core/region.js';
 import { KeyRingReader } from './key-ring.js';
 import {
   ANSWER_RELEASED, FINISHED_FIELDS, SUBMIT_FIELDS, SUBMIT_RECORD, RELEASED_MIGRATING, RELEASED_PROMOTED, RELEASED_QUEUED, RELEASED_RANK, REPORT_FINISHED, REPORT_FIRST_TOKEN,
-  REPORT_STARTED, type BackendWire, type ErrorWire, type HttpThreadData, type InputWire, type PlacementWire, type ToOwner, type ToOwnerItem,
+  REPORT_STARTED, STARTED_FIELDS, type BackendWire, type ErrorWire, type HttpThreadData, type InputWire, type PlacementWire, type ToOwner, type ToOwnerItem,
   type ToThread, type ToThreadItem
 } from './owner-protocol.js';
 
@@ -35,6 +36,8 @@ const LIMITS_BOUND = 1 << 16;
 export const MAX_RESTARTS = 3;
 /** How long a thread may take to exit once told to stop before it is terminated. */
 const STOP_TIMEOUT_MS = 5000;
+/** How long a thread's shared store client may take to connect before the thread listens (it runs degraded past it). */
+const STORE_WAIT_MS = 1000;
 
 export interface HttpThreadsOptions {
   core: ProcessCore;
@@ -118,7 +121,9 @@ export class HttpThreads {
     const { core, shared, ownerPort, threads } = this.#o;
     const data: HttpThreadData = {
       thread: t.index, config: core.config, shared, port: this.#port, ownerPort,
-      routeThreads: Math.max(1, Math.ceil(core.config.routeThreads / threads))
+      routeThreads: Math.max(1, Math.ceil(core.config.routeThreads / threads)),
+      // The thread's own store client waits for the store only if the main thread's reached it.
+      storeWaitMs: core.sessions !== null && core.sessions.store.stats().state === 'up' ? STORE_WAIT_MS : 0
     };
     const w = t.worker = new Worker(ENTRY, { workerData: data });
     t.out = new BatchedPort<ToThreadItem>(w);
@@ -150,14 +155,19 @@ export class HttpThreads {
           else if (m % 4 === SUBMIT_RECORD) {
             this.#submitRecord(t, m / 4, batch, i + 1);
             i += SUBMIT_FIELDS;
-          } else if (m % 4 !== REPORT_FINISHED) this.#report(t, m);
+          } else if (m % 4 === REPORT_STARTED) {
+            const at = batch[i + 1] as number;
+            i += STARTED_FIELDS;
+            this.#report(t, m, at);
+          } else if (m % 4 !== REPORT_FINISHED) this.#report(t, m, 0);
           else {
-            const ok = batch[i + 1] as number;
-            const prompt = batch[i + 2] as number;
-            const completion = batch[i + 3] as number;
-            const cached = batch[i + 4] as number;
+            const at = batch[i + 1] as number;
+            const ok = batch[i + 2] as number;
+            const prompt = batch[i + 3] as number;
+            const completion = batch[i + 4] as number;
+            const cached = batch[i + 5] as number;
             i += FINISHED_FIELDS;
-            this.#report(t, m, prompt < 0 ? null : { promptTokens: prompt, completionTokens: completion, cachedTokens: cached < 0 ? null : cached }, ok === 1);
+            this.#report(t, m, at, prompt < 0 ? null : { promptTokens: prompt, completionTokens: completion, cachedTokens: cached < 0 ? null : cached }, ok === 1);
           }
         }
       });
@@ -254,23 +264,26 @@ export class HttpThreads {
     }));
   }
 
-  /** A report that came as numbers (owner-protocol.ts); a fault in it is reported, as the object message's is. */
-  #report (t: ThreadState, code: number, usage: Usage | null = null, ok = false): void {
+  /**
+   * A report that came as numbers (owner-protocol.ts); `at`, a started or finished report's time on the thread (a
+   * first token's is the owner's, now). A fault in it is reported, as the object message's is.
+   */
+  #report (t: ThreadState, code: number, at: number, usage: Usage | null = null, ok = false): void {
     const kind = code % 4;
     const pid = (code - kind) / 4;
     try {
-      if (kind === REPORT_STARTED) this.#started(t, pid);
+      if (kind === REPORT_STARTED) this.#started(t, pid, at);
       else if (kind === REPORT_FIRST_TOKEN) this.#firstToken(t, pid);
-      else if (kind === REPORT_FINISHED) this.#finished(t, pid, usage, ok);
+      else if (kind === REPORT_FINISHED) this.#finished(t, pid, usage, ok, at);
       else reportFault(new Error(`unknown report ${code}`), 'http-thread');
     } catch (err) {
       reportFault(err, 'http-thread');
     }
   }
 
-  #started (t: ThreadState, pid: number): void {
+  #started (t: ThreadState, pid: number, at: number): void {
     const h = t.placements.get(pid);
-    if (h !== undefined) this.#o.core.state.started(h.p, h.input, this.#o.core.now());
+    if (h !== undefined) this.#o.core.state.started(h.p, h.input, at);
   }
 
   #firstToken (t: ThreadState, pid: number): void {
@@ -278,12 +291,13 @@ export class HttpThreads {
     if (h !== undefined) this.#o.core.state.firstToken(h.p, this.#o.core.now());
   }
 
-  #finished (t: ThreadState, pid: number, usage: Usage | null, ok: boolean, retain?: Retain): void {
+  /** At `at`, the thread's time: the attempt's service is counted as the thread (and a shared store) saw it. */
+  #finished (t: ThreadState, pid: number, usage: Usage | null, ok: boolean, at: number, retain?: Retain): void {
     const h = t.placements.get(pid);
     if (h === undefined) return;
     t.placements.delete(pid);
     const core = this.#o.core;
-    core.state.finished(h.p, h.input, usage, ok, core.now(), retain);
+    core.state.finished(h.p, h.input, usage, ok, at, retain);
     core.fleet.release(h.p.backend);
   }
 
@@ -321,13 +335,13 @@ export class HttpThreads {
         return;
       }
       case 'started':
-        this.#started(t, m.pid);
+        this.#started(t, m.pid, core.now());
         return;
       case 'firstToken':
         this.#firstToken(t, m.pid);
         return;
       case 'finished':
-        this.#finished(t, m.pid, m.usage, m.ok, m.retain);
+        this.#finished(t, m.pid, m.usage, m.ok, m.at, m.retain);
         return;
       case 'migrationEnded': {
         const h = t.placements.get(m.pid);
@@ -370,6 +384,14 @@ export class HttpThreads {
       case 'sessionCompleted':
         core.pipeline.onSessionCompleted?.(m.sessionId, m.model, m.path, Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength));
         return;
+      case 'adopt':
+        core.sessions?.adopt(m.sessionId, m.session);
+        return;
+      case 'sessionFigures': {
+        const f = core.sessions?.local.figures(m.sessionId);
+        this.#post(t, { t: 'answer', id: m.id, ok: true, value: f === undefined || f instanceof Promise ? null : f });
+        return;
+      }
       case 'metrics': {
         const answer = t.metrics.get(m.id);
         t.metrics.delete(m.id);

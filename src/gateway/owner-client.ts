@@ -17,7 +17,8 @@ import { ANONYMOUS, RateLimitRefusal, type AdmittedClient, type ClientLimits, ty
 import { rateLimitHeaders, type RateLimitState, type RateLimitStyle } from '../request/rate-limit-headers.js';
 import type { GatewayWaiter, Placement, Placements, Queued, Retain, RoutingInput } from '../fleet/routing-port.js';
 import type { Usage } from '../upstream/stream-observer.js';
-import type { ResponseOrigin, StoreReply } from '../store/session-store.js';
+import type { ResponseOrigin, SharedSession, StoreReply } from '../store/session-store.js';
+import type { LocalFigures } from '../store/shared-sessions.js';
 import { BatchedPort } from '../threads/batched-port.js';
 import type { KeyRingWriter, KeysAt } from './key-ring.js';
 import {
@@ -33,7 +34,8 @@ class RemotePlacement implements Placement {
   readonly expectedPrefill: number;
   readonly matchedBlocks?: number;
   readonly decidedAt: number;
-  readonly dispatchedAt?: number;
+  /** Set when this thread starts it (a retry's), as the owner's dispatch time is set: the same time. */
+  dispatchedAt?: number;
   readonly migrating?: boolean;
   readonly rank?: AdmissionRank;
   constructor (w: Omit<PlacementWire, 'index' | 'backendId' | 'transferFrom'>, readonly backend: Backend, readonly transferFrom: Backend | null) {
@@ -171,7 +173,7 @@ export class OwnerClient implements Placements {
     this.#submits.delete(id);
     // The client left while the answer was on its way: the placement is undone, never sent.
     if (q === undefined || q.cancelled) {
-      this.#finished(pid, null, false);
+      this.#finished(pid, performance.timeOrigin + performance.now(), null, false);
       return;
     }
     const index = batch[at + 1] as number;
@@ -228,23 +230,25 @@ export class OwnerClient implements Placements {
     return this.backends.some((b) => !exclude.has(b.index) && b.serves(model));
   }
 
-  started (p: Placement): void {
-    this.#out.post((p as RemotePlacement).pid * 4 + REPORT_STARTED);
+  started (p: Placement, _input: RoutingInput, now: number): void {
+    const r = p as RemotePlacement;
+    r.dispatchedAt = now;
+    this.#out.postRecord([r.pid * 4 + REPORT_STARTED, now]);
   }
 
   firstToken (p: Placement): void {
     this.#out.post((p as RemotePlacement).pid * 4 + REPORT_FIRST_TOKEN);
   }
 
-  finished (p: Placement, _input: RoutingInput, usage: Usage | null, ok: boolean, _now: number, retain?: Retain): void {
+  finished (p: Placement, _input: RoutingInput, usage: Usage | null, ok: boolean, now: number, retain?: Retain): void {
     const pid = (p as RemotePlacement).pid;
-    if (retain !== undefined) this.post({ t: 'finished', pid, usage: usage === null ? null : { ...usage }, ok, retain });
-    else this.#finished(pid, usage, ok);
+    if (retain !== undefined) this.post({ t: 'finished', pid, at: now, usage: usage === null ? null : { ...usage }, ok, retain });
+    else this.#finished(pid, now, usage, ok);
   }
 
   /** A finished report as numbers (owner-protocol.ts). */
-  #finished (pid: number, usage: Usage | null, ok: boolean): void {
-    this.#out.postRecord([pid * 4 + REPORT_FINISHED, ok ? 1 : 0, usage?.promptTokens ?? -1, usage?.completionTokens ?? -1, usage?.cachedTokens ?? -1]);
+  #finished (pid: number, at: number, usage: Usage | null, ok: boolean): void {
+    this.#out.postRecord([pid * 4 + REPORT_FINISHED, at, ok ? 1 : 0, usage?.promptTokens ?? -1, usage?.completionTokens ?? -1, usage?.cachedTokens ?? -1]);
   }
 
   migrationEnded (p: Placement, ok: boolean): Promise<Placement | null> {
@@ -300,6 +304,18 @@ export class OwnerClient implements Placements {
       return Promise.resolve({ ok: true, value: true });
     }
   };
+
+  // The session table, for a shared store's turns (owner-sessions.ts): its writer is the owner.
+
+  /** Merges a shared record into the owner's table; applied before any decision this thread asks for after it. */
+  adoptShared (sessionId: string, session: SharedSession): void {
+    this.post({ t: 'adopt', sessionId, session });
+  }
+
+  /** The session's figures in the owner's table once it applied what this thread sent before; undefined if absent. */
+  sessionFigures (sessionId: string): Promise<LocalFigures | undefined> {
+    return this.#call<LocalFigures | null>((id) => ({ t: 'sessionFigures', id, sessionId })).then((v) => v ?? undefined);
+  }
 
   /**
    * The keys may be a view of the thread's scratch area, which its next request reuses: copied into the key ring

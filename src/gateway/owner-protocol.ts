@@ -2,7 +2,8 @@
 // (docs/architecture.md#n-data-plane-threads). A data-plane thread accepts, reads the body, computes features,
 // proxies and streams; what it needs decided or recorded it sends here: the client at the gate, the decision's
 // inputs (submit, a retry's route), the attempt's start, first token and end, the token charge and its
-// correction, a Responses continuation's origin. The owner sends back the answers, and the backend list each time
+// correction, a Responses continuation's origin; with a shared session store, the shared records it adopts into
+// the session table and the local figures it asks of it (the store itself it talks to with a client of its own). The owner sends back the answers, and the backend list each time
 // it changes. One MessagePort per thread (its parentPort): messages arrive in the order they were sent, so a
 // backend is always known to a thread before a placement names it. Each side sends what one turn of its event
 // loop made as one batch (threads/batched-port.ts: one postMessage, an array in the order posted), and a
@@ -13,7 +14,7 @@ import type { AdmissionRank } from '../core/engine-priority.js';
 import type { Usage } from '../upstream/stream-observer.js';
 import type { RateLimitState } from '../request/rate-limit-headers.js';
 import type { GatedRoute } from '../request/client-gate.js';
-import type { ResponseOrigin } from '../store/session-store.js';
+import type { ResponseOrigin, SharedSession } from '../store/session-store.js';
 import type { GatewayConfig } from '../config/index.js';
 import type { Retain } from '../fleet/routing-port.js';
 import type { HostRequest } from '../core/routing-host.js';
@@ -30,6 +31,8 @@ export interface HttpThreadData {
   ownerPort: number;
   /** Route pool threads of its own (the process's routeThreads shared among the data-plane threads). */
   routeThreads: number;
+  /** How long its own shared store client may wait to connect before it listens (0: the main thread's found it down). */
+  storeWaitMs: number;
 }
 
 /** A backend as the owner sees it, for a thread's copy (its own upstream pool is made from `config`). */
@@ -92,7 +95,8 @@ export type ToOwner =
   | { t: 'route'; id: number; input: InputWire; exclude: number[]; attempt: number }
   | { t: 'started'; pid: number }
   | { t: 'firstToken'; pid: number }
-  | { t: 'finished'; pid: number; usage: Usage | null; ok: boolean; retain?: Retain }
+  /** `at`: when the thread saw it end (its clock is the main thread's: performance.timeOrigin is the process's). */
+  | { t: 'finished'; pid: number; at: number; usage: Usage | null; ok: boolean; retain?: Retain }
   | { t: 'migrationEnded'; id: number; pid: number; ok: boolean }
   | { t: 'charge'; id: number; lid: number; cost: number }
   | { t: 'settle'; lid: number; used: number | null }
@@ -100,15 +104,22 @@ export type ToOwner =
   | { t: 'originGet'; id: number; responseId: string }
   | { t: 'originSet'; responseId: string; origin: ResponseOrigin; ttlSeconds: number }
   | { t: 'sessionCompleted'; sessionId: string; model: string; path: string; body: Uint8Array }
+  /** A shared store's record into the session table (RoutingHost.adoptShared), before the thread's next decision. */
+  | { t: 'adopt'; sessionId: string; session: SharedSession }
+  /** The session's figures in the session table (store/shared-sessions.ts LocalFigures), answered null if absent. */
+  | { t: 'sessionFigures'; id: number; sessionId: string }
   | { t: 'metrics'; id: number; json: unknown }
   | { t: 'drained' };
 
 /**
  * What a thread's batch holds: messages, and its reports on each attempt as plain numbers (measured: an object
  * with a string tag costs more to clone and to read than the bookkeeping it carries). A report is a code,
- * `pid * 4 + kind`; a finished report is followed by 4 numbers: ok (1 or 0), then the usage's prompt, completion
- * and cached tokens (−1: the usage, or its cached count, is unknown). A record is never split between batches.
- * A finished report with a retention goes as the object message.
+ * `pid * 4 + kind`; a started report (a retry's: the owner starts a first placement itself) is followed by the time
+ * the thread started it; a finished report by 5 numbers: the time the thread saw it end, ok (1 or 0), then the
+ * usage's prompt, completion and cached tokens (−1: the usage, or its cached count, is unknown). With the thread's
+ * times the owner counts an attempt's service (the session's attained service) as the thread, and a shared store,
+ * see it, without the messages' lag. A record is never split between batches. A finished report with a retention
+ * goes as the object message.
  */
 export type ToOwnerItem = ToOwner | number | string | null;
 /**
@@ -122,8 +133,10 @@ export const SUBMIT_FIELDS = 11;
 export const REPORT_STARTED = 1;
 export const REPORT_FIRST_TOKEN = 2;
 export const REPORT_FINISHED = 3;
+/** Numbers after a started report's code. */
+export const STARTED_FIELDS = 1;
 /** Numbers after a finished report's code. */
-export const FINISHED_FIELDS = 4;
+export const FINISHED_FIELDS = 5;
 
 /**
  * What the owner's batch holds: messages, and each release of a submitted request as plain numbers (the owner's

@@ -3,7 +3,7 @@
 // if another replica bound the session meanwhile, the request follows that binding.
 import { NoCandidateError } from '../core/policy.js';
 import { EarError } from '../errors/errors.js';
-import { atOnce, type DropReason, type Placement } from '../fleet/routing-port.js';
+import type { DropReason, Placement } from '../fleet/routing-port.js';
 import { waitForAdmission } from './admission-wait.js';
 import { channels } from './channels.js';
 import type { RequestContext } from './context.js';
@@ -31,10 +31,14 @@ export async function admit (ctx: RequestContext): Promise<Placement | null> {
   // Another replica bound the session first: follow it (the admitted placement is undone, not sent).
   if (shared !== null) {
     placement = await shared.placed(first, 0, () => {
-      const again = atOnce(state.route(input, ctx.exclude, now(), 0));
-      state.finished(first, input, null, false, now());
-      state.started(again, input, now());
-      return again;
+      const follow = (again: Placement): Placement => {
+        state.finished(first, input, null, false, now());
+        state.started(again, input, now());
+        return again;
+      };
+      // A data-plane thread's answer comes by message, after its adopt of the winner's host (sent first, applied first).
+      const again = state.route(input, ctx.exclude, now(), 0);
+      return again instanceof Promise ? again.then(follow) : follow(again);
     });
   }
   if (ctx.abort.aborted) {

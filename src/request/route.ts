@@ -21,7 +21,7 @@ export async function reroute (ctx: RequestContext, n: number): Promise<Placemen
     throw err;
   }
   const decisionSeconds = (now() - d0) / 1000;
-  if (ctx.shared !== null) placement = await ctx.shared.placed(placement, n, () => atOnce(state.route(input, ctx.exclude, now(), n)));
+  if (ctx.shared !== null) placement = await ctx.shared.placed(placement, n, () => state.route(input, ctx.exclude, now(), n));
   state.started(placement, input, now());
   routed(ctx, placement, n, decisionSeconds);
   return placement;

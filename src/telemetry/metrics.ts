@@ -310,7 +310,8 @@ export interface SessionStoreSource {
 export function registerSessionStoreMetrics (registry: Registry, src: SessionStoreSource): void {
   new Gauge({
     name: 'ear_session_store_up', help: '1 while the shared session store answers; 0 while down or not yet reached (the replica runs on its local session table).',
-    labelNames: ['kind'], registers: [registry],
+    // With data-plane threads each has a client of its own: up only while every client is (their scrape's minimum).
+    labelNames: ['kind'], registers: [registry], aggregator: 'min',
     collect () {
       const s = src.store.stats();
       this.reset();

@@ -105,6 +105,7 @@ test('answers out of order resolve the calls they name; a release after its clie
   const [g0, g1, g2, sub] = messages(s.batches) as Array<(ToOwner | SubmitRecord) & { id: number }>;
   assert.ok('queued' in left, 'a thread\'s submit always waits for the owner');
   assert.equal(s.client.cancel(left), true);
+  const before = performance.timeOrigin + performance.now();
   s.send({ t: 'backends', list: [{ ...s.backend, config: { ...s.backend.config, id: 'backend-0' } }] },
     { t: 'answer', id: g2.id, ok: true, value: { user: 'u2', limits: null } },
     releaseRecord(sub.id, 7),
@@ -113,10 +114,13 @@ test('answers out of order resolve the calls they name; a release after its clie
   assert.deepEqual((await users[0]).user, 'u0');
   await assert.rejects(async () => await users[1], /no/);
   assert.deepEqual((await users[2]).user, 'u2');
-  // Undone: a finished report on its placement, unserved (as numbers: pid * 4 + REPORT_FINISHED, not ok, no usage).
+  // Undone: a finished report on its placement, unserved (as numbers: pid * 4 + REPORT_FINISHED, the thread's time,
+  // not ok, no usage).
   await until(() => s.batches.flat().includes(7 * 4 + REPORT_FINISHED));
   const rest = messages(s.batches).slice(4);
-  assert.deepEqual(rest.map((m) => typeof m === 'number' ? m : m.t), ['cancel', 7 * 4 + REPORT_FINISHED, 0, -1, -1, -1]);
+  const at = rest[2] as number;
+  assert.ok(at >= before && at <= performance.timeOrigin + performance.now(), `the time it ended: ${at}`);
+  assert.deepEqual(rest.map((m) => typeof m === 'number' ? m : m.t), ['cancel', 7 * 4 + REPORT_FINISHED, at, 0, -1, -1, -1]);
 });
 
 test('an open gate is not asked; once the owner closes it (a reload with keys), every client is asked again', async (t) => {

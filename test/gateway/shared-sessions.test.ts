@@ -41,8 +41,11 @@ describe('shared sessions: two ear serve replicas over one redis-server', { skip
     writeFileSync(cfg, 'metricsIntervalMs: 0\nhealthIntervalMs: 60000\nsessionStoreTimeoutMs: 2000\n');
     sims.push(...await Promise.all([0, 1].map((i) => start(['sim', '--host', '127.0.0.1', '--port', '0', '--time-scale', '0.02', '--served-model-name', 'm', '--seed', String(i)],
       /"url":"(http:\/\/127\.0\.0\.1:\d+)"/))));
+    // With EAR_TEST_HTTP_THREADS the redis replicas take it (each data-plane thread has a store client of its own);
+    // the controls keep one thread: they only show that without the store the replicas disagree (and start faster).
     const serve = (store: string): Promise<Proc> => start(['serve', '--config', cfg, '--host', '127.0.0.1', '--port', '0', '--route-threads', '1',
-      '--policy', 'sticky', '--admin-token', ADMIN, '--session-store', store, ...sims.flatMap((s, i) => ['--backend', `${s.url},id=e${i}`])],
+      '--policy', 'sticky', '--admin-token', ADMIN, '--session-store', store, ...sims.flatMap((s, i) => ['--backend', `${s.url},id=e${i}`]),
+      ...store === 'memory' ? ['--http-threads', '1'] : []],
     /listening on (http:\/\/[^"\s]+)/);
     [A, B, MA, MB] = await Promise.all([serve(redis.url), serve(redis.url), serve('memory'), serve('memory')]);
   });

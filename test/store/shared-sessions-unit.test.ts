@@ -5,16 +5,41 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { DEGRADED, type SessionStore } from '../../src/store/session-store.js';
-import { SharedSessions } from '../../src/store/shared-sessions.js';
+import { HostSessions, SharedSessions, type LocalFigures, type LocalSessions } from '../../src/store/shared-sessions.js';
+import type { SharedSession } from '../../src/store/session-store.js';
 import { buildConfig, ConfigError } from '../../src/config/index.js';
 import { MODEL, routingHost } from '../fixtures/host.js';
 
 const NONE = new Set<number>();
 const TTL = 60_000;
 
-function replica (store: SessionStore, clock: { t: number }) {
+/**
+ * The local table as a data-plane thread has it (gateway/owner-sessions.ts): another thread's, applied in the order
+ * asked (so before the thread's next decision), its figures answered a turn later.
+ */
+class OwnerSide implements LocalSessions {
+  readonly remote = true;
+  readonly asked: string[] = [];
+  constructor (readonly table: HostSessions) {}
+  ready (backendId: string): boolean { return this.table.ready(backendId); }
+  adopt (sessionId: string, s: SharedSession): boolean {
+    this.asked.push('adopt');
+    return this.table.adopt(sessionId, s);
+  }
+
+  figures (sessionId: string): Promise<LocalFigures | undefined> {
+    this.asked.push('figures');
+    const f = this.table.figures(sessionId);
+    return new Promise((resolve) => setImmediate(() => resolve(f)));
+  }
+}
+
+function replica (store: SessionStore, clock: { t: number }, thread = false) {
   const { host, request } = routingHost({ pods: ['e0', 'e1'], sessionTtlMs: TTL });
-  const shared = new SharedSessions({ store, routing: () => ({ host }), sessionTtlMs: TTL, now: () => clock.t });
+  const owner = thread ? new OwnerSide(new HostSessions(() => ({ host }), TTL, () => clock.t)) : null;
+  const shared = owner === null
+    ? new SharedSessions({ store, routing: () => ({ host }), sessionTtlMs: TTL, now: () => clock.t })
+    : new SharedSessions({ store, local: owner, now: () => clock.t });
   const input = (sessionId: string | null) => request({ sessionId, promptTokens: 32 });
   const place = (sessionId: string | null, exclude: ReadonlySet<number> = NONE, attempt = 0) => {
     const p = host.route(input(sessionId), exclude, clock.t, attempt);
@@ -31,7 +56,7 @@ function replica (store: SessionStore, clock: { t: number }) {
     t.completed(clock.t);
     return placed.backend.id;
   };
-  return { host, shared, place, turn, input };
+  return { host, shared, place, turn, input, owner };
 }
 
 const flush = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
@@ -94,6 +119,38 @@ test('the race: both replicas load nothing and decide apart; the bind that loses
   assert.deepEqual([a.shared.follows.bind, b.shared.follows.bind, b.shared.rerouted], [0, 1, 1]);
   const rec = await store.load('new') as { ok: true; value: { host: string; migrations: number } };
   assert.deepEqual([rec.value.host, rec.value.migrations], [pa.backend.id, 0]);
+});
+
+test('a data-plane thread\'s turns: figures by message (a bind\'s seed asked at the load), the route again a promise; the same bindings and service', async () => {
+  const clock = { t: 1000 };
+  const store = new MemoryStore();
+  const a = replica(store, clock);
+  const b = replica(store, clock, true);
+  a.place(null);
+  // The race, replica B on a data-plane thread: its bind loses and it follows A's binding, routed again by message.
+  const ta = a.shared.turn(a.input('new'))!;
+  const tb = b.shared.turn(b.input('new'))!;
+  await Promise.all([ta.load(), tb.load()]);
+  assert.deepEqual(b.owner!.asked, ['figures'], 'no record: the seed is asked with the load, before the decision');
+  const pa = a.place('new');
+  const pb = b.place('new');
+  assert.notEqual(pa.backend.id, pb.backend.id, 'alone they disagree');
+  const [xa, xb] = await Promise.all([ta.placed(pa, 0, () => a.place('new')), tb.placed(pb, 0, () => new Promise<typeof pb>((resolve) => setImmediate(() => resolve(b.place('new')))))]);
+  assert.deepEqual([xa.backend.id, xb.backend.id], [pa.backend.id, pa.backend.id], 'the second follows the first bind');
+  assert.deepEqual(b.owner!.asked, ['figures', 'adopt'], 'the winner adopted before the route again');
+  assert.deepEqual([b.shared.follows.bind, b.shared.rerouted], [1, 1]);
+  // Then alternating turns: the service reaches the store after B's figures answer, and both agree.
+  for (let i = 0; i < 4; i++) {
+    assert.equal(await (i % 2 === 0 ? b : a).turn('new', 10), pa.backend.id);
+    await flush();
+    await flush();
+  }
+  assert.ok(b.owner!.asked.filter((x) => x === 'figures').length >= 3, 'each completed turn of B asks the owner its figures');
+  await a.shared.refresh('new');
+  await b.shared.refresh('new');
+  assert.equal(a.host.session('new')!.attainedServiceMs, 40);
+  assert.equal(b.host.session('new')!.attainedServiceMs, 40);
+  assert.equal((await store.load('new') as { ok: true; value: { attainedMs: number } }).value.attainedMs, 40);
 });
 
 test('a retry on another backend and a host that is not ready here move the binding by casHost, not as migrations', async () => {
