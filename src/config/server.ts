@@ -1,5 +1,6 @@
 // The `ear serve` listener and its client edge: where it listens, how big a request head may be, how big and how
 // slow a request body may be, and how long SIGTERM waits for the requests in flight.
+import { availableParallelism } from 'node:os';
 import { checkInt, checkString, type FieldCheck } from './checks.js';
 
 export interface ServerConfig {
@@ -22,7 +23,8 @@ export interface ServerConfig {
   drainTimeoutMs: number;
   /**
    * Data-plane threads of `ear serve`: 1, the main thread serves HTTP itself; N ≥ 2, N worker threads each listen
-   * on the port and the main thread only decides (docs/architecture.md#n-data-plane-threads).
+   * on the port and the main thread only decides (docs/architecture.md#n-data-plane-threads). `auto` in a file or
+   * flag: the machine's cores (os.availableParallelism()), at most 64.
    */
   httpThreads: number;
 }
@@ -45,5 +47,10 @@ export const SERVER_FIELDS: Record<keyof ServerConfig, FieldCheck> = {
   maxHeaderBytes: (p, v) => checkInt(p, v, 1024, 512 << 10),
   clientBodyTimeoutMs: (p, v) => checkInt(p, v, 100, 3_600_000),
   drainTimeoutMs: (p, v) => checkInt(p, v, 0, 3_600_000),
-  httpThreads: (p, v) => checkInt(p, v, 1, 64)
+  httpThreads: (p, v) => v === 'auto' ? autoHttpThreads() : checkInt(p, v, 1, 64)
 };
+
+/** `httpThreads: auto`: one data-plane thread per core the process may use, at most 64. */
+export function autoHttpThreads (): number {
+  return Math.max(1, Math.min(64, availableParallelism()));
+}
