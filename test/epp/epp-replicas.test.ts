@@ -1,7 +1,12 @@
 // Two `ear epp` replicas over one redis-server (--session-store): a session's turns keep their engine whichever
-// replica the proxy asks, as two `ear serve` replicas do.
+// replica the proxy asks, as two `ear serve` replicas do. Engine /metrics polling is off (metricsIntervalMs 0), so
+// the load a replica places new sessions by is its own in-flight count: a scrape that caught an engine busy kept it
+// looking busy until the next scrape, and on a loaded machine every new session went to the other engine once.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { stop, text, type Proc } from '../fixtures/processes.js';
 import { RedisServer, redisServerMissing } from '../store/redis-server.js';
 import { chat, epp, sims, type Epp } from './epp-process.js';
@@ -12,14 +17,22 @@ describe('ear epp replicas sharing sessions through redis', { skip: redisServerM
   let a: Epp;
   let b: Epp;
 
+  let dir: string;
+
   before(async () => {
     redis = await RedisServer.start();
     engines = await sims(2);
+    dir = mkdtempSync(join(tmpdir(), 'ear-epp-replicas-'));
+    const cfg = join(dir, 'ear.yaml');
+    // A generous store timeout too: two cores shared with other suites.
+    writeFileSync(cfg, 'metricsIntervalMs: 0\nsessionStoreTimeoutMs: 2000\n');
     const backends = engines.map((s, i) => `${s.url},id=sim-${i}`);
-    [a, b] = await Promise.all([epp(backends, ['--session-store', redis.url, '--policy', 'sticky']), epp(backends, ['--session-store', redis.url, '--policy', 'sticky'])]);
+    const args = ['--config', cfg, '--session-store', redis.url, '--policy', 'sticky'];
+    [a, b] = await Promise.all([epp(backends, args), epp(backends, args)]);
   });
 
   after(async () => {
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
     await Promise.all([a?.close(), b?.close()]);
     await Promise.all(engines.map((s) => stop(s)));
     await redis?.kill();
