@@ -8,7 +8,8 @@
 # usage: bench/hot-path-ab.sh CHECKOUT[@FLAG,VALUE,...]... (each built: dist/src/cli/ear.js; after @, more `ear serve`
 #        flags for that target, commas for spaces: `. .@--http-threads,2` runs one checkout both ways)   env: R rounds (3), D, C (50),
 #        POLICY (round-robin; big turns use BIG_POLICY, default ear), SHORT (completion: {"prompt":"hi"} on
-#        /v1/completions; chat: one user message "hi" on /v1/chat/completions), BENCH_TOOLS (../shared/bench-tools
+#        /v1/completions; chat: one user message "hi" on /v1/chat/completions), BODY_FILE (a chat body to send
+#        instead), SESSION (an x-session-id for every request), BENCH_TOOLS (../shared/bench-tools
 #        scripts), PORT (base port, 29500). Run from a checkout with node_modules (autocannon, uWebSockets.js).
 #        Ends with each target's median CPU µs per request and its ratio to nginx's, and the load average.
 set -u
@@ -26,9 +27,11 @@ start () { # $1 policy: one EAR per checkout on B+1, B+2, ...
 }
 stop () { kill -INT "${P[@]}" 2>/dev/null; wait "${P[@]}" 2>/dev/null; }
 cpu () { awk '{print $14+$15}' /proc/$1/stat; }
-if [ "${SHORT:-completion}" = chat ]; then SPATH=/v1/chat/completions; SBODY='{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":2}'
+if [ -n "${BODY_FILE:-}" ]; then SPATH=/v1/chat/completions; SBODY=$(cat "$BODY_FILE")
+elif [ "${SHORT:-completion}" = chat ]; then SPATH=/v1/chat/completions; SBODY='{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":2}'
 else SPATH=/v1/completions; SBODY='{"model":"m","prompt":"hi","max_tokens":2}'; fi
-cannon () { node "$ROOT/node_modules/.bin/autocannon" -j -c "$C" -d "$D" -m POST -H content-type=application/json -b "$SBODY" "http://127.0.0.1:$1$SPATH" 2>/dev/null |
+SH=(); [ -n "${SESSION:-}" ] && SH=(-H "x-session-id=$SESSION")
+cannon () { node "$ROOT/node_modules/.bin/autocannon" -j -c "$C" -d "$D" -m POST -H content-type=application/json "${SH[@]}" -b "$SBODY" "http://127.0.0.1:$1$SPATH" 2>/dev/null |
   node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);console.log(Math.round(j.requests.average), j.requests.total, j.non2xx+j.errors)})'; }
 one () { local c0; c0=$(cpu "$2"); read -r rps tot bad <<<"$(cannon "$1")"; local c1; c1=$(cpu "$2"); echo "$rps $(( (c1-c0)*10000/(tot>0?tot:1) )) $bad"; }
 start "${POLICY:-round-robin}"

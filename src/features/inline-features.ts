@@ -3,6 +3,11 @@
 // replaces (a structured clone each way and two thread wake-ups: ~150 µs of CPU and ~150 µs of latency,
 // measured with `npm run bench:gateway`). Larger bodies, and every real tokenizer (whose templates and BPE cost
 // hundreds of µs even for a short chat), stay in the pool, which is for work proportional to the prompt.
+// A data-plane thread (httpThreads ≥ 2) computes larger bodies itself: its loop serves only its own connections,
+// and the pool's round trip there wakes two more threads beside the owner; measured on 2 cores (bench/RESULTS.md,
+// "Features in the data-plane thread"), 18–32 KB session bodies cost 25–40% less CPU a request inline, 64 KB the
+// same either way. The main thread keeps 4 KB: it decides for every request, and a sessionless 32 KB body cost
+// it more inline than through the pool (the pool's cold encode runs on the other core).
 import { BlockHasher } from '../core/block-keys.js';
 import type { Region } from '../core/region.js';
 import { createTokenizerSync } from '../tokenize/index.js';
@@ -12,17 +17,19 @@ import type { Endpoint } from '../dialects/dialect.js';
 import type { RoutePool } from './route-pool.js';
 
 export const INLINE_FEATURES_MAX_BYTES = 4096;
+/** The same on a data-plane thread. */
+export const THREAD_INLINE_FEATURES_MAX_BYTES = 32 << 10;
 
 /** `sessionId` lets the pool send a session's turns to the thread that holds its previous tokens. */
 export type FeatureSource = (endpoint: Endpoint, body: Buffer, sessionId?: string | null) => Promise<Features>;
 
-/** Claims a scratch area of `region` for the main thread when it will hash inline. */
-export function featureSource (region: Region, opts: { tokenizer: string; blockSize: number }, pool: RoutePool): FeatureSource {
+/** Claims a scratch area of `region` for the calling thread when it will hash inline (bodies up to `inlineMaxBytes`). */
+export function featureSource (region: Region, opts: { tokenizer: string; blockSize: number }, pool: RoutePool, inlineMaxBytes = INLINE_FEATURES_MAX_BYTES): FeatureSource {
   if (opts.tokenizer !== 'character') return (endpoint, body, sessionId = null) => pool.features(endpoint, body, sessionId);
   const ctx: FeatureContext = { tokenizer: createTokenizerSync(opts.tokenizer), hasher: new BlockHasher(region), blockSize: opts.blockSize };
   return (endpoint, body, sessionId = null) => {
     // Small bodies are computed cold here (cheap either way); their session's state in the pool is only refreshed by larger turns.
-    if (body.length > INLINE_FEATURES_MAX_BYTES) return pool.features(endpoint, body, sessionId);
+    if (body.length > inlineMaxBytes) return pool.features(endpoint, body, sessionId);
     try {
       return Promise.resolve(computeFeatures(ctx, endpoint, body));
     } catch (err) {

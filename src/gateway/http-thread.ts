@@ -13,7 +13,7 @@ import { Counter } from 'prom-client';
 import { Region } from '../core/region.js';
 import { RESPONSE_ORIGIN_TTL_S } from '../core/defaults.js';
 import { createRoutePool } from '../features/route-pool.js';
-import { featureSource } from '../features/inline-features.js';
+import { featureSource, THREAD_INLINE_FEATURES_MAX_BYTES } from '../features/inline-features.js';
 import { registerRoutePoolMetrics } from '../features/route-pool-metrics.js';
 import { DIALECTS } from '../dialects/dialect.js';
 import { EarError } from '../errors/errors.js';
@@ -95,7 +95,7 @@ const hold = (b: Backend): void => { b.inFlight++; };
 const release = (b: Backend): void => { b.inFlight--; };
 const pipeline = new Pipeline({
   policy: config.policy, maxAttempts: config.maxAttempts, maxResumes: config.maxResumes, maxResumeBytes: config.maxResumeBytes,
-  maxRetentionTtlMs: config.maxRetentionTtlMs, state: owner, features: featureSource(region, config, pool), backends: owner.backends, sessions,
+  maxRetentionTtlMs: config.maxRetentionTtlMs, state: owner, features: featureSource(region, config, pool, THREAD_INLINE_FEATURES_MAX_BYTES), backends: owner.backends, sessions,
   kvTransfers: new KvTransferStep(kvTransfersFor(config), owner, now, release), now, hold, release,
   onSessionCompleted: config.policy === 'ear-proactive'
     ? (sessionId, model, path, body) => owner.post({ t: 'sessionCompleted', sessionId, model, path, body: new Uint8Array(body) })

@@ -2,11 +2,11 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRegion, Region } from '../../src/core/region.js';
 import { createRoutePool, type RoutePool } from '../../src/features/route-pool.js';
-import { featureSource, INLINE_FEATURES_MAX_BYTES } from '../../src/features/inline-features.js';
+import { featureSource, INLINE_FEATURES_MAX_BYTES, THREAD_INLINE_FEATURES_MAX_BYTES } from '../../src/features/inline-features.js';
 import { EarError } from '../../src/errors/errors.js';
 import type { Endpoint } from '../../src/dialects/dialect.js';
 
-const shared = createRegion({ prefixIndexKeys: 1 << 12, sessions: 64, heapJobs: 64, recordRingOps: 64, scratchSlots: 4 });
+const shared = createRegion({ prefixIndexKeys: 1 << 12, sessions: 64, heapJobs: 64, recordRingOps: 64, scratchSlots: 6 });
 const real = createRoutePool(shared, { threads: 1, tokenizer: 'character', blockSize: 16 });
 after(() => real.close());
 
@@ -57,4 +57,15 @@ test('any other tokenizer always uses the pool, which gets the session id (for i
   const big = featureSource(new Region(shared), { tokenizer: 'character', blockSize: 16 }, fake);
   await big('chat', chat('x'.repeat(INLINE_FEATURES_MAX_BYTES)), 'sess-2');
   assert.deepEqual(sessions, [null, 'sess-1', 'sess-2']);
+});
+
+test('a data-plane thread\'s source computes bodies up to its own bound inline, and larger ones in the pool', async () => {
+  const pool = counting(real);
+  const features = featureSource(new Region(shared), { tokenizer: 'character', blockSize: 16 }, pool, THREAD_INLINE_FEATURES_MAX_BYTES);
+  const mid = chat('y'.repeat(THREAD_INLINE_FEATURES_MAX_BYTES - 200));
+  assert.ok(mid.length > INLINE_FEATURES_MAX_BYTES && mid.length <= THREAD_INLINE_FEATURES_MAX_BYTES);
+  assert.deepEqual(await features('chat', mid), await real.features('chat', mid), 'inline as the pool computes it');
+  assert.equal(pool.calls, 0);
+  await features('chat', chat('y'.repeat(THREAD_INLINE_FEATURES_MAX_BYTES)));
+  assert.equal(pool.calls, 1);
 });
