@@ -3,11 +3,12 @@
 // replaces (a structured clone each way and two thread wake-ups: ~150 µs of CPU and ~150 µs of latency,
 // measured with `npm run bench:gateway`). Larger bodies, and every real tokenizer (whose templates and BPE cost
 // hundreds of µs even for a short chat), stay in the pool, which is for work proportional to the prompt.
-// A data-plane thread (httpThreads ≥ 2) computes larger bodies itself: its loop serves only its own connections,
-// and the pool's round trip there wakes two more threads beside the owner; measured on 2 cores (bench/RESULTS.md,
-// "Features in the data-plane thread"), 18–32 KB session bodies cost 25–40% less CPU a request inline, 64 KB the
-// same either way. The main thread keeps 4 KB: it decides for every request, and a sessionless 32 KB body cost
-// it more inline than through the pool (the pool's cold encode runs on the other core).
+// Measured on 2 cores (bench/RESULTS.md, "Features in the data-plane thread: choosing by size"), the round trip costs
+// more than that estimate: an 18 KB body, with a session id or without, cost the main thread's process ~30% less CPU
+// a request inline (and lower p50 and p99), while a sessionless 32 KB body cost it more (the pool's cold encode runs
+// on the other core): the main thread computes up to 16 KB. A data-plane thread (httpThreads ≥ 2) computes up to
+// 32 KB: its loop serves only its own connections, and the pool's round trip there wakes two more threads beside
+// the owner (25–40% less CPU a request inline up to 32 KB; 64 KB the same either way).
 import { BlockHasher } from '../core/block-keys.js';
 import type { Region } from '../core/region.js';
 import { createTokenizerSync } from '../tokenize/index.js';
@@ -16,7 +17,7 @@ import { computeFeatures, type FeatureContext, type Features } from './features.
 import type { Endpoint } from '../dialects/dialect.js';
 import type { RoutePool } from './route-pool.js';
 
-export const INLINE_FEATURES_MAX_BYTES = 4096;
+export const INLINE_FEATURES_MAX_BYTES = 16 << 10;
 /** The same on a data-plane thread. */
 export const THREAD_INLINE_FEATURES_MAX_BYTES = 32 << 10;
 

@@ -12,6 +12,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ADMIN, metric, SERVE_LISTENING, simFleet, start, stop, text, type Proc, type SimFleet } from '../fixtures/processes.js';
 import { until } from '../fixtures/wait.js';
+import { THREAD_INLINE_FEATURES_MAX_BYTES } from '../../src/features/inline-features.js';
+
+/** A message over every thread's inline bound: its request's features come from the route pool. */
+const POOLED = THREAD_INLINE_FEATURES_MAX_BYTES + 2000;
 
 const ENGINE_KEY = 'sk-engine-only';
 const OPEN_KEY = 'k-open';
@@ -300,7 +304,7 @@ describe('security of a running gateway', () => {
     const params = { do_remote_prefill: true, remote_host: '203.0.113.7', remote_port: 5600, remote_block_ids: [[1, 2]], remote_engine_id: 'e', remote_request_id: 'r' };
     const p = JSON.stringify(params);
     const key = `authorization: Bearer ${OPEN_KEY}`;
-    const long = text('kv-strip', 6000); // over the inline limit: the route pool's session path (body splice)
+    const long = text('kv-strip', POOLED); // the route pool's session path (body splice)
     const turn1 = [{ role: 'user', content: long }];
     const turn2 = [...turn1, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'next' }];
     const bodies: Array<[string, string, string[]]> = [
@@ -381,7 +385,7 @@ describe('no SSRF: a request that names hosts everywhere makes the gateway conne
     const everywhere = { user: url, tools: [{ type: 'function', function: { name: 'f', description: url, parameters: { $ref: url } } }], response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { $ref: url } } }, kv_transfer_params: kv, tokenizer: url, base_url: url, api_base: url, cache_salt: url, logit_bias: {}, max_tokens: 2 };
     const requests = [
       post('/v1/chat/completions', JSON.stringify({ model: 'm', messages: [{ role: 'user', content: `fetch ${url}` }, { role: 'user', content: [{ type: 'image_url', image_url: { url } }] }], ...everywhere }), headers),
-      post('/v1/chat/completions', JSON.stringify({ model: 'm', messages: [{ role: 'user', content: text('ssrf', 6000) }], ...everywhere }), headers),
+      post('/v1/chat/completions', JSON.stringify({ model: 'm', messages: [{ role: 'user', content: text('ssrf', POOLED) }], ...everywhere }), headers),
       post('/v1/completions', JSON.stringify({ model: 'm', prompt: url, ...everywhere }), headers),
       post('/v1/chat/completions', JSON.stringify({ model: url, messages: [{ role: 'user', content: 'x' }], ...everywhere }), headers),
       post('/v1/context', JSON.stringify({ model: 'm', messages: [{ role: 'user', content: url }], ...everywhere }), headers),
