@@ -5,8 +5,8 @@
 // hundreds of µs even for a short chat), stay in the pool, which is for work proportional to the prompt.
 // Measured on 2 cores (bench/RESULTS.md, "Features in the data-plane thread: choosing by size"), the round trip costs
 // more than that estimate: an 18 KB body, with a session id or without, cost the main thread's process ~30% less CPU
-// a request inline (and lower p50 and p99), while a sessionless 32 KB body cost it more (the pool's cold encode runs
-// on the other core): the main thread computes up to 16 KB. A data-plane thread (httpThreads ≥ 2) computes up to
+// a request inline (and lower p50 and p99), a sessionless 24 KB body cost it 5–8% more, a 32 KB one ~10% more (the
+// pool's cold encode runs on the other core): the main thread computes up to 20 KB. A data-plane thread (httpThreads ≥ 2) computes up to
 // 32 KB: its loop serves only its own connections, and the pool's round trip there wakes two more threads beside
 // the owner (25–40% less CPU a request inline up to 32 KB; 64 KB the same either way).
 import { BlockHasher } from '../core/block-keys.js';
@@ -17,7 +17,7 @@ import { computeFeatures, type FeatureContext, type Features } from './features.
 import type { Endpoint } from '../dialects/dialect.js';
 import type { RoutePool } from './route-pool.js';
 
-export const INLINE_FEATURES_MAX_BYTES = 16 << 10;
+export const INLINE_FEATURES_MAX_BYTES = 20 << 10;
 /** The same on a data-plane thread. */
 export const THREAD_INLINE_FEATURES_MAX_BYTES = 32 << 10;
 
