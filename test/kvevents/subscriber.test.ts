@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { encodeBatch } from '../../src/kvevents/codec.js';
 import type { BlockStored } from '../../src/kvevents/types.js';
-import { KvEventSubscriber, subscriberBinds, type KvBackendConfig, type KvSubscriberOptions } from '../../src/kvevents/subscriber.js';
+import { KvEventSubscriber, subscriberBinds, type KvBackendConfig, type KvSubscriberHandlers, type KvSubscriberOptions } from '../../src/kvevents/subscriber.js';
 import { TestPublisher, type TestPublisherOptions } from './test-publisher.js';
 import { TcpLink } from './tcp-link.js';
 import { until } from '../fixtures/wait.js';
@@ -19,19 +19,33 @@ function payload (n: number): Uint8Array {
   return encodeBatch({ ts: Date.now() / 1000, events: [e], dataParallelRank: 0 }, { batchLayout: 'array', eventLayout: 'map', hashFormat: 'int' });
 }
 
-interface Rig { pub: TestPublisher; sub: KvEventSubscriber; log: Entry[]; seqs: () => number[]; close: () => Promise<void> }
-
-async function rig (pubOpts: TestPublisherOptions = {}, subOpts: KvSubscriberOptions = {}, backend: Partial<KvBackendConfig> = {}): Promise<Rig> {
-  const pub = await TestPublisher.start({ topic: 'kv@pod-a@m', ...pubOpts });
-  const log: Entry[] = [];
-  const sub = new KvEventSubscriber({ id: 'pod-a', endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint, ...backend }, {
+/** Handlers that log every batch (its first block's hash − 1000) and every resync of backend pod-a into `log`. */
+function logInto (log: Entry[]): KvSubscriberHandlers {
+  return {
     onBatch: (m) => {
       const e = m.batch.events[0] as BlockStored | undefined;
       log.push({ kind: 'batch', seq: Number(m.seq), hash: e ? e.blockHashes[0] - 1000n : null, replayed: m.replayed, topic: m.topic });
       assert.equal(m.backendId, 'pod-a');
     },
-    onResync: (r) => log.push({ kind: 'resync', reason: r.reason, nextSeq: Number(r.nextSeq), lastSeq: r.lastSeq === null ? null : Number(r.lastSeq) }),
-  }, { replayTimeoutMs: 2000, ...subOpts });
+    onResync: (r) => log.push({ kind: 'resync', reason: r.reason, nextSeq: Number(r.nextSeq), lastSeq: r.lastSeq === null ? null : Number(r.lastSeq) })
+  };
+}
+
+/** A publisher whose live stream reaches the subscriber through a TCP link the test can cut or hold down; not started. */
+async function linked (subOpts: KvSubscriberOptions): Promise<{ pub: TestPublisher; link: TcpLink; sub: KvEventSubscriber; log: Entry[]; close: () => Promise<void> }> {
+  const pub = await TestPublisher.start({ topic: 'kv@pod-a@m' });
+  const link = await TcpLink.to(pub.endpoint);
+  const log: Entry[] = [];
+  const sub = new KvEventSubscriber({ id: 'pod-a', endpoint: link.endpoint, replayEndpoint: pub.replayEndpoint }, logInto(log), { replayTimeoutMs: 2000, ...subOpts });
+  return { pub, link, sub, log, close: async () => { await sub.close(); await link.down(); await pub.close(); } };
+}
+
+interface Rig { pub: TestPublisher; sub: KvEventSubscriber; log: Entry[]; seqs: () => number[]; close: () => Promise<void> }
+
+async function rig (pubOpts: TestPublisherOptions = {}, subOpts: KvSubscriberOptions = {}, backend: Partial<KvBackendConfig> = {}): Promise<Rig> {
+  const pub = await TestPublisher.start({ topic: 'kv@pod-a@m', ...pubOpts });
+  const log: Entry[] = [];
+  const sub = new KvEventSubscriber({ id: 'pod-a', endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint, ...backend }, logInto(log), { replayTimeoutMs: 2000, ...subOpts });
   await sub.start();
   await pub.waitForSubscriber();
   // The join check's replay: once the publisher has read it, its answer is set (empty), so what the test publishes
@@ -334,13 +348,7 @@ test('replayOnStart: what the engine published before we started is replayed wit
   const pub = await TestPublisher.start({ topic: 'kv@pod-a@m' });
   const log: Entry[] = [];
   for (let i = 0; i < 5; i++) await pub.publish(payload(i), { drop: true });
-  const sub = new KvEventSubscriber({ id: 'pod-a', endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint }, {
-    onBatch: (m) => {
-      const e = m.batch.events[0] as BlockStored;
-      log.push({ kind: 'batch', seq: Number(m.seq), hash: e.blockHashes[0] - 1000n, replayed: m.replayed, topic: m.topic });
-    },
-    onResync: (r) => log.push({ kind: 'resync', reason: r.reason, nextSeq: Number(r.nextSeq), lastSeq: r.lastSeq === null ? null : Number(r.lastSeq) })
-  }, { replayOnStart: true, replayTimeoutMs: 2000 });
+  const sub = new KvEventSubscriber({ id: 'pod-a', endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint }, logInto(log), { replayOnStart: true, replayTimeoutMs: 2000 });
   try {
     await sub.start();
     await pub.waitForSubscriber();
@@ -403,16 +411,7 @@ test('a tail check after a quiet period catches a restart whose new sequence pas
 });
 
 test('a ZeroMQ reconnect checks the engine: the same process keeps everything; a restarted idle one is learnt afresh', async () => {
-  const pub = await TestPublisher.start({ topic: 'kv@pod-a@m' });
-  const link = await TcpLink.to(pub.endpoint);
-  const log: Entry[] = [];
-  const sub = new KvEventSubscriber({ id: 'pod-a', endpoint: link.endpoint, replayEndpoint: pub.replayEndpoint }, {
-    onBatch: (m) => {
-      const e = m.batch.events[0] as BlockStored;
-      log.push({ kind: 'batch', seq: Number(m.seq), hash: e.blockHashes[0] - 1000n, replayed: m.replayed, topic: m.topic });
-    },
-    onResync: (x) => log.push({ kind: 'resync', reason: x.reason, nextSeq: Number(x.nextSeq), lastSeq: x.lastSeq === null ? null : Number(x.lastSeq) })
-  }, { replayTimeoutMs: 2000, reconnectMinMs: 20, reconnectMaxMs: 100, tailCheckMs: 0 });
+  const { pub, link, sub, log, close } = await linked({ reconnectMinMs: 20, reconnectMaxMs: 100, tailCheckMs: 0 });
   try {
     await sub.start();
     await pub.waitForSubscriber();
@@ -433,24 +432,13 @@ test('a ZeroMQ reconnect checks the engine: the same process keeps everything; a
     assert.deepEqual(hashes(log, 5), range(300, 306));
     assert.equal(sub.stats().reconnectChecks, 2);
   } finally {
-    await sub.close();
-    await link.down();
-    await pub.close();
+    await close();
   }
 });
 
 test('batches published before the SUB joined, then silence: the join check replays them past the start replay', async () => {
-  const pub = await TestPublisher.start({ topic: 'kv@pod-a@m' });
-  const link = await TcpLink.to(pub.endpoint);
-  const log: Entry[] = [];
   // The kv-events thread's options: replay at start, catch up.
-  const sub = new KvEventSubscriber({ id: 'pod-a', endpoint: link.endpoint, replayEndpoint: pub.replayEndpoint }, {
-    onBatch: (m) => {
-      const e = m.batch.events[0] as BlockStored;
-      log.push({ kind: 'batch', seq: Number(m.seq), hash: e.blockHashes[0] - 1000n, replayed: m.replayed, topic: m.topic });
-    },
-    onResync: (x) => log.push({ kind: 'resync', reason: x.reason, nextSeq: Number(x.nextSeq), lastSeq: x.lastSeq === null ? null : Number(x.lastSeq) })
-  }, { replayOnStart: true, catchUpOnStart: true, replayTimeoutMs: 2000, reconnectMinMs: 20, reconnectMaxMs: 100 });
+  const { pub, link, sub, log, close } = await linked({ replayOnStart: true, catchUpOnStart: true, reconnectMinMs: 20, reconnectMaxMs: 100 });
   try {
     await pub.publish(payload(0), { drop: true });
     await link.down();
@@ -473,23 +461,12 @@ test('batches published before the SUB joined, then silence: the join check repl
     await until(() => log.length === 5, 'seq 4');
     assert.deepEqual(log[4], { kind: 'batch', seq: 4, hash: 4n, replayed: false, topic: 'kv@pod-a@m' });
   } finally {
-    await sub.close();
-    await link.down();
-    await pub.close();
+    await close();
   }
 });
 
 test('a restart learnt while disconnected, the engine publishing on until we reconnect: the reconnect check brings the rest', async () => {
-  const pub = await TestPublisher.start({ topic: 'kv@pod-a@m' });
-  const link = await TcpLink.to(pub.endpoint);
-  const log: Entry[] = [];
-  const sub = new KvEventSubscriber({ id: 'pod-a', endpoint: link.endpoint, replayEndpoint: pub.replayEndpoint }, {
-    onBatch: (m) => {
-      const e = m.batch.events[0] as BlockStored;
-      log.push({ kind: 'batch', seq: Number(m.seq), hash: e.blockHashes[0] - 1000n, replayed: m.replayed, topic: m.topic });
-    },
-    onResync: (x) => log.push({ kind: 'resync', reason: x.reason, nextSeq: Number(x.nextSeq), lastSeq: x.lastSeq === null ? null : Number(x.lastSeq) })
-  }, { replayTimeoutMs: 2000, reconnectMinMs: 20, reconnectMaxMs: 100, tailCheckMs: 0 });
+  const { pub, link, sub, log, close } = await linked({ reconnectMinMs: 20, reconnectMaxMs: 100, tailCheckMs: 0 });
   try {
     await sub.start();
     await pub.waitForSubscriber();
@@ -512,9 +489,7 @@ test('a restart learnt while disconnected, the engine publishing on until we rec
     assert.equal(s.restarts, 1);
     assert.equal(s.resyncs, 1);
   } finally {
-    await sub.close();
-    await link.down();
-    await pub.close();
+    await close();
   }
 });
 
