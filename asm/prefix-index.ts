@@ -6,7 +6,7 @@
 //   expirations as u64).
 //   slots[IX_H_SLOTS], IX_ENTRY_BYTES each (two cache lines), a power of two with load <= 0.75:
 //     +0  key u64 (0 = empty slot)      +8  seq u32 (odd while the writer changes the slot)
-//     +12 flags u32 (CLOCK reference)   +16 last access u32 ms   +20 assumed-at u32 ms   +24 pod group u32
+//     +12 flags u32 (CLOCK reference)   +16 unused u32                +20 assumed-at u32 ms   +24 pod group u32
 //     +32 presence bits: IX_KINDS kinds x IX_GROUP_PODS pods (4 x u64 per kind), kind k at +32 + 32k.
 //   then one loss epoch per pod row (u32, IX_H_GROUPS x IX_GROUP_PODS of them, at IX_H_LOSS_AT), bumped by the
 //   writer after it clears any presence bit of the pod;
@@ -39,8 +39,8 @@
 // Time is u32 milliseconds, passed in by the caller (no clock here): ages are computed as (now - t) in
 // wrapping u32 arithmetic, correct while an age is below 2^31 ms (24.8 days). The only age the kernels use is
 // that of assumed presence, which the expiry sweep (called regularly, TTL far below 24 days) clears long
-// before it could wrap. Last access is refreshed on every insert for the host's diagnostics; CLOCK uses the
-// reference bit. u32 times keep the header of an entry in 32 bytes, so an entry fits two cache lines.
+// before it could wrap. CLOCK uses the reference bit, not a time (+16 held a last-access time that nothing
+// read; inserts wrote it on every turn's every key). u32 times keep the header of an entry in 32 bytes, so an entry fits two cache lines.
 //
 // Bounds:
 //   - capacity (keys, that is (block, pod group) pairs): an insert of a new key into a full index first evicts one entry by CLOCK (a reference
@@ -105,7 +105,6 @@ export const IX_HEADER_BYTES: u32 = 128;
 export const IX_E_KEY: u32 = 0;
 export const IX_E_SEQ: u32 = 8;
 export const IX_E_FLAGS: u32 = 12;
-export const IX_E_ACCESS: u32 = 16;
 export const IX_E_ASSUMED_AT: u32 = 20;
 export const IX_E_GROUP: u32 = 24;
 export const IX_E_BITS: u32 = 32;
@@ -293,7 +292,6 @@ function deleteAt (base: usize, slot: u32): void {
     atomic.store<u32>(ei + IX_E_ASSUMED_AT, load<u32>(ej + IX_E_ASSUMED_AT));
     endWrite(ei, s);
     store<u32>(ei + IX_E_FLAGS, load<u32>(ej + IX_E_FLAGS));
-    store<u32>(ei + IX_E_ACCESS, load<u32>(ej + IX_E_ACCESS));
     store<u32>(ei + IX_E_GROUP, load<u32>(ej + IX_E_GROUP));
     i = j;
   }
@@ -307,7 +305,6 @@ function deleteAt (base: usize, slot: u32): void {
   atomic.store<u32>(ei + IX_E_ASSUMED_AT, 0);
   endWrite(ei, s);
   store<u32>(ei + IX_E_FLAGS, 0);
-  store<u32>(ei + IX_E_ACCESS, 0);
   store<u32>(ei + IX_E_GROUP, 0);
   if (moving) atomic.store<u32>(epochPtr, load<u32>(epochPtr) + 1);
   atomic.store<u32>(base + IX_H_SIZE, load<u32>(base + IX_H_SIZE) - 1);
@@ -380,6 +377,7 @@ function insertKey (base: usize, block: u64, pod: u32, kind: u32, now: u32): i32
     bump64(base + IX_H_INSERTS);
     added = 1;
   } else {
+    if (unchanged(base, e, bit, local, kind, now)) return 0;
     // One assumed-at time serves every pod of the entry: before this insert refreshes it, the assumed bits it
     // already judged expired go (else another pod's routing would bring back a pod whose TTL ran out).
     if (assumed) dropStaleAssumed(base, e, now);
@@ -392,9 +390,27 @@ function insertKey (base: usize, block: u64, pod: u32, kind: u32, now: u32): i32
       endWrite(e, s);
     } else if (assumed) atomic.store<u32>(e + IX_E_ASSUMED_AT, now); // same bits: a reader sees either time
   }
-  store<u32>(e + IX_E_ACCESS, now);
   store<u32>(e + IX_E_FLAGS, load<u32>(e + IX_E_FLAGS) | FLAG_REF);
   return added;
+}
+
+/**
+ * Whether re-recording entry e's pod bit in `kind` at `now` would change nothing a reader or CLOCK tells apart:
+ * the bit and the reference bit are set and, for assumed presence, its time is younger than TTL/64 and no pod was
+ * voided since it. A session's turn re-records its whole prompt, mostly such keys: reading them only keeps their
+ * cache lines shared with the threads that walk them (writing each cost ~5x a read, measured on a 130 KB turn).
+ * So an assumed key's time moves at most every TTL/64, and its presence may end up to TTL/64 before the TTL.
+ */
+// @ts-ignore: decorator
+@inline function unchanged (base: usize, e: usize, bit: u64, local: u32, kind: u32, now: u32): bool {
+  if ((load<u64>(e + IX_E_BITS + kind * IX_KIND_BYTES + ((local >> 6) << 3)) & bit) == 0) return false;
+  if ((load<u32>(e + IX_E_FLAGS) & FLAG_REF) == 0) return false;
+  if (kind != IX_KIND_ASSUMED) return true;
+  const at = load<u32>(e + IX_E_ASSUMED_AT);
+  const ttl = load<u32>(base + IX_H_ASSUMED_TTL);
+  if (ttl == 0 || <u32>(now - at) >= (ttl >> 6)) return false;
+  const last = load<u32>(base + IX_H_LAST_VOID);
+  return last == 0 || <i32>(last - at) < 0;
 }
 
 /**
@@ -477,18 +493,50 @@ export function ixVoidAssumed (base: usize, pod: u32, now: u32): i32 {
 
 /**
  * Writer. Records that `pod` holds block `key` in `kind` at time `now` (ms). Returns 1 if the key is new,
- * 0 if it was there (presence, access time and CLOCK bit refreshed), -1 for a pod or kind out of range.
+ * 0 if it was there (presence, assumed time and CLOCK bit refreshed: see unchanged), -1 for a pod or kind out of range.
  */
 export function ixInsert (base: usize, key: u64, pod: u32, kind: u32, now: u32): i32 {
   if (pod >= load<u32>(base + IX_H_PODS) || kind >= IX_KINDS) return -1;
   return insertKey(base, normKey(key), pod, kind, now);
 }
 
+/** Slots a 4 KB page holds: ixWarm writes one of each. */
+const SLOTS_PER_PAGE: u32 = 4096 / IX_ENTRY_BYTES;
+
+/**
+ * Writer. Makes the pages of slots [from, from + pages * SLOTS_PER_PAGE) resident: an atomic OR of 0 into one
+ * slot's writer-private flags per 4 KB page, which changes no value but is a write, so the kernel backs the page
+ * now. The slots start as untouched zero pages; without this, the first key stored into each page costs a page
+ * fault (~15 µs on a 2-core VM, about 100x the insert), every new key of a fresh index lands on a new page, and a
+ * fresh gateway's writer spent 2-3 ms of a 130 KB turn on them. Returns the slot to continue from (the slot count
+ * when done).
+ */
+export function ixWarm (base: usize, from: u32, pages: u32): u32 {
+  const slots = load<u32>(base + IX_H_SLOTS);
+  let i = from;
+  for (let n: u32 = 0; n < pages && i < slots; n++, i += SLOTS_PER_PAGE) atomic.or<u32>(slotAt(base, i) + IX_E_FLAGS, 0);
+  return min<u32>(i, slots);
+}
+
+/**
+ * Loads the home slot of block `key` in `pod`'s group, both cache lines, and nothing else: a caller about to
+ * insert a run of keys touches the next few first, so their misses overlap instead of coming one at a time
+ * (as touchSlots does for the walks). Any thread.
+ */
+export function ixTouchHome (base: usize, key: u64, pod: u32): void {
+  const e = slotAt(base, homeOf(base, groupKey(normKey(key), pod / IX_GROUP_PODS)));
+  load<u64>(e);
+  load<u64>(e, 64);
+}
+
 /** Writer. ixInsert over `n` u64 keys at `keysPtr` (a prompt's blocks for one pod). Returns the new keys, or -1. */
 export function ixInsertMany (base: usize, keysPtr: usize, n: u32, pod: u32, kind: u32, now: u32): i32 {
   if (pod >= load<u32>(base + IX_H_PODS) || kind >= IX_KINDS) return -1;
   let added: i32 = 0;
-  for (let i: u32 = 0; i < n; i++) added += insertKey(base, normKey(load<u64>(keysPtr + (<usize>i << 3))), pod, kind, now);
+  for (let i: u32 = 0; i < n; i++) {
+    if (i % PREFETCH_BLOCKS == 0) for (let j = i, end = min<u32>(n, i + PREFETCH_BLOCKS); j < end; j++) ixTouchHome(base, load<u64>(keysPtr + (<usize>j << 3)), pod);
+    added += insertKey(base, normKey(load<u64>(keysPtr + (<usize>i << 3))), pod, kind, now);
+  }
   return added;
 }
 

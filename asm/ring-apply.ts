@@ -11,7 +11,7 @@
 //
 // At the bound: `limit` ops per call at most (the rest stay on the ring for the next call).
 import { ringPop, RING_OP_BYTES, RING_OP_OPCODE, RING_OP_POD, RING_OP_KEY, RING_OP_A, RING_OP_LEASE, RING_OPCODE_ASSUMED, RING_OPCODE_TOUCH, RING_OPCODE_FORGET_POD } from './ring';
-import { ixInsert, ixClearPod, ixLookup, IX_KIND_ASSUMED, IX_MASK_ALL } from './prefix-index';
+import { ixInsert, ixClearPod, ixLookup, ixTouchHome, IX_KIND_ASSUMED, IX_MASK_ALL } from './prefix-index';
 import { podsLease } from './pod-table';
 
 // ixApplyRing's counts (u32 each, at `countsPtr`), for this call only.
@@ -19,6 +19,9 @@ export const RA_OUT_APPLIED: u32 = 0;    // ops applied
 export const RA_OUT_FORGOTTEN: u32 = 4;  // of them, forgetPod ops
 export const RA_OUT_STALE: u32 = 8;      // ops dropped: their lease is not their pod row's lease now
 export const RA_OUT_BYTES: u32 = 16;
+
+/** Ops whose index slots are touched together before they are applied (ixTouchHome). */
+const TOUCH_AHEAD: u32 = 32;
 
 /**
  * Pops up to `limit` ops, `batch` at a time through `opsPtr` (room for `batch` ops), and applies those whose
@@ -35,6 +38,14 @@ export function ixApplyRing (ixBase: usize, ringBase: u32, podsBase: u32, opsPtr
     const n = ringPop(ringBase, opsPtr, min<u32>(batch, limit - taken));
     if (n == 0) break;
     for (let i: u32 = 0; i < n; i++) {
+      // A turn's ops are thousands of keys spread over the whole index: touch the next window's home slots first.
+      if (i % TOUCH_AHEAD == 0) {
+        const end = min<u32>(n, i + TOUCH_AHEAD);
+        for (let j = i; j < end; j++) {
+          const o = <usize>opsPtr + <usize>j * RING_OP_BYTES;
+          if (load<u32>(o + RING_OP_OPCODE) != RING_OPCODE_FORGET_POD) ixTouchHome(ixBase, load<u64>(o + RING_OP_KEY), load<u32>(o + RING_OP_POD));
+        }
+      }
       const op = <usize>opsPtr + <usize>i * RING_OP_BYTES;
       const opcode = load<u32>(op + RING_OP_OPCODE);
       const pod = load<u32>(op + RING_OP_POD);

@@ -191,6 +191,7 @@ export class PrefixIndexWriter extends PrefixIndex {
   readonly #probeStats: Fn<[number, number], void>;
   readonly #applyRing: Fn<[number, number, number, number, number, number, number, number]>;
   readonly #podsBase: number;
+  readonly #warm: Fn<[number, number, number]>;
 
   /** Claims the writer role for this thread; throws if another thread holds it. */
   constructor (region: Region, area?: { ptr: number; bytes: number }) {
@@ -210,6 +211,7 @@ export class PrefixIndexWriter extends PrefixIndex {
     this.#voidAssumed = region.fn('ixVoidAssumed');
     this.#probeStats = region.fn('ixProbeStats');
     this.#applyRing = region.fn('ixApplyRing');
+    this.#warm = region.fn('ixWarm');
     this.#podsBase = region.base('TABLE_PODS');
   }
 
@@ -280,6 +282,15 @@ export class PrefixIndexWriter extends PrefixIndex {
    * Examines `budget` slots from the header's cursor and drops assumed presence recorded `ttlMs` or more ago
    * (ttlMs < 2^31). Call it regularly with a small budget to amortise; returns entries that lost it.
    */
+  /**
+   * Makes the pages of up to `pages` × 4 KB of slots from slot `from` resident (asm ixWarm): a fresh index's slots
+   * are untouched zero pages, and the first key stored into each costs a page fault. Returns the slot to continue
+   * from; `slots` when done.
+   */
+  warm (from: number, pages: number): number {
+    return this.#warm(this.base, from >>> 0, pages >>> 0) >>> 0;
+  }
+
   expireAssumed (now: number, ttlMs: number, budget: number): number {
     if (!(ttlMs >= 0 && ttlMs < 2 ** 31)) throw new RangeError(`assumed TTL must be in [0, 2^31) ms, got ${ttlMs}`);
     return this.#expire(this.base, now >>> 0, ttlMs, budget >>> 0);

@@ -108,3 +108,33 @@ test('a voided pod (its engine cleared its cache) stops counting its assumed pre
   assert.deepEqual([ix.counts[A], ix.counts[B]], [32, 32]);
   assert.equal(ix.probeStats().junk, 0);
 });
+
+test('a re-record of what an entry holds writes nothing within TTL/64 of its time; past that, or after a void, the time moves', () => {
+  const ix = freshIndex();
+  const t0 = 4_000_000;
+  ix.expireAssumed(t0, TTL, 0); // TTL/64 = 78 ms
+  ix.insertMany(span(prefix), A, ix.kind.assumed, t0);
+  // A session's next turn re-records its prompt 50 ms later: the entries keep t0.
+  assert.equal(ix.insertMany(span(prefix), A, ix.kind.assumed, t0 + 50), 0);
+  assert.equal(ix.longestPrefix(span(prefix), ix.mask.assumed, t0 + TTL - 1), BLOCKS);
+  assert.equal(ix.longestPrefix(span(prefix), ix.mask.assumed, t0 + TTL), 0, 'the presence still ends a TTL after t0');
+  // 100 ms after t0 the re-record moves the time.
+  ix.insertMany(span(prefix), A, ix.kind.assumed, t0 + 100);
+  assert.equal(ix.longestPrefix(span(prefix), ix.mask.assumed, t0 + 100 + TTL - 1), BLOCKS);
+  // Another pod's first record of the same blocks is a change: it counts at once.
+  ix.insertMany(span(prefix.slice(0, 16)), B, ix.kind.assumed, t0 + 110);
+  assert.equal(ix.longestPrefix(span(prefix), ix.mask.assumed, t0 + 111), BLOCKS);
+  assert.deepEqual([ix.counts[A], ix.counts[B]], [BLOCKS, 16]);
+  // a's engine cleared its cache at t0 + 120: a re-record 10 ms after the entries' time still counts.
+  ix.voidAssumed(A, t0 + 120);
+  assert.equal(ix.longestPrefix(span(prefix), ix.mask.assumed, t0 + 121), 16);
+  assert.deepEqual([ix.counts[A], ix.counts[B]], [0, 16]);
+  ix.insertMany(span(prefix.slice(0, 32)), A, ix.kind.assumed, t0 + 130);
+  assert.equal(ix.longestPrefix(span(prefix), ix.mask.assumed, t0 + 131), 32);
+  assert.deepEqual([ix.counts[A], ix.counts[B]], [32, 16]);
+  // Confirmed presence has no time: a re-record of it changes nothing either, and it stays.
+  ix.insertMany(span(prefix), B, ix.kind.confirmed, t0 + 140);
+  assert.equal(ix.insertMany(span(prefix), B, ix.kind.confirmed, t0 + 150), 0);
+  assert.equal(ix.longestPrefix(span(prefix), ix.mask.confirmed, t0 + 10 * TTL), BLOCKS);
+  assert.equal(ix.probeStats().junk, 0);
+});

@@ -253,6 +253,29 @@ test('clearPods of many rows in one sweep of a full table leaves what one clearP
   assert.equal(single.probeStats().sumProbe, p.sumProbe, 'same keys, same displacement');
 });
 
+test('warm writes every page of the slots in slices and changes nothing the index holds', () => {
+  const ix = freshIndex(region, 1 << 12);
+  const keys = Array.from({ length: 500 }, (_, i) => BigInt(i + 1) * 0x9E3779B97F4A7C15n % (1n << 64n));
+  ix.insertMany(putKeys(keys), 7, ix.kind.assumed, 1000);
+  ix.insertMany(putKeys(keys.slice(0, 100)), 300 % 256, ix.kind.confirmed, 1000);
+  const before = ix.probeStats();
+  const slots = ix.stats().slots;
+  let at = 0;
+  let slices = 0;
+  while (at < slots) {
+    const next = ix.warm(at, 3); // 3 pages: 96 slots of 128 bytes
+    assert.equal(next, Math.min(at + 96, slots));
+    at = next;
+    slices++;
+  }
+  assert.equal(slices, Math.ceil(slots / 96));
+  assert.equal(ix.warm(slots, 8), slots, 'done: nothing more');
+  assert.deepEqual(ix.probeStats(), before);
+  assert.equal(ix.longestPrefix(putKeys(keys)), 500);
+  assert.equal(ix.counts[7], 500);
+  assert.equal(ix.counts[300 % 256], 100);
+});
+
 test('bad arguments are refused; key 0 is the same key as 1; one writer per index', () => {
   const ix = freshIndex(region, 100);
   assert.throws(() => ix.insert(5n, 256, 0, 0), /pod must be/);

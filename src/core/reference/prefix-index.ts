@@ -16,7 +16,6 @@ const entryKey = (key: bigint, g: number): bigint => ((key === 0n ? 1n : key) <<
 
 interface RefEntry {
   bits: Uint32Array; // kind k, pod p of the group: bit p % 32 of word k * WORDS + (p % 256) / 32
-  access: number;
   assumedAt: number;
   ref: boolean;
 }
@@ -64,16 +63,17 @@ export class PrefixIndexRef {
     let added = 0;
     if (e === undefined) {
       if (this.#map.size >= this.capacity) this.#evict();
-      e = { bits: new Uint32Array(REF_KINDS * WORDS), access: 0, assumedAt: 0, ref: false };
+      e = { bits: new Uint32Array(REF_KINDS * WORDS), assumedAt: 0, ref: false };
       this.#map.set(key, e);
       this.inserts++;
       added = 1;
+    } else if (this.#unchanged(e, pod, kind, now)) {
+      return 0;
     } else if (kind === ASSUMED && this.#expired(now, e)) {
       // One assumed-at time for every pod of the entry: an insert that refreshes it first drops the expired bits.
       e.bits.fill(0, ASSUMED * WORDS, (ASSUMED + 1) * WORDS);
     }
     e.bits[kind * WORDS + ((pod % REF_GROUP_PODS) >>> 5)] |= 1 << (pod & 31);
-    e.access = now >>> 0;
     e.ref = true;
     if (kind === ASSUMED) e.assumedAt = now >>> 0;
     return added;
@@ -126,6 +126,12 @@ export class PrefixIndexRef {
       if (hit) changed++;
     }
     return changed;
+  }
+
+  /** The kernel's rule: the bit and the reference bit set and, for assumed presence, its time younger than TTL/64. */
+  #unchanged (e: RefEntry, pod: number, kind: number, now: number): boolean {
+    if ((e.bits[kind * WORDS + ((pod % REF_GROUP_PODS) >>> 5)] & (1 << (pod & 31))) === 0 || !e.ref) return false;
+    return kind !== ASSUMED || (this.#ttl !== 0 && ((now - e.assumedAt) >>> 0) < (this.#ttl >>> 6));
   }
 
   /** Whether e's assumed presence is past the last sweep's TTL at `now` (signed: a clock a little behind is not). */
