@@ -2,7 +2,7 @@
 import { ADMISSION_DEFAULTS, PRIORITY_CLASSES, SCHEDULERS, type PriorityClass, type SchedulerKind } from '../core/admission.js';
 import { CAPACITY_DEFAULTS } from '../core/capacity.js';
 import { ConfigError } from './config-error.js';
-import { checkInt, checkNumber, isMapping, shown, type FieldCheck } from './checks.js';
+import { checkBool, checkInt, checkNumber, isMapping, shown, type FieldCheck } from './checks.js';
 import { SCHEDULER } from '../core/defaults.js';
 
 export interface AdmissionConfig {
@@ -56,10 +56,7 @@ export const ADMISSION_FIELDS: Record<keyof AdmissionConfig, FieldCheck> = {
   queueTimeoutMs: (p, v) => checkInt(p, v, 1, 86_400_000),
   prefillBudgetTokens: (p, v) => checkInt(p, v, 0, 1 << 30),
   kvHighWatermark: (p, v) => checkNumber(p, v, 0.01, 1),
-  learnConcurrencyLimit: (p, v) => {
-    if (typeof v !== 'boolean') throw new ConfigError(p, `must be true or false, got ${shown(v)}`);
-    return v;
-  },
+  learnConcurrencyLimit: (p, v) => checkBool(p, v),
   apiKeyPriority: (p, v) => {
     if (!isMapping(v)) throw new ConfigError(p, 'must be a mapping of API key to priority class');
     for (const [k, c] of Object.entries(v)) {

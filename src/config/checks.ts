@@ -33,6 +33,11 @@ export function checkNumber (path: string, v: unknown, min: number, max: number)
   return n;
 }
 
+export function checkBool (path: string, v: unknown): boolean {
+  if (typeof v !== 'boolean') throw new ConfigError(path, `must be true or false, got ${shown(v)}`);
+  return v;
+}
+
 export function checkString (path: string, v: unknown): string {
   if (typeof v !== 'string' || v === '') throw new ConfigError(path, 'must be a non-empty string');
   return v;

@@ -1,5 +1,5 @@
 // The prefix index's hints and the engine-hash map of the kv-events thread (src/kvevents/).
-import { checkInt, type FieldCheck } from './checks.js';
+import { checkBool, checkInt, type FieldCheck } from './checks.js';
 import { MAX_MAPPED_BLOCKS } from '../core/defaults.js';
 
 export interface PrefixIndexConfig {
@@ -11,14 +11,21 @@ export interface PrefixIndexConfig {
   assumedTtlMs: number | null;
   /** Engine block hashes mapped to EAR keys, per backend with KV events; at the bound the oldest go. */
   kvMaxMappedBlocks: number;
+  /**
+   * Make the index's memory resident at start (256 MB at the default capacity, ~1 s of the kv-events thread's CPU),
+   * so that no new key pays a page fault later. Off: pages come as keys land (lower RSS while the index is sparse).
+   */
+  prefixIndexWarm: boolean;
 }
 
 export const PREFIX_INDEX_DEFAULTS: Readonly<PrefixIndexConfig> = Object.freeze({
   assumedTtlMs: null,
-  kvMaxMappedBlocks: MAX_MAPPED_BLOCKS
+  kvMaxMappedBlocks: MAX_MAPPED_BLOCKS,
+  prefixIndexWarm: false
 });
 
 export const PREFIX_INDEX_FIELDS: Record<keyof PrefixIndexConfig, FieldCheck> = {
   assumedTtlMs: (p, v) => (v === null ? null : checkInt(p, v, 0, 2 ** 31 - 1)),
-  kvMaxMappedBlocks: (p, v) => checkInt(p, v, 1024, 1 << 26)
+  kvMaxMappedBlocks: (p, v) => checkInt(p, v, 1024, 1 << 26),
+  prefixIndexWarm: (p, v) => checkBool(p, v)
 };

@@ -120,7 +120,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       await store.whenUp(opts.storeWaitMs ?? 1000);
     }
     const initialTtl = config.assumedTtlMs ?? (config.backends.some((b) => b.kvEvents !== null) ? PRECISE_ASSUMED_TTL_MS : APPROXIMATE_ASSUMED_TTL_MS);
-    const k = kv = startKvEventsThread(shared, { assumedTtlMs: initialTtl, blockSize: config.blockSize, maxMappedBlocks: config.kvMaxMappedBlocks });
+    const k = kv = startKvEventsThread(shared, { assumedTtlMs: initialTtl, blockSize: config.blockSize, maxMappedBlocks: config.kvMaxMappedBlocks, warmIndex: config.prefixIndexWarm });
     // The gateway (and its metrics) starts after the pool; no task runs before it does.
     let observeQueueWait = (_seconds: number): void => {};
     let observeRowFree = (_seconds: number): void => {};

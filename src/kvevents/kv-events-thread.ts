@@ -20,6 +20,11 @@ export interface KvThreadOptions {
   maxMappedBlocks?: number;
   /** Departed backend ids whose counters are kept, the most recently departed (default 1024). */
   maxRetiredBackends?: number;
+  /**
+   * Make the prefix index's pages resident at start, in slices between drains of the ring (config
+   * `prefixIndexWarm`; default false).
+   */
+  warmIndex?: boolean;
   /** Subscriber knobs (tests shorten the timeouts). */
   subscriber?: Pick<KvSubscriberOptions, 'replayTimeoutMs' | 'reconnectMinMs' | 'reconnectMaxMs' | 'receiveHighWaterMark'>;
 }
@@ -58,6 +63,7 @@ export function startKvEventsThread (shared: SharedRegion, opts: KvThreadOptions
     blockSize: opts.blockSize ?? BLOCK_SIZE,
     maxMappedBlocks: opts.maxMappedBlocks ?? MAX_MAPPED_BLOCKS,
     maxRetiredBackends: opts.maxRetiredBackends ?? 1024,
+    warmIndex: opts.warmIndex ?? false,
     subscriber: opts.subscriber ?? {}
   }, { name: 'kv-events thread', toError: kvThreadError });
   return {

@@ -27,6 +27,8 @@ export interface KvEventsThreadData {
   maxMappedBlocks: number;
   /** Departed backends whose counters are kept (the most recent); older ones are dropped and counted. */
   maxRetiredBackends: number;
+  /** Make the prefix index's pages resident at start (KvThreadOptions.warmIndex). */
+  warmIndex: boolean;
   subscriber: KvSubscriberOptions;
 }
 
@@ -54,6 +56,8 @@ export interface KvThreadStats extends FeederStats {
   retiredDropped: number;
   /** Rows cleared because the main thread saw their engine restart (restarted). */
   restartedRows: number;
+  /** Index slots whose pages the warm-up made resident so far (warmIndex; 0 without it). */
+  warmedSlots: number;
 }
 
 export type ToKvThread =

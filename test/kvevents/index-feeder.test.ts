@@ -40,3 +40,32 @@ test('record ops pushed on the main thread reach the index through the kv-events
     assert.equal(s.applied, 41);
   }
 });
+
+test('warmIndex: the kv-events thread makes the whole index resident in slices, and applies ops meanwhile', async () => {
+  // 2^16 keys: 2^17 slots of 128 bytes, 16 MB, four of the warm-up's slices
+  const shared = createRegion({ ...small, prefixIndexKeys: 1 << 16 });
+  const region = new Region(shared);
+  const hasher = new BlockHasher(region);
+  const reader = new PrefixIndex(region);
+  const ring = new RingProducer(region);
+  const thread = startKvEventsThread(shared, { assumedTtlMs: 60_000, warmIndex: true });
+  try {
+    const keys = hasher.hash(Array.from({ length: 320 }, (_, i) => i * 11), 16, hasher.rootSeed('m'));
+    assert.equal(ring.pushKeysAt(ring.layout.opcodes.assumed, 2, keys.ptr, keys.count, performance.timeOrigin + performance.now()), 20);
+    await until(() => reader.longestPrefix(keys) === 20, 'the 20 keys in the index');
+    const slots = reader.stats().slots;
+    assert.equal(slots, 1 << 17);
+    await until(async () => (await thread.stats()).warmedSlots === slots, 'every slot warmed');
+    assert.equal(reader.longestPrefix(keys), 20);
+    assert.equal(reader.counts[2], 20);
+  } finally {
+    await thread.stop();
+  }
+  // Without it, nothing is warmed.
+  const cold = startKvEventsThread(createRegion(small), { assumedTtlMs: 60_000 });
+  try {
+    assert.equal((await cold.stats()).warmedSlots, 0);
+  } finally {
+    await cold.stop();
+  }
+});
