@@ -11,6 +11,7 @@ import { reportFault } from '../request/faults.js';
 import type { Dialect } from '../dialects/dialect.js';
 import type { ClientLimits } from '../request/client-gate.js';
 import { ReadDeadlines } from './read-deadlines.js';
+import { bodyBuffer, joinBody, SHARED_BODY_MIN_BYTES } from '../request/body-buffer.js';
 
 /**
  * What slow clients hold in this process, for /metrics and tests: bytes uWS took for responses in progress and
@@ -291,8 +292,9 @@ export function readBody (state: ResponseState, limits: Readonly<BodyLimits>, do
   let chunks: Buffer[] = [];
   let size = 0;
   let over = false;
-  // A body declared by Content-Length and longer than one chunk is copied once, into a buffer of its size, not
-  // chunk by chunk and then again by Buffer.concat (two copies and their garbage for a 130 KB turn).
+  // A body declared by Content-Length and longer than one chunk, or of SHARED_BODY_MIN_BYTES in one chunk, is copied
+  // once, into a buffer of its size (bodyBuffer), not chunk by chunk and then again by Buffer.concat (two copies and
+  // their garbage for a 130 KB turn).
   const declared = declaredLength === '' ? -1 : Number(declaredLength);
   let whole: Buffer | null = null;
   /** Stops reading: the deadline, the abort hook and the bytes kept so far go. */
@@ -322,7 +324,10 @@ export function readBody (state: ResponseState, limits: Readonly<BodyLimits>, do
     const at = size;
     size += ab.byteLength;
     CLIENT_IO.bodyBytes += ab.byteLength;
-    if (at === 0 && !isLast && Number.isSafeInteger(declared) && declared >= size) whole = Buffer.allocUnsafeSlow(declared);
+    if (at === 0) {
+      if (Number.isSafeInteger(declared) && declared >= size && (!isLast || size >= SHARED_BODY_MIN_BYTES)) whole = bodyBuffer(declared);
+      else if (isLast && size >= SHARED_BODY_MIN_BYTES) whole = bodyBuffer(size);
+    }
     if (whole !== null && size <= whole.length) whole.set(new Uint8Array(ab), at);
     else {
       if (whole !== null) {
@@ -334,7 +339,7 @@ export function readBody (state: ResponseState, limits: Readonly<BodyLimits>, do
       chunks.push(Buffer.from(new Uint8Array(ab)));
     }
     if (isLast) {
-      const body = whole !== null ? whole.subarray(0, size) : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+      const body = whole !== null ? whole.subarray(0, size) : chunks.length === 1 && size < SHARED_BODY_MIN_BYTES ? chunks[0] : joinBody(chunks, size);
       stop();
       done(body);
     }

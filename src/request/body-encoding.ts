@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { brotliDecompress, gunzip, inflate, type ZlibOptions } from 'node:zlib';
 import { Decompress as ZstdDecompress } from 'fzstd';
 import { EarError } from '../errors/errors.js';
+import { joinBody } from './body-buffer.js';
 
 type Decoder = (body: Buffer, maxBytes: number) => Promise<Buffer>;
 
@@ -44,7 +45,7 @@ const zstd: Decoder = async (body, maxBytes) => {
   } catch (err) {
     throw err instanceof EarError ? err : fail((err as Error).message);
   }
-  return Buffer.concat(chunks, size);
+  return joinBody(chunks, size);
 };
 
 /** The largest window EAR decodes with: the 8 MiB RFC 8878 §3.1.1.1.2 asks every decoder to support. */
