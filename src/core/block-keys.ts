@@ -21,6 +21,16 @@ export interface BlockKeys extends KeySpan {
  */
 export const ROOT_SEPARATOR = 0xff;
 
+/**
+ * A copy of `keys` in memory of its own. Not `keys.slice()`: V8 copies a BigUint64Array's slice element by element
+ * (8,200 keys, a 130 KB prompt's: 50 µs, against 8 µs for an allocation and a set).
+ */
+export function copyKeys (keys: BigUint64Array): BigUint64Array<ArrayBuffer> {
+  const out = new BigUint64Array(keys.length);
+  out.set(keys);
+  return out;
+}
+
 const utf8 = new TextEncoder();
 
 /** Models whose root seed a hasher remembers (model names are few; a bound for a client that sends many). */

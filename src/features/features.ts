@@ -3,7 +3,7 @@
 // With a session id and per-session state (SessionFeatures), a chat turn that extends the session's previous
 // turn parses, renders, encodes and hashes only what is new; the result equals a cold computation. With a
 // session, the body is copied for the next turn; parsed messages may be shared with it (nothing modifies them).
-import type { BlockHasher } from '../core/block-keys.js';
+import { copyKeys, type BlockHasher } from '../core/block-keys.js';
 import type { Tokenizer } from '../tokenize/types.js';
 import { renderPieces, type RenderedPieces } from '../tokenize/chat-template.js';
 import { EarError } from '../errors/errors.js';
@@ -74,7 +74,7 @@ export function featuresFromTokens (ctx: FeatureContext, p: ParsedRequest, body:
   let blockKeys = new BigUint64Array(0);
   if (tokens && tokens.length >= ctx.blockSize) {
     const keys = ctx.hasher.hash(tokens, ctx.blockSize, ctx.hasher.rootSeed(p.model, null, p.cacheSalt));
-    blockKeys = keys.keys.slice();
+    blockKeys = copyKeys(keys.keys);
   }
   return featuresOf(p, body, tokens?.length ?? Math.ceil(body.length / 4), blockKeys);
 }

@@ -12,7 +12,7 @@
 // tokenizer's own (sessions, bytes) and at most `maxSessions` key lists of `maxKeyBytes` in all, least recently
 // used evicted first; a session idle for `idleMs` (the gateway's session expiry) is dropped at the next turn of
 // any session. An evicted or missing entry only costs a cold computation, never a wrong key.
-import type { BlockHasher } from '../core/block-keys.js';
+import { copyKeys, type BlockHasher } from '../core/block-keys.js';
 import { IncrementalTokenizer, type IncrementalStats, type SuffixResult } from '../tokenize/incremental.js';
 import type { RenderedPieces } from '../tokenize/chat-template.js';
 import type { ChatMessage, Tokenizer } from '../tokenize/types.js';
@@ -166,7 +166,7 @@ export class SessionFeatures {
     this.#stats.reusedBlocks += kept;
     this.#stats.hashedBlocks += count - kept;
     this.#store(session, { seed, blockSize, keys });
-    return { tokens: r.ids, keys: keys.slice() };
+    return { tokens: r.ids, keys: copyKeys(keys) };
   }
 
   #storeChat (session: string, body: ChatBodyState | null, render: RenderState | null): void {

@@ -21,6 +21,7 @@ import type { ResponseOrigin, SharedSession, StoreReply } from '../store/session
 import type { LocalFigures } from '../store/shared-sessions.js';
 import { BatchedPort } from '../threads/batched-port.js';
 import type { KeyRingWriter, KeysAt } from './key-ring.js';
+import { copyKeys } from '../core/block-keys.js';
 import {
   ANSWER_RELEASED, RELEASED_FIELDS, SUBMIT_RECORD, RELEASED_MIGRATING, RELEASED_PROMOTED, RELEASED_QUEUED, RELEASED_RANK, REPORT_FINISHED, REPORT_FIRST_TOKEN,
   REPORT_STARTED, type BackendWire, type ErrorWire, type InputWire, type LimitsWire, type PlacementWire, type ToOwner, type ToOwnerItem,
@@ -332,7 +333,7 @@ export class OwnerClient implements Placements {
       model: i.model, sessionId: i.sessionId, parentSessionId: i.parentSessionId, promptTokens: i.promptTokens,
       maxTokens: i.maxTokens, user: i.user
     };
-    if (at === null) w.blockKeys = i.blockKeys.slice();
+    if (at === null) w.blockKeys = copyKeys(i.blockKeys);
     else if (at.n > 0) {
       w.keysAt = at.at;
       w.keysN = at.n;

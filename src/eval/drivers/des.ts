@@ -3,7 +3,7 @@
 // fed engine load and index updates as the gateway is), and the workload runner issuing requests as the
 // workload's closed or open loop says. Deterministic for a seed.
 import { createAndAttach } from '../../core/region.js';
-import { BlockHasher } from '../../core/block-keys.js';
+import { BlockHasher, copyKeys } from '../../core/block-keys.js';
 import { createPolicy } from '../../core/policies/index.js';
 import type { UserUsageOptions } from '../../core/user-usage.js';
 import { DesHost } from '../../sim/des.js';
@@ -185,7 +185,7 @@ export function runDes (o: DesRunOptions): DesRunResult {
     // A copy: the hasher's output area is reused by the next request, and this one may wait in the queue.
     const req = {
       model: MODEL, sessionId: d.sessionId, parentSessionId: d.parentId,
-      promptTokens: tokens.length, blockKeys: new BigUint64Array(region.memory.buffer, span.ptr, span.count).slice(), maxTokens: d.outputTokens,
+      promptTokens: tokens.length, blockKeys: copyKeys(new BigUint64Array(region.memory.buffer, span.ptr, span.count)), maxTokens: d.outputTokens,
       // Workloads name no users: a root session (an agent run with its sub-agents) stands for one user, so
       // fairness policies see one user per run, as a gateway would if each run sent its own OpenAI `user`.
       user: d.rootSessionId
