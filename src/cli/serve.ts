@@ -117,7 +117,14 @@ export async function main (argv: string[]): Promise<number> {
     }
     throw err;
   }
-  const started = await startGatewayProcess(config, log, 'ear serve', readConfig);
+  let started: Awaited<ReturnType<typeof startGatewayProcess>>;
+  try {
+    started = await startGatewayProcess(config, log, 'ear serve', readConfig);
+  } catch (err) {
+    // The demo engines' servers would keep the process alive after the error is printed.
+    await Promise.all(sims.map((s) => s.close()));
+    throw err;
+  }
   if (typeof started === 'number') {
     await Promise.all(sims.map((s) => s.close()));
     return started;

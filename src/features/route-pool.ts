@@ -4,6 +4,7 @@
 // tokens); requests without a session go to the least busy thread. Its queue is bounded: past `maxQueue`
 // waiting tasks over all threads a request is refused with 429 rather than letting latency grow without limit.
 // Messages: src/features/route-protocol.ts.
+import { Worker } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { SharedRegion } from '../core/region.js';
 import { SESSION_IDLE_MS } from '../core/defaults.js';
@@ -18,7 +19,24 @@ const WORKER = new URL('../../workers/route-worker.js', import.meta.url).href;
 // piscina loads a worker file with require() first and import() only when that throws. On Node 20.19+ require()
 // of an ES module succeeds, but racing the loader it can abort the whole process (a V8 fatal in IsGraphAsync,
 // seen in CI). Turning require(esm) off in the pool's threads makes piscina take the import() path every time.
-const WORKER_ARGV = [...process.execArgv, '--no-experimental-require-module'];
+// The process's own flags go with them (--cpu-prof, --inspect, --enable-source-maps) except those a worker refuses:
+// V8's heap flags (--max-old-space-size, --max-semi-space-size) and other per-process ones throw
+// ERR_WORKER_INVALID_EXEC_ARGV, and a gateway started with them would have no pool. They hold for every thread anyway.
+const WORKER_ARGV = [...workerFlags(process.execArgv), '--no-experimental-require-module'];
+
+/** The flags of `argv` a worker thread accepts, found by starting one that exits at once (only when there are any). */
+function workerFlags (argv: readonly string[]): string[] {
+  const accepts = (flags: string[]): boolean => {
+    try {
+      void new Worker('0', { eval: true, execArgv: flags }).terminate();
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (argv.length === 0 || accepts([...argv])) return [...argv];
+  return argv.filter((f) => accepts([f]));
+}
 
 export interface RoutePoolOptions {
   threads: number;
