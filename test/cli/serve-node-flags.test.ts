@@ -1,6 +1,6 @@
 // `ear serve` started with V8's heap flags on node's command line (as the Dockerfile's NODE_OPTIONS and `npm start`
 // set --max-semi-space-size): worker threads refuse those flags in their execArgv, and the route pool's threads
-// were given the process's own, so the gateway came up with no pool. A body past the inline bound goes to the pool.
+// were given the process's own, so the gateway did not start. A body past the inline bound goes to the pool.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SERVE_LISTENING, start, stop } from '../fixtures/processes.js';
@@ -15,14 +15,14 @@ test('ear serve under node --max-old-space-size --max-semi-space-size computes a
     const r = await fetch(`${gw.url}/v1/chat/completions`, {
       method: 'POST', headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model, messages: [{ role: 'user', content }], max_tokens: 2 }),
-      signal: AbortSignal.timeout(20_000) // without its pool the request waited for ever
+      signal: AbortSignal.timeout(20_000)
     });
     const body = await r.text();
     assert.equal(r.status, 200, body);
     assert.match(body, /"usage":\{"prompt_tokens":\d{4,}/);
     answered = true;
   } finally {
-    // A gateway whose pool never came up does not drain either: it is killed.
+    // A gateway that failed here may not drain: it is killed.
     const code = await stop(gw, answered ? 'SIGTERM' : 'SIGKILL');
     if (answered) assert.equal(code, 0, gw.out());
   }
