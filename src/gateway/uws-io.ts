@@ -325,8 +325,8 @@ export function readBody (state: ResponseState, limits: Readonly<BodyLimits>, do
     size += ab.byteLength;
     CLIENT_IO.bodyBytes += ab.byteLength;
     if (at === 0) {
-      if (Number.isSafeInteger(declared) && declared >= size && (!isLast || size >= SHARED_BODY_MIN_BYTES)) whole = bodyBuffer(declared);
-      else if (isLast && size >= SHARED_BODY_MIN_BYTES) whole = bodyBuffer(size);
+      const total = isLast ? size : declared;
+      if (Number.isSafeInteger(total) && total >= size && (!isLast || size >= SHARED_BODY_MIN_BYTES)) whole = bodyBuffer(total);
     }
     if (whole !== null && size <= whole.length) whole.set(new Uint8Array(ab), at);
     else {

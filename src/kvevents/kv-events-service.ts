@@ -88,7 +88,8 @@ export function startKvEventsService (port: MessagePort, data: KvEventsThreadDat
   let lastExpiry = 0;
   let lastOps = 0;
   const slots = writer.stats().slots;
-  let warmedSlots = data.warmIndex ? 0 : slots;
+  let warmedSlots = 0;
+  const warming = (): boolean => data.warmIndex && warmedSlots < slots;
 
   function tick (): void {
     timer = null;
@@ -101,10 +102,10 @@ export function startKvEventsService (port: MessagePort, data: KvEventsThreadDat
       lastExpiry = now;
     }
     if (applied > 0) lastOps = now;
-    if (warmedSlots < slots) warmedSlots = writer.warm(warmedSlots, WARM_PAGES_PER_TICK);
+    if (warming()) warmedSlots = writer.warm(warmedSlots, WARM_PAGES_PER_TICK);
     // Draining every GATHER_MS while ops arrive and LINGER_MS after (and while the warm-up lasts); then asleep
     // until a producer pushes (it notifies) or the next expiry slice.
-    if (now - lastOps < LINGER_MS || warmedSlots < slots) timer = setTimeout(tick, GATHER_MS);
+    if (now - lastOps < LINGER_MS || warming()) timer = setTimeout(tick, GATHER_MS);
     else void ring.waitForOps(tail, UPKEEP_EVERY_MS).then(() => { if (!stopped) timer = setTimeout(tick, GATHER_MS); });
   }
 
@@ -250,7 +251,7 @@ export function startKvEventsService (port: MessagePort, data: KvEventsThreadDat
       live.add(f.spec.id);
     }
     for (const [id, s] of retired) if (!live.has(id)) backends.push(s);
-    return { ...feeder.stats, backends, applyLagP50Ms: quantile(0.5), applyLagP99Ms: quantile(0.99), purged, retiredDropped, restartedRows, warmedSlots: data.warmIndex ? warmedSlots : 0 };
+    return { ...feeder.stats, backends, applyLagP50Ms: quantile(0.5), applyLagP99Ms: quantile(0.99), purged, retiredDropped, restartedRows, warmedSlots };
   }
 
   serveThread<KvEventsProtocol>(port, {
