@@ -276,7 +276,10 @@ export class Router {
     const counts = this.#counts;
     let pod = chosen;
     for (const p of candidates) if (counts[p.index] > counts[pod]) pod = p.index;
-    const count = counts[pod];
+    // A pod holding the whole prompt (a retry, a replay, two sessions of one text) holds its last block too, which
+    // ends in the template's generation prompt: the next turn's prompt has its reply there instead, so a hint on
+    // that block never holds and every later turn would walk whole. The hint stops a block short of the prompt.
+    const count = Math.min(counts[pod], keys.count - 1);
     if (h === undefined) {
       if (count === 0) return;
       h = this.#remember(key, { pod, count, lastKey: 0n, epoch: 0, fullPod: -1, fullAt: 0 });

@@ -23,14 +23,14 @@ function setup () {
   const feeder = new IndexFeeder(writer, new RingConsumer(region), { assumedTtlMs: TTL, expiryBudget: 16 });
   feeder.expire(0); // the writer publishes its TTL with its first sweep, as the kv-events thread does at start
   const hasher = new BlockHasher(region);
-  const keysOf = (n: number): BigUint64Array => {
-    const tokens = Array.from({ length: n }, (_, i) => (i * 7919) % 50_000);
+  /** Keys of a prompt of `n` tokens; `ending` other than 0 changes the tokens of its last block (a generation prompt). */
+  const keysOf = (n: number, ending = 0): BigUint64Array => {
+    const tokens = Array.from({ length: n }, (_, i) => (i * 7919 + (i >= n - 16 ? ending : 0)) % 50_000);
     const span = hasher.hash(tokens, 16, hasher.rootSeed(MODEL));
     return new BigUint64Array(region.memory.buffer, span.ptr, span.count).slice();
   };
   /** One turn of session `s` with the prompt's first `blocks` blocks: routed, dispatched, ended; its ring ops applied. */
-  const turn = (s: string, blocks: number, now: number) => {
-    const keys = keysOf(blocks * 16).subarray(0, blocks);
+  const turn = (s: string, blocks: number, now: number, keys = keysOf(blocks * 16).subarray(0, blocks)) => {
     const r: HostRequest = { model: MODEL, sessionId: s, parentSessionId: null, promptTokens: blocks * 16, blockKeys: keys, maxTokens: null, user: null };
     const p = host.route(r, new Set(), now);
     host.dispatched(p, now);
@@ -38,7 +38,7 @@ function setup () {
     const recorded = feeder.pump();
     return { pod: p.pod, matched: p.matchedBlocks, recorded, keys };
   };
-  return { host, writer, feeder, turn };
+  return { host, writer, feeder, turn, keysOf };
 }
 
 test('a session\'s turns: the walk starts from the blocks its pod held last turn, and only new blocks are recorded', () => {
@@ -58,6 +58,24 @@ test('a session\'s turns: the walk starts from the blocks its pod held last turn
   assert.equal(w.shortcut, 1, 'turn 3 starts from the 100 blocks turn 2 found');
   assert.equal(w.fullRecords, 1);
   assert.equal(w.recordedKeys, 140);
+});
+
+test('a prompt its pod holds whole (a retry): the hint stops a block short, so the next turn, whose last block differs, still starts from it', () => {
+  const { host, turn, keysOf } = setup();
+  const prompt = keysOf(100 * 16, 1);
+  const first = turn('s', 100, 1000, prompt);
+  const retry = turn('s', 100, 2000, prompt);
+  assert.equal(retry.pod, first.pod);
+  assert.equal(retry.matched, 100, 'the first try recorded the whole prompt');
+  // The next turn: the first 99 blocks, then the reply where the generation prompt was, then new blocks.
+  const next = keysOf(120 * 16);
+  assert.deepEqual([...next.subarray(0, 99)], [...prompt.subarray(0, 99)]);
+  assert.notEqual(next[99], prompt[99]);
+  const before = host.walkStats().shortcut;
+  const t = turn('s', 120, 3000, next);
+  assert.equal(host.walkStats().shortcut, before + 1, 'the walk starts from block 99');
+  assert.equal(t.matched, 99, 'as the whole walk says');
+  assert.equal(t.recorded, 21);
 });
 
 test('a block lost in the middle of the prefix (an engine removed it): the next walk is whole and finds the hole', () => {
