@@ -81,18 +81,33 @@ interface RawAnswer {
   status: number | null;
   head: string;
   body: string;
-  /** 'server': the server closed the connection; 'timeout': the test's own bound passed first. */
-  closedBy: 'server' | 'timeout';
+  /** 'server': the server closed the connection; 'timeout': the test's own bound passed first; 'client': `untilAnswer` and the answer came whole. */
+  closedBy: 'server' | 'timeout' | 'client';
 }
 
 /** Sends `request` as is and reads until the server closes (requests say `connection: close`) or `timeoutMs`. */
-function raw (port: number, request: string | Buffer, timeoutMs = 30_000): Promise<RawAnswer> {
+/**
+ * Sends `request` on a fresh connection and reads until the server closes it (or `timeoutMs`). `untilAnswer`: the
+ * client closes once a whole answer with a Content-Length came, for a request that keeps its connection alive (a
+ * server waits for the next request there, up to uWS's idle timeout of ~10 s).
+ */
+function raw (port: number, request: string | Buffer, timeoutMs = 30_000, untilAnswer = false): Promise<RawAnswer> {
   return new Promise((resolve) => {
     const s = connect(port, '127.0.0.1');
     const chunks: Buffer[] = [];
     let closedBy: RawAnswer['closedBy'] = 'server';
     const timer = setTimeout(() => { closedBy = 'timeout'; s.destroy(); }, timeoutMs);
-    s.on('data', (d: Buffer) => chunks.push(d));
+    s.on('data', (d: Buffer) => {
+      chunks.push(d);
+      if (!untilAnswer) return;
+      const all = Buffer.concat(chunks);
+      const cut = all.indexOf('\r\n\r\n');
+      const length = cut < 0 ? null : /\r\ncontent-length: *(\d+)/i.exec(all.subarray(0, cut).toString('latin1'));
+      if (length !== null && all.length >= cut + 4 + Number(length[1])) {
+        closedBy = 'client';
+        s.destroy();
+      }
+    });
     s.on('error', () => {});
     s.on('close', () => {
       clearTimeout(timer);
@@ -281,7 +296,7 @@ describe('security of a running gateway', () => {
       await raw(port, post('/v1/completions', JSON.stringify({ model: 'm', prompt: 'hi', max_tokens: 1 }), [key, ...tricks])),
       await raw(port, post('/v1/context', chatBody(), [key, ...tricks])),
       // The header names Connection lists are hop-by-hop too; a duplicated Host; a chunked body.
-      await raw(port, post('/v1/chat/completions', chatBody(), [key, 'connection: keep-alive, x-secret', 'x-secret: 1', 'host: evil.example'])),
+      await raw(port, post('/v1/chat/completions', chatBody(), [key, 'connection: keep-alive, x-secret', 'x-secret: 1', 'host: evil.example']), 30_000, true),
       await raw(port, `POST /v1/chat/completions HTTP/1.1\r\nhost: evil.example\r\n${key}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n${Buffer.byteLength(chatBody()).toString(16)}\r\n${chatBody()}\r\n0\r\n\r\n`)
     ];
     for (const [i, a] of answers.entries()) {
