@@ -92,6 +92,7 @@ export const IX_H_GROUPS: u32 = 32;      // u32 pod groups: ceil(pods / IX_GROUP
 export const IX_H_LOSS_AT: u32 = 36;     // u32 byte offset from the base of the loss epochs (after the slots)
 export const IX_H_VOID_AT: u32 = 40;     // u32 byte offset from the base of the voided-at times (after the loss epochs)
 export const IX_H_LAST_VOID: u32 = 44;   // u32 time of the latest ixVoidAssumed (0 = none yet)
+export const IX_H_USED_AT: u32 = 48;     // u32 byte offset from the base of the used-span bits (after the voided-at times)
 export const IX_H_SIZE: u32 = 64;        // u32 live keys
 export const IX_H_CLOCK_HAND: u32 = 68;  // u32 next slot the CLOCK hand examines
 export const IX_H_EXPIRE_CURSOR: u32 = 72; // u32 next slot the expiry sweep examines
@@ -110,6 +111,13 @@ export const IX_E_GROUP: u32 = 24;
 export const IX_E_BITS: u32 = 32;
 export const IX_KIND_BYTES: u32 = 32;
 export const IX_ENTRY_BYTES: u32 = 128;
+/**
+ * Slots a bit of the used-span bitmap covers: 32 entries, 4 KiB, a page. The writer sets a span's bit when it first
+ * puts a key in it; a span whose bit is clear has never held a key, and the writer's sweeps (expiry, clearPod(s))
+ * skip it. Without this, the expiry sweep read every slot within a minute of start, and a read of shared memory
+ * commits its page: an idle gateway held the whole index resident (409 MB RSS at 70 s, bench/RESULTS.md).
+ */
+export const IX_USED_SPAN_SLOTS: u32 = 32;
 
 /**
  * ixLongestPrefix's out area, per pod group: one u32 matched-block count per pod (the groups' counts first,
@@ -123,7 +131,7 @@ export const IX_PRESENCE_BYTES_PER_GROUP: u32 = 32;
 export const IX_PS_OCCUPIED: u32 = 0;    // u32 slots holding a key
 export const IX_PS_MAX_PROBE: u32 = 4;   // u32 longest distance of a key from its home slot
 export const IX_PS_SUM_PROBE: u32 = 8;   // u64 total distance (linear probing: independent of insert order)
-export const IX_PS_JUNK: u32 = 16;       // u32 slots that are not clean: key 0 with presence left, or odd seq
+export const IX_PS_JUNK: u32 = 16;       // u32 slots that are not clean: key 0 with presence left, an odd seq, or a key in a span not marked used
 export const IX_PS_BYTES: u32 = 24;
 
 const FLAG_REF: u32 = 1;
@@ -159,6 +167,12 @@ function groupsFor (pods: u32): u32 {
   return (pods + IX_GROUP_PODS - 1) / IX_GROUP_PODS;
 }
 
+/** Bytes of the used-span bitmap for `slots` (u64 words, a bit per IX_USED_SPAN_SLOTS slots). */
+function usedBytes (slots: u64): u64 {
+  const spans = (slots + IX_USED_SPAN_SLOTS - 1) / IX_USED_SPAN_SLOTS;
+  return ((spans + 63) >> 6) << 3;
+}
+
 function slotsFor (capacity: u32): u64 {
   let slots: u64 = MIN_SLOTS;
   while (slots * 3 < <u64>capacity * 4) slots <<= 1;
@@ -171,7 +185,8 @@ function slotsFor (capacity: u32): u64 {
  */
 export function ixBytes (capacity: u32, pods: u32): u32 {
   if (pods == 0 || pods > IX_MAX_PODS) return 0xFFFFFFFF;
-  const bytes = <u64>IX_HEADER_BYTES + slotsFor(capacity) * IX_ENTRY_BYTES + <u64>groupsFor(pods) * IX_GROUP_PODS * 8;
+  const slots = slotsFor(capacity);
+  const bytes = <u64>IX_HEADER_BYTES + slots * IX_ENTRY_BYTES + <u64>groupsFor(pods) * IX_GROUP_PODS * 8 + usedBytes(slots);
   return bytes > 0xFFFFFFFF ? 0xFFFFFFFF : <u32>bytes;
 }
 
@@ -184,6 +199,7 @@ export function ixInit (base: usize, capacity: u32, pods: u32): void {
   store<u32>(base + IX_H_GROUPS, groups);
   store<u32>(base + IX_H_LOSS_AT, lossAt);
   store<u32>(base + IX_H_VOID_AT, lossAt + groups * IX_GROUP_PODS * 4);
+  store<u32>(base + IX_H_USED_AT, lossAt + groups * IX_GROUP_PODS * 8);
   atomic.store<u32>(base + IX_H_LAST_VOID, 0);
   store<u32>(base + IX_H_SLOTS, slots);
   store<u32>(base + IX_H_MASK, slots - 1);
@@ -241,6 +257,36 @@ function lostBits (base: usize, w: u32, bits: u64): void {
 @inline function anyKindWord (e: usize, w: u32): u64 {
   const p = e + IX_E_BITS + (w << 3);
   return load<u64>(p) | load<u64>(p + IX_KIND_BYTES) | load<u64>(p + 2 * IX_KIND_BYTES);
+}
+
+/** The used-span bit of slot i: its word's address, and the bit. */
+// @ts-ignore: decorator
+@inline function usedWord (base: usize, i: u32): usize {
+  return base + load<u32>(base + IX_H_USED_AT) + (<usize>(i / (IX_USED_SPAN_SLOTS * 64)) << 3);
+}
+
+// @ts-ignore: decorator
+@inline function usedBit (i: u32): u64 {
+  return <u64>1 << <u64>((i / IX_USED_SPAN_SLOTS) & 63);
+}
+
+/** Writer: slot i's span has held a key. */
+// @ts-ignore: decorator
+@inline function markUsed (base: usize, i: u32): void {
+  const w = usedWord(base, i);
+  store<u64>(w, load<u64>(w) | usedBit(i));
+}
+
+/** Whether slot i's span ever held a key (if not, every slot of it is empty). */
+// @ts-ignore: decorator
+@inline function spanUsed (base: usize, i: u32): bool {
+  return (load<u64>(usedWord(base, i)) & usedBit(i)) != 0;
+}
+
+/** The first slot of the span after slot i's. */
+// @ts-ignore: decorator
+@inline function nextSpan (i: u32): u32 {
+  return (i | (IX_USED_SPAN_SLOTS - 1)) + 1;
 }
 
 /** Writer's probe: the slot holding `key`, or -1. */
@@ -373,6 +419,7 @@ function insertKey (base: usize, block: u64, pod: u32, kind: u32, now: u32): i32
     atomic.store<u64>(e + IX_E_KEY, key);
     endWrite(e, s);
     store<u32>(e + IX_E_GROUP, g);
+    markUsed(base, i);
     atomic.store<u32>(base + IX_H_SIZE, load<u32>(base + IX_H_SIZE) + 1);
     bump64(base + IX_H_INSERTS);
     added = 1;
@@ -601,6 +648,10 @@ export function ixClearPod (base: usize, pod: u32, kindMask: u32): i32 {
   let changed: i32 = 0;
   let i: u32 = 0;
   while (i < slots) {
+    if (!spanUsed(base, i)) {
+      i = nextSpan(i);
+      continue;
+    }
     const e = slotAt(base, i);
     if (load<u64>(e) != 0 && load<u32>(e + IX_E_GROUP) == g) {
       const r = removeAt(base, i, pod, kindMask);
@@ -638,6 +689,10 @@ export function ixClearPods (base: usize, podsPtr: usize, kindMask: u32): i32 {
   let changed: i32 = 0;
   let i: u32 = 0;
   while (i < slots) {
+    if (!spanUsed(base, i)) {
+      i = nextSpan(i);
+      continue;
+    }
     const e = slotAt(base, i);
     if (load<u64>(e) != 0) {
       let r: i32;
@@ -705,6 +760,12 @@ export function ixExpireAssumed (base: usize, now: u32, ttl: u32, budget: u32): 
   let expired: i32 = 0;
   let n: u32 = 0;
   while (n < budget) {
+    if (!spanUsed(base, cur)) {
+      // Never held a key: one step of the budget for the span, none of its slots read.
+      cur = nextSpan(cur) & mask;
+      n++;
+      continue;
+    }
     const e = slotAt(base, cur);
     if (load<u64>(e) != 0 && now - load<u32>(e + IX_E_ASSUMED_AT) >= ttl) {
       const a = e + IX_E_BITS + IX_KIND_ASSUMED * IX_KIND_BYTES;
@@ -752,6 +813,8 @@ export function ixProbeStats (base: usize, outPtr: usize): void {
       if (anyPresence(e)) junk++;
       continue;
     }
+    // A key in a span the sweeps skip.
+    if (!spanUsed(base, i)) junk++;
     occupied++;
     const d = (i - homeOf(base, k)) & mask;
     if (d > maxProbe) maxProbe = d;

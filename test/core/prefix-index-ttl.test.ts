@@ -138,3 +138,17 @@ test('a re-record of what an entry holds writes nothing within TTL/64 of its tim
   assert.equal(ix.longestPrefix(span(prefix), ix.mask.confirmed, t0 + 10 * TTL), BLOCKS);
   assert.equal(ix.probeStats().junk, 0);
 });
+
+test('the expiry sweep steps over a span of slots that never held a key as one step, so a sparse table\'s lap costs its keys, not its slots', () => {
+  const ix = freshIndex();
+  const slots = ix.stats().slots;
+  const t0 = 5_000_000;
+  ix.expireAssumed(t0, TTL, 0);
+  ix.insertMany(span(prefix.slice(0, 20)), A, ix.kind.assumed, t0);
+  // 8,192 slots: 256 spans of 32. The 20 keys lie in at most 20 spans: a lap is at most 236 + 20 × 32 = 876 steps.
+  assert.equal(slots, 8192);
+  assert.equal(ix.expireAssumed(t0 + TTL + 1, TTL, 1024), 20, 'one call of 1,024 steps reached every key');
+  assert.equal(ix.stats().size, 0);
+  assert.equal(ix.longestPrefix(span(prefix.slice(0, 20)), ix.mask.all), 0);
+  assert.equal(ix.probeStats().junk, 0, 'every key lies in a span marked used');
+});
