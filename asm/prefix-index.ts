@@ -112,10 +112,11 @@ export const IX_E_BITS: u32 = 32;
 export const IX_KIND_BYTES: u32 = 32;
 export const IX_ENTRY_BYTES: u32 = 128;
 /**
- * Slots a bit of the used-span bitmap covers: 32 entries, 4 KiB, a page. The writer sets a span's bit when it first
- * puts a key in it; a span whose bit is clear has never held a key, and the writer's sweeps (expiry, clearPod(s))
- * skip it. Without this, the expiry sweep read every slot within a minute of start, and a read of shared memory
- * commits its page: an idle gateway held the whole index resident (409 MB RSS at 70 s, bench/RESULTS.md).
+ * Slots a bit of the used-span bitmap covers: 32 entries, 4 KiB (a page's worth: the slots start after the header,
+ * so a span may straddle two). The writer sets a span's bit when it first puts a key in it; a span whose bit is clear
+ * has never held a key, and the writer's sweeps (expiry, clearPod(s)) skip it. Without this, the expiry sweep read
+ * every slot within a minute of start, and a read of shared memory commits its page: an idle gateway held the whole
+ * index resident (408 MB RSS at 80 s, bench/RESULTS.md "An idle gateway's index pages").
  */
 export const IX_USED_SPAN_SLOTS: u32 = 32;
 
