@@ -46,7 +46,7 @@ sums () { for m in ear_request_features_seconds_sum ear_queue_wait_seconds_sum e
 read -r F0 Q0 R0 C0 <<<"$(sums)"
 snap >"$W/a"
 # big_turns' second target is reported as "nginx": here it is EAR.
-node "$T/big_turns.mjs" "$N" $B $E_PORT | sed 's/^nginx/ear  /; s/^nginx adds/ear adds/'
+node "$T/big_turns.mjs" "$N" $B $E_PORT | sed 's/^nginx/ear  /'
 snap >"$W/b"
 read -r F1 Q1 R1 C1 <<<"$(sums)"
 RSS=$(awk '/VmRSS/ {print $2}' /proc/$E/status)
