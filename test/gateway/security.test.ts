@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ADMIN, metric, SERVE_LISTENING, simFleet, start, stop, text, type Proc, type SimFleet } from '../fixtures/processes.js';
 import { until } from '../fixtures/wait.js';
+import { wholeAnswer } from '../fixtures/raw-answer.js';
 import { THREAD_INLINE_FEATURES_MAX_BYTES } from '../../src/features/inline-features.js';
 
 /** A message over every thread's inline bound: its request's features come from the route pool. */
@@ -99,11 +100,7 @@ function raw (port: number, request: string | Buffer, timeoutMs = 30_000, untilA
     const timer = setTimeout(() => { closedBy = 'timeout'; s.destroy(); }, timeoutMs);
     s.on('data', (d: Buffer) => {
       chunks.push(d);
-      if (!untilAnswer) return;
-      const all = Buffer.concat(chunks);
-      const cut = all.indexOf('\r\n\r\n');
-      const length = cut < 0 ? null : /\r\ncontent-length: *(\d+)/i.exec(all.subarray(0, cut).toString('latin1'));
-      if (length !== null && all.length >= cut + 4 + Number(length[1])) {
+      if (untilAnswer && wholeAnswer(Buffer.concat(chunks))) {
         closedBy = 'client';
         s.destroy();
       }

@@ -8,6 +8,7 @@ import { BIG_STREAM_EVENTS, fakeEngine, type FakeEngine } from '../fixtures/fake
 import { FirstServingRouting } from '../fixtures/simple-routing.js';
 import { until } from '../fixtures/wait.js';
 import { bodyFeatures } from '../fixtures/body-features.js';
+import { wholeAnswer } from '../fixtures/raw-answer.js';
 
 const features = bodyFeatures;
 
@@ -102,22 +103,20 @@ test('a body declared over the limit is answered 413 from the header alone (999,
     const s = connect(gw.port, '127.0.0.1', () => {
       s.write(`POST ${path} HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${declared}\r\n\r\n{"model":`);
     });
-    let out = '';
+    let got = Buffer.alloc(0);
     const finish = (what: string): void => {
       clearTimeout(timer);
       s.destroy();
       resolve(what);
     };
-    s.on('data', (d) => {
-      out += d;
-      const head = out.indexOf('\r\n\r\n');
-      const length = /\r\ncontent-length: *(\d+)/i.exec(out.slice(0, head));
-      if (head >= 0 && length !== null && Buffer.byteLength(out) >= head + 4 + Number(length[1])) finish(out);
+    s.on('data', (d: Buffer) => {
+      got = Buffer.concat([got, d]);
+      if (wholeAnswer(got)) finish(got.toString());
     });
-    s.on('close', () => finish(out));
-    s.on('error', () => finish(out));
+    s.on('close', () => finish(got.toString()));
+    s.on('error', () => finish(got.toString()));
     // No more bytes come: the answer must not wait for them. Only a gateway that waits for them meets this timer.
-    const timer = setTimeout(() => finish(out === '' ? NO_ANSWER : out), 20_000);
+    const timer = setTimeout(() => finish(got.length === 0 ? NO_ANSWER : got.toString()), 20_000);
   });
   for (const [path, declared] of [['/v1/chat/completions', '999999999'], ['/v1/chat/completions', String(40 << 20)], ['/v1/context', String(40 << 20)]]) {
     const reply = await send(path, declared);
