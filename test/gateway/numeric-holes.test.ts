@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { metric, simFleet, text, type SimFleet } from '../fixtures/processes.js';
+import { until } from '../fixtures/wait.js';
 
 const MAX_MODEL_LEN = 4096;
 const PER_MINUTE = 6000;
@@ -46,6 +47,11 @@ describe('numbers at the door (issue 28: 1, 4, 5, 8)', () => {
     const body = await (await fetch(`${fleet.url}/metrics`)).text();
     return body.split('\n').filter((l) => l.startsWith('ear_backend_in_flight{')).reduce((s, l) => s + Number(l.split(' ').pop()), 0);
   };
+  // The client has its whole answer a moment before the gateway counts the request done (with data-plane threads the
+  // thread's report reaches the owner's load table in its next batch): a leak is a count that never comes back to 0.
+  const noneInFlight = async (): Promise<void> => {
+    await until(async () => (await inFlight()) === 0, 'nothing left in flight');
+  };
   const alive = (): void => {
     assert.equal(fleet.gateway.child.exitCode, null, `ear serve still runs: ${fleet.gateway.out().slice(-2000)}`);
     assert.equal(fleet.gateway.child.signalCode, null);
@@ -68,7 +74,7 @@ describe('numbers at the door (issue 28: 1, 4, 5, 8)', () => {
     const reset = Date.parse(response.headers.get('anthropic-ratelimit-tokens-reset')!);
     assert.ok(reset >= Date.now() - 5000 && reset < Date.now() + 86_400_000, `a sane reset date: ${response.headers.get('anthropic-ratelimit-tokens-reset')}`);
     alive();
-    assert.equal(await inFlight(), 0, 'nothing left in flight');
+    await noneInFlight();
   });
 
   test('chat with max_tokens 1e300: 400 in OpenAI\'s shape before anything is charged; chat and Responses bound their numbers too', async () => {
@@ -87,7 +93,7 @@ describe('numbers at the door (issue 28: 1, 4, 5, 8)', () => {
     assert.ok(c instanceof OpenAI.BadRequestError, `completions: a 400, got ${String(c)}`);
     assert.equal(await charged(), before, 'nothing charged');
     alive();
-    assert.equal(await inFlight(), 0);
+    await noneInFlight();
   });
 
   test('max_tokens 1e12 and max_tokens over max_model_len on a limited key: 400 as vLLM answers, not charged; its headers say the key is full', async () => {
@@ -112,7 +118,7 @@ describe('numbers at the door (issue 28: 1, 4, 5, 8)', () => {
     assert.ok(m instanceof Anthropic.BadRequestError, `Messages: a 400, got ${String(m)}`);
     assert.equal(await charged(), before, 'nothing charged');
     alive();
-    assert.equal(await inFlight(), 0);
+    await noneInFlight();
   });
 
   test('count_tokens is not charged tokens, and is answered while the key is in debt', async () => {

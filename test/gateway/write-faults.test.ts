@@ -68,7 +68,8 @@ describe('a throw while an answer is written', () => {
     // Each fault reported (the process's log comes through its pipe after the answers).
     await until(() => reported().length >= faults + 3, { what: () => `three faults reported: ${reported().join('\n')}` });
     assert.ok(reported().some((l) => l.includes(`"requestId":"${ids[0]}"`)), 'with its request\'s id');
-    assert.equal(await inFlight(), 0, 'nothing left in flight');
+    // Counted done a moment after the answer (a data-plane thread reports it in its next batch); a leak never gets to 0.
+    await until(async () => (await inFlight()) === 0, 'nothing left in flight');
     // Each request's charge was settled: what is held is no more than the engine's usage (a few hundred tokens at
     // most), not the requests' estimates left standing. Then the key is served as before.
     assert.ok(await net() - netBefore < 400, `the charges were settled: ${await net() - netBefore}`);
