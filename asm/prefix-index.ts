@@ -11,7 +11,11 @@
 //   then one loss epoch per pod row (u32, IX_H_GROUPS x IX_GROUP_PODS of them, at IX_H_LOSS_AT), bumped by the
 //   writer after it clears any presence bit of the pod;
 //   then one voided-at time per pod row (u32, as many, at IX_H_VOID_AT): the pod's assumed presence recorded at or
-//   before it does not count (ixVoidAssumed, an engine's AllBlocksCleared; 0 = never).
+//   before it does not count (ixVoidAssumed, an engine's AllBlocksCleared; 0 = never);
+//   then the used-span bits (IX_USED_SPAN_SLOTS, at IX_H_USED_AT);
+//   then one loss ring per pod row (IX_H_RING u64 entries each, at IX_H_RING_AT): the (group) key of each block
+//   the pod lost, the loss that moved its epoch from e at entry e mod IX_H_RING, so a reader can tell WHICH blocks
+//   a pod lost since an epoch it read, not only that it lost some (ixHeldSince).
 //   An empty slot is all zero (key, presence, times), so probing stops at the first key 0.
 //
 // Pod groups: the pod rows (IX_H_PODS, set at init, up to IX_MAX_PODS) fall into groups of IX_GROUP_PODS, and
@@ -62,6 +66,15 @@
 
 import { POD_ROWS_MAX } from './layout';
 
+/**
+ * Loss rings: entries over all pod rows (16 MiB), each row's ring a power of two in [IX_RING_MIN, IX_RING_MAX]
+ * (ixLossRing): 4,096 a row for up to 512 rows, 128 at 16,384. Shared memory is committed by the page as the
+ * writer first writes it, so only rows that lose blocks cost RSS.
+ */
+export const IX_RING_ENTRIES: u32 = 1 << 21;
+export const IX_RING_MAX: u32 = 4096;
+export const IX_RING_MIN: u32 = 64;
+
 /** Pods per group: presence bits per kind in one entry. */
 export const IX_GROUP_PODS: u32 = 256;
 /** Most pod rows the index takes (asm/layout.ts; 64 groups: a walk keeps its groups in play as one u64). */
@@ -93,6 +106,8 @@ export const IX_H_LOSS_AT: u32 = 36;     // u32 byte offset from the base of the
 export const IX_H_VOID_AT: u32 = 40;     // u32 byte offset from the base of the voided-at times (after the loss epochs)
 export const IX_H_LAST_VOID: u32 = 44;   // u32 time of the latest ixVoidAssumed (0 = none yet)
 export const IX_H_USED_AT: u32 = 48;     // u32 byte offset from the base of the used-span bits (after the voided-at times)
+export const IX_H_RING_AT: u32 = 52;     // u32 byte offset from the base of the loss rings (after the used-span bits)
+export const IX_H_RING: u32 = 56;        // u32 entries in each pod row's loss ring (a power of two, ixLossRing)
 export const IX_H_SIZE: u32 = 64;        // u32 live keys
 export const IX_H_CLOCK_HAND: u32 = 68;  // u32 next slot the CLOCK hand examines
 export const IX_H_EXPIRE_CURSOR: u32 = 72; // u32 next slot the expiry sweep examines
@@ -174,6 +189,14 @@ function usedBytes (slots: u64): u64 {
   return ((spans + 63) >> 6) << 3;
 }
 
+/** Entries in each pod row's loss ring for `pods` rows (laid out by whole groups). */
+export function ixLossRing (pods: u32): u32 {
+  const rows = groupsFor(pods) * IX_GROUP_PODS;
+  let r = IX_RING_MAX;
+  while (r > IX_RING_MIN && r * rows > IX_RING_ENTRIES) r >>= 1;
+  return r;
+}
+
 function slotsFor (capacity: u32): u64 {
   let slots: u64 = MIN_SLOTS;
   while (slots * 3 < <u64>capacity * 4) slots <<= 1;
@@ -187,7 +210,8 @@ function slotsFor (capacity: u32): u64 {
 export function ixBytes (capacity: u32, pods: u32): u32 {
   if (pods == 0 || pods > IX_MAX_PODS) return 0xFFFFFFFF;
   const slots = slotsFor(capacity);
-  const bytes = <u64>IX_HEADER_BYTES + slots * IX_ENTRY_BYTES + <u64>groupsFor(pods) * IX_GROUP_PODS * 8 + usedBytes(slots);
+  const rows = <u64>groupsFor(pods) * IX_GROUP_PODS;
+  const bytes = <u64>IX_HEADER_BYTES + slots * IX_ENTRY_BYTES + rows * 8 + usedBytes(slots) + rows * ixLossRing(pods) * 8;
   return bytes > 0xFFFFFFFF ? 0xFFFFFFFF : <u32>bytes;
 }
 
@@ -201,6 +225,8 @@ export function ixInit (base: usize, capacity: u32, pods: u32): void {
   store<u32>(base + IX_H_LOSS_AT, lossAt);
   store<u32>(base + IX_H_VOID_AT, lossAt + groups * IX_GROUP_PODS * 4);
   store<u32>(base + IX_H_USED_AT, lossAt + groups * IX_GROUP_PODS * 8);
+  store<u32>(base + IX_H_RING_AT, lossAt + groups * IX_GROUP_PODS * 8 + <u32>usedBytes(slots));
+  store<u32>(base + IX_H_RING, ixLossRing(pods));
   atomic.store<u32>(base + IX_H_LAST_VOID, 0);
   store<u32>(base + IX_H_SLOTS, slots);
   store<u32>(base + IX_H_MASK, slots - 1);
@@ -239,16 +265,40 @@ export function ixInit (base: usize, capacity: u32, pods: u32): void {
 }
 
 // Loss epochs: bumped AFTER the presence bits are cleared (seq-cst), so a reader that read a pod's epoch before
-// its walk either saw the bit gone in the walk or will find the epoch moved (ixLongestPrefixFrom's hint).
+// its walk either saw the bit gone in the walk or will find the epoch moved (ixLongestPrefixFrom's hint). A loss
+// of one block writes the block's key into the pod's ring at the old epoch before the bump, so a reader that sees
+// the bump sees the key (ixHeldSince); only this thread writes epochs and rings.
 // @ts-ignore: decorator
-@inline function lost (base: usize, pod: u32): void {
-  atomic.add<u32>(base + load<u32>(base + IX_H_LOSS_AT) + (<usize>pod << 2), 1);
+@inline function lost (base: usize, pod: u32, key: u64): void {
+  const ep = base + load<u32>(base + IX_H_LOSS_AT) + (<usize>pod << 2);
+  const e = load<u32>(ep);
+  const ring = load<u32>(base + IX_H_RING);
+  atomic.store<u64>(base + load<u32>(base + IX_H_RING_AT) + ((<usize>pod * ring + (e & (ring - 1))) << 3), key);
+  atomic.store<u32>(ep, e + 1);
 }
 
-/** Bumps the loss epoch of every pod set in presence word `w` (pods 64w..64w+63). */
-function lostBits (base: usize, w: u32, bits: u64): void {
+/**
+ * A loss of the pod's blocks with no list of them (clearPod(s), a void): the epoch moves by a whole ring, so every
+ * hint older than it finds the ring turned (ixHeldSince: 0).
+ */
+// @ts-ignore: decorator
+@inline function lostAll (base: usize, pod: u32): void {
+  const ep = base + load<u32>(base + IX_H_LOSS_AT) + (<usize>pod << 2);
+  atomic.store<u32>(ep, load<u32>(ep) + load<u32>(base + IX_H_RING));
+}
+
+/** Records the loss of (group) key `key` by every pod set in presence word `w` (pods 64w..64w+63). */
+function lostBits (base: usize, w: u32, bits: u64, key: u64): void {
   while (bits != 0) {
-    lost(base, (w << 6) + <u32>ctz<u64>(bits));
+    lost(base, (w << 6) + <u32>ctz<u64>(bits), key);
+    bits &= bits - 1;
+  }
+}
+
+/** lostAll for every pod set in presence word `w`. */
+function lostAllBits (base: usize, w: u32, bits: u64): void {
+  while (bits != 0) {
+    lostAll(base, (w << 6) + <u32>ctz<u64>(bits));
     bits &= bits - 1;
   }
 }
@@ -372,12 +422,13 @@ function evictOne (base: usize): void {
         const w1 = anyKindWord(e, 1);
         const w2 = anyKindWord(e, 2);
         const w3 = anyKindWord(e, 3);
+        const key = load<u64>(e);
         deleteAt(base, hand);
         bump64(base + IX_H_EVICTIONS);
-        lostBits(base, g4, w0);
-        lostBits(base, g4 + 1, w1);
-        lostBits(base, g4 + 2, w2);
-        lostBits(base, g4 + 3, w3);
+        lostBits(base, g4, w0, key);
+        lostBits(base, g4 + 1, w1, key);
+        lostBits(base, g4 + 2, w2, key);
+        lostBits(base, g4 + 3, w3, key);
         break;
       }
       store<u32>(e + IX_E_FLAGS, f & ~FLAG_REF);
@@ -503,10 +554,11 @@ function dropStaleAssumed (base: usize, e: usize, now: u32): void {
   if (d2 != 0) atomic.store<u64>(a + 16, a2 & ~d2);
   if (d3 != 0) atomic.store<u64>(a + 24, a3 & ~d3);
   endWrite(e, s);
-  lostBits(base, g4, d0);
-  lostBits(base, g4 + 1, d1);
-  lostBits(base, g4 + 2, d2);
-  lostBits(base, g4 + 3, d3);
+  const key = load<u64>(e);
+  lostBits(base, g4, d0, key);
+  lostBits(base, g4 + 1, d1, key);
+  lostBits(base, g4 + 2, d2, key);
+  lostBits(base, g4 + 3, d3, key);
 }
 
 /**
@@ -535,7 +587,7 @@ export function ixVoidAssumed (base: usize, pod: u32, now: u32): i32 {
   const t = now == 0 ? 1 : now; // 0 means never
   atomic.store<u32>(base + load<u32>(base + IX_H_VOID_AT) + (<usize>pod << 2), t);
   atomic.store<u32>(base + IX_H_LAST_VOID, t);
-  lost(base, pod);
+  lostAll(base, pod);
   return 0;
 }
 
@@ -609,7 +661,7 @@ function removeAt (base: usize, slot: u32, pod: u32, kindMask: u32): i32 {
     }
   }
   endWrite(e, s);
-  lost(base, pod);
+  lost(base, pod, load<u64>(e));
   if (anyPresence(e)) return 1;
   deleteAt(base, slot);
   bump64(base + IX_H_REMOVES);
@@ -663,7 +715,7 @@ export function ixClearPod (base: usize, pod: u32, kindMask: u32): i32 {
     }
     i++;
   }
-  lost(base, pod);
+  lostAll(base, pod);
   return changed;
 }
 
@@ -711,7 +763,7 @@ export function ixClearPods (base: usize, podsPtr: usize, kindMask: u32): i32 {
     }
     i++;
   }
-  for (let w: u32 = 0; w < words; w++) lostBits(base, w, load<u64>(podsPtr + (<usize>w << 3)));
+  for (let w: u32 = 0; w < words; w++) lostAllBits(base, w, load<u64>(podsPtr + (<usize>w << 3)));
   return changed;
 }
 
@@ -779,10 +831,11 @@ export function ixExpireAssumed (base: usize, now: u32, ttl: u32, budget: u32): 
         const s = beginWrite(e);
         for (let w: u32 = 0; w < 4; w++) atomic.store<u64>(a + (w << 3), 0);
         endWrite(e, s);
-        lostBits(base, g4, a0);
-        lostBits(base, g4 + 1, a1);
-        lostBits(base, g4 + 2, a2);
-        lostBits(base, g4 + 3, a3);
+        const key = load<u64>(e);
+        lostBits(base, g4, a0, key);
+        lostBits(base, g4 + 1, a1, key);
+        lostBits(base, g4 + 2, a2, key);
+        lostBits(base, g4 + 3, a3, key);
         expired++;
         if (!anyPresence(e)) {
           deleteAt(base, cur);
@@ -956,6 +1009,75 @@ export function ixLookup (base: usize, key: u64, kindMask: u32, outPtr: usize, n
 }
 
 /**
+ * ixHeldSince's hash of a key: not the index's own (homeOf). CLOCK evicts the keys of a run of slots, whose home
+ * slots, the top bits of key * GOLDEN, are nearly one: hashed that way, a ring's keys made one cluster of the set,
+ * and a probe for a prompt's block walked it (200 µs for 8k blocks and 107 losses, against 9 µs for random keys).
+ * The splitmix64 finaliser spreads them.
+ */
+// @ts-ignore: decorator
+@inline function setHash (key: u64): u64 {
+  let h = (key ^ (key >> 30)) * 0xBF58476D1CE4E5B9;
+  h = (h ^ (h >> 27)) * 0x94D049BB133111EB;
+  return h ^ (h >> 31);
+}
+
+/**
+ * Reader. Of the first `count` blocks of the prompt at `keysPtr`, which `pod` held when its loss epoch read `epoch`,
+ * how many it still holds for sure: `count` if it lost none of them since (losses of other blocks do not matter),
+ * else the position of the first of them it lost (it may hold that block again: counted lost all the same), or 0
+ * once the pod lost more blocks since than its ring keeps (IX_H_RING - 1) or than half of `setSlots`, or lost
+ * them with no list (clearPod, a void). A session's next turn starts its walk there (ixLongestPrefixFrom) instead of at block 0 whenever its
+ * pod lost anything, which on an index at its capacity is at nearly every turn: CLOCK evicts a key with each insert.
+ *
+ * Cost: the keys lost since into a hash set of up to `setSlots` u64 slots (a power of two) at `setPtr`, at most
+ * half full, then one probe of it per prompt block, in cache: a few µs per thousand blocks, where a walk reads the
+ * index per block.
+ */
+export function ixHeldSince (base: usize, keysPtr: usize, count: u32, pod: u32, epoch: u32, setPtr: usize, setSlots: u32): u32 {
+  if (pod >= load<u32>(base + IX_H_PODS)) return 0;
+  const ep = base + load<u32>(base + IX_H_LOSS_AT) + (<usize>pod << 2);
+  const ring = load<u32>(base + IX_H_RING);
+  const since = atomic.load<u32>(ep) - epoch;
+  if (since == 0) return count;
+  if (since >= ring || since > setSlots / 2) return 0;
+  // A set of at least twice as many slots as keys, open addressing; keys are never 0 (normKey, groupKey).
+  let bits: u32 = 1;
+  while ((<u32>1 << bits) < since * 2) bits++;
+  const setMask: u32 = (<u32>1 << bits) - 1;
+  const shift = <u64>(64 - bits);
+  memory.fill(setPtr, 0, <usize>(setMask + 1) << 3);
+  const rows = base + load<u32>(base + IX_H_RING_AT) + ((<usize>pod * ring) << 3);
+  for (let j: u32 = 0; j < since; j++) {
+    const key = atomic.load<u64>(rows + (<usize>((epoch + j) & (ring - 1)) << 3));
+    let i = <u32>(setHash(key) >> shift);
+    while (true) {
+      const k = load<u64>(setPtr + (<usize>i << 3));
+      if (k == 0) {
+        store<u64>(setPtr + (<usize>i << 3), key);
+        break;
+      }
+      if (k == key) break;
+      i = (i + 1) & setMask;
+    }
+  }
+  // The writer writes the entry of epoch e before it publishes e + 1 (both seq-cst): the entries read above are
+  // intact unless it has since come round to one of them, which it does only once the epoch reads epoch + ring.
+  if (atomic.load<u32>(ep) - epoch >= ring) return 0;
+  const g = pod / IX_GROUP_PODS;
+  for (let b: u32 = 0; b < count; b++) {
+    const key = groupKey(normKey(load<u64>(keysPtr + (<usize>b << 3))), g);
+    let i = <u32>(setHash(key) >> shift);
+    while (true) {
+      const k = load<u64>(setPtr + (<usize>i << 3));
+      if (k == 0) break;
+      if (k == key) return b;
+      i = (i + 1) & setMask;
+    }
+  }
+  return count;
+}
+
+/**
  * Loads both lines of the home slots of blocks [from, to) in each group of `live`, values unused. WASM has no
  * prefetch: a load the CPU must wait for stalls retirement, so loads spread one per block keep only the few
  * that fit the reorder window in flight. Issued back to back, a group's misses (and TLB walks) overlap: on a
@@ -1005,8 +1127,8 @@ export function ixLongestPrefix (base: usize, keysPtr: usize, n: u32, kindMask: 
  * `kindMask`): while no other pod is still matching, blocks below `hintFrom` are not looked up. The result is
  * ixLongestPrefix's whenever the hint is true. A session's turn knows it from its previous turn's walk: that pod
  * held that many blocks then, and it still does if its loss epoch (at IX_H_LOSS_AT, read before that walk) has
- * not moved since, as insertions only add. Then a turn looks up its new blocks, not its whole prompt. A hintPod
- * at or above the pod rows means no hint.
+ * not moved since, as insertions only add, or up to the first of them it lost since (ixHeldSince). Then a turn
+ * looks up its new blocks, not its whole prompt. A hintPod at or above the pod rows means no hint.
  *
  * Each block is looked up in every group still in play (`live`): all of them at block 0, then only those with a
  * pod still matching, so past a fleet's shared prefix a walk costs one probe per block as with one group.

@@ -151,6 +151,42 @@ function churnRows (region: Region, writer: PrefixIndexWriter, ref: PrefixIndexR
 }
 
 /**
+ * A session's next turn on an index at its capacity (bench/RESULTS.md, "The pods' loss rings"): the pod its hint
+ * names has lost other keys since, CLOCK evicting one with each insert, a run of neighbouring slots at a time, and
+ * heldSince reads its loss ring to vouch for the hint's blocks. The baseline is the whole walk it spares.
+ */
+function heldSinceRow (region: Region, writer: PrefixIndexWriter, prompt: BigUint64Array): BenchRow {
+  const LOSSES = 128;
+  const pod = 0;
+  const area = region.claimScratch();
+  region.u64.set(prompt, area.ptr >>> 3);
+  const span = { ptr: area.ptr, count: BLOCKS };
+  const batch = { ptr: area.ptr + BLOCKS * 8, count: 4096 };
+  const { assumed } = writer.kind;
+  // The rest of the index, the pod's too.
+  const r = rng(17);
+  const w = new Uint32Array(region.memory.buffer, batch.ptr, batch.count * 2);
+  const fill = (n: number): void => {
+    for (let i = 0; i < w.length; i++) w[i] = ((r() * 2 ** 32) >>> 0) | 1;
+    writer.insertMany({ ptr: batch.ptr, count: n }, pod, assumed, 0);
+  };
+  const { capacity } = writer.stats();
+  while (writer.stats().size < capacity) fill(batch.count);
+  // The prompt's entries referenced last, so the hand takes other keys first.
+  writer.insertMany(span, pod, assumed, 0);
+  const epoch = writer.lossEpoch(pod);
+  while (writer.lossEpoch(pod) - epoch < LOSSES) fill(1);
+  const reader = new PrefixIndex(region, { ptr: batch.ptr + batch.count * 8, bytes: area.bytes - BLOCKS * 8 - batch.count * 8 });
+  if (reader.heldSince(span, pod, BLOCKS, epoch) !== BLOCKS) throw new Error('heldSince benchmark set-up is wrong: the prompt lost a block');
+  const wasm = timePerCall(() => reader.heldSince(span, pod, BLOCKS, epoch)) * 1000;
+  const whole = timePerCall(() => reader.longestPrefix(span, writer.mask.all, 1)) * 1000;
+  return {
+    op: `heldSince over ${BLOCKS} blocks, ${LOSSES} keys evicted from the pod since (index at its capacity); baseline: the whole walk it spares`,
+    unit: 'µs', wasm, reference: whole, better: 'lower'
+  };
+}
+
+/**
  * Runs every index benchmark (about 10 s) and returns the rows, on a region of `podRows` pod rows (maxPods). With
  * more than 256 rows the walk is measured twice: its 64 pods spread over every group of 256 rows, and packed
  * into one group.
@@ -175,5 +211,6 @@ export function runIndexBenchmarks (podRows = 256): BenchRow[] {
     rows.push(longestPrefixRow(region, writer, ref, hashBlocksRef(tokens, BLOCK_SIZE, 43n), (p) => podRows - PODS + p, ' in one group of 256 rows'));
   }
   rows.push(...churnRows(region, writer, ref));
+  rows.push(heldSinceRow(region, writer, hashBlocksRef(tokens, BLOCK_SIZE, 44n)));
   return rows;
 }

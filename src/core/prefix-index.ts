@@ -65,11 +65,22 @@ export class PrefixIndex {
   readonly #lossEpochView: Uint32Array;
   readonly #assumedTtl: number;
   readonly #lookup: Fn<[number, bigint, number, number, number, number]>;
+  readonly #heldSince: Fn<[number, number, number, number, number, number, number]>;
+  /** heldSince's set of lost keys: where in the area, and its u64 slots (a power of two, or 0). */
+  readonly #heldSetAt: number;
+  readonly #heldSetSlots: number;
 
   /** Bytes of output area a PrefixIndex needs (counts, presence words, probe stats, the ring drain's counts). */
   static areaBytes (region: Region): number {
-    const a = areaLayout(region);
-    return a.probeStats + region.const('IX_PS_BYTES') + region.const('RA_OUT_BYTES');
+    return areaLayout(region).heldSet;
+  }
+
+  /**
+   * Bytes past areaBytes that let heldSince follow every loss a pod's ring keeps (16 per ring entry: a set at most
+   * half full). A smaller area (a scratch slot of scratchBytes by default) follows fewer: past them its walks are whole.
+   */
+  static heldSetBytes (region: Region): number {
+    return 16 * region.u32[(region.base('TABLE_PREFIX_INDEX') + region.const('IX_H_RING')) >>> 2];
   }
 
   /** `area` (≥ areaBytes, 8-aligned) defaults to a newly claimed scratch area; pass a slice of one to share it. */
@@ -107,6 +118,10 @@ export class PrefixIndex {
     this.#lossEpochView = new Uint32Array(buf, lossAt, this.maxPods);
     this.#assumedTtl = (this.base + c('IX_H_ASSUMED_TTL')) >>> 2;
     this.#lookup = region.fn('ixLookup');
+    this.#heldSince = region.fn('ixHeldSince');
+    this.#heldSetAt = area.ptr + layout.heldSet;
+    const setBytes = Math.min(PrefixIndex.heldSetBytes(region), area.bytes - layout.heldSet);
+    this.#heldSetSlots = setBytes >= 16 ? 2 ** Math.floor(Math.log2(setBytes / 8)) : 0;
   }
 
   /**
@@ -122,10 +137,21 @@ export class PrefixIndex {
   /**
    * Any thread. longestPrefix, told that `pod` holds the first `from` blocks: while no other pod still matches,
    * those blocks are not looked up. Exact whenever that is true; it is when a walk found it after reading the
-   * pod's lossEpoch and the epoch has not moved since (asm/prefix-index.ts ixLongestPrefixFrom).
+   * pod's lossEpoch and the epoch has not moved since, or for as many blocks as heldSince then says
+   * (asm/prefix-index.ts ixLongestPrefixFrom).
    */
   longestPrefixFrom (keys: KeySpan, kindMask: number, pod: number, from: number, now?: number): number {
     return this.#longest(this.base, keys.ptr, keys.count, kindMask, this.area, pod, from, now === undefined ? 0 : now >>> 0, now === undefined ? 0 : 1) >>> 0;
+  }
+
+  /**
+   * Any thread. Of the first `count` blocks of `keys`, which `pod` held when its lossEpoch read `epoch`, how many it
+   * still holds for sure: all of them if it lost none since, else up to the first it lost; 0 once it lost more
+   * since than its loss ring keeps (or this object's area follows: heldSetBytes), or lost blocks with no list
+   * (clearPod(s), voidAssumed).
+   */
+  heldSince (keys: KeySpan, pod: number, count: number, epoch: number): number {
+    return this.#heldSince(this.base, keys.ptr, count, pod, epoch >>> 0, this.#heldSetAt, this.#heldSetSlots) >>> 0;
   }
 
   /** Any thread. Moves (after the fact) whenever the writer clears any presence bit of `pod`. */
@@ -331,10 +357,12 @@ export class PrefixIndexWriter extends PrefixIndex {
  * Byte offsets in a PrefixIndex's area, for the region's pod groups (asm/prefix-index.ts): the walk's counts
  * and its own words at 0, the presence words, then the probe stats and the ring drain's counts.
  */
-function areaLayout (region: Region): { presence: number; probeStats: number } {
+function areaLayout (region: Region): { presence: number; probeStats: number; heldSet: number } {
   const groups = region.u32[(region.base('TABLE_PREFIX_INDEX') + region.const('IX_H_GROUPS')) >>> 2];
   const presence = groups * region.const('IX_COUNTS_BYTES_PER_GROUP');
-  return { presence, probeStats: presence + groups * region.const('IX_PRESENCE_BYTES_PER_GROUP') };
+  const probeStats = presence + groups * region.const('IX_PRESENCE_BYTES_PER_GROUP');
+  const heldSet = Math.ceil((probeStats + region.const('IX_PS_BYTES') + region.const('RA_OUT_BYTES')) / 8) * 8;
+  return { presence, probeStats, heldSet };
 }
 
 function check (r: number, pod: number): number {

@@ -178,7 +178,7 @@ export function createAndAttach (config: Partial<RegionConfig> = {}): Region {
 /** What the pod rows cost in the shared region, from the kernels' own layout functions. */
 export interface PodRowsCost {
   rows: number;
-  /** Bytes of the pod table, the load table and the prefix index's per-row part (loss epochs and voided-at times, whole groups). */
+  /** Bytes of the pod table, the load table and the prefix index's per-row part (loss epochs, voided-at times and loss rings, whole groups). */
   bytes: number;
   /** The whole region as laid out (every table and the scratch areas). */
   regionBytes: number;
@@ -188,7 +188,8 @@ export interface PodRowsCost {
 export function podRowsCost (region: Region): PodRowsCost {
   const rows = region.u32[(region.base('TABLE_PODS') + region.const('PODS_H_CAPACITY')) >>> 2];
   const bytes = (f: string, ...args: number[]): number => region.fn<(...a: number[]) => number>(f)(...args) >>> 0;
-  // The index's per-row part: its size with these rows less its size with one group's rows, plus that group.
-  const indexRows = bytes('ixBytes', 1, rows) - bytes('ixBytes', 1, 1) + 8 * region.const('IX_GROUP_PODS');
+  // The index's per-row part: its size with these rows less its size with one group's rows, plus that group's
+  // (a loss epoch, a voided-at time and a loss ring a row).
+  const indexRows = bytes('ixBytes', 1, rows) - bytes('ixBytes', 1, 1) + (8 + 8 * bytes('ixLossRing', 1)) * region.const('IX_GROUP_PODS');
   return { rows, bytes: bytes('podsBytes', rows) + bytes('loadBytes', rows) + indexRows, regionBytes: region.u32[region.const('DIR_END') >>> 2] };
 }

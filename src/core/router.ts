@@ -75,6 +75,8 @@ interface PrefixHint {
 export interface PrefixWalkStats {
   full: number;
   shortcut: number;
+  /** Of the shortcuts, those taken although the hint's pod had lost blocks since (its loss ring said which). */
+  shortcutAfterLoss: number;
   /** Keys recorded on pods, and of them those of full records (the rest are a session's new blocks). */
   recordedKeys: number;
   fullRecords: number;
@@ -103,7 +105,7 @@ export class Router {
   readonly #maxHints: number;
   /** Every pod's loss epoch as read before the current walk. */
   readonly #epochs: Uint32Array;
-  readonly #walks: PrefixWalkStats = { full: 0, shortcut: 0, recordedKeys: 0, fullRecords: 0 };
+  readonly #walks: PrefixWalkStats = { full: 0, shortcut: 0, shortcutAfterLoss: 0, recordedKeys: 0, fullRecords: 0 };
 
   constructor (tables: RouterTables, readonly policy: Policy, opts: RouterOptions) {
     this.#t = tables;
@@ -132,8 +134,9 @@ export class Router {
     const hint = req.sessionKey === null || req.keys.count === 0 ? undefined : this.#hints.get(req.sessionKey);
     if (req.keys.count > 0) {
       if (req.sessionKey !== null) index.lossEpochsInto(this.#epochs);
-      if (hint !== undefined && this.#holds(hint, req.keys)) {
-        index.longestPrefixFrom(req.keys, index.mask.all, hint.pod, hint.count, now);
+      const from = hint === undefined ? 0 : this.#heldFrom(hint, req.keys);
+      if (hint !== undefined && from > 0) {
+        index.longestPrefixFrom(req.keys, index.mask.all, hint.pod, from, now);
         this.#walks.shortcut++;
       } else {
         index.longestPrefix(req.keys, index.mask.all, now);
@@ -265,10 +268,19 @@ export class Router {
     if (from < req.keys.count) this.#opts.record(r.pod, from === 0 ? req.keys : { ptr: req.keys.ptr + 8 * from, count: req.keys.count - from }, now);
   }
 
-  /** Whether the hint stands: its pod lost nothing since its walk, and this prompt starts with the same blocks. */
-  #holds (h: PrefixHint, keys: KeySpan): boolean {
-    return h.count > 0 && h.count <= keys.count && this.#epochs[h.pod] === h.epoch &&
-      this.#t.index.region.u64[(keys.ptr >>> 3) + h.count - 1] === h.lastKey;
+  /**
+   * How many of this prompt's first blocks the hint vouches its pod holds: none unless the prompt starts with the
+   * hint's blocks; all of them if the pod lost nothing since the hint's walk; else up to the first of them the pod
+   * lost (its loss ring, PrefixIndex.heldSince). On an index at its capacity CLOCK evicts a key with nearly every
+   * insert, so a pod's epoch moves between any two turns; the ring keeps those losses of other sessions' blocks
+   * from costing this session a walk of its whole prompt (bench/RESULTS.md, "At the index's capacity").
+   */
+  #heldFrom (h: PrefixHint, keys: KeySpan): number {
+    if (!(h.count > 0 && h.count <= keys.count && this.#t.index.region.u64[(keys.ptr >>> 3) + h.count - 1] === h.lastKey)) return 0;
+    if (this.#epochs[h.pod] === h.epoch) return h.count;
+    const held = this.#t.index.heldSince(keys, h.pod, h.count, h.epoch);
+    if (held > 0) this.#walks.shortcutAfterLoss++;
+    return held;
   }
 
   /** Remembers this walk for the session's next turn: the candidate holding most of the prompt (the chosen pod on a tie). */

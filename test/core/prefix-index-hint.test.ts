@@ -2,14 +2,17 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { createAndAttach } from '../../src/core/region.js';
-import { PrefixIndexWriter } from '../../src/core/prefix-index.js';
+import { PrefixIndex, PrefixIndexWriter } from '../../src/core/prefix-index.js';
 
-// ixLongestPrefixFrom and the loss epochs: a walk told that a pod holds a prompt's first blocks equals the whole
-// walk whenever the pod's loss epoch has not moved since the walk that found it.
+// ixLongestPrefixFrom, the loss epochs and the loss rings: a walk told that a pod holds a prompt's first blocks
+// equals the whole walk whenever the pod's loss epoch has not moved since the walk that found it, or for as many
+// blocks as the pod's loss ring then vouches for (heldSince).
 const CAPACITY = 48;
-const region = createAndAttach({ prefixIndexKeys: 1 << 16, scratchSlots: 4, scratchBytes: 1 << 16 });
+const region = createAndAttach({ prefixIndexKeys: 1 << 16, scratchSlots: 4, scratchBytes: 1 << 18 });
 const area = region.claimScratch();
-const keysPtr = area.ptr + 4096;
+/** The writer's area: its fixed part and heldSince's set for every loss a ring keeps (64 KiB at 256 rows). */
+const AREA_BYTES = 1 << 17;
+const keysPtr = area.ptr + AREA_BYTES;
 
 /** `pods`: the pod rows the index is laid out for (the region's own 256 unless a test asks for more groups). */
 function freshIndex (capacity: number, pods = 256): PrefixIndexWriter {
@@ -17,7 +20,8 @@ function freshIndex (capacity: number, pods = 256): PrefixIndexWriter {
   const bytes = region.fn<(c: number, pods: number) => number>('ixBytes')(capacity, pods) >>> 0;
   region.u8.fill(0, base, base + bytes);
   region.fn<(b: number, c: number, pods: number) => void>('ixInit')(base, capacity, pods);
-  return new PrefixIndexWriter(region, { ptr: area.ptr, bytes: 4096 });
+  assert.ok(PrefixIndex.areaBytes(region) + PrefixIndex.heldSetBytes(region) <= AREA_BYTES);
+  return new PrefixIndexWriter(region, { ptr: area.ptr, bytes: AREA_BYTES });
 }
 
 function putKeys (keys: bigint[]): { ptr: number; count: number } {
@@ -105,6 +109,7 @@ function hintsUnderRandomWrites (rows: number, pods: number[]): void {
   );
   let taken = 0;
   let wrongAfterLoss = 0;
+  let heldTaken = 0;
   fc.assert(fc.property(fc.array(opArb, { minLength: 60, maxLength: 200 }), fc.boolean(), (ops, prefill) => {
     const ix = freshIndex(CAPACITY, rows);
     let now = 1000;
@@ -126,9 +131,15 @@ function hintsUnderRandomWrites (rows: number, pods: number[]): void {
           ix.longestPrefixFrom(span, ix.mask.all, hint.pod, hint.count);
           assert.deepEqual(ix.counts.slice(), whole);
         } else if (hint !== null && hint.count <= o.n) {
-          // The pod lost blocks since: the hint may be wrong now, which is why it is refused.
+          // The pod lost blocks since: the whole hint may be wrong now, which is why it is refused...
           ix.longestPrefixFrom(span, ix.mask.all, hint.pod, hint.count);
           if (ix.counts[hint.pod] !== whole[hint.pod]) wrongAfterLoss++;
+          // ...but as far as its loss ring vouches for it, it is exact.
+          const held = ix.heldSince(span, hint.pod, hint.count, hint.epoch);
+          assert.ok(held <= hint.count);
+          if (held > 0) heldTaken++;
+          ix.longestPrefixFrom(span, ix.mask.all, hint.pod, held);
+          assert.deepEqual(ix.counts.slice(), whole, `held ${held} of ${hint.count}`);
         }
         // The next hint: the pod holding most, with its epoch as read before the walk.
         let best = 0;
@@ -139,12 +150,97 @@ function hintsUnderRandomWrites (rows: number, pods: number[]): void {
   }), { numRuns: 300 });
   assert.ok(taken > 100, `hints were taken (${taken})`);
   assert.ok(wrongAfterLoss > 0, 'a hint kept past a loss would have been wrong');
+  assert.ok(heldTaken > 50, `hints were taken past losses, as far as the rings vouched (${heldTaken})`);
 }
 
-test('random writes: a hint found by a walk stays exact while the pod\'s loss epoch stands, and is refused once it moves', () => {
+test('random writes: a hint found by a walk stays exact while the pod\'s loss epoch stands, and up to its first lost block after', () => {
   hintsUnderRandomWrites(256, [0, 1, 64, 255]);
 });
 
 test('the same on 600 rows, the pods in three groups of 256 (loss epochs and hints past the first group)', () => {
   hintsUnderRandomWrites(600, [0, 255, 256, 300, 599]);
+});
+
+test('heldSince: up to the first of the prompt\'s blocks the pod lost since, whichever way; others\' losses do not count', () => {
+  const A = 3;
+  const B = 7;
+  const ix = freshIndex(256);
+  const keys = chain(40);
+  const others = Array.from({ length: 20 }, (_, i) => BigInt(90_000 + i));
+  for (let i = 0; i < 30; i++) ix.insert(keys[i], A, ix.kind.assumed, 200);
+  for (const k of others) ix.insert(k, A, ix.kind.assumed, 200);
+  for (let i = 0; i < 10; i++) ix.insert(keys[i], B, ix.kind.confirmed, 200);
+  const span = putKeys(keys);
+  const e0 = ix.lossEpoch(A);
+  assert.equal(ix.heldSince(span, A, 30, e0), 30, 'nothing lost');
+  ix.remove(others[0], A, ix.mask.all);
+  assert.notEqual(ix.lossEpoch(A), e0);
+  assert.equal(ix.heldSince(span, A, 30, e0), 30, 'a block of another prompt');
+  ix.remove(keys[20], A, ix.mask.all);
+  assert.equal(ix.heldSince(span, A, 30, e0), 20, 'block 20');
+  assert.equal(ix.heldSince(span, A, 15, e0), 15, 'a prefix short of it');
+  ix.remove(keys[3], B, ix.mask.all);
+  assert.equal(ix.heldSince(span, A, 30, e0), 20, 'another pod\'s loss');
+  ix.insert(keys[20], A, ix.kind.assumed, 200);
+  assert.equal(ix.heldSince(span, A, 30, e0), 20, 'held again, but lost since: counted lost');
+  const e1 = ix.lossEpoch(A);
+  assert.equal(ix.heldSince(span, A, 30, e1), 30, 'from a later epoch');
+  ix.remove(keys[25], A, ix.mask.confirmed);
+  assert.equal(ix.heldSince(span, A, 30, e1), 30, 'a kind the pod did not hold it in: no loss');
+  ix.remove(keys[25], A, ix.mask.assumed);
+  assert.equal(ix.heldSince(span, A, 30, e1), 25);
+  ix.clearPod(A, ix.mask.all);
+  assert.equal(ix.heldSince(span, A, 30, e1), 0, 'clearPod has no list of what it cleared');
+});
+
+test('heldSince after expiry, CLOCK eviction and a void', () => {
+  const A = 1;
+  const keys = chain(30);
+  const span = putKeys(keys);
+  // Expiry: blocks 12..29 were recorded at 100, blocks 0..11 at 300; a sweep at 400 with a 200 ms TTL expires the first.
+  let ix = freshIndex(256);
+  for (let i = 12; i < 30; i++) ix.insert(keys[i], A, ix.kind.assumed, 100);
+  for (let i = 0; i < 12; i++) ix.insert(keys[i], A, ix.kind.assumed, 300);
+  let e = ix.lossEpoch(A);
+  ix.expireAssumed(400, 200, 1 << 12);
+  assert.equal(ix.heldSince(span, A, 30, e), 12);
+  // CLOCK: a full index evicts with each new key.
+  ix = freshIndex(30);
+  for (const k of keys) ix.insert(k, A, ix.kind.assumed, 100);
+  e = ix.lossEpoch(A);
+  ix.insert(12345n, 2, ix.kind.assumed, 101);
+  assert.equal(ix.stats().evictions, 1);
+  const evicted = keys.findIndex((k) => ix.lookup(k) === null);
+  assert.ok(evicted >= 0);
+  assert.equal(ix.heldSince(span, A, 30, e), evicted);
+  // A void (an engine's AllBlocksCleared) names no block: nothing is vouched for.
+  ix = freshIndex(256);
+  for (const k of keys) ix.insert(k, A, ix.kind.assumed, 100);
+  e = ix.lossEpoch(A);
+  ix.voidAssumed(A, 150);
+  assert.equal(ix.heldSince(span, A, 30, e), 0);
+});
+
+test('heldSince follows as many losses as the pod\'s ring keeps, less one, and as its set holds', () => {
+  const A = 2;
+  const ring = region.u32[(region.base('TABLE_PREFIX_INDEX') + region.const('IX_H_RING')) >>> 2];
+  assert.equal(ring, 4096, 'a region of 256 rows: 4,096 losses a row');
+  const ix = freshIndex(ring + 64);
+  const keys = chain(30);
+  const span = putKeys(keys);
+  for (const k of keys) ix.insert(k, A, ix.kind.assumed, 100);
+  const e = ix.lossEpoch(A);
+  for (let i = 0; i < ring - 1; i++) {
+    ix.insert(BigInt(500_000 + i), A, ix.kind.assumed, 100);
+    ix.remove(BigInt(500_000 + i), A, ix.mask.all);
+  }
+  assert.equal(ix.lossEpoch(A) - e, ring - 1);
+  assert.equal(ix.heldSince(span, A, 30, e), 30, 'every loss since is in the ring, none of this prompt\'s');
+  // A reader whose area holds a set of 32 slots follows 16 losses.
+  const small = new PrefixIndex(region, { ptr: area.ptr + AREA_BYTES + 4096, bytes: PrefixIndex.areaBytes(region) + 256 });
+  assert.equal(small.heldSince(span, A, 30, ix.lossEpoch(A) - 16), 30);
+  assert.equal(small.heldSince(span, A, 30, ix.lossEpoch(A) - 17), 0);
+  ix.insert(1n, A, ix.kind.assumed, 100);
+  ix.remove(1n, A, ix.mask.all);
+  assert.equal(ix.heldSince(span, A, 30, e), 0, 'the ring has come round: it cannot tell');
 });

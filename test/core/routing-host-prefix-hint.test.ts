@@ -78,21 +78,24 @@ test('a prompt its pod holds whole (a retry): the hint stops a block short, so t
   assert.equal(t.recorded, 21);
 });
 
-test('a block lost in the middle of the prefix (an engine removed it): the next walk is whole and finds the hole', () => {
+test('a block lost in the middle of the prefix (an engine removed it): the next walk starts from the hole and finds it', () => {
   const { host, writer, turn } = setup();
   turn('s', 100, 1000);
   const t2 = turn('s', 120, 2000);
   writer.remove(t2.keys[50], t2.pod, writer.mask.all);
-  const before = host.walkStats().shortcut;
+  const before = host.walkStats();
   const t3 = turn('s', 140, 3000);
-  assert.equal(host.walkStats().shortcut, before, 'the pod\'s loss epoch moved: no shortcut');
+  const after = host.walkStats();
+  assert.equal(after.shortcut, before.shortcut + 1, 'the pod\'s loss ring names the block: the walk starts from block 50');
+  assert.equal(after.shortcutAfterLoss, before.shortcutAfterLoss + 1);
+  assert.equal(after.full, before.full);
   assert.equal(t3.matched, 50, 'matched up to the hole, as the whole walk says');
   assert.equal(t3.recorded, 90, 'and from the hole on, the blocks are recorded again');
   const t4 = turn('s', 150, 4000);
   assert.equal(t4.matched, 140, 'the hole is filled');
 });
 
-test('a block evicted by CLOCK at the index\'s bound: the next walk is whole', () => {
+test('a block evicted by CLOCK at the index\'s bound: the next walk starts from the first evicted block', () => {
   const { host, writer, turn } = setup();
   turn('s', 100, 1000);
   const t2 = turn('s', 120, 2000);
@@ -102,10 +105,27 @@ test('a block evicted by CLOCK at the index\'s bound: the next walk is whole', (
   for (let i = 0; i < cap; i++) writer.insert(BigInt(1_000_000 + i), other, writer.kind.assumed, 2500);
   const lost = t2.keys.findIndex((k) => writer.lookup(k) === null);
   assert.ok(lost >= 0 && lost < 120, 'a block of the session was evicted');
-  const before = host.walkStats().shortcut;
+  const before = host.walkStats().shortcutAfterLoss;
   const t3 = turn('s', 140, 3000);
-  assert.equal(host.walkStats().shortcut, before, 'evictions moved the pod\'s loss epoch: no shortcut');
+  assert.equal(host.walkStats().shortcutAfterLoss, before + (lost > 0 ? 1 : 0), 'from the first evicted block (a whole walk if it was block 0)');
   assert.equal(t3.matched, lost, 'matched up to the first evicted block, as the whole walk says');
+});
+
+test('the pod lost other sessions\' blocks (an index at its capacity evicts with every insert): the walk still starts from the hint', () => {
+  const { host, writer, turn } = setup();
+  turn('s', 100, 1000);
+  const t2 = turn('s', 120, 2000);
+  // Another session's blocks on the same pod, then lost (evicted, removed, expired: one loss each).
+  const other = Array.from({ length: 30 }, (_, i) => BigInt(9_000_000 + i));
+  for (const k of other) writer.insert(k, t2.pod, writer.kind.assumed, 2500);
+  for (const k of other) writer.remove(k, t2.pod, writer.mask.all);
+  const before = host.walkStats();
+  const t3 = turn('s', 140, 3000);
+  const after = host.walkStats();
+  assert.equal(after.shortcut, before.shortcut + 1, 'none of the 30 lost blocks is this prompt\'s');
+  assert.equal(after.shortcutAfterLoss, before.shortcutAfterLoss + 1);
+  assert.equal(t3.matched, 120);
+  assert.equal(t3.recorded, 20);
 });
 
 test('the pod\'s row purged (its backend left and came back on the row): the walk is whole, the prompt recorded whole', () => {
