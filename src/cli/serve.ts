@@ -12,7 +12,7 @@ import { DEFAULT_PROFILE } from '../engine-model/profile.js';
 
 const USAGE = `usage: ear serve [--config FILE] [--backend URL[,id=NAME][,kv-events=tcp://H:P][,replay=tcp://H:P][,topic=PREFIX][,role=both|prefill|decode][,kv-blocks=N][,max-concurrent=N][,api-key=ENGINE_KEY][,priority=vllm|sglang|sglang-low-first]]...
                  [--host H] [--port P] [--http-threads N] [--policy NAME] [--tokenizer NAME] [--block-size N] [--route-threads N]
-                 [--assumed-ttl-ms N] [--prefix-index-warm] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--max-header-bytes N] [--client-body-timeout-ms N] [--session-store memory|redis://HOST[:PORT][/DB]] [--max-contexts N]
+                 [--assumed-ttl-ms N] [--prefix-index-keys N] [--prefix-index-warm] [--admin-token T] [--api-key K]... [--max-body-bytes N] [--max-header-bytes N] [--client-body-timeout-ms N] [--session-store memory|redis://HOST[:PORT][/DB]] [--max-contexts N]
                  [--max-pods N]
                  [--proactive-interval-ms N] [--proactive-body-cache-bytes N] [--ha active-active|active-passive] [--lease-name N]
                  [--demo N [--demo-profile NAME] [--demo-time-scale X]]
@@ -29,6 +29,8 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --tokenizer NAME     tokenizer for block keys (default ${DEFAULTS.tokenizer}): character, tiktoken:o200k_base, hf:qwen3, hf:PATH, remote:URL (engine /tokenize)
   --assumed-ttl-ms N   how long a routing decision's assumed prefix stays in the index (default: 5000 when a
                        backend has kv-events, i.e. precise mode; else 20 min)
+  --prefix-index-keys N  blocks the prefix index holds (default ${DEFAULTS.prefixIndexKeys}: 16M tokens, 256 MB of slots; up
+                       to 3145728, 512 MB); at the bound each new block evicts one not used lately
   --prefix-index-warm  make the prefix index's memory resident at start (256 MB, ~1 s of CPU), so new keys pay
                        no page fault later (default: pages come as keys land)
   --scheduler NAME     admission: off, fcfs, plas, atlas (Autellix; default), vtc. Requests wait, ordered by their

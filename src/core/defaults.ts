@@ -10,6 +10,13 @@ export const BLOCK_SIZE = 16;
 /** A session idle this long ends (ms): its host binding, the route threads' turn state, a shared store's record. */
 export const SESSION_IDLE_MS = 30 * 60_000;
 
+/**
+ * Keys the prefix index holds (a block for one group of 256 pod rows; at the bound CLOCK evicts): 16M tokens at 16 a
+ * block, 256 MiB of slots. The most the region takes is 3 Mi (512 MiB of slots), with room left for the rest.
+ */
+export const PREFIX_INDEX_KEYS = 1 << 20;
+export const PREFIX_INDEX_KEYS_MAX = 3 << 20;
+
 /** Sessions the session table holds at once (its capacity in the shared region). */
 export const MAX_SESSIONS = 1 << 16;
 /**

@@ -2,6 +2,7 @@
 // at offset 0 (asm/layout.ts). The creating thread lays the tables out and initialises them, then shares
 // { memory, module } with the other threads, which attach without writing anything but their scratch claim.
 import { constant, coreModule, createSharedMemory, instantiateCore, kernel, layoutConstant, type CoreExports } from './wasm.js';
+import { MAX_SESSIONS, PREFIX_INDEX_KEYS } from './defaults.js';
 
 /** Capacities of the tables. Each has a bound; what happens at the bound is documented with the table. */
 export interface RegionConfig {
@@ -24,8 +25,8 @@ export interface RegionConfig {
 }
 
 export const DEFAULT_REGION_CONFIG: Readonly<RegionConfig> = Object.freeze({
-  prefixIndexKeys: 1 << 20,
-  sessions: 1 << 16,
+  prefixIndexKeys: PREFIX_INDEX_KEYS,
+  sessions: MAX_SESSIONS,
   heapJobs: 1 << 16,
   recordRingOps: 1 << 16,
   pods: 256,

@@ -1,12 +1,12 @@
 // Assembles a running gateway: the shared region, the kv-events thread (the index's writer), the route pool,
 // the session store, the policy, then the process core over them (core.ts: fleet, gate, contexts, metrics, the one
 // pipeline) and its uWS door; `ear epp` adds its ext_proc door on the same core. Used by `ear serve`, the end-to-end tests and the e2e evaluation driver.
-import { createRegion, podRowsCost, Region, type PodRowsCost } from '../core/region.js';
+import { createRegion, podRowsCost, Region, type PodRowsCost, type SharedRegion } from '../core/region.js';
 import { APPROXIMATE_ASSUMED_TTL_MS, PRECISE_ASSUMED_TTL_MS } from '../core/defaults.js';
 import { createPolicy } from '../core/policies/index.js';
 import { startKvEventsThread, type KvBackendSpec, type KvEventsThread } from '../kvevents/kv-events-thread.js';
 import type { Backend } from '../fleet/backends.js';
-import type { GatewayConfig } from '../config/index.js';
+import { ConfigError, type GatewayConfig } from '../config/index.js';
 import { registerKvEventMetrics, registerPodRowMetrics, registerRetentionMetrics, registerSessionStoreMetrics, registerTotal } from '../telemetry/metrics.js';
 import { createRoutePool, type RoutePool } from '../features/route-pool.js';
 import { startGateway, type Gateway, type GatewayDeps } from './server.js';
@@ -99,11 +99,27 @@ const CONSOLE_LOG: NonNullable<GatewayDeps['threads']>['log'] = {
   error: (o: unknown, msg?: string) => console.error(msg ?? '', o)
 } as NonNullable<GatewayDeps['threads']>['log'];
 
+/**
+ * The shared tables for this configuration. They must fit the region (1 GiB, asm/layout.ts): what takes most is the
+ * prefix index (128 bytes a slot, at most 3/4 full), then a 4 MiB scratch area per thread; a configuration that
+ * does not fit is refused at start with the settings that size it.
+ */
+function sharedRegion (config: Readonly<GatewayConfig>): SharedRegion {
+  const scratchSlots = config.routeThreads + 13 + dataPlaneScratch(config);
+  try {
+    return createRegion({ prefixIndexKeys: config.prefixIndexKeys, sessions: config.maxSessions, pods: config.maxPods, scratchSlots });
+  } catch (err) {
+    if (!(err instanceof RangeError) || !/host region/.test(err.message)) throw err;
+    throw new ConfigError('prefixIndexKeys', `${config.prefixIndexKeys} keys, with maxSessions ${config.maxSessions}, maxPods ${config.maxPods} and ` +
+      `${scratchSlots} scratch areas (routeThreads, httpThreads), do not fit the shared region: ${err.message}`);
+  }
+}
+
 export async function startEar (config: Readonly<GatewayConfig>, opts: EarOptions = {}): Promise<Ear> {
   const policy = createPolicy(config.policy, config.policyConfig);
   // Scratch areas: six for the main thread, three for the kv-events thread, one for the migration thread, one per
   // route worker, and spares so a restarted worker can claim one.
-  const shared = createRegion({ sessions: config.maxSessions, pods: config.maxPods, scratchSlots: config.routeThreads + 13 + dataPlaneScratch(config) });
+  const shared = sharedRegion(config);
   const region = new Region(shared);
   const podRows = podRowsCost(region);
   let kv: KvEventsThread | null = null;
