@@ -134,7 +134,7 @@ export class Router {
     const hint = req.sessionKey === null || req.keys.count === 0 ? undefined : this.#hints.get(req.sessionKey);
     if (req.keys.count > 0) {
       if (req.sessionKey !== null) index.lossEpochsInto(this.#epochs);
-      const from = hint === undefined ? 0 : this.#heldFrom(hint, req.keys);
+      const from = hint === undefined ? 0 : this.#heldFrom(hint, req.keys, now);
       if (hint !== undefined && from > 0) {
         index.longestPrefixFrom(req.keys, index.mask.all, hint.pod, from, now);
         this.#walks.shortcut++;
@@ -274,9 +274,17 @@ export class Router {
    * lost (its loss ring, PrefixIndex.heldSince). On an index at its capacity CLOCK evicts a key with nearly every
    * insert, so a pod's epoch moves between any two turns; the ring keeps those losses of other sessions' blocks
    * from costing this session a walk of its whole prompt (bench/RESULTS.md, "At the index's capacity").
+   *
+   * The walk does not look up the blocks the hint vouches for, so it cannot drop assumed presence that is past the
+   * writer's TTL but not yet swept (a sweep of the index takes ~51 s at 1 Mi keys). So the hint stands only while
+   * the session's own records keep those blocks within the TTL: on the pod of its last full record (every key of a
+   * prompt; later turns record their new blocks), until a TTL after it, less the TTL/64 by which a re-record may
+   * leave an entry's time behind (asm/prefix-index.ts, unchanged). Past that the walk is whole and checks each block.
    */
-  #heldFrom (h: PrefixHint, keys: KeySpan): number {
+  #heldFrom (h: PrefixHint, keys: KeySpan, now: number): number {
     if (!(h.count > 0 && h.count <= keys.count && this.#t.index.region.u64[(keys.ptr >>> 3) + h.count - 1] === h.lastKey)) return 0;
+    const ttl = this.#t.index.assumedTtlMs();
+    if (ttl > 0 && (h.fullPod !== h.pod || now - h.fullAt >= ttl - ttl / 64)) return 0;
     if (this.#epochs[h.pod] === h.epoch) return h.count;
     const held = this.#t.index.heldSince(keys, h.pod, h.count, h.epoch);
     if (held > 0) this.#walks.shortcutAfterLoss++;

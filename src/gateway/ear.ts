@@ -79,9 +79,10 @@ export interface EarOptions {
 }
 
 /**
- * Scratch areas of the data-plane threads (httpThreads ≥ 2): each claims one to hash inline and one per thread of
- * its own route pool; a restarted thread claims new ones (areas are not given back), from a few spares. At 64
- * threads that is 130 areas of 4 MiB, inside the region's 1 GiB of address space.
+ * Scratch areas of the data-plane threads (httpThreads ≥ 2): each claims one per thread of its own route pool, one
+ * to hash inline and one for its key ring; a restarted thread claims new ones (areas are not given back), from a few
+ * spares. At 16 threads and 2 route threads that is 57 areas of 4 MiB (a region of 568 MiB); past 54 threads the
+ * areas and the default tables no longer fit the region's 1 GiB, and the gateway refuses to start (sharedRegion).
  */
 function dataPlaneScratch (config: Readonly<GatewayConfig>): number {
   const n = config.httpThreads;
@@ -110,8 +111,9 @@ function sharedRegion (config: Readonly<GatewayConfig>): SharedRegion {
     return createRegion({ prefixIndexKeys: config.prefixIndexKeys, sessions: config.maxSessions, pods: config.maxPods, scratchSlots });
   } catch (err) {
     if (!(err instanceof RangeError) || !/host region/.test(err.message)) throw err;
-    throw new ConfigError('prefixIndexKeys', `${config.prefixIndexKeys} keys, with maxSessions ${config.maxSessions}, maxPods ${config.maxPods} and ` +
-      `${scratchSlots} scratch areas (routeThreads, httpThreads), do not fit the shared region: ${err.message}`);
+    throw new ConfigError('prefixIndexKeys, maxSessions, maxPods, routeThreads, httpThreads', `${config.prefixIndexKeys} index keys, ` +
+      `${config.maxSessions} sessions, ${config.maxPods} pod rows and ${scratchSlots} scratch areas of 4 MiB (for ${config.routeThreads} route and ` +
+      `${config.httpThreads} data-plane threads) do not fit the shared region: ${err.message}`);
   }
 }
 

@@ -46,6 +46,9 @@ test('the shared tables are laid out for the rows asked for: pod and load rows, 
     costs.push(cost.bytes);
   }
   assert.ok(costs[1] > costs[0]);
+  const r = createAndAttach({ prefixIndexKeys: 1 << 10, sessions: 64, heapJobs: 16, recordRingOps: 64, scratchSlots: 1, scratchBytes: 1 << 16 });
+  const ring = r.fn<(pods: number) => number>('ixLossRing');
+  assert.deepEqual([1, 256, 512, 513, 1024, 4096, 16384].map(ring), [4096, 4096, 4096, 2048, 2048, 512, 128], 'loss ring entries a row: 16 MiB over the rows past 512');
   assert.throws(() => createAndAttach({ pods: 16385 }), /pod rows must be an integer in \[1, 16384\], got 16385/);
   assert.throws(() => createAndAttach({ pods: 0 }), /pod rows must be an integer in \[1, 16384\], got 0/);
 });

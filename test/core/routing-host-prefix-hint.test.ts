@@ -128,6 +128,20 @@ test('the pod lost other sessions\' blocks (an index at its capacity evicts with
   assert.equal(t3.recorded, 20);
 });
 
+test('a turn a TTL after its session\'s last full record walks whole: blocks past the TTL, not yet swept, do not count', () => {
+  const { host, turn } = setup();
+  turn('s', 100, 1000);
+  turn('s', 120, 2000);
+  const before = host.walkStats();
+  // No sweep since: blocks 0..99 (recorded at 1000) are past the TTL at 61,010, though still in the index.
+  const t3 = turn('s', 140, 1000 + TTL + 10);
+  const after = host.walkStats();
+  assert.equal(after.shortcut, before.shortcut, 'the hint does not vouch past its records\' TTL');
+  assert.equal(after.full, before.full + 1);
+  assert.equal(t3.matched, 0, 'block 0 has expired: nothing matches, as the whole walk with the TTL says');
+  assert.equal(t3.recorded, 140);
+});
+
 test('the pod\'s row purged (its backend left and came back on the row): the walk is whole, the prompt recorded whole', () => {
   const { host, writer, turn } = setup();
   turn('s', 100, 1000);

@@ -49,5 +49,5 @@ test('prefixIndexKeys out of its range, or too large for the region with the oth
   assert.throws(() => buildConfig({ prefixIndexKeys: 100 }), /config prefixIndexKeys: must be an integer in \[4096, 3145728\]/);
   assert.throws(() => buildConfig({}, { prefixIndexKeys: '4194304' }), /config prefixIndexKeys: must be an integer in \[4096, 3145728\]/);
   await assert.rejects(startEar(buildConfig({ host: '127.0.0.1', port: 0, routeThreads: 1, prefixIndexKeys: 3 << 20, maxSessions: 1 << 22 })),
-    (e: unknown) => e instanceof ConfigError && /config prefixIndexKeys: 3145728 keys, with maxSessions 4194304, maxPods 256 and \d+ scratch areas .*do not fit the shared region/.test((e as Error).message));
+    (e: unknown) => e instanceof ConfigError && /config prefixIndexKeys, maxSessions, maxPods, routeThreads, httpThreads: 3145728 index keys, 4194304 sessions, 256 pod rows and \d+ scratch areas of 4 MiB \(for 1 route and 1 data-plane threads\) do not fit the shared region/.test((e as Error).message));
 });
