@@ -103,7 +103,7 @@ export class Router {
   readonly #live: LiveContexts;
   readonly #hints = new Map<bigint, PrefixHint>();
   readonly #maxHints: number;
-  /** Every pod's loss epoch as read before the current walk. */
+  /** The pods' loss epochs as read before the current walk (#readEpochs). */
   readonly #epochs: Uint32Array;
   readonly #walks: PrefixWalkStats = { full: 0, shortcut: 0, shortcutAfterLoss: 0, recordedKeys: 0, fullRecords: 0 };
 
@@ -133,7 +133,7 @@ export class Router {
     const counts = this.#counts;
     const hint = req.sessionKey === null || req.keys.count === 0 ? undefined : this.#hints.get(req.sessionKey);
     if (req.keys.count > 0) {
-      if (req.sessionKey !== null) index.lossEpochsInto(this.#epochs);
+      if (req.sessionKey !== null) this.#readEpochs(candidates, hint);
       const from = hint === undefined ? 0 : this.#heldFrom(hint, req.keys, now);
       if (hint !== undefined && from > 0) {
         index.longestPrefixFrom(req.keys, index.mask.all, hint.pod, from, now);
@@ -266,6 +266,19 @@ export class Router {
     if (from === 0) this.#walks.fullRecords++;
     this.#walks.recordedKeys += req.keys.count - from;
     if (from < req.keys.count) this.#opts.record(r.pod, from === 0 ? req.keys : { ptr: req.keys.ptr + 8 * from, count: req.keys.count - from }, now);
+  }
+
+  /**
+   * The loss epochs the walk's hint, and the hint learnt from it, rest on: the candidates' (#learn picks among them)
+   * and the hinted pod's. Each an atomic load, before the walk: a plain copy of the epochs may on a weakly ordered
+   * CPU (arm64) read an epoch later than the walk's view, and a hint whose epoch is too new trusts blocks the pod
+   * lost during the walk. Any other entry of #epochs is only ever older than the pod's epoch, which is safe.
+   */
+  #readEpochs (candidates: readonly PodView[], hint: PrefixHint | undefined): void {
+    const { index } = this.#t;
+    const epochs = this.#epochs;
+    for (const p of candidates) epochs[p.index] = index.lossEpoch(p.index);
+    if (hint !== undefined) epochs[hint.pod] = index.lossEpoch(hint.pod);
   }
 
   /**
