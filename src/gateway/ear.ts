@@ -7,7 +7,7 @@ import { createPolicy } from '../core/policies/index.js';
 import { startKvEventsThread, type KvBackendSpec, type KvEventsThread } from '../kvevents/kv-events-thread.js';
 import type { Backend } from '../fleet/backends.js';
 import { ConfigError, type GatewayConfig } from '../config/index.js';
-import { registerKvEventMetrics, registerPodRowMetrics, registerRetentionMetrics, registerSessionStoreMetrics, registerTotal } from '../telemetry/metrics.js';
+import { registerKvEventMetrics, registerPodRowMetrics, registerPrefixWalkMetrics, registerRetentionMetrics, registerSessionStoreMetrics, registerTotal } from '../telemetry/metrics.js';
 import { createRoutePool, type RoutePool } from '../features/route-pool.js';
 import { startGateway, type Gateway, type GatewayDeps } from './server.js';
 import type { ProcessCore } from './core.js';
@@ -203,6 +203,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       'Retained prefixes (a session in its tool gap, or a client\'s retention hint) that their engine evicted while retained, as its KV events told (precise mode).',
       () => routing.host.retention.stats().evictions);
     registerRetentionMetrics(gateway.metrics.registry, () => routing.host.retention.stats());
+    registerPrefixWalkMetrics(gateway.metrics.registry, () => routing.host.walkStats());
     registerRoutePoolMetrics(gateway.metrics.registry, () => p.stats());
     if (sessions !== null) registerSessionStoreMetrics(gateway.metrics.registry, sessions);
     observeRowFree = registerPodRowMetrics(gateway.metrics.registry, {

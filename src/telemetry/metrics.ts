@@ -267,6 +267,30 @@ export function registerTotal (registry: Registry, name: string, help: string, r
   });
 }
 
+/**
+ * How the routing decisions walked the prefix index (src/core/router.ts PrefixWalkStats): from block 0, or from the
+ * blocks a session's last turn found its pod holding; and of the latter, those its pod's loss ring vouched for after
+ * the pod lost blocks. Few walks from a hint on session traffic say the hints do not hold (the index's capacity,
+ * precise mode's short TTL), and each whole walk reads the index once per block of the prompt.
+ */
+export function registerPrefixWalkMetrics (registry: Registry, read: () => { full: number; shortcut: number; shortcutAfterLoss: number }): void {
+  new Counter({
+    name: 'ear_prefix_walks_total',
+    help: 'Routing decisions\' walks of the prefix index, by where they started: block 0 (whole) or a session\'s hint.',
+    labelNames: ['start'],
+    registers: [registry],
+    collect () {
+      const w = read();
+      this.reset();
+      this.inc({ start: 'block0' }, w.full);
+      this.inc({ start: 'hint' }, w.shortcut);
+    }
+  });
+  registerTotal(registry, 'ear_prefix_hints_after_loss_total',
+    'Walks from a session\'s hint although its pod had lost blocks since: its loss ring named none of the hint\'s, or the first.',
+    () => read().shortcutAfterLoss);
+}
+
 /** What registerRetentionMetrics reads at each scrape (the routing host's, src/core/retention.ts). */
 export interface RetentionSource {
   retained: number;
