@@ -266,39 +266,30 @@ export function ixInit (base: usize, capacity: u32, pods: u32): void {
 
 // Loss epochs: bumped AFTER the presence bits are cleared (seq-cst), so a reader that read a pod's epoch before
 // its walk either saw the bit gone in the walk or will find the epoch moved (ixLongestPrefixFrom's hint). A loss
-// of one block writes the block's key into the pod's ring at the old epoch before the bump, so a reader that sees
-// the bump sees the key (ixHeldSince); only this thread writes epochs and rings.
+// of one block writes the block's (group) key into the pod's ring at the old epoch before the bump, so a reader
+// that sees the bump sees the key (ixHeldSince); only this thread writes epochs and rings. A loss with no list of
+// blocks (LOST_ALL: clearPod(s), a void) moves the epoch by a whole ring, so every hint older than it finds the
+// ring turned (ixHeldSince: 0).
+/** The key of a loss that names no block: stored keys are never 0 (normKey, groupKey). */
+const LOST_ALL: u64 = 0;
+
 // @ts-ignore: decorator
 @inline function lost (base: usize, pod: u32, key: u64): void {
   const ep = base + load<u32>(base + IX_H_LOSS_AT) + (<usize>pod << 2);
   const e = load<u32>(ep);
   const ring = load<u32>(base + IX_H_RING);
+  if (key == LOST_ALL) {
+    atomic.store<u32>(ep, e + ring);
+    return;
+  }
   atomic.store<u64>(base + load<u32>(base + IX_H_RING_AT) + ((<usize>pod * ring + (e & (ring - 1))) << 3), key);
   atomic.store<u32>(ep, e + 1);
 }
 
-/**
- * A loss of the pod's blocks with no list of them (clearPod(s), a void): the epoch moves by a whole ring, so every
- * hint older than it finds the ring turned (ixHeldSince: 0).
- */
-// @ts-ignore: decorator
-@inline function lostAll (base: usize, pod: u32): void {
-  const ep = base + load<u32>(base + IX_H_LOSS_AT) + (<usize>pod << 2);
-  atomic.store<u32>(ep, load<u32>(ep) + load<u32>(base + IX_H_RING));
-}
-
-/** Records the loss of (group) key `key` by every pod set in presence word `w` (pods 64w..64w+63). */
+/** Records the loss of `key` (or LOST_ALL) by every pod set in presence word `w` (pods 64w..64w+63). */
 function lostBits (base: usize, w: u32, bits: u64, key: u64): void {
   while (bits != 0) {
     lost(base, (w << 6) + <u32>ctz<u64>(bits), key);
-    bits &= bits - 1;
-  }
-}
-
-/** lostAll for every pod set in presence word `w`. */
-function lostAllBits (base: usize, w: u32, bits: u64): void {
-  while (bits != 0) {
-    lostAll(base, (w << 6) + <u32>ctz<u64>(bits));
     bits &= bits - 1;
   }
 }
@@ -587,7 +578,7 @@ export function ixVoidAssumed (base: usize, pod: u32, now: u32): i32 {
   const t = now == 0 ? 1 : now; // 0 means never
   atomic.store<u32>(base + load<u32>(base + IX_H_VOID_AT) + (<usize>pod << 2), t);
   atomic.store<u32>(base + IX_H_LAST_VOID, t);
-  lostAll(base, pod);
+  lost(base, pod, LOST_ALL);
   return 0;
 }
 
@@ -715,7 +706,7 @@ export function ixClearPod (base: usize, pod: u32, kindMask: u32): i32 {
     }
     i++;
   }
-  lostAll(base, pod);
+  lost(base, pod, LOST_ALL);
   return changed;
 }
 
@@ -763,7 +754,7 @@ export function ixClearPods (base: usize, podsPtr: usize, kindMask: u32): i32 {
     }
     i++;
   }
-  for (let w: u32 = 0; w < words; w++) lostAllBits(base, w, load<u64>(podsPtr + (<usize>w << 3)));
+  for (let w: u32 = 0; w < words; w++) lostBits(base, w, load<u64>(podsPtr + (<usize>w << 3)), LOST_ALL);
   return changed;
 }
 
