@@ -4,6 +4,7 @@ import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { Agent, request } from 'undici';
 import { fleet, type Fleet } from '../fixtures/fleet.js';
+import { metric } from '../fixtures/processes.js';
 
 let f: Fleet;
 let base: string;
@@ -58,14 +59,9 @@ test('a hot prefix does not pull every request onto one engine', async () => {
 });
 
 test('a session\'s third turn walks the index from its hint, and /metrics counts the walks by where they start', async () => {
-  const walks = async (): Promise<Record<string, number>> => {
-    const text = await (await request(`${base}/metrics`, { dispatcher: client })).body.text();
-    const out: Record<string, number> = {};
-    for (const m of text.matchAll(/^ear_prefix_walks_total\{start="(\w+)"\} (\d+)$/gm)) out[m[1]] = Number(m[2]);
-    return out;
-  };
+  const walks = async (): Promise<Record<string, number>> =>
+    ({ block0: await metric(base, 'ear_prefix_walks_total', '{start="block0"}'), hint: await metric(base, 'ear_prefix_walks_total', '{start="hint"}') });
   const before = await walks();
-  assert.ok('block0' in before && 'hint' in before, JSON.stringify(before));
   const msgs = [{ role: 'system', content: system('walks') }, { role: 'user', content: 'first task' }];
   const t1 = await chat('pw', msgs);
   const t2 = await chat('pw', [...msgs, { role: 'assistant', content: t1.text }, { role: 'user', content: 'go on' }]);
@@ -73,5 +69,7 @@ test('a session\'s third turn walks the index from its hint, and /metrics counts
   const after = await walks();
   assert.equal(after.block0 - before.block0, 2, 'the first two turns walk whole (the first learns nothing on an index without its blocks)');
   assert.equal(after.hint - before.hint, 1, 'the third starts from the blocks the second found');
-  assert.match(await (await request(`${base}/metrics`, { dispatcher: client })).body.text(), /^ear_prefix_hints_after_loss_total \d+$/m);
+  const text = await (await request(`${base}/metrics`, { dispatcher: client })).body.text();
+  assert.match(text, /^ear_prefix_walks_total\{start="hint"\} \d+$/m);
+  assert.match(text, /^ear_prefix_hints_after_loss_total \d+$/m);
 });

@@ -8,15 +8,10 @@ import { buildConfig, ConfigError } from '../../src/config/index.js';
 import { startEar, type Ear } from '../../src/gateway/ear.js';
 import { startSim, type SimServer } from '../../src/sim/server.js';
 import { until } from '../fixtures/wait.js';
+import { metric } from '../fixtures/processes.js';
 
 async function indexGauges (url: string): Promise<{ entries: number; dropped: number }> {
-  const lines = (await (await request(`${url}/metrics`)).body.text()).split('\n');
-  const value = (name: string): number => {
-    const line = lines.find((l) => l.startsWith(`${name}{table="prefix_index"} `));
-    assert.ok(line, name);
-    return Number(line.split(' ')[1]);
-  };
-  return { entries: value('ear_table_entries'), dropped: value('ear_table_dropped_total') };
+  return { entries: await metric(url, 'ear_table_entries', '{table="prefix_index"}'), dropped: await metric(url, 'ear_table_dropped_total', '{table="prefix_index"}') };
 }
 
 test('an index of 4,096 keys: five prompts of 1,000 blocks fill it, CLOCK evicts, and it never holds more', async () => {
@@ -35,6 +30,9 @@ test('an index of 4,096 keys: five prompts of 1,000 blocks fill it, CLOCK evicts
       assert.equal(r.statusCode, 200, await r.body.text());
     }
     await until(async () => (await indexGauges(url)).dropped > 0, 'the index evicted at its bound');
+    const text = await (await request(`${url}/metrics`)).body.text();
+    assert.match(text, /^ear_table_entries\{table="prefix_index"\} \d+$/m);
+    assert.match(text, /^ear_table_dropped_total\{table="prefix_index"\} \d+$/m);
     const g = await indexGauges(url);
     assert.ok(g.entries <= 4096 && g.entries > 3000, `entries ${g.entries}`);
     assert.ok(g.dropped >= 5000 - 4096, `evicted ${g.dropped}`);
