@@ -20,14 +20,23 @@ import type { RoutePool } from './route-pool.js';
 export const INLINE_FEATURES_MAX_BYTES = 20 << 10;
 /** The same on a data-plane thread. */
 export const THREAD_INLINE_FEATURES_MAX_BYTES = 32 << 10;
+/**
+ * The part of a data-plane thread's scratch area its inline hasher takes: a 32 KB body's tokens (4 bytes each) and
+ * keys with room to spare (a longer prompt would be hashed in chunks; only its keys must fit).
+ */
+export const INLINE_HASH_BYTES = 1 << 20;
 
 /** `sessionId` lets the pool send a session's turns to the thread that holds its previous tokens. */
 export type FeatureSource = (endpoint: Endpoint, body: Buffer, sessionId?: string | null) => Promise<Features>;
 
-/** Claims a scratch area of `region` for the calling thread when it will hash inline (bodies up to `inlineMaxBytes`). */
-export function featureSource (region: Region, opts: { tokenizer: string; blockSize: number }, pool: RoutePool, inlineMaxBytes = INLINE_FEATURES_MAX_BYTES): FeatureSource {
+/**
+ * When the calling thread will hash inline (bodies up to `inlineMaxBytes`), it does so in `area`, or in a scratch area
+ * of `region` it claims.
+ */
+export function featureSource (region: Region, opts: { tokenizer: string; blockSize: number }, pool: RoutePool, inlineMaxBytes = INLINE_FEATURES_MAX_BYTES,
+  area?: { ptr: number; bytes: number }): FeatureSource {
   if (opts.tokenizer !== 'character') return (endpoint, body, sessionId = null) => pool.features(endpoint, body, sessionId);
-  const ctx: FeatureContext = { tokenizer: createTokenizerSync(opts.tokenizer), hasher: new BlockHasher(region), blockSize: opts.blockSize };
+  const ctx: FeatureContext = { tokenizer: createTokenizerSync(opts.tokenizer), hasher: new BlockHasher(region, area), blockSize: opts.blockSize };
   return (endpoint, body, sessionId = null) => {
     // Small bodies are computed cold here (cheap either way); their session's state in the pool is only refreshed by larger turns.
     if (body.length > inlineMaxBytes) return pool.features(endpoint, body, sessionId);

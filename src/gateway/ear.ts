@@ -79,16 +79,24 @@ export interface EarOptions {
 }
 
 /**
- * Scratch areas of the data-plane threads (httpThreads ≥ 2): each claims one per thread of its own route pool, one
- * to hash inline and one for its key ring; a restarted thread claims new ones (areas are not given back), from a few
- * spares. At 16 threads and 2 route threads that is 57 areas of 4 MiB (a region of 568 MiB); past 54 threads the
- * areas and the default tables no longer fit the region's 1 GiB, and the gateway refuses to start (sharedRegion).
+ * Scratch areas of the data-plane threads (httpThreads ≥ 2): each claims one per thread of its own route pool and
+ * one it splits between its key ring and its inline hasher (http-thread.ts); a restarted thread claims new ones
+ * (areas are not given back), from a few spares. At 64 threads and 2 route threads that is 137 areas of 4 MiB, which
+ * fit the region's 1 GiB beside the default tables (test/gateway/http-threads-region.test.ts).
  */
 function dataPlaneScratch (config: Readonly<GatewayConfig>): number {
   const n = config.httpThreads;
   if (n < 2) return 0;
-  // Each: its route pool's, its own (inline features) and its key ring's (key-ring.ts).
-  return n * (Math.ceil(config.routeThreads / n) + 2) + SCRATCH_SPARES;
+  return n * (Math.ceil(config.routeThreads / n) + 1) + SCRATCH_SPARES;
+}
+
+/**
+ * The main thread's route pool: `routeThreads` when it serves the inference routes itself (httpThreads 1); one when
+ * data-plane threads do, each with a pool of its own, and the main thread's pipeline prefills only the contexts they
+ * hand it (POST /v1/context).
+ */
+function mainRouteThreads (config: Readonly<GatewayConfig>): number {
+  return config.httpThreads >= 2 ? 1 : config.routeThreads;
 }
 
 /** Scratch areas for data-plane threads started again (http-threads.ts: at most MAX_RESTARTS each). */
@@ -105,8 +113,8 @@ const CONSOLE_LOG: NonNullable<GatewayDeps['threads']>['log'] = {
  * prefix index (128 bytes a slot, at most 3/4 full), then a 4 MiB scratch area per thread; a configuration that
  * does not fit is refused at start with the settings that size it.
  */
-function sharedRegion (config: Readonly<GatewayConfig>): SharedRegion {
-  const scratchSlots = config.routeThreads + 13 + dataPlaneScratch(config);
+export function sharedRegion (config: Readonly<GatewayConfig>): SharedRegion {
+  const scratchSlots = mainRouteThreads(config) + 13 + dataPlaneScratch(config);
   try {
     return createRegion({ prefixIndexKeys: config.prefixIndexKeys, sessions: config.maxSessions, pods: config.maxPods, scratchSlots });
   } catch (err) {
@@ -143,7 +151,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
     let observeQueueWait = (_seconds: number): void => {};
     let observeRowFree = (_seconds: number): void => {};
     pool = createRoutePool(shared, {
-      threads: config.routeThreads, tokenizer: config.tokenizer, blockSize: config.blockSize,
+      threads: mainRouteThreads(config), tokenizer: config.tokenizer, blockSize: config.blockSize,
       sessionsPerThread: config.sessionsPerRouteThread, sessionIdleMs: config.sessionIdleMs, remote: config.remoteTokenizer,
       onQueueWait: (seconds) => observeQueueWait(seconds)
     });

@@ -13,7 +13,7 @@ import { Counter } from 'prom-client';
 import { Region } from '../core/region.js';
 import { RESPONSE_ORIGIN_TTL_S } from '../core/defaults.js';
 import { createRoutePool } from '../features/route-pool.js';
-import { featureSource, THREAD_INLINE_FEATURES_MAX_BYTES } from '../features/inline-features.js';
+import { featureSource, INLINE_HASH_BYTES, THREAD_INLINE_FEATURES_MAX_BYTES } from '../features/inline-features.js';
 import { registerRoutePoolMetrics } from '../features/route-pool-metrics.js';
 import { DIALECTS } from '../dialects/dialect.js';
 import { EarError } from '../errors/errors.js';
@@ -50,15 +50,12 @@ installProcessFaultHandlers();
 
 const now = (): number => performance.timeOrigin + performance.now();
 const region = new Region(data.shared);
-// The thread's key ring (asm/key-ring.ts) in a scratch area of its own; without one (every area claimed) its
-// requests' block keys travel in its messages.
-let keyRing: KeyRingWriter | null = null;
-try {
-  const area = region.claimScratch();
-  keyRing = new KeyRingWriter(region, area.ptr, area.bytes);
-} catch (err) {
-  log.warn({ err }, 'no scratch area for a key ring: block keys go to the main thread in messages');
-}
+// One scratch area: the thread's key ring (asm/key-ring.ts) in most of it, and the inline hasher's tokens and keys
+// (bodies up to THREAD_INLINE_FEATURES_MAX_BYTES) in its last INLINE_HASH_BYTES. One area a thread, not two, is what
+// lets 64 threads fit the region (ear.ts, dataPlaneScratch).
+const area = region.claimScratch();
+const inlineArea = { ptr: area.ptr + area.bytes - INLINE_HASH_BYTES, bytes: INLINE_HASH_BYTES };
+const keyRing = new KeyRingWriter(region, area.ptr, area.bytes - INLINE_HASH_BYTES);
 const owner = new OwnerClient(port, config, region, keyRing);
 const metrics = new GatewayMetrics();
 registerClientIoMetrics(metrics.registry);
@@ -95,7 +92,7 @@ const hold = (b: Backend): void => { b.inFlight++; };
 const release = (b: Backend): void => { b.inFlight--; };
 const pipeline = new Pipeline({
   policy: config.policy, maxAttempts: config.maxAttempts, maxResumes: config.maxResumes, maxResumeBytes: config.maxResumeBytes,
-  maxRetentionTtlMs: config.maxRetentionTtlMs, state: owner, features: featureSource(region, config, pool, THREAD_INLINE_FEATURES_MAX_BYTES), backends: owner.backends, sessions,
+  maxRetentionTtlMs: config.maxRetentionTtlMs, state: owner, features: featureSource(region, config, pool, THREAD_INLINE_FEATURES_MAX_BYTES, inlineArea), backends: owner.backends, sessions,
   kvTransfers: new KvTransferStep(kvTransfersFor(config), owner, now, release), now, hold, release,
   onSessionCompleted: config.policy === 'ear-proactive'
     ? (sessionId, model, path, body) => owner.post({ t: 'sessionCompleted', sessionId, model, path, body: new Uint8Array(body) })
@@ -236,7 +233,7 @@ function stop (): void {
 
 listenOn(app, config.host, data.port).then((token) => {
   listenSocket = token;
-  owner.post({ t: 'listening', port: uWS.us_socket_local_port(token), keyRing: keyRing?.base ?? null });
+  owner.post({ t: 'listening', port: uWS.us_socket_local_port(token), keyRing: keyRing.base });
 }, (err: unknown) => {
   log.error({ err }, 'cannot listen');
   process.exit(1);
