@@ -13,6 +13,7 @@ import { EarError } from '../errors/errors.js';
 import type { Endpoint } from '../dialects/dialect.js';
 import type { Features } from './features.js';
 import type { RemoteTokenizerOptions } from '../tokenize/remote.js';
+import { freezeTokenizer, type FrozenTokenizer } from '../tokenize/index.js';
 import { routeError, type RouteResult, type RouteTask, type RouteWorkerData } from './route-protocol.js';
 
 const WORKER = new URL('../../workers/route-worker.js', import.meta.url).href;
@@ -52,6 +53,11 @@ export interface RoutePoolOptions {
   remote?: Partial<RemoteTokenizerOptions>;
   /** Called with the seconds each task waited for its thread (the gateway's queue before routing). */
   onQueueWait?: (seconds: number) => void;
+  /**
+   * The tokenizer's tables as this process shares them (freezeTokenizer): the threads make their tokenizer of them.
+   * Default: frozen here (built on this thread once); a data-plane thread passes the main thread's.
+   */
+  frozenTokenizer?: FrozenTokenizer | null;
 }
 
 export interface RoutePoolStats {
@@ -81,7 +87,8 @@ export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): 
   const maxQueue = opts.maxQueue ?? 4096;
   const workerData: RouteWorkerData = {
     shared, tokenizer: opts.tokenizer, blockSize: opts.blockSize, sessions: opts.sessionsPerThread ?? 4096,
-    sessionIdleMs: opts.sessionIdleMs ?? SESSION_IDLE_MS, remote: opts.remote ?? {}
+    sessionIdleMs: opts.sessionIdleMs ?? SESSION_IDLE_MS, remote: opts.remote ?? {},
+    frozenTokenizer: opts.frozenTokenizer !== undefined ? opts.frozenTokenizer : freezeTokenizer(opts.tokenizer)
   };
   const shards = Array.from({ length: opts.threads }, () => ({
     // No maxQueue of piscina's own: the bound is counted here, where the refusal is made (piscina's error for it

@@ -3,6 +3,7 @@
 // src/threads/outcome.ts), so the main thread answers with that error's status.
 import type { SharedRegion } from '../core/region.js';
 import type { RemoteTokenizerOptions } from '../tokenize/remote.js';
+import type { FrozenTokenizer } from '../tokenize/index.js';
 import type { Outcome, WireError } from '../threads/outcome.js';
 import { EarError, type ErrorCode } from '../errors/errors.js';
 import type { Features } from './features.js';
@@ -17,6 +18,8 @@ export interface RouteWorkerData {
   /** A session idle this long loses its state here (the gateway's session expiry). */
   sessionIdleMs: number;
   remote: Partial<RemoteTokenizerOptions>;
+  /** The process's tokenizer tables (freezeTokenizer), null where the thread builds its own (character, remote). */
+  frozenTokenizer: FrozenTokenizer | null;
 }
 
 export interface RouteTask {

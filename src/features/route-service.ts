@@ -5,7 +5,7 @@
 // O(new messages). Messages: src/features/route-protocol.ts.
 import { Region } from '../core/region.js';
 import { BlockHasher } from '../core/block-keys.js';
-import { createTokenizerSync } from '../tokenize/index.js';
+import { createTokenizerSync, thawTokenizer } from '../tokenize/index.js';
 import { RemoteTokenizer, remoteTokenizerUrl } from '../tokenize/remote.js';
 import { toWireError } from '../threads/outcome.js';
 import { computeFeatures, featuresFromTokens, type FeatureContext, type Features } from './features.js';
@@ -32,6 +32,7 @@ async function remoteFeatures (ctx: FeatureContext, r: RemoteTokenizer, endpoint
 /** The task function of one route pool thread. */
 export function createRouteService (data: RouteWorkerData): (task: RouteTask) => Promise<RouteResult> {
   const region = new Region(data.shared);
+  if (data.frozenTokenizer !== null) thawTokenizer(data.frozenTokenizer);
   const remote = remoteTokenizerUrl(data.tokenizer) === null ? null : new RemoteTokenizer(data.tokenizer, createTokenizerSync('character'), data.remote);
   const local = remote?.fallback ?? createTokenizerSync(data.tokenizer);
   const ctx: FeatureContext = {

@@ -66,7 +66,7 @@ let observeQueueWait = (_seconds: number): void => {};
 const pool = createRoutePool(data.shared, {
   threads: data.routeThreads, tokenizer: config.tokenizer, blockSize: config.blockSize,
   sessionsPerThread: config.sessionsPerRouteThread, sessionIdleMs: config.sessionIdleMs, remote: config.remoteTokenizer,
-  onQueueWait: (seconds) => observeQueueWait(seconds)
+  onQueueWait: (seconds) => observeQueueWait(seconds), frozenTokenizer: data.frozenTokenizer
 });
 registerRoutePoolMetrics(metrics.registry, () => pool.stats());
 observeQueueWait = (seconds) => metrics.queueWaitSeconds.observe(seconds);

@@ -22,6 +22,7 @@ import type { ProcessCore } from './core.js';
 import { BatchedPort } from '../threads/batched-port.js';
 import { Region } from '../core/region.js';
 import { KeyRingReader } from './key-ring.js';
+import { freezeTokenizer } from '../tokenize/index.js';
 import {
   ANSWER_RELEASED, FINISHED_FIELDS, SUBMIT_FIELDS, SUBMIT_RECORD, RELEASED_MIGRATING, RELEASED_PROMOTED, RELEASED_QUEUED, RELEASED_RANK, REPORT_FINISHED, REPORT_FIRST_TOKEN,
   REPORT_STARTED, STARTED_FIELDS, type BackendWire, type ErrorWire, type HttpThreadData, type InputWire, type PlacementWire, type ToOwner, type ToOwnerItem,
@@ -122,6 +123,7 @@ export class HttpThreads {
     const data: HttpThreadData = {
       thread: t.index, config: core.config, shared, port: this.#port, ownerPort,
       routeThreads: Math.max(1, Math.ceil(core.config.routeThreads / threads)),
+      frozenTokenizer: freezeTokenizer(core.config.tokenizer),
       // The thread's own store client waits for the store only if the main thread's reached it.
       storeWaitMs: core.sessions !== null && core.sessions.store.stats().state === 'up' ? STORE_WAIT_MS : 0
     };

@@ -18,6 +18,7 @@ import type { ResponseOrigin, SharedSession } from '../store/session-store.js';
 import type { GatewayConfig } from '../config/index.js';
 import type { Retain } from '../fleet/routing-port.js';
 import type { HostRequest } from '../core/routing-host.js';
+import type { FrozenTokenizer } from '../tokenize/index.js';
 
 /** What a data-plane thread starts with. */
 export interface HttpThreadData {
@@ -31,6 +32,8 @@ export interface HttpThreadData {
   ownerPort: number;
   /** Route pool threads of its own (the process's routeThreads shared among the data-plane threads). */
   routeThreads: number;
+  /** The tokenizer's tables, which its route threads share with every other (freezeTokenizer). */
+  frozenTokenizer: FrozenTokenizer | null;
   /** How long its own shared store client may wait to connect before it listens (0: the main thread's found it down). */
   storeWaitMs: number;
 }

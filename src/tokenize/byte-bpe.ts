@@ -16,8 +16,8 @@
 // 64k × 128 code units of keys, 16 MB, and their ids); at the bound it is cleared (counted in
 // stats().cacheClears), which costs one refill and keeps no per-entry bookkeeping.
 
-import type { Splitter } from './split-pattern.js';
-import { PieceTable } from './piece-table.js';
+import { PieceTable, shareArray, type FrozenPieceTable } from './piece-table.js';
+import { splitterFor, type Splitter } from './split-pattern.js';
 
 const NONE = -1;
 const TWO32 = 4294967296;
@@ -47,8 +47,8 @@ export interface TokenTable {
 }
 
 export interface ByteBpeOptions {
-  /** The pre-tokenizer (split-pattern.ts builds one from a tiktoken/HF pattern). */
-  split: Splitter;
+  /** The pre-tokenizer's pattern, tiktoken's or the HF file's (split-pattern.ts builds the splitter). */
+  pattern: string;
   /** Special-token text → id; cut out of the text before splitting, and decoded to its text. */
   specials: Record<string, number>;
   /** Piece cache bound. Default 65536. */
@@ -56,6 +56,27 @@ export interface ByteBpeOptions {
   /** Times the constructor encodes WARM_UP_TEXT (then empties the cache and zeroes the counters). Default 100. */
   warmUpRounds?: number;
 }
+
+/**
+ * What a ByteBpe builds from its token table (~25 MB for a 150-200k vocabulary; with the file's parse, 0.3-0.9 s and
+ * 80-150 MB of garbage), frozen: structured-clonable, its arrays on SharedArrayBuffers, so another thread makes an
+ * encoder of it (ByteBpe.thaw) without the file and without a copy. Nothing in it is written after the build.
+ */
+export interface FrozenByteBpe {
+  pattern: string;
+  specials: Record<string, number>;
+  cacheEntries: number;
+  vocabSize: number;
+  table: Int32Array;
+  byteToken: Int32Array;
+  twoByte: Int32Array;
+  whole: FrozenPieceTable;
+  bytes: Uint8Array;
+  offsets: Int32Array;
+}
+
+/** The tables built from a token table (ByteBpe's constructor). */
+type Tables = Omit<FrozenByteBpe, 'pattern' | 'specials' | 'cacheEntries' | 'whole'> & { whole: PieceTable };
 
 /**
  * Text of the kinds agent prompts carry (prose, code, JSON, a table, box drawing, long punctuation runs, CJK,
@@ -180,8 +201,11 @@ export class ByteBpe {
    * arena only when the tags agree. Two-byte tokens: #twoByte. */
   readonly #table: Int32Array;
   readonly #mask: number;
-  readonly #byteToken = new Int32Array(256);
-  readonly #twoByte = new Int32Array(65536);
+  readonly #byteToken: Int32Array;
+  readonly #twoByte: Int32Array;
+  readonly #pattern: string;
+  readonly #specials: Record<string, number>;
+  readonly #cacheEntries: number;
   /** Piece text → offset in #cachedIds of [count, ids…]. */
   readonly #cache: PieceTable;
   #cachedIds = new Int32Array(1 << 16);
@@ -199,72 +223,46 @@ export class ByteBpe {
   #pair = new Int32Array(256);
   #heap = new Float64Array(768);
 
-  /** `base` holds the mergeable tokens (rank = id); specials are never merged into. */
-  constructor (base: TokenTable, opts: ByteBpeOptions) {
-    this.#split = opts.split;
-    this.#cache = new PieceTable(opts.cacheEntries ?? 65536);
-    const baseCount = base.offsets.length - 1;
+  /** `base` holds the mergeable tokens (rank = id); specials are never merged into. Frozen tables are used as they are. */
+  constructor (base: TokenTable | FrozenByteBpe, opts: ByteBpeOptions) {
+    this.#split = splitterFor(opts.pattern);
+    this.#pattern = opts.pattern;
+    this.#specials = opts.specials;
+    this.#cacheEntries = opts.cacheEntries ?? 65536;
+    this.#cache = new PieceTable(this.#cacheEntries);
     const specials = Object.entries(opts.specials).filter(([t]) => t.length > 0);
     this.#specialIds = new Map(specials);
     this.#special = specials.length === 0 ? null
       : new RegExp(specials.map(([t]) => t).sort((a, b) => b.length - a.length).map(escapeRegExp).join('|'), 'g');
-
-    let size = 1;
-    while (size < baseCount * 2) size *= 2;
-    this.#table = new Int32Array(size * 4);
-    this.#mask = size - 1;
-    this.#byteToken.fill(NONE);
-    this.#twoByte.fill(NONE);
-    this.#whole = new PieceTable(Math.max(1, baseCount));
-    let units = new Uint16Array(64);
-    for (let id = 0; id < baseCount; id++) {
-      const from = base.offsets[id];
-      const to = base.offsets[id + 1];
-      if (to <= from) continue;
-      rankKey(base.bytes, from, to);
-      let slot = (KEY[0] >>> 8) & this.#mask;
-      while (this.#table[4 * slot] !== 0) slot = (slot + 1) & this.#mask;
-      this.#table[4 * slot] = id + 1;
-      this.#table[4 * slot + 1] = KEY[0];
-      this.#table[4 * slot + 2] = KEY[1];
-      this.#table[4 * slot + 3] = KEY[2];
-      if (to - from === 1) this.#byteToken[base.bytes[from]] = id;
-      if (to - from === 2) this.#twoByte[(base.bytes[from] << 8) | base.bytes[from + 1]] = id;
-      if (units.length < to - from) units = new Uint16Array(to - from);
-      const len = utf8ToUnits(base.bytes, from, to, units);
-      if (len >= 0) this.#whole.setCodes(units, len, id);
-    }
-    for (let b = 0; b < 256; b++) if (this.#byteToken[b] === NONE) throw new Error(`byte-level BPE: byte ${b} is not a token`);
-
-    // Decode table over all ids: the base tokens' bytes, then the specials' UTF-8 after them.
-    let maxId = baseCount - 1;
-    for (const [, id] of specials) if (id > maxId) maxId = id;
-    this.vocabSize = maxId + 1;
-    const encoder = new TextEncoder();
-    const specialBytes = specials.map(([t, id]) => [encoder.encode(t), id] as const);
-    const total = base.offsets[baseCount] + specialBytes.reduce((n, [b]) => n + b.length, 0);
-    this.#bytes = new Uint8Array(total);
-    this.#bytes.set(base.bytes.subarray(0, base.offsets[baseCount]));
-    const starts = new Int32Array(this.vocabSize);
-    const ends = new Int32Array(this.vocabSize);
-    for (let id = 0; id < baseCount; id++) { starts[id] = base.offsets[id]; ends[id] = base.offsets[id + 1]; }
-    let at = base.offsets[baseCount];
-    for (const [b, id] of specialBytes) {
-      if (id < baseCount && ends[id] > starts[id]) continue; // an added token that is a base token too
-      this.#bytes.set(b, at);
-      starts[id] = at;
-      ends[id] = at + b.length;
-      at += b.length;
-    }
-    // offsets as (start, end) pairs: specials are not contiguous with the base ids
-    this.#offsets = new Int32Array(this.vocabSize * 2);
-    for (let id = 0; id < this.vocabSize; id++) { this.#offsets[2 * id] = starts[id]; this.#offsets[2 * id + 1] = ends[id]; }
+    const t: Tables = 'table' in base ? { ...base, whole: PieceTable.thaw(base.whole) } : buildTables(base, specials);
+    this.#table = t.table;
+    this.#mask = t.table.length / 4 - 1;
+    this.#byteToken = t.byteToken;
+    this.#twoByte = t.twoByte;
+    this.#whole = t.whole;
+    this.vocabSize = t.vocabSize;
+    this.#bytes = t.bytes;
+    this.#offsets = t.offsets;
 
     for (let i = opts.warmUpRounds ?? 100; i > 0; i--) {
       this.encode(WARM_UP_TEXT);
       this.clearCache();
     }
     this.#stats = { cacheHits: 0, cacheMisses: 0, cacheClears: 0 };
+  }
+
+  /** An encoder over frozen tables (ByteBpe.freeze, maybe another thread's): no build, no copy; its own piece cache. */
+  static thaw (frozen: FrozenByteBpe, warmUpRounds?: number): ByteBpe {
+    return new ByteBpe(frozen, { pattern: frozen.pattern, specials: frozen.specials, cacheEntries: frozen.cacheEntries, warmUpRounds });
+  }
+
+  /** This encoder's tables on SharedArrayBuffers (copied), for ByteBpe.thaw on other threads. */
+  freeze (): FrozenByteBpe {
+    return {
+      pattern: this.#pattern, specials: this.#specials, cacheEntries: this.#cacheEntries, vocabSize: this.vocabSize,
+      table: shareArray(this.#table), byteToken: shareArray(this.#byteToken), twoByte: shareArray(this.#twoByte),
+      whole: this.#whole.freeze(), bytes: shareArray(this.#bytes), offsets: shareArray(this.#offsets)
+    };
   }
 
   stats (): ByteBpeStats {
@@ -525,6 +523,62 @@ export class ByteBpe {
 
 const BASE64 = new Int8Array(128).fill(-1);
 for (let i = 0; i < 64; i++) BASE64['ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'.charCodeAt(i)] = i;
+
+/** ByteBpe's lookup and decode tables for `base` and its specials. */
+function buildTables (base: TokenTable, specials: [string, number][]): Tables {
+  const baseCount = base.offsets.length - 1;
+  let size = 1;
+  while (size < baseCount * 2) size *= 2;
+  const table = new Int32Array(size * 4);
+  const mask = size - 1;
+  const byteToken = new Int32Array(256).fill(NONE);
+  const twoByte = new Int32Array(65536).fill(NONE);
+  const whole = new PieceTable(Math.max(1, baseCount));
+  let units = new Uint16Array(64);
+  for (let id = 0; id < baseCount; id++) {
+    const from = base.offsets[id];
+    const to = base.offsets[id + 1];
+    if (to <= from) continue;
+    rankKey(base.bytes, from, to);
+    let slot = (KEY[0] >>> 8) & mask;
+    while (table[4 * slot] !== 0) slot = (slot + 1) & mask;
+    table[4 * slot] = id + 1;
+    table[4 * slot + 1] = KEY[0];
+    table[4 * slot + 2] = KEY[1];
+    table[4 * slot + 3] = KEY[2];
+    if (to - from === 1) byteToken[base.bytes[from]] = id;
+    if (to - from === 2) twoByte[(base.bytes[from] << 8) | base.bytes[from + 1]] = id;
+    if (units.length < to - from) units = new Uint16Array(to - from);
+    const len = utf8ToUnits(base.bytes, from, to, units);
+    if (len >= 0) whole.setCodes(units, len, id);
+  }
+  for (let b = 0; b < 256; b++) if (byteToken[b] === NONE) throw new Error(`byte-level BPE: byte ${b} is not a token`);
+
+  // Decode table over all ids: the base tokens' bytes, then the specials' UTF-8 after them.
+  let maxId = baseCount - 1;
+  for (const [, id] of specials) if (id > maxId) maxId = id;
+  const vocabSize = maxId + 1;
+  const encoder = new TextEncoder();
+  const specialBytes = specials.map(([t, id]) => [encoder.encode(t), id] as const);
+  const total = base.offsets[baseCount] + specialBytes.reduce((n, [b]) => n + b.length, 0);
+  const bytes = new Uint8Array(total);
+  bytes.set(base.bytes.subarray(0, base.offsets[baseCount]));
+  const starts = new Int32Array(vocabSize);
+  const ends = new Int32Array(vocabSize);
+  for (let id = 0; id < baseCount; id++) { starts[id] = base.offsets[id]; ends[id] = base.offsets[id + 1]; }
+  let at = base.offsets[baseCount];
+  for (const [b, id] of specialBytes) {
+    if (id < baseCount && ends[id] > starts[id]) continue; // an added token that is a base token too
+    bytes.set(b, at);
+    starts[id] = at;
+    ends[id] = at + b.length;
+    at += b.length;
+  }
+  // offsets as (start, end) pairs: specials are not contiguous with the base ids
+  const offsets = new Int32Array(vocabSize * 2);
+  for (let id = 0; id < vocabSize; id++) { offsets[2 * id] = starts[id]; offsets[2 * id + 1] = ends[id]; }
+  return { table, byteToken, twoByte, whole, vocabSize, bytes, offsets };
+}
 
 /** tiktoken's rank file body ("! <first rank> <base64 token> …", one rank per token) as a token table. */
 export function tokenTableFromTiktoken (ranks: string): TokenTable {

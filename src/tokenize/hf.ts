@@ -9,7 +9,7 @@ import { dirname, join, resolve } from 'node:path';
 import type { ChatTemplate, Tokenizer } from './types.js';
 import { checkTokenIds, TokenizeError } from './errors.js';
 import { JinjaChatTemplate, MissingChatTemplate, type SpecialTokenStrings } from './chat-template.js';
-import { RankedBpe } from './ranked-bpe.js';
+import { RankedBpe, type FrozenRankedBpe } from './ranked-bpe.js';
 import type { ByteBpeStats } from './byte-bpe.js';
 import { qwen3TokenizerConfig } from './builtin-templates.js';
 
@@ -58,6 +58,15 @@ function configChatTemplate (config: Record<string, unknown>): string | undefine
   return undefined;
 }
 
+/** What another thread needs to make the same tokenizer (fast engine only): no file, and the encoder's tables shared. */
+export interface FrozenHfTokenizer {
+  fast: FrozenRankedBpe;
+  vocabSize: number;
+  eosTokenIds: number[];
+  specials: SpecialTokenStrings;
+  templateSource: string | undefined;
+}
+
 export interface HfTokenizerOptions {
   /** 'auto' (default): the fast engine when the file allows it; 'js': always the general pure-JS engine. */
   engine?: 'auto' | 'js';
@@ -72,10 +81,26 @@ export class HfTokenizer implements Tokenizer {
   readonly engine: 'ranked-bpe' | 'js';
   readonly #fast: RankedBpe | null;
   readonly #js: LenmlTokenizer | null;
+  readonly #specials: SpecialTokenStrings;
+  readonly #templateSource: string | undefined;
 
-  /** `chatTemplate` overrides the one in tokenizer_config.json (e.g. a model shipped without one). */
-  constructor (name: string, files: HfFiles, chatTemplate?: (specials: SpecialTokenStrings) => ChatTemplate, opts: HfTokenizerOptions = {}) {
+  /**
+   * `chatTemplate` overrides the one in tokenizer_config.json (e.g. a model shipped without one). `files` may be a
+   * tokenizer another thread froze (freeze()): then nothing is read or built but a piece cache.
+   */
+  constructor (name: string, files: HfFiles | FrozenHfTokenizer, chatTemplate?: (specials: SpecialTokenStrings) => ChatTemplate, opts: HfTokenizerOptions = {}) {
     this.name = name;
+    if ('fast' in files) {
+      this.#fast = RankedBpe.thaw(files.fast);
+      this.#js = null;
+      this.engine = 'ranked-bpe';
+      this.vocabSize = files.vocabSize;
+      this.eosTokenIds = files.eosTokenIds;
+      this.#specials = files.specials;
+      this.#templateSource = files.templateSource;
+      this.chatTemplate = this.#template(chatTemplate);
+      return;
+    }
     const json = files.tokenizerJSON;
     const config: Record<string, unknown> = { tokenizer_class: 'PreTrainedTokenizer', ...files.tokenizerConfig };
     this.#fast = opts.engine === 'js' ? null : RankedBpe.tryFrom(json, config, { mergesVerified: files.mergesVerified === true });
@@ -106,11 +131,21 @@ export class HfTokenizer implements Tokenizer {
     if (eosId !== undefined) eos.add(eosId);
     for (const id of [files.generationEos ?? []].flat()) if (Number.isInteger(id)) eos.add(id);
     this.eosTokenIds = [...eos];
+    this.#specials = specials;
+    this.#templateSource = configChatTemplate(config);
+    this.chatTemplate = this.#template(chatTemplate);
+  }
 
-    const source = configChatTemplate(config);
-    if (chatTemplate !== undefined) this.chatTemplate = chatTemplate(specials);
-    else if (source !== undefined) this.chatTemplate = new JinjaChatTemplate(`${name} chat_template`, source, specials);
-    else this.chatTemplate = new MissingChatTemplate(name);
+  #template (override: ((specials: SpecialTokenStrings) => ChatTemplate) | undefined): ChatTemplate {
+    if (override !== undefined) return override(this.#specials);
+    if (this.#templateSource !== undefined) return new JinjaChatTemplate(`${this.name} chat_template`, this.#templateSource, this.#specials);
+    return new MissingChatTemplate(this.name);
+  }
+
+  /** The tokenizer for `new HfTokenizer(name, frozen)` on another thread; null with the pure-JS engine (each thread builds its own). */
+  freeze (): FrozenHfTokenizer | null {
+    if (this.#fast === null) return null;
+    return { fast: this.#fast.freeze(), vocabSize: this.vocabSize, eosTokenIds: [...this.eosTokenIds], specials: this.#specials, templateSource: this.#templateSource };
   }
 
   /** addSpecialTokens (default true, as in HF) runs the post-processor: e.g. Llama's BOS; Qwen adds none. */

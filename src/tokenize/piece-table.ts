@@ -5,6 +5,24 @@
 // Bound: `capacity` entries; set() refuses past it. Keys are non-empty (length 0 marks an empty slot): set()
 // refuses an empty key and get() does not find one.
 
+/** A table that is no longer written, on SharedArrayBuffers (PieceTable.freeze), for PieceTable.thaw on any thread. */
+export interface FrozenPieceTable {
+  capacity: number;
+  size: number;
+  slots: Int32Array;
+  chars: Uint16Array;
+}
+
+type Typed = Int32Array | Uint16Array | Uint8Array;
+
+/** A copy of `a` on a SharedArrayBuffer (structured clone passes it by reference), or `a` if it already is on one. */
+export function shareArray<T extends Typed> (a: T): T {
+  if (a.buffer instanceof SharedArrayBuffer) return a;
+  const copy = new (a.constructor as new (b: SharedArrayBuffer) => T)(new SharedArrayBuffer(a.byteLength));
+  copy.set(a as never);
+  return copy;
+}
+
 export class PieceTable {
   readonly capacity: number;
   #size = 0;
@@ -12,14 +30,36 @@ export class PieceTable {
   readonly #mask: number;
   #chars: Uint16Array;
   #charsUsed = 0;
+  /** Frozen (or thawed from frozen arrays): its arrays may be other threads' too, so nothing writes them. */
+  #frozen = false;
 
-  constructor (capacity: number) {
+  constructor (capacity: number, frozen?: FrozenPieceTable) {
     this.capacity = capacity;
+    if (frozen !== undefined) {
+      this.#slots = frozen.slots;
+      this.#mask = frozen.slots.length / 4 - 1;
+      this.#chars = frozen.chars;
+      this.#charsUsed = frozen.chars.length;
+      this.#size = frozen.size;
+      this.#frozen = true;
+      return;
+    }
     let slots = 1;
     while (slots < capacity * 2) slots *= 2;
     this.#slots = new Int32Array(slots * 4);
     this.#mask = slots - 1;
     this.#chars = new Uint16Array(Math.max(1024, capacity * 4));
+  }
+
+  /** A table over frozen arrays, for lookups only: a set() on it would write the other threads' tables. */
+  static thaw (frozen: FrozenPieceTable): PieceTable {
+    return new PieceTable(frozen.capacity, frozen);
+  }
+
+  /** The table as it is, on SharedArrayBuffers (its keys' arena trimmed to what is used); set() refuses after this. */
+  freeze (): FrozenPieceTable {
+    this.#frozen = true;
+    return { capacity: this.capacity, size: this.#size, slots: shareArray(this.#slots), chars: shareArray(this.#chars.subarray(0, this.#charsUsed)) };
   }
 
   get size (): number {
@@ -65,7 +105,7 @@ export class PieceTable {
 
   /** Room for a key of len code units in the arena: its offset, or -1 when the table is full or the key empty. */
   #reserve (len: number): number {
-    if (this.#size >= this.capacity || len === 0) return -1;
+    if (this.#size >= this.capacity || len === 0 || this.#frozen) return -1;
     if (this.#charsUsed + len > this.#chars.length) {
       const grown = new Uint16Array(Math.max(this.#chars.length * 2, this.#charsUsed + len));
       grown.set(this.#chars.subarray(0, this.#charsUsed));
@@ -87,6 +127,7 @@ export class PieceTable {
   }
 
   clear (): void {
+    if (this.#frozen) throw new Error('a frozen piece table is not cleared: other threads read it');
     this.#slots.fill(0);
     this.#size = 0;
     this.#charsUsed = 0;

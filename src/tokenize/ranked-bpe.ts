@@ -7,8 +7,8 @@
 // at load; a file outside this shape gets null and the caller uses the general (pure JS) implementation.
 // Unicode classes are pinned to Unicode 16 (unicode-16.ts), as in the engines' regex tables; the pure-JS engine
 // reads them from Node's ICU (Unicode 17), so the two may split the ~4.7k code points new in 17 differently.
-import { ByteBpe, tokenTable, type ByteBpeStats } from './byte-bpe.js';
-import { splitterFor, UnsupportedPatternError, type Splitter } from './split-pattern.js';
+import { ByteBpe, tokenTable, type ByteBpeStats, type FrozenByteBpe } from './byte-bpe.js';
+import { splitterFor, UnsupportedPatternError } from './split-pattern.js';
 
 // GPT-2's ByteLevel pre-tokenizer regex (used when ByteLevel has use_regex: true).
 const GPT2_PATTERN = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
@@ -137,10 +137,21 @@ function mergesFollowRanks (vocab: Record<string, number>, merges: (string | [st
   return true;
 }
 
+/** A RankedBpe as RankedBpe.thaw rebuilds it on another thread: its encoder's tables are shared, not copied. */
+export interface FrozenRankedBpe {
+  bpe: FrozenByteBpe;
+  vocabSize: number;
+  nfc: boolean;
+  added: string[];
+  post: { prefix: number[]; suffix: number[] };
+  cleanUp: boolean;
+}
+
 export class RankedBpe {
   readonly vocabSize: number;
   readonly #bpe: ByteBpe;
   readonly #nfc: boolean;
+  readonly #addedTokens: string[];
   readonly #added: RegExp | null;
   readonly #post: { prefix: number[]; suffix: number[] };
   readonly #cleanUp: boolean;
@@ -150,6 +161,7 @@ export class RankedBpe {
     this.#bpe = bpe;
     this.vocabSize = vocabSize;
     this.#nfc = nfc;
+    this.#addedTokens = added;
     this.#added = added.length > 0 ? new RegExp([...added].sort((a, b) => b.length - a.length).map(escapeRegExp).join('|'), 'g') : null;
     this.#post = post;
     this.#cleanUp = cleanUp;
@@ -194,20 +206,28 @@ export class RankedBpe {
       specials[a.content] = a.id;
       if (a.id > maxId) maxId = a.id;
     }
-    let split: Splitter;
     try {
-      split = splitterFor(pattern);
+      splitterFor(pattern);
     } catch (err) {
       if (err instanceof UnsupportedPatternError) return null; // a regex construct V8 would read differently
       throw err;
     }
     let bpe: ByteBpe;
     try {
-      bpe = new ByteBpe(tokenTable(tokens), { split, specials });
+      bpe = new ByteBpe(tokenTable(tokens), { pattern, specials });
     } catch {
       return null; // e.g. a byte that is no token
     }
     return new RankedBpe(bpe, maxId + 1, nfc, addedTokens.map((a) => a.content), post, config.clean_up_tokenization_spaces === true);
+  }
+
+  /** Everything but the per-thread piece cache, its tables on SharedArrayBuffers (RankedBpe.thaw). */
+  freeze (): FrozenRankedBpe {
+    return { bpe: this.#bpe.freeze(), vocabSize: this.vocabSize, nfc: this.#nfc, added: this.#addedTokens, post: this.#post, cleanUp: this.#cleanUp };
+  }
+
+  static thaw (f: FrozenRankedBpe): RankedBpe {
+    return new RankedBpe(ByteBpe.thaw(f.bpe), f.vocabSize, f.nfc, f.added, f.post, f.cleanUp);
   }
 
   encode (text: string, addSpecialTokens: boolean): number[] {

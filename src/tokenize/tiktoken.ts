@@ -10,8 +10,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { ChatTemplate, Tokenizer } from './types.js';
 import { checkTokenIds, TokenizeError } from './errors.js';
-import { ByteBpe, tokenTableFromTiktoken, type ByteBpeStats } from './byte-bpe.js';
-import { splitterFor } from './split-pattern.js';
+import { ByteBpe, tokenTableFromTiktoken, type ByteBpeStats, type FrozenByteBpe } from './byte-bpe.js';
 
 const require = createRequire(import.meta.url);
 
@@ -35,22 +34,31 @@ export class TiktokenTokenizer implements Tokenizer {
   readonly #bpe: ByteBpe;
   readonly #decoder = new TextDecoder('utf-8', { ignoreBOM: true }); // a leading U+FEFF is text (a token), not a byte-order mark to drop
 
-  constructor (encoding: string, chatTemplate: ChatTemplate) {
+  /** `frozen`: the encoder's tables as another thread built them (freeze()); without, they are built from the rank file. */
+  constructor (encoding: string, chatTemplate: ChatTemplate, frozen?: FrozenByteBpe) {
     const spec = TIKTOKEN_ENCODINGS[encoding];
     if (spec === undefined) throw new TokenizeError('EAR_ERR_TOKENIZER_UNKNOWN', `unknown tiktoken encoding ${encoding}`);
-    const file = require.resolve(`tiktoken/encoders/${encoding}.json`);
-    let json: { pat_str: string; special_tokens: Record<string, number>; bpe_ranks: string };
-    try {
-      json = JSON.parse(readFileSync(file, 'utf8'));
-    } catch (err) {
-      throw new TokenizeError('EAR_ERR_TOKENIZER_LOAD', `cannot read ${file}: ${(err as Error).message}`, { cause: err });
+    if (frozen !== undefined) this.#bpe = ByteBpe.thaw(frozen);
+    else {
+      const file = require.resolve(`tiktoken/encoders/${encoding}.json`);
+      let json: { pat_str: string; special_tokens: Record<string, number>; bpe_ranks: string };
+      try {
+        json = JSON.parse(readFileSync(file, 'utf8'));
+      } catch (err) {
+        throw new TokenizeError('EAR_ERR_TOKENIZER_LOAD', `cannot read ${file}: ${(err as Error).message}`, { cause: err });
+      }
+      this.#bpe = new ByteBpe(tokenTableFromTiktoken(json.bpe_ranks), { pattern: json.pat_str, specials: { ...json.special_tokens, ...spec.chatml } });
     }
-    this.#bpe = new ByteBpe(tokenTableFromTiktoken(json.bpe_ranks), { split: splitterFor(json.pat_str), specials: { ...json.special_tokens, ...spec.chatml } });
     this.name = `tiktoken:${encoding}`;
     this.vocabSize = Math.max(spec.baseVocab, ...Object.values(spec.chatml).map((id) => id + 1));
     // <|endoftext|> is the encoding's eos; <|im_end|> ends a turn of the ChatML template.
     this.eosTokenIds = [spec.endoftext, spec.chatml['<|im_end|>']];
     this.chatTemplate = chatTemplate;
+  }
+
+  /** The encoder's tables on SharedArrayBuffers, for `new TiktokenTokenizer(encoding, template, frozen)` on another thread. */
+  freeze (): FrozenByteBpe {
+    return this.#bpe.freeze();
   }
 
   /** No BOS/EOS is ever added by these encodings, so addSpecialTokens changes nothing. */

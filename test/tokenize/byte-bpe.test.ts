@@ -9,7 +9,6 @@ import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import type { TiktokenEncoding } from 'tiktoken';
 import { ByteBpe, tokenTable, tokenTableFromTiktoken } from '../../src/tokenize/byte-bpe.js';
-import { splitterFor } from '../../src/tokenize/split-pattern.js';
 import { CL100K_PATTERN } from '../../src/tokenize/split-scanner.js';
 import { NEW_IN_UNICODE_17 } from '../../src/tokenize/unicode-16.js';
 import { wasmRankedBpe, wasmTiktoken } from './wasm-reference.js';
@@ -69,7 +68,7 @@ test('hf:qwen3 encodes exactly as tiktoken\'s WASM BPE given Qwen3\'s vocabulary
 test('a pattern without a scanner (GPT-2\'s, through V8\'s regex) encodes exactly as tiktoken\'s WASM gpt2', () => {
   const require = createRequire(import.meta.url);
   const json = JSON.parse(readFileSync(require.resolve('tiktoken/encoders/gpt2.json'), 'utf8')) as { pat_str: string; special_tokens: Record<string, number>; bpe_ranks: string };
-  const bpe = new ByteBpe(tokenTableFromTiktoken(json.bpe_ranks), { split: splitterFor(json.pat_str), specials: json.special_tokens });
+  const bpe = new ByteBpe(tokenTableFromTiktoken(json.bpe_ranks), { pattern: json.pat_str, specials: json.special_tokens });
   const wasm = (require('tiktoken') as typeof import('tiktoken')).get_encoding('gpt2' as TiktokenEncoding);
   fc.assert(fc.property(TEXT, (s) => {
     assert.deepEqual(bpe.encode(s), Array.from(wasm.encode(s, 'all')));
@@ -81,8 +80,8 @@ test('the piece cache is bounded: at the bound it is cleared and counted, and id
   const tokens: Uint8Array[] = [];
   for (let b = 0; b < 256; b++) tokens.push(Uint8Array.of(b));
   for (const t of ['ab', 'abc', ' a', ' ab']) tokens.push(new TextEncoder().encode(t));
-  const small = new ByteBpe(tokenTable(tokens), { split: splitterFor(CL100K_PATTERN), specials: { '<s>': 300 }, cacheEntries: 4 });
-  const big = new ByteBpe(tokenTable(tokens), { split: splitterFor(CL100K_PATTERN), specials: { '<s>': 300 } });
+  const small = new ByteBpe(tokenTable(tokens), { pattern: CL100K_PATTERN, specials: { '<s>': 300 }, cacheEntries: 4 });
+  const big = new ByteBpe(tokenTable(tokens), { pattern: CL100K_PATTERN, specials: { '<s>': 300 } });
   // the constructor's JIT warm-up leaves no trace in the cache or the counters
   assert.deepEqual(big.stats(), { cacheHits: 0, cacheMisses: 0, cacheClears: 0, cacheSize: 0 });
   const text = Array.from({ length: 50 }, (_, i) => ` abc${String.fromCharCode(97 + (i % 26))}x<s>`).join('');
