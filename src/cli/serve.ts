@@ -119,24 +119,29 @@ export async function main (argv: string[]): Promise<number> {
     }
     throw err;
   }
+  // Heard from before start-up: data-plane threads serve as each listens, before the others and the rest of the
+  // process are up, and a SIGTERM then would kill their requests; now it drains once start-up ends.
+  let stop!: () => void;
+  const stopped = new Promise<void>((resolve) => { stop = resolve; });
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  const unhook = (): void => { process.off('SIGINT', stop); process.off('SIGTERM', stop); };
   let started: Awaited<ReturnType<typeof startGatewayProcess>>;
   try {
     started = await startGatewayProcess(config, log, 'ear serve', readConfig);
   } catch (err) {
+    unhook();
     // The demo engines' servers would keep the process alive after the error is printed.
     await Promise.all(sims.map((s) => s.close()));
     throw err;
   }
   if (typeof started === 'number') {
+    unhook();
     await Promise.all(sims.map((s) => s.close()));
     return started;
   }
   const { ear } = started;
   config = started.config;
-  const stopped = new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
-  });
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${ear.gateway.port}`;
   log.info({ url, policy: config.policy, scheduler: config.scheduler, sessionStore: config.sessionStore, ha: config.ha.mode, backends: config.backends.map((b) => b.id) }, `ear serve listening on ${url}`);
   if (demo > 0) {
