@@ -79,15 +79,16 @@ export interface EarOptions {
 }
 
 /**
- * Scratch areas of the data-plane threads (httpThreads ≥ 2): each claims one per thread of its own route pool and
- * one it splits between its key ring and its inline hasher (http-thread.ts); a restarted thread claims new ones
- * (areas are not given back), from a few spares. At 64 threads and 2 route threads that is 137 areas of 4 MiB, which
- * fit the region's 1 GiB beside the default tables (test/gateway/http-threads-region.test.ts).
+ * Scratch areas of the data-plane threads (httpThreads ≥ 2): each claims one per thread of its own route pool
+ * (routeThreadsOf: max(routeThreads, threads) in all) and one it splits between its key ring and its inline hasher
+ * (http-thread.ts); a restarted thread claims new ones (areas are not given back), from a few spares. At most
+ * (64 + 64 + 9) areas of 4 MiB, which fit the region's 1 GiB beside the default tables
+ * (test/gateway/http-threads-region.test.ts).
  */
 function dataPlaneScratch (config: Readonly<GatewayConfig>): number {
   const n = config.httpThreads;
   if (n < 2) return 0;
-  return n * (Math.ceil(config.routeThreads / n) + 1) + SCRATCH_SPARES;
+  return n + Math.max(config.routeThreads, n) + SCRATCH_SPARES;
 }
 
 /**

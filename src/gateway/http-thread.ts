@@ -52,10 +52,18 @@ const now = (): number => performance.timeOrigin + performance.now();
 const region = new Region(data.shared);
 // One scratch area: the thread's key ring (asm/key-ring.ts) in most of it, and the inline hasher's tokens and keys
 // (bodies up to THREAD_INLINE_FEATURES_MAX_BYTES) in its last INLINE_HASH_BYTES. One area a thread, not two, is what
-// lets 64 threads fit the region (ear.ts, dataPlaneScratch).
-const area = region.claimScratch();
-const inlineArea = { ptr: area.ptr + area.bytes - INLINE_HASH_BYTES, bytes: INLINE_HASH_BYTES };
-const keyRing = new KeyRingWriter(region, area.ptr, area.bytes - INLINE_HASH_BYTES);
+// lets 64 threads fit the region (ear.ts, dataPlaneScratch). Without one (every area claimed: restarts past the
+// spares) its block keys travel in its messages, and a `character` thread's inline hasher claims on its own (and
+// the thread fails to start, logged, if that finds none either).
+let keyRing: KeyRingWriter | null = null;
+let inlineArea: { ptr: number; bytes: number } | undefined;
+try {
+  const area = region.claimScratch();
+  inlineArea = { ptr: area.ptr + area.bytes - INLINE_HASH_BYTES, bytes: INLINE_HASH_BYTES };
+  keyRing = new KeyRingWriter(region, area.ptr, area.bytes - INLINE_HASH_BYTES);
+} catch (err) {
+  log.warn({ err }, 'no scratch area for a key ring: block keys go to the main thread in messages');
+}
 const owner = new OwnerClient(port, config, region, keyRing);
 const metrics = new GatewayMetrics();
 registerClientIoMetrics(metrics.registry);
@@ -233,7 +241,7 @@ function stop (): void {
 
 listenOn(app, config.host, data.port).then((token) => {
   listenSocket = token;
-  owner.post({ t: 'listening', port: uWS.us_socket_local_port(token), keyRing: keyRing.base });
+  owner.post({ t: 'listening', port: uWS.us_socket_local_port(token), keyRing: keyRing?.base ?? null });
 }, (err: unknown) => {
   log.error({ err }, 'cannot listen');
   process.exit(1);

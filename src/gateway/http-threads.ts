@@ -35,6 +35,14 @@ const ENTRY = new URL('./http-thread.js', import.meta.url);
 const LIMITS_BOUND = 1 << 16;
 /** Times one thread is started again after it died; then it stays down (a crash loop is a bug to fix, not to spin on). */
 export const MAX_RESTARTS = 3;
+
+/**
+ * Route threads of data-plane thread `index` (1…threads): the process's `routeThreads` dealt out, the first
+ * `routeThreads % threads` taking one more, and at least one each; so all of them hold max(routeThreads, threads).
+ */
+export function routeThreadsOf (index: number, routeThreads: number, threads: number): number {
+  return Math.max(1, Math.floor(routeThreads / threads) + (index <= routeThreads % threads ? 1 : 0));
+}
 /** How long a thread may take to exit once told to stop before it is terminated. */
 const STOP_TIMEOUT_MS = 5000;
 /** How long a thread's shared store client may take to connect before the thread listens (it runs degraded past it). */
@@ -122,7 +130,7 @@ export class HttpThreads {
     const { core, shared, ownerPort, threads } = this.#o;
     const data: HttpThreadData = {
       thread: t.index, config: core.config, shared, port: this.#port, ownerPort,
-      routeThreads: Math.max(1, Math.ceil(core.config.routeThreads / threads)),
+      routeThreads: routeThreadsOf(t.index, core.config.routeThreads, threads),
       frozenTokenizer: freezeTokenizer(core.config.tokenizer),
       // The thread's own store client waits for the store only if the main thread's reached it.
       storeWaitMs: core.sessions !== null && core.sessions.store.stats().state === 'up' ? STORE_WAIT_MS : 0

@@ -1,17 +1,34 @@
-// The shared region holds every thread's scratch areas: `httpThreads` up to its bound (64) fits beside the default
-// tables, whatever the route threads, so `httpThreads: auto` starts on a host of any size; a configuration that does
-// not fit is refused with the settings named (prefix-index-keys.test.ts).
+// The shared region holds every thread's scratch areas: any `httpThreads` up to its bound (64) with any
+// `routeThreads` (1…64) fits beside the default tables, so `httpThreads: auto` starts on a host of any size; a
+// configuration that does not fit is refused with the settings named (prefix-index-keys.test.ts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildConfig } from '../../src/config/index.js';
 import { sharedRegion } from '../../src/gateway/ear.js';
+import { routeThreadsOf } from '../../src/gateway/http-threads.js';
 import { Region } from '../../src/core/region.js';
 
-test('64 data-plane threads, with 2 or 64 route threads, fit the region beside the default tables', () => {
-  for (const routeThreads of [2, 64]) {
-    const region = new Region(sharedRegion(buildConfig({ httpThreads: 64, routeThreads })));
-    // Each data-plane thread claims two areas (its route worker's and its own), the main thread and the kv-events
-    // and migration threads 14 (ear.ts): all of them can be claimed.
+test('the route threads are dealt out among the data-plane threads: at least one each, max(routeThreads, threads) in all', () => {
+  for (let threads = 2; threads <= 64; threads++) {
+    for (let routeThreads = 1; routeThreads <= 64; routeThreads++) {
+      let sum = 0;
+      for (let i = 1; i <= threads; i++) {
+        const k = routeThreadsOf(i, routeThreads, threads);
+        assert.ok(k >= 1 && k <= Math.ceil(routeThreads / threads) + 1);
+        sum += k;
+      }
+      assert.equal(sum, Math.max(routeThreads, threads), `${threads} threads, ${routeThreads} route threads`);
+    }
+  }
+});
+
+test('the largest data-plane configurations fit the region beside the default tables, and every area claims', () => {
+  // The most areas: 64 threads with any route threads, and one fewer route thread than threads at 63 (the ceiling
+  // share gave those twice the route threads asked for, and 55…63 threads with more route threads did not fit).
+  for (const [httpThreads, routeThreads] of [[64, 2], [64, 64], [63, 64], [55, 56], [2, 64]]) {
+    const region = new Region(sharedRegion(buildConfig({ httpThreads, routeThreads })));
+    // Each data-plane thread claims its own area and its route threads', the main thread and the kv-events and
+    // migration threads 14 (ear.ts): all of them can be claimed.
     let claimed = 0;
     for (;;) {
       try {
@@ -23,6 +40,6 @@ test('64 data-plane threads, with 2 or 64 route threads, fit the region beside t
         break;
       }
     }
-    assert.ok(claimed >= 64 * 2 + 14, `${claimed} areas for 64 threads and ${routeThreads} route threads`);
+    assert.ok(claimed >= httpThreads + Math.max(routeThreads, httpThreads) + 14, `${claimed} areas for ${httpThreads} threads and ${routeThreads} route threads`);
   }
 });
