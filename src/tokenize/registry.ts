@@ -81,6 +81,11 @@ export function freezeTokenizer (name: string): FrozenTokenizer | null {
     if (hf !== null) f = { kind: 'hf', name, hf };
   }
   frozen.set(name, f);
+  // This thread too reads the shared tables from now on: the ones it built (and what their build left) go.
+  if (f !== null) {
+    cache.delete(name);
+    thawTokenizer(f);
+  }
   return f;
 }
 

@@ -3,7 +3,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Worker } from 'node:worker_threads';
-import { createTokenizerSync, freezeTokenizer, type FrozenTokenizer } from '../../src/tokenize/index.js';
+import { createChatTemplate, createTokenizerSync, freezeTokenizer, type FrozenTokenizer, type Tokenizer } from '../../src/tokenize/index.js';
+import { TiktokenTokenizer } from '../../src/tokenize/tiktoken.js';
+import { HfTokenizer, qwen3Files } from '../../src/tokenize/hf.js';
 import { PieceTable } from '../../src/tokenize/piece-table.js';
 
 const REGISTRY = new URL('../../src/tokenize/index.js', import.meta.url).href;
@@ -39,8 +41,10 @@ for (const name of ['tiktoken:o200k_base', 'hf:qwen3']) {
     for (const a of [bpe.table, bpe.byteToken, bpe.twoByte, bpe.bytes, bpe.offsets, bpe.whole.slots, bpe.whole.chars]) {
       assert.ok(a.buffer instanceof SharedArrayBuffer, 'every table is on shared memory');
     }
-    const here = createTokenizerSync(name);
+    // The tokenizer as built from its files (the registry's is thawed from the frozen tables once they exist).
+    const here: Tokenizer = f.kind === 'tiktoken' ? new TiktokenTokenizer(f.encoding, createChatTemplate('chatml')) : new HfTokenizer(name, qwen3Files());
     const ids = here.encode(TEXT);
+    assert.deepEqual(createTokenizerSync(name).encode(TEXT), ids, 'this thread\'s own, thawed too');
     const there = await onAnotherThread(f);
     assert.deepEqual(there.ids, ids);
     assert.equal(there.decoded, here.decode(ids));
