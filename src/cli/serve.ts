@@ -122,7 +122,13 @@ export async function main (argv: string[]): Promise<number> {
   // Heard from before start-up: data-plane threads serve as each listens, before the others and the rest of the
   // process are up, and a SIGTERM then would kill their requests; now it drains once start-up ends.
   let stop!: () => void;
-  const stopped = new Promise<void>((resolve) => { stop = resolve; });
+  let starting = true;
+  const stopped = new Promise<void>((resolve) => {
+    stop = () => {
+      if (starting) log.info('stop asked for while starting: the gateway drains once it has started');
+      resolve();
+    };
+  });
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   const unhook = (): void => { process.off('SIGINT', stop); process.off('SIGTERM', stop); };
@@ -140,6 +146,7 @@ export async function main (argv: string[]): Promise<number> {
     await Promise.all(sims.map((s) => s.close()));
     return started;
   }
+  starting = false;
   const { ear } = started;
   config = started.config;
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${ear.gateway.port}`;
