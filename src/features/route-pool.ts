@@ -58,6 +58,8 @@ export interface RoutePoolOptions {
    * Default: frozen here (built on this thread once); a data-plane thread passes the main thread's.
    */
   frozenTokenizer?: FrozenTokenizer | null;
+  /** A thread's failure that failed no task (the gateway counts it as a fault). Default: written to stderr. */
+  onThreadError?: (err: unknown) => void;
 }
 
 export interface RoutePoolStats {
@@ -69,6 +71,11 @@ export interface RoutePoolStats {
 
 export interface RoutePool {
   features (endpoint: Endpoint, body: Buffer, sessionId?: string | null): Promise<Features>;
+  /**
+   * Resolves once every thread has loaded (its tokenizer made and warmed), so that a gateway listens only when its
+   * first request will not wait for that; rejects if a thread cannot load.
+   */
+  ready (): Promise<void>;
   stats (): RoutePoolStats;
   close (): Promise<void>;
 }
@@ -83,6 +90,8 @@ export function sessionShard (sessionId: string, shards: number): number {
   return (h >>> 0) % shards;
 }
 
+const READY_PROBE = new TextEncoder().encode('{"model":"ready","prompt":[]}');
+
 export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): RoutePool {
   const maxQueue = opts.maxQueue ?? 4096;
   const workerData: RouteWorkerData = {
@@ -96,6 +105,9 @@ export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): 
     pool: new Piscina({ filename: WORKER, minThreads: 1, maxThreads: 1, idleTimeout: Infinity, workerData, execArgv: WORKER_ARGV }),
     inFlight: 0
   }));
+  // A thread's failure with no task to fail (say, as it loads again) is emitted here; unheard, it would end the process.
+  const onThreadError = opts.onThreadError ?? ((err: unknown) => { console.error('a route thread failed', err); });
+  for (const s of shards) s.pool.on('error', onThreadError);
   let inFlight = 0;
   const stats: RoutePoolStats = { queueFull: 0, tokenizerFallbacks: 0 };
 
@@ -128,6 +140,17 @@ export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): 
       opts.onQueueWait?.(Math.max(0, r.startedAt - queuedAt) / 1000);
       if (r.fallback) stats.tokenizerFallbacks++;
       return unwrap(r, routeError);
+    },
+    async ready () {
+      // A prompt of token ids: no tokenizer runs, not even a remote one. Its outcome is a value either way; a thread
+      // that fails to load rejects it, or (when it failed before the probe was its task) emits an error, after which
+      // Piscina may leave the probe waiting for ever.
+      await Promise.all(shards.map((s) => new Promise<void>((resolve, reject) => {
+        s.pool.once('error', reject);
+        s.pool.run({ endpoint: 'completions', body: READY_PROBE, sessionId: null } satisfies RouteTask)
+          .then(() => resolve(), reject)
+          .finally(() => s.pool.off('error', reject));
+      })));
     },
     stats: () => ({ ...stats }),
     close: async () => { await Promise.all(shards.map((s) => s.pool.destroy())); }

@@ -21,6 +21,7 @@ import { parseSessionStoreSpec, type SessionStore, type StoreLogger } from '../s
 import { startProactiveMigration, type ProactiveLogger, type ProactiveMigration } from './proactive-migration.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { MAX_RESTARTS, type HttpThreads } from './http-threads.js';
+import { reportFault } from '../request/faults.js';
 
 export interface Ear {
   /** The process core (core.ts): what every door shares, its one pipeline included. */
@@ -154,7 +155,8 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
     pool = createRoutePool(shared, {
       threads: mainRouteThreads(config), tokenizer: config.tokenizer, blockSize: config.blockSize,
       sessionsPerThread: config.sessionsPerRouteThread, sessionIdleMs: config.sessionIdleMs, remote: config.remoteTokenizer,
-      onQueueWait: (seconds) => observeQueueWait(seconds)
+      onQueueWait: (seconds) => observeQueueWait(seconds),
+      onThreadError: (err) => reportFault(err, 'route-thread')
     });
     const p = pool;
     // Tell the thread only what changed; calls stay in order on one chain, purges of released rows batched.
@@ -175,6 +177,8 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
     let routing!: TableRouting;
     const features = featureSource(region, config, p);
     const sessions = store === null ? null : new SharedSessions({ store, routing: () => routing, sessionTtlMs: config.sessionIdleMs, now });
+    // The route threads load (tokenizer, warm-up) meanwhile; the gateway listens once they have.
+    await p.ready();
     const gateway = await startGateway({
       config,
       state: (backends) => {

@@ -74,7 +74,8 @@ let observeQueueWait = (_seconds: number): void => {};
 const pool = createRoutePool(data.shared, {
   threads: data.routeThreads, tokenizer: config.tokenizer, blockSize: config.blockSize,
   sessionsPerThread: config.sessionsPerRouteThread, sessionIdleMs: config.sessionIdleMs, remote: config.remoteTokenizer,
-  onQueueWait: (seconds) => observeQueueWait(seconds), frozenTokenizer: data.frozenTokenizer
+  onQueueWait: (seconds) => observeQueueWait(seconds), frozenTokenizer: data.frozenTokenizer,
+  onThreadError: (err) => reportFault(err, 'route-thread')
 });
 registerRoutePoolMetrics(metrics.registry, () => pool.stats());
 observeQueueWait = (seconds) => metrics.queueWaitSeconds.observe(seconds);
@@ -239,6 +240,8 @@ function stop (): void {
   })();
 }
 
+// Its route threads are loaded before it takes a connection (they are the first request's features).
+await pool.ready();
 listenOn(app, config.host, data.port).then((token) => {
   listenSocket = token;
   owner.post({ t: 'listening', port: uWS.us_socket_local_port(token), keyRing: keyRing?.base ?? null });

@@ -6,7 +6,7 @@
 import { Gauge, type Registry } from 'prom-client';
 
 /** Where a fault was met: a fixed set (a metric label). */
-export type FaultSite = 'response-write' | 'upstream-attempt' | 'request' | 'unhandled-rejection' | 'uncaught-exception' | 'http-thread';
+export type FaultSite = 'response-write' | 'upstream-attempt' | 'request' | 'unhandled-rejection' | 'uncaught-exception' | 'http-thread' | 'route-thread';
 
 /** Where faults are written: `ear serve` and `ear epp` give their logger; the default is one JSON line on stderr. */
 export type FaultSink = (err: unknown, where: FaultSite, requestId: string | null) => void;

@@ -12,7 +12,7 @@ after(() => real.close());
 
 /** The real pool, counting what reaches it. */
 function counting (pool: RoutePool): RoutePool & { calls: number } {
-  const c = { calls: 0, features: (e: Endpoint, b: Buffer) => { c.calls++; return pool.features(e, b); }, stats: () => pool.stats(), close: () => pool.close() };
+  const c = { calls: 0, features: (e: Endpoint, b: Buffer) => { c.calls++; return pool.features(e, b); }, stats: () => pool.stats(), ready: () => pool.ready(), close: () => pool.close() };
   return c;
 }
 
@@ -48,7 +48,7 @@ test('inline errors are rejected promises carrying the client error, as from the
 
 test('any other tokenizer always uses the pool, which gets the session id (for its session-affine threads)', async () => {
   const sessions: Array<string | null | undefined> = [];
-  const fake: RoutePool = { features: async (e, b, sid) => { sessions.push(sid); return real.features(e, b); }, stats: () => real.stats(), close: async () => {} };
+  const fake: RoutePool = { features: async (e, b, sid) => { sessions.push(sid); return real.features(e, b); }, stats: () => real.stats(), ready: async () => {}, close: async () => {} };
   const features = featureSource(new Region(shared), { tokenizer: 'tiktoken:o200k_base', blockSize: 16 }, fake);
   await features('chat', chat('hi'));
   await features('chat', chat('hi'), 'sess-1');

@@ -6,6 +6,7 @@ import { createTokenizerSync } from '../../src/tokenize/index.js';
 import { computeFeatures } from '../../src/features/features.js';
 import { createRoutePool } from '../../src/features/route-pool.js';
 import { EarError } from '../../src/errors/errors.js';
+import { until } from '../fixtures/wait.js';
 
 const shared = createRegion({ prefixIndexKeys: 1 << 12, sessions: 64, heapJobs: 64, recordRingOps: 64, scratchSlots: 4 });
 const pool = createRoutePool(shared, { threads: 1, tokenizer: 'hf:qwen3', blockSize: 16 });
@@ -49,4 +50,26 @@ test('errors in the worker come back as the right EarError', async () => {
   await assert.rejects(pool.features('chat', Buffer.from('{')), (e: unknown) => e instanceof EarError && e.code === 'EAR_ERR_BAD_JSON');
   await assert.rejects(pool.features('chat', body({ cache_salt: '' })), (e: unknown) => e instanceof EarError && /cache_salt/.test(e.message));
   await assert.rejects(pool.features('completions', Buffer.from(JSON.stringify({ model: 'q', prompt: [1, -2] }))), (e: unknown) => e instanceof EarError && e.status === 400);
+});
+
+test('ready() resolves once every thread has loaded, asks no remote tokenizer, and rejects for a thread that cannot load', async () => {
+  await pool.ready();
+  const region = createRegion({ prefixIndexKeys: 1 << 12, sessions: 64, heapJobs: 64, recordRingOps: 64, scratchSlots: 8 });
+  // An engine nobody listens on: a probe that tokenized would fall back to character and be counted.
+  const remote = createRoutePool(region, { threads: 2, tokenizer: 'remote:http://127.0.0.1:9', blockSize: 16, remote: { retries: 0, timeoutMs: 200 } });
+  // A tokenizer file that is not there, given to the threads themselves (nothing frozen): each fails as it loads.
+  const failures: unknown[] = [];
+  const broken = createRoutePool(region, { threads: 1, tokenizer: 'hf:/nonexistent/tokenizer.json', blockSize: 16, frozenTokenizer: null,
+    onThreadError: (err) => failures.push(err) });
+  try {
+    await remote.ready();
+    assert.equal(remote.stats().tokenizerFallbacks, 0);
+    await assert.rejects(broken.ready(), /tokenizer file not found/);
+    // Piscina starts it again, and it fails again with no task to fail: heard, not thrown at the process.
+    await until(() => failures.length > 0, 'the thread\'s next failure reported');
+    assert.match(String(failures[0]), /tokenizer file not found/);
+  } finally {
+    await remote.close();
+    await broken.close();
+  }
 });
