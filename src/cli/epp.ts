@@ -6,7 +6,7 @@ import { ConfigError, type GatewayConfig } from '../config/index.js';
 import { startEpp } from '../epp/server.js';
 import type { BodySendMode } from '../epp/protocol.js';
 import { parseGatewayArgs, readGatewayConfig } from './serve-options.js';
-import { startGatewayProcess } from './gateway-process.js';
+import { startGatewayProcess, stopSignals } from './gateway-process.js';
 
 const MODES: Record<string, BodySendMode> = { 'full-duplex': 'FULL_DUPLEX_STREAMED', buffered: 'BUFFERED' };
 
@@ -63,8 +63,18 @@ export async function main (argv: string[]): Promise<number> {
     }
     throw err;
   }
-  const started = await startGatewayProcess(config, log, 'ear epp', () => readGatewayConfig(values, [], undefined, { port: 9090 }));
-  if (typeof started === 'number') return started;
+  const signals = stopSignals(log);
+  let started: Awaited<ReturnType<typeof startGatewayProcess>>;
+  try {
+    started = await startGatewayProcess(config, log, 'ear epp', () => readGatewayConfig(values, [], undefined, { port: 9090 }));
+  } catch (err) {
+    signals.unhook();
+    throw err;
+  }
+  if (typeof started === 'number') {
+    signals.unhook();
+    return started;
+  }
   const { ear } = started;
   config = started.config;
   let epp;
@@ -72,18 +82,16 @@ export async function main (argv: string[]): Promise<number> {
     // The ext_proc door on the process core the HTTP door serves from: one pipeline, one gate, one set of tables.
     epp = await startEpp(ear.core, { config, host: config.host, grpcPort, healthPort, defaultMode: mode, fallbacks, log: log.child({ component: 'epp' }) });
   } catch (err) {
+    signals.unhook();
     await started.close();
     console.error(`ear epp: ${(err as Error).message}`);
     return 1;
   }
-  const stopped = new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
-  });
+  signals.started();
   const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
   log.info({ url: `http://${host}:${ear.gateway.port}`, grpcPort: epp.grpcPort, healthPort: epp.healthPort, policy: config.policy, scheduler: config.scheduler, backends: config.backends.map((b) => b.id) },
     `ear epp listening: ext_proc on ${host}:${epp.grpcPort}, health on ${host}:${epp.healthPort}, http on http://${host}:${ear.gateway.port}`);
-  await stopped;
+  await signals.stopped;
   log.info('draining');
   epp.drain();
   // The lease goes first thing (a follower takes over while open streams finish here).

@@ -12,6 +12,39 @@ import { KubeTargetError } from '../kube/kube-target.js';
 import { startTracing, type Tracing } from '../telemetry/tracing.js';
 import { installProcessFaultHandlers, setFaultSink } from '../request/faults.js';
 
+/** SIGTERM and SIGINT, heard from before start-up (stopSignals). */
+export interface StopSignals {
+  /** Resolves at the first of them. */
+  stopped: Promise<void>;
+  /** Start-up is over: a signal from now on is not one "while starting". */
+  started (): void;
+  /** Start-up failed: the default actions again. */
+  unhook (): void;
+}
+
+/**
+ * Hears SIGTERM and SIGINT from before the gateway starts: its doors (and data-plane threads) serve as each listens,
+ * before start-up ends, and a signal then would kill their requests; instead the process drains once started.
+ * A second signal of the same kind still kills it (the handlers are `once`).
+ */
+export function stopSignals (log: pino.Logger): StopSignals {
+  let starting = true;
+  let stop!: () => void;
+  const stopped = new Promise<void>((resolve) => {
+    stop = () => {
+      if (starting) log.info('stop asked for while starting: the gateway drains once it has started');
+      resolve();
+    };
+  });
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  return {
+    stopped,
+    started: () => { starting = false; },
+    unhook: () => { process.off('SIGINT', stop); process.off('SIGTERM', stop); }
+  };
+}
+
 /** Longest wait for the last spans' export at shutdown: a collector that is down must not hold the exit. */
 const TRACE_FLUSH_TIMEOUT_MS = 5000;
 

@@ -4,7 +4,7 @@ import pino from 'pino';
 import { ConfigError, DEFAULTS, type GatewayConfig } from '../config/index.js';
 import { parseGatewayArgs, readGatewayConfig } from './serve-options.js';
 import { maxPodRows } from '../config/pod-rows.js';
-import { startGatewayProcess } from './gateway-process.js';
+import { startGatewayProcess, stopSignals } from './gateway-process.js';
 import { policyNames } from '../core/policies/index.js';
 import { startSim, type SimServer } from '../sim/server.js';
 import { parseKvEventsConfig } from '../sim/kv-events-config.js';
@@ -119,34 +119,22 @@ export async function main (argv: string[]): Promise<number> {
     }
     throw err;
   }
-  // Heard from before start-up: data-plane threads serve as each listens, before the others and the rest of the
-  // process are up, and a SIGTERM then would kill their requests; now it drains once start-up ends.
-  let stop!: () => void;
-  let starting = true;
-  const stopped = new Promise<void>((resolve) => {
-    stop = () => {
-      if (starting) log.info('stop asked for while starting: the gateway drains once it has started');
-      resolve();
-    };
-  });
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
-  const unhook = (): void => { process.off('SIGINT', stop); process.off('SIGTERM', stop); };
+  const signals = stopSignals(log);
   let started: Awaited<ReturnType<typeof startGatewayProcess>>;
   try {
     started = await startGatewayProcess(config, log, 'ear serve', readConfig);
   } catch (err) {
-    unhook();
+    signals.unhook();
     // The demo engines' servers would keep the process alive after the error is printed.
     await Promise.all(sims.map((s) => s.close()));
     throw err;
   }
   if (typeof started === 'number') {
-    unhook();
+    signals.unhook();
     await Promise.all(sims.map((s) => s.close()));
     return started;
   }
-  starting = false;
+  signals.started();
   const { ear } = started;
   config = started.config;
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${ear.gateway.port}`;
@@ -155,7 +143,7 @@ export async function main (argv: string[]): Promise<number> {
     console.log(`\nTry:\n  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' -H 'x-session-id: demo-1' \\\n` +
       `    -d '{"model":"ear-demo","messages":[{"role":"user","content":"Hello!"}],"max_tokens":32}'\n`);
   }
-  await stopped;
+  await signals.stopped;
   log.info('draining');
   // The lease is released first thing (a follower takes over within a retry period) while requests drain here;
   // discovery stops handing the draining gateway new backends.
