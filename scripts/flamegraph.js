@@ -37,7 +37,15 @@ const LOADS = {
 const DEFAULT_SECONDS = { soak: 60, 'gateway-short': 10, 'gateway-130k': 10, eval: 120 };
 
 /** EAR's thread entry points, as they appear in a profile's call frames: the thread a profile belongs to. */
-const THREADS = [['route-worker.js', 'route-pool'], ['kv-events-thread.js', 'kv-events'], ['migration-thread.js', 'migration']];
+// A thread is known by any sampled frame of its entry or of the service that entry starts: the entry's own frames
+// are sampled only while its module evaluates (a few ms), which a loaded machine can miss; its service's run for the
+// whole load.
+const THREADS = [
+  ['route-pool', ['/workers/route-worker.js', '/src/features/route-service.js']],
+  ['kv-events', ['/workers/kv-events-thread.js', '/src/kvevents/kv-events-service.js']],
+  ['migration', ['/workers/migration-thread.js', '/src/migration/migration-service.js']],
+  ['http-thread', ['/src/gateway/http-thread.js']]
+];
 
 /** `CPU.<date>.<time>.<pid>.<tid>.<seq>.cpuprofile`, as node names them. */
 const PROFILE_NAME = /^CPU\.\d+\.\d+\.(\d+)\.(\d+)\.(\d+)\.cpuprofile$/;
@@ -45,7 +53,7 @@ const PROFILE_NAME = /^CPU\.\d+\.\d+\.(\d+)\.(\d+)\.(\d+)\.cpuprofile$/;
 function threadOf (profile, tid) {
   if (tid === 0) return 'main';
   const urls = new Set(profile.nodes.map((n) => n.callFrame.url));
-  for (const [entry, name] of THREADS) if ([...urls].some((u) => u.endsWith(`/workers/${entry}`) || u.endsWith(`/src/kvevents/${entry}`))) return name;
+  for (const [name, files] of THREADS) if ([...urls].some((u) => files.some((f) => u.endsWith(f)))) return name;
   return 'worker';
 }
 
@@ -135,7 +143,7 @@ function main () {
     const n = (seen.get(name) ?? 0) + 1;
     seen.set(name, n);
     // The route pool has several threads: route-pool-1, route-pool-2, …
-    if (name.includes('route-pool') || name.includes('worker') || n > 1) name = `${name}-${n}`;
+    if (name.includes('route-pool') || name.includes('worker') || name.includes('http-thread') || n > 1) name = `${name}-${n}`;
     const html = render(out, name, profile);
     const { total, top } = topSelf(profile, 15);
     const interval = (profile.endTime - profile.startTime) / Math.max(1, profile.samples?.length ?? 1);
