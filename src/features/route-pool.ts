@@ -142,9 +142,9 @@ export function createRoutePool (shared: SharedRegion, opts: RoutePoolOptions): 
       return unwrap(r, routeError);
     },
     async ready () {
-      // A prompt of token ids: no tokenizer runs, not even a remote one. Its outcome is a value either way; a thread
-      // that fails to load rejects it, or (when it failed before the probe was its task) emits an error, after which
-      // Piscina may leave the probe waiting for ever.
+      // An empty prompt, refused (a 400 as a value) before any tokenizer runs, not even a remote one: the answer
+      // only says the thread has loaded. A thread that fails to load rejects the probe, or (when it failed before the
+      // probe was its task) emits an error, after which Piscina may leave the probe waiting for ever.
       await Promise.all(shards.map((s) => new Promise<void>((resolve, reject) => {
         s.pool.once('error', reject);
         s.pool.run({ endpoint: 'completions', body: READY_PROBE, sessionId: null } satisfies RouteTask)

@@ -240,8 +240,15 @@ function stop (): void {
   })();
 }
 
-// Its route threads are loaded before it takes a connection (they are the first request's features).
-await pool.ready();
+// Its route threads are loaded before it takes a connection (they are the first request's features). If they
+// cannot load, the thread ends: its uncaughtException handler would keep it alive, never listening, and the owner
+// waits for it to listen or exit (http-threads.ts).
+try {
+  await pool.ready();
+} catch (err) {
+  log.error({ err }, 'the route threads cannot load: this data-plane thread ends');
+  process.exit(1);
+}
 listenOn(app, config.host, data.port).then((token) => {
   listenSocket = token;
   owner.post({ t: 'listening', port: uWS.us_socket_local_port(token), keyRing: keyRing?.base ?? null });

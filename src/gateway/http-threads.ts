@@ -265,7 +265,11 @@ export class HttpThreads {
   async stop (): Promise<void> {
     this.#stopping = true;
     await Promise.all(this.#threads.map(async (t) => {
-      if (!t.alive) return;
+      // One starting again (not yet listening) would listen after the stop: it ends here, before it serves.
+      if (!t.alive) {
+        await t.worker?.terminate();
+        return;
+      }
       const exited = new Promise<void>((resolve) => t.worker.once('exit', () => resolve()));
       this.#post(t, { t: 'stop' });
       const timer = setTimeout(() => { void t.worker.terminate(); }, STOP_TIMEOUT_MS);

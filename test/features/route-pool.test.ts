@@ -7,6 +7,9 @@ import { computeFeatures } from '../../src/features/features.js';
 import { createRoutePool } from '../../src/features/route-pool.js';
 import { EarError } from '../../src/errors/errors.js';
 import { until } from '../fixtures/wait.js';
+import { createServer } from 'node:http';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
 
 const shared = createRegion({ prefixIndexKeys: 1 << 12, sessions: 64, heapJobs: 64, recordRingOps: 64, scratchSlots: 4 });
 const pool = createRoutePool(shared, { threads: 1, tokenizer: 'hf:qwen3', blockSize: 16 });
@@ -55,15 +58,23 @@ test('errors in the worker come back as the right EarError', async () => {
 test('ready() resolves once every thread has loaded, asks no remote tokenizer, and rejects for a thread that cannot load', async () => {
   await pool.ready();
   const region = createRegion({ prefixIndexKeys: 1 << 12, sessions: 64, heapJobs: 64, recordRingOps: 64, scratchSlots: 8 });
-  // An engine nobody listens on: a probe that tokenized would fall back to character and be counted.
-  const remote = createRoutePool(region, { threads: 2, tokenizer: 'remote:http://127.0.0.1:9', blockSize: 16, remote: { retries: 0, timeoutMs: 200 } });
+  // An engine that counts what it is asked: a probe that tokenized would ask its /tokenize.
+  let asked = 0;
+  const engine = createServer((req, res) => { asked++; res.writeHead(500).end(); });
+  engine.listen(0, '127.0.0.1');
+  await once(engine, 'listening');
+  const url = `http://127.0.0.1:${(engine.address() as AddressInfo).port}`;
+  const remote = createRoutePool(region, { threads: 2, tokenizer: `remote:${url}`, blockSize: 16, remote: { retries: 0, timeoutMs: 200 } });
   // A tokenizer file that is not there, given to the threads themselves (nothing frozen): each fails as it loads.
   const failures: unknown[] = [];
   const broken = createRoutePool(region, { threads: 1, tokenizer: 'hf:/nonexistent/tokenizer.json', blockSize: 16, frozenTokenizer: null,
     onThreadError: (err) => failures.push(err) });
   try {
     await remote.ready();
-    assert.equal(remote.stats().tokenizerFallbacks, 0);
+    assert.equal(asked, 0);
+    // The counting engine does count: a real request asks it (and falls back to character on its 500).
+    await remote.features('chat', body(), 's');
+    assert.ok(asked > 0);
     await assert.rejects(broken.ready(), /tokenizer file not found/);
     // Piscina starts it again, and it fails again with no task to fail: heard, not thrown at the process.
     await until(() => failures.length > 0, 'the thread\'s next failure reported');
@@ -71,5 +82,6 @@ test('ready() resolves once every thread has loaded, asks no remote tokenizer, a
   } finally {
     await remote.close();
     await broken.close();
+    engine.close();
   }
 });
