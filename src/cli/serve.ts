@@ -24,7 +24,7 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --backend SPEC       an engine (repeatable); replaces the file's list
   --http-threads N     data-plane threads (default 1: the main thread serves HTTP); N ≥ 2 (up to 64): N threads listen
                        on the port, each reading, proxying and streaming, while the main thread makes every decision;
-                       auto: one per core (at most 64)
+                       auto: one per core the process may use (its CPU limit counted; at most 64)
   --policy NAME        routing policy: ${policyNames().join(', ')} (default ${DEFAULTS.policy})
   --tokenizer NAME     tokenizer for block keys (default ${DEFAULTS.tokenizer}): character, tiktoken:o200k_base, hf:qwen3, hf:PATH, remote:URL (engine /tokenize)
   --assumed-ttl-ms N   how long a routing decision's assumed prefix stays in the index (default: 5000 when a

@@ -2,6 +2,7 @@
 // slow a request body may be, and how long SIGTERM waits for the requests in flight.
 import { availableParallelism } from 'node:os';
 import { checkInt, checkString, type FieldCheck } from './checks.js';
+import { cgroupCpuQuota } from './cpu-quota.js';
 
 export interface ServerConfig {
   host: string;
@@ -24,7 +25,7 @@ export interface ServerConfig {
   /**
    * Data-plane threads of `ear serve`: 1, the main thread serves HTTP itself; N ≥ 2, N worker threads each listen
    * on the port and the main thread only decides (docs/architecture.md#n-data-plane-threads). `auto` in a file or
-   * flag: the machine's cores (os.availableParallelism()), at most 64.
+   * flag: the cores the process may use (affinity and cgroup CPU quota: autoHttpThreads), at most 64.
    */
   httpThreads: number;
 }
@@ -50,7 +51,10 @@ export const SERVER_FIELDS: Record<keyof ServerConfig, FieldCheck> = {
   httpThreads: (p, v) => v === 'auto' ? autoHttpThreads() : checkInt(p, v, 1, 64)
 };
 
-/** `httpThreads: auto`: one data-plane thread per core the process may use, at most 64. */
-export function autoHttpThreads (): number {
-  return Math.max(1, Math.min(64, availableParallelism()));
+/**
+ * `httpThreads: auto`: one data-plane thread per core the process may use, at most 64: the cores its affinity allows
+ * (os.availableParallelism), fewer where its cgroup's CPU quota (a container's CPU limit) allows fewer.
+ */
+export function autoHttpThreads (quota: number | null = cgroupCpuQuota()): number {
+  return Math.max(1, Math.min(64, availableParallelism(), quota ?? Infinity));
 }
