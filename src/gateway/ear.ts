@@ -20,7 +20,7 @@ import { createSessionStore } from '../store/create.js';
 import { parseSessionStoreSpec, type SessionStore, type StoreLogger } from '../store/session-store.js';
 import { startProactiveMigration, type ProactiveLogger, type ProactiveMigration } from './proactive-migration.js';
 import type { Tracing } from '../telemetry/tracing.js';
-import { MAX_RESTARTS, type HttpThreads } from './http-threads.js';
+import { MAX_RESTARTS, routeThreadsOf, type HttpThreads } from './http-threads.js';
 import { reportFault } from '../request/faults.js';
 
 export interface Ear {
@@ -80,16 +80,18 @@ export interface EarOptions {
 }
 
 /**
- * Scratch areas of the data-plane threads (httpThreads ≥ 2): each claims one per thread of its own route pool
- * (routeThreadsOf: max(routeThreads, threads) in all) and one it splits between its key ring and its inline hasher
- * (http-thread.ts); a restarted thread claims new ones (areas are not given back), from a few spares. At most
- * (64 + 64 + 9) areas of 4 MiB, which fit the region's 1 GiB beside the default tables
+ * Scratch areas of the data-plane threads (httpThreads ≥ 2): each claims one per thread of its own route pool (as
+ * http-threads.ts deals them out: max(routeThreads, threads) in all) and one it splits between its key ring and its
+ * inline hasher (http-thread.ts); a restarted thread claims new ones (areas are not given back), from a few spares.
+ * At most (64 + 64 + 9) areas of 4 MiB, which fit the region's 1 GiB beside the default tables
  * (test/gateway/http-threads-region.test.ts).
  */
 function dataPlaneScratch (config: Readonly<GatewayConfig>): number {
   const n = config.httpThreads;
   if (n < 2) return 0;
-  return n + Math.max(config.routeThreads, n) + SCRATCH_SPARES;
+  let areas = SCRATCH_SPARES;
+  for (let i = 1; i <= n; i++) areas += 1 + routeThreadsOf(i, config.routeThreads, n);
+  return areas;
 }
 
 /**
