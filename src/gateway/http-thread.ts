@@ -64,8 +64,11 @@ try {
 } catch (err) {
   log.warn({ err }, 'no scratch area for a key ring: block keys go to the main thread in messages');
 }
-const owner = new OwnerClient(port, config, region, keyRing);
 const metrics = new GatewayMetrics();
+// A departed backend's series leave this thread's registry as they leave the owner's: the scrape sums every thread's.
+const owner = new OwnerClient(port, config, region, keyRing, (id) => {
+  metrics.removeBackend(id).catch((err: unknown) => log.warn({ err, backend: id }, 'could not drop a departed backend\'s series'));
+});
 registerClientIoMetrics(metrics.registry);
 registerUpstreamSocketMetrics(metrics.registry);
 registerFaultMetrics(metrics.registry);

@@ -88,13 +88,18 @@ export class OwnerClient implements Placements {
 
   readonly #load: LoadTable;
   readonly #keys: KeyRingWriter | null;
+  readonly #onGone: (id: string) => void;
 
-  /** `keys`: the thread's key ring (null: block keys travel in the messages). */
-  constructor (port: MessagePort, config: Readonly<GatewayConfig>, region: Region, keys: KeyRingWriter | null = null) {
+  /**
+   * `keys`: the thread's key ring (null: block keys travel in the messages). `onGone`: a backend id left the list
+   * (the owner's fleet let it go), so the thread drops its series as the owner does its own.
+   */
+  constructor (port: MessagePort, config: Readonly<GatewayConfig>, region: Region, keys: KeyRingWriter | null = null, onGone: (id: string) => void = () => {}) {
     this.#out = new BatchedPort<ToOwnerItem>(port);
     this.#keys = keys;
     this.#config = config;
     this.#load = new LoadTable(region);
+    this.#onGone = onGone;
   }
 
   /** Every message to the owner goes here, in order: one batch per turn of the thread's loop. */
@@ -368,6 +373,8 @@ export class OwnerClient implements Placements {
       if (next.includes(b)) continue;
       b.gone = true;
       void b.pool.close().catch(() => {});
+      // Unless a backend of the same id (a changed URL or row) took its place, as the owner's fleet decides it.
+      if (!next.some((x) => x.id === b.id)) this.#onGone(b.id);
     }
     this.backends.splice(0, this.backends.length, ...next);
   }

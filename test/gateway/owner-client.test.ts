@@ -20,7 +20,8 @@ function setup (t: TestContext) {
   const { region } = smallRegion();
   const area = region.claimScratch();
   const { port1, port2 } = new MessageChannel();
-  const client = new OwnerClient(port1, config, region, new KeyRingWriter(region, area.ptr, area.bytes));
+  const gone: string[] = [];
+  const client = new OwnerClient(port1, config, region, new KeyRingWriter(region, area.ptr, area.bytes), (id) => gone.push(id));
   port1.on('message', (batch: ToThreadItem[]) => client.receiveBatch(batch, (m) => assert.fail(`not the client's: ${m.t}`)));
   const batches: ToOwnerItem[][] = [];
   port2.on('message', (b: ToOwnerItem[]) => batches.push(b));
@@ -33,7 +34,7 @@ function setup (t: TestContext) {
     port2.close();
     await Promise.all(client.backends.map((b) => b.pool.close()));
   });
-  return { client, batches, keys, backend, send, region };
+  return { client, batches, keys, backend, send, region, gone };
 }
 
 const input = (i: number): RoutingInput => ({
@@ -219,4 +220,22 @@ test('a submit the owner refuses (its queue full) reaches the waiter as the erro
   assert.equal(refused.length, 1);
   assert.ok(refused[0] instanceof QueueFullError);
   assert.equal((refused[0] as QueueFullError).retryAfterSeconds, 2);
+});
+
+test('a backend that leaves the owner\'s list is gone on the thread, its series dropped, unless its id stays under another URL', async (t) => {
+  const { client, backend, send, gone } = setup(t);
+  const other: BackendWire = { ...backend, index: 1, config: { ...backend.config, id: 'b2', url: 'http://127.0.0.1:2' } };
+  send({ t: 'backends', list: [backend, other] });
+  await until(() => client.backends.length === 2);
+  const [first, second] = client.backends;
+  // The same id at a new URL: a new Backend replaces the old one, whose series the new one keeps.
+  const moved: BackendWire = { ...backend, config: { ...backend.config, url: 'http://127.0.0.1:3' } };
+  send({ t: 'backends', list: [moved, other] });
+  await until(() => client.backends[0] !== first);
+  assert.equal(first.gone, true);
+  assert.deepEqual(gone, [], 'an id still listed keeps its series');
+  send({ t: 'backends', list: [moved] });
+  await until(() => client.backends.length === 1);
+  assert.equal(second.gone, true);
+  assert.deepEqual(gone, ['b2']);
 });

@@ -1,6 +1,7 @@
 // A fleet that rolls more backends through the gateway than the pod table has rows keeps working: `ear serve
 // --config FILE` takes 300 SIGHUP reloads, each replacing the backend list with a backend of a new id (the
-// pod table holds 256), and then serves. Real processes: the gateway and an `ear sim` engine.
+// pod table holds 256), and then serves, its /metrics free of the departed backends' series (the data-plane threads'
+// included). Real processes: the gateway and an `ear sim` engine.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -48,7 +49,8 @@ test('300 SIGHUP reloads, each to a backend of a new id, recycle pod rows; the g
     const file = join(dir, 'ear.yaml');
     const write = (i: number): void => writeFileSync(file, `adminToken: ${TOKEN}\nhealthIntervalMs: 60000\nbackends:\n  - id: b${i}\n    url: ${sim.url}\n`);
     write(0);
-    gw = await start(['serve', '--config', file, '--host', '127.0.0.1', '--port', '0', '--route-threads', '1'], /listening on (http:\/\/\S+)"/);
+    // Two data-plane threads: a departed backend's series must leave their registries too (the scrape sums them).
+    gw = await start(['serve', '--config', file, '--host', '127.0.0.1', '--port', '0', '--route-threads', '1', '--http-threads', '2'], /listening on (http:\/\/\S+)"/);
     const url = gw.url;
     const g = gw;
     const backends = async (): Promise<string[]> => {
