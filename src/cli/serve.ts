@@ -22,9 +22,9 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
   --config FILE        YAML with any of the fields below (camelCase) and a \`backends\` list; SIGHUP reloads its backends,
                        apiKeys, rateLimits and adminToken
   --backend SPEC       an engine (repeatable); replaces the file's list
-  --http-threads N     data-plane threads (default 1: the main thread serves HTTP); N ≥ 2 (up to 64): N threads listen
-                       on the port, each reading, proxying and streaming, while the main thread makes every decision;
-                       auto: one per core the process may use (its CPU limit counted; at most 64)
+  --http-threads N     data-plane threads (default auto: one per core the process may use, its CPU limit counted, at
+                       most 64); N ≥ 2: N threads listen on the port, each reading, proxying and streaming, while the
+                       main thread makes every decision; 1: the main thread serves HTTP itself
   --policy NAME        routing policy: ${policyNames().join(', ')} (default ${DEFAULTS.policy})
   --tokenizer NAME     tokenizer for block keys (default ${DEFAULTS.tokenizer}): character, tiktoken:o200k_base, hf:qwen3, hf:PATH, remote:URL (engine /tokenize)
   --assumed-ttl-ms N   how long a routing decision's assumed prefix stays in the index (default: 5000 when a
@@ -89,8 +89,11 @@ export async function main (argv: string[]): Promise<number> {
   const sims: SimServer[] = [];
   // Demo engines publish KV events, so the demo runs in precise mode; demo engines and gateway share one tokenizer
   // (precise mode needs the gateway's tokens to be the engines' own).
+  // httpThreads: a data-plane thread per core the process may use unless the file or a flag says otherwise (the
+  // library's own default, for in-process gateways and `ear epp`, is 1).
   const readConfig = (): Readonly<GatewayConfig> => readGatewayConfig(values,
-    sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`), demo > 0 ? DEMO_TOKENIZER : undefined);
+    sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`), demo > 0 ? DEMO_TOKENIZER : undefined,
+    { httpThreads: 'auto' });
   let config: Readonly<GatewayConfig>;
   try {
     config = readConfig();
@@ -138,7 +141,7 @@ export async function main (argv: string[]): Promise<number> {
   const { ear } = started;
   config = started.config;
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${ear.gateway.port}`;
-  log.info({ url, policy: config.policy, scheduler: config.scheduler, sessionStore: config.sessionStore, ha: config.ha.mode, backends: config.backends.map((b) => b.id) }, `ear serve listening on ${url}`);
+  log.info({ url, httpThreads: config.httpThreads, policy: config.policy, scheduler: config.scheduler, sessionStore: config.sessionStore, ha: config.ha.mode, backends: config.backends.map((b) => b.id) }, `ear serve listening on ${url}`);
   if (demo > 0) {
     console.log(`\nTry:\n  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' -H 'x-session-id: demo-1' \\\n` +
       `    -d '{"model":"ear-demo","messages":[{"role":"user","content":"Hello!"}],"max_tokens":32}'\n`);
