@@ -5,6 +5,8 @@ import { ConfigError, DEFAULTS, type GatewayConfig } from '../config/index.js';
 import { parseGatewayArgs, readGatewayConfig } from './serve-options.js';
 import { maxPodRows } from '../config/pod-rows.js';
 import { startGatewayProcess, stopSignals } from './gateway-process.js';
+import { fitHttpThreads } from '../gateway/ear.js';
+import { autoHttpThreads } from '../config/server.js';
 import { policyNames } from '../core/policies/index.js';
 import { startSim, type SimServer } from '../sim/server.js';
 import { parseKvEventsConfig } from '../sim/kv-events-config.js';
@@ -91,9 +93,10 @@ export async function main (argv: string[]): Promise<number> {
   // (precise mode needs the gateway's tokens to be the engines' own).
   // httpThreads: a data-plane thread per core the process may use unless the file or a flag says otherwise (the
   // library's own default, for in-process gateways and `ear epp`, is 1).
-  const readConfig = (): Readonly<GatewayConfig> => readGatewayConfig(values,
+  // `auto` gives way to the tables: the most threads the shared region holds beside them (fitHttpThreads).
+  const readConfig = (): Readonly<GatewayConfig> => fitHttpThreads(readGatewayConfig(values,
     sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`), demo > 0 ? DEMO_TOKENIZER : undefined,
-    { httpThreads: 'auto' });
+    { httpThreads: 'auto' }));
   let config: Readonly<GatewayConfig>;
   try {
     config = readConfig();
@@ -114,6 +117,9 @@ export async function main (argv: string[]): Promise<number> {
     }
     config = readConfig();
     if (config.backends.length === 0 && config.discovery === null) throw new ConfigError('backends', 'at least one --backend (or --demo N, or --discovery k8s) is required');
+    if (config.httpThreadsAuto && config.httpThreads < autoHttpThreads()) {
+      log.warn({ httpThreads: config.httpThreads, cores: autoHttpThreads() }, 'httpThreads auto: fewer data-plane threads than cores, so that their scratch areas fit the shared region beside the tables (prefixIndexKeys, maxSessions, maxPods)');
+    }
   } catch (err) {
     await Promise.all(sims.map((s) => s.close()));
     if (err instanceof ConfigError) {

@@ -29,9 +29,14 @@ import type { DiscoveryConfig } from './discovery.js';
 export interface GatewayConfig extends ServerConfig, ClientsConfig, UpstreamConfig, DiscoverySection, RoutingConfig,
   FeaturesConfig, PrefixIndexConfig, SessionsConfig, AdmissionConfig, MigrationConfig, HaSection, PodRowsConfig, RetentionConfig {
   backends: BackendConfig[];
+  /**
+   * Whether httpThreads came from `auto` (buildConfig says, it is not a setting): then the gateway may lower it to
+   * what the shared region holds (fitHttpThreads in src/gateway/ear.ts).
+   */
+  httpThreadsAuto: boolean;
 }
 
-export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends'>> = Object.freeze({
+export const DEFAULTS: Readonly<Omit<GatewayConfig, 'backends' | 'httpThreadsAuto'>> = Object.freeze({
   ...SERVER_DEFAULTS,
   ...CLIENTS_DEFAULTS,
   ...UPSTREAM_DEFAULTS,
@@ -90,6 +95,7 @@ export function buildConfig (file: Record<string, unknown>, flags: Record<string
   const flagBackends = (flags.backend as string[] | undefined) ?? [];
   const backends = checkBackends(flagBackends.length > 0 ? flagBackends.map(parseBackendFlag) : (merged.backends ?? []));
   cfg.backends = backends;
+  cfg.httpThreadsAuto = merged.httpThreads === 'auto';
   if (cfg.discovery !== null && cfg.discovery !== undefined && backends.length > 0) {
     throw new ConfigError('backends', 'must be empty with discovery (the discovered pods are the backends)');
   }

@@ -60,21 +60,13 @@ function alignUp (n: number, a: number): number {
   return Math.ceil(n / a) * a;
 }
 
-/**
- * Creates a memory, lays out every table whose kernels the module exports, and initialises them.
- * Throws if the tables do not fit the host region (asm/layout.ts HOST_REGION_BYTES).
- */
-export function createRegion (config: Partial<RegionConfig> = {}, module: WebAssembly.Module = coreModule()): SharedRegion {
-  const cfg: RegionConfig = { ...DEFAULT_REGION_CONFIG, ...config };
+/** Where the tables go in `k`'s memory (each base written to the directory) and their inits, and where they end. */
+function layTables (cfg: RegionConfig, k: CoreExports, u32: Uint32Array): { end: number; inits: Array<() => void> } {
   const maxRows = layoutConstant('POD_ROWS_MAX');
   if (!Number.isInteger(cfg.pods) || cfg.pods < 1 || cfg.pods > maxRows) {
     throw new RangeError(`pod rows must be an integer in [1, ${maxRows}], got ${cfg.pods}`);
   }
-  const memory = createSharedMemory();
-  const k = instantiateCore(memory, module);
-  const u32 = new Uint32Array(memory.buffer);
   const align = constant(k, 'TABLE_ALIGN');
-  const hostBytes = constant(k, 'HOST_REGION_BYTES');
   const dirTables = constant(k, 'DIR_TABLES');
   let end = constant(k, 'DIR_BYTES');
   const inits: Array<() => void> = [];
@@ -88,14 +80,30 @@ export function createRegion (config: Partial<RegionConfig> = {}, module: WebAss
     u32[(dirTables + 4 * constant(k, t.id)) >>> 2] = base;
     inits.push(() => kernel<(b: number, c: number, ...rows: number[]) => void>(k, `${t.prefix}Init`)(base, capacity, ...rows));
   }
-  const scratchBase = alignUp(end, align);
+  return { end, inits };
+}
+
+/**
+ * Creates a memory, lays out every table whose kernels the module exports, and initialises them.
+ * Throws if the tables do not fit the host region (asm/layout.ts HOST_REGION_BYTES).
+ */
+export function createRegion (config: Partial<RegionConfig> = {}, module: WebAssembly.Module = coreModule()): SharedRegion {
+  const cfg: RegionConfig = { ...DEFAULT_REGION_CONFIG, ...config };
+  const memory = createSharedMemory();
+  const k = instantiateCore(memory, module);
+  const u32 = new Uint32Array(memory.buffer);
+  const align = constant(k, 'TABLE_ALIGN');
+  const hostBytes = constant(k, 'HOST_REGION_BYTES');
+  const dirTables = constant(k, 'DIR_TABLES');
+  const tables = layTables(cfg, k, u32);
+  const scratchBase = alignUp(tables.end, align);
   const scratchBytes = alignUp(cfg.scratchBytes, align);
-  end = scratchBase + cfg.scratchSlots * scratchBytes;
+  const end = scratchBase + cfg.scratchSlots * scratchBytes;
   if (end > hostBytes) {
     throw new RangeError(`tables need ${end} bytes but the host region holds ${hostBytes}: lower the capacities`);
   }
   u32[(dirTables + 4 * constant(k, 'TABLE_SCRATCH')) >>> 2] = scratchBase;
-  for (const init of inits) init();
+  for (const init of tables.inits) init();
   // Scratch geometry sits after the table slots, in the directory.
   const scratchInfo = (dirTables + 4 * constant(k, 'DIR_TABLE_SLOTS')) >>> 2;
   u32[scratchInfo] = cfg.scratchSlots;
@@ -104,6 +112,20 @@ export function createRegion (config: Partial<RegionConfig> = {}, module: WebAss
   u32[constant(k, 'DIR_VERSION') >>> 2] = constant(k, 'LAYOUT_VERSION');
   Atomics.store(u32, constant(k, 'DIR_MAGIC') >>> 2, constant(k, 'DIR_MAGIC_VALUE'));
   return { memory, module };
+}
+
+/**
+ * How many scratch areas (of `config.scratchBytes`) fit after the tables of these capacities: what createRegion
+ * would accept as `scratchSlots` (0 when the tables alone do not fit). Lays the tables out in a memory of its own,
+ * initialising nothing (~1 ms).
+ */
+export function scratchRoom (config: Partial<RegionConfig> = {}, module: WebAssembly.Module = coreModule()): number {
+  const cfg: RegionConfig = { ...DEFAULT_REGION_CONFIG, ...config };
+  const memory = createSharedMemory();
+  const k = instantiateCore(memory, module);
+  const align = constant(k, 'TABLE_ALIGN');
+  const { end } = layTables(cfg, k, new Uint32Array(memory.buffer));
+  return Math.max(0, Math.floor((constant(k, 'HOST_REGION_BYTES') - alignUp(end, align)) / alignUp(cfg.scratchBytes, align)));
 }
 
 /** A thread's handle on the region: its own instance of the kernels and the table bases. */

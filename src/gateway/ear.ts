@@ -1,7 +1,7 @@
 // Assembles a running gateway: the shared region, the kv-events thread (the index's writer), the route pool,
 // the session store, the policy, then the process core over them (core.ts: fleet, gate, contexts, metrics, the one
 // pipeline) and its uWS door; `ear epp` adds its ext_proc door on the same core. Used by `ear serve`, the end-to-end tests and the e2e evaluation driver.
-import { createRegion, podRowsCost, Region, type PodRowsCost, type SharedRegion } from '../core/region.js';
+import { createRegion, podRowsCost, Region, scratchRoom, type PodRowsCost, type SharedRegion } from '../core/region.js';
 import { APPROXIMATE_ASSUMED_TTL_MS, PRECISE_ASSUMED_TTL_MS } from '../core/defaults.js';
 import { createPolicy } from '../core/policies/index.js';
 import { startKvEventsThread, type KvBackendSpec, type KvEventsThread } from '../kvevents/kv-events-thread.js';
@@ -86,7 +86,7 @@ export interface EarOptions {
  * At most (64 + 64 + 9) areas of 4 MiB, which fit the region's 1 GiB beside the default tables
  * (test/gateway/http-threads-region.test.ts).
  */
-function dataPlaneScratch (config: Readonly<GatewayConfig>): number {
+function dataPlaneScratch (config: Pick<GatewayConfig, 'httpThreads' | 'routeThreads'>): number {
   const n = config.httpThreads;
   if (n < 2) return 0;
   let areas = SCRATCH_SPARES;
@@ -99,8 +99,27 @@ function dataPlaneScratch (config: Readonly<GatewayConfig>): number {
  * data-plane threads do, each with a pool of its own, and the main thread's pipeline prefills only the contexts they
  * hand it (POST /v1/context).
  */
-function mainRouteThreads (config: Readonly<GatewayConfig>): number {
+function mainRouteThreads (config: Pick<GatewayConfig, 'httpThreads' | 'routeThreads'>): number {
   return config.httpThreads >= 2 ? 1 : config.routeThreads;
+}
+
+/** The region's scratch areas for this configuration: the main thread's route pool's and 13 (below), and the data-plane threads'. */
+function scratchAreas (config: Pick<GatewayConfig, 'httpThreads' | 'routeThreads'>): number {
+  return mainRouteThreads(config) + 13 + dataPlaneScratch(config);
+}
+
+/**
+ * `httpThreads: auto` lowered, where it must be, to the most data-plane threads whose scratch areas fit the region
+ * beside the tables the configuration sizes (a 64-core host with the largest prefix index fits ~40): the threads
+ * were not asked for by number, the tables were. A number given in the file or a flag is kept (and refused by
+ * sharedRegion if it does not fit). Returns the configuration itself when nothing changes.
+ */
+export function fitHttpThreads (config: Readonly<GatewayConfig>): Readonly<GatewayConfig> {
+  if (!config.httpThreadsAuto || config.httpThreads < 2) return config;
+  const room = scratchRoom({ prefixIndexKeys: config.prefixIndexKeys, sessions: config.maxSessions, pods: config.maxPods });
+  let n = config.httpThreads;
+  while (n > 1 && scratchAreas({ httpThreads: n, routeThreads: config.routeThreads }) > room) n--;
+  return n === config.httpThreads ? config : Object.freeze({ ...config, httpThreads: n });
 }
 
 /** Scratch areas for data-plane threads started again (http-threads.ts: at most MAX_RESTARTS each). */
@@ -118,7 +137,7 @@ const CONSOLE_LOG: NonNullable<GatewayDeps['threads']>['log'] = {
  * does not fit is refused at start with the settings that size it.
  */
 export function sharedRegion (config: Readonly<GatewayConfig>): SharedRegion {
-  const scratchSlots = mainRouteThreads(config) + 13 + dataPlaneScratch(config);
+  const scratchSlots = scratchAreas(config);
   try {
     return createRegion({ prefixIndexKeys: config.prefixIndexKeys, sessions: config.maxSessions, pods: config.maxPods, scratchSlots });
   } catch (err) {

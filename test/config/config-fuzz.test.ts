@@ -68,7 +68,8 @@ function checked (build: () => Readonly<GatewayConfig>, fields: () => string[]):
   }
   assertFrozen(cfg);
   assert.ok(Array.isArray(cfg.backends));
-  for (const k of Object.keys(cfg)) assert.ok(k === 'backends' || FIELDS.includes(k), `an unknown field "${k}" was accepted`);
+  // httpThreadsAuto is buildConfig's own (whether httpThreads came from `auto`), not a setting.
+  for (const k of Object.keys(cfg)) assert.ok(k === 'backends' || k === 'httpThreadsAuto' || FIELDS.includes(k), `an unknown field "${k}" was accepted`);
   assert.equal(Object.getPrototypeOf(cfg), Object.prototype, 'the config\'s prototype is untouched');
 }
 

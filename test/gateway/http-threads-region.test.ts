@@ -1,10 +1,11 @@
 // The shared region holds every thread's scratch areas: any `httpThreads` up to its bound (64) with any
-// `routeThreads` (1…64) fits beside the default tables, so `httpThreads: auto` starts on a host of any size; a
-// configuration that does not fit is refused with the settings named (prefix-index-keys.test.ts).
+// `routeThreads` (1…64) fits beside the default tables, so `httpThreads: auto` starts on a host of any size; beside
+// larger tables `auto` takes the threads that fit, and a number given that does not fit is refused with the
+// settings named (prefix-index-keys.test.ts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { buildConfig } from '../../src/config/index.js';
-import { sharedRegion } from '../../src/gateway/ear.js';
+import { buildConfig, ConfigError, type GatewayConfig } from '../../src/config/index.js';
+import { fitHttpThreads, sharedRegion } from '../../src/gateway/ear.js';
 import { routeThreadsOf } from '../../src/gateway/http-threads.js';
 import { Region } from '../../src/core/region.js';
 
@@ -42,4 +43,30 @@ test('the largest data-plane configurations fit the region beside the default ta
     }
     assert.ok(claimed >= httpThreads + Math.max(routeThreads, httpThreads) + 14, `${claimed} areas for ${httpThreads} threads and ${routeThreads} route threads`);
   }
+});
+
+/** A configuration as buildConfig makes it on a host of `cores` cores (auto) or with that number given. */
+const onHost = (fields: Record<string, unknown>, cores: number, auto: boolean): Readonly<GatewayConfig> =>
+  Object.freeze({ ...buildConfig(fields), httpThreads: cores, httpThreadsAuto: auto });
+
+test('httpThreads auto beside the largest prefix index takes the threads that fit; a number given is kept, and refused', () => {
+  assert.equal(buildConfig({ httpThreads: 'auto' }).httpThreadsAuto, true);
+  assert.equal(buildConfig({ httpThreads: 4 }).httpThreadsAuto, false);
+  assert.equal(buildConfig({}).httpThreadsAuto, false);
+  for (const fields of [{ prefixIndexKeys: 3145728 }, { prefixIndexKeys: 3145728, maxPods: 16384, routeThreads: 8 }]) {
+    const fitted = fitHttpThreads(onHost(fields, 64, true));
+    const n = fitted.httpThreads;
+    assert.ok(n >= 2 && n < 64, `${n} threads for ${JSON.stringify(fields)}`);
+    assert.equal(fitted.httpThreadsAuto, true);
+    assert.ok(Object.isFrozen(fitted));
+    new Region(sharedRegion(fitted)); // fits
+    assert.throws(() => sharedRegion(onHost(fields, n + 1, true)), ConfigError, 'one thread more would not have');
+    // Given by number, the same 64 is refused rather than lowered.
+    const given = onHost(fields, 64, false);
+    assert.equal(fitHttpThreads(given), given);
+    assert.throws(() => sharedRegion(given), (err: unknown) => err instanceof ConfigError && /httpThreads/.test(err.message));
+  }
+  // Beside the default tables every auto count fits: nothing changes.
+  const roomy = onHost({}, 64, true);
+  assert.equal(fitHttpThreads(roomy), roomy);
 });
