@@ -91,6 +91,9 @@ test('standalone (default values): HTTP gateway on :8080 with /health and /ready
   assert.deepEqual(cfg.ha, { mode: 'active-active', leaseName: 'ear-leader', leaseDurationSeconds: 15 });
   assert.equal(cfg.policy, 'ear');
   assert.equal(cfg.scheduler, 'atlas');
+  // Not `ear serve`'s own auto: with no CPU limit that would be a thread per core of the node.
+  assert.equal(cfg.httpThreads, 2);
+  assert.equal(earConfig(render({ httpThreads: 'auto', resources: { limits: { cpu: '4', memory: '4Gi' } } }).objects).httpThreads, 'auto');
   parsedByEar(cfg);
   for (const o of r.objects) assert.equal(o.metadata.namespace, 'llm', `${o.kind} in the release namespace`);
 });
@@ -117,6 +120,7 @@ test('epp with inferencePool.create: an InferencePool whose endpointPickerRef is
   const cfg = earConfig(r.objects);
   assert.equal(cfg.discovery.inferencePool, pool.metadata.name);
   assert.equal(cfg.discovery.labelSelector, 'app=vllm-llama,llm-d.ai/inferenceServing=true');
+  assert.equal(cfg.httpThreads, undefined, 'ear epp keeps one thread');
   parsedByEar(cfg);
 });
 
@@ -180,6 +184,8 @@ test('bad values fail the render, naming the value', () => {
     [{ failureMode: 'FailSafe' }, /failureMode must be one of/],
     [{ policy: 'fastest' }, /policy must be one of/],
     [{ scheduler: 'lifo' }, /scheduler must be one of/],
+    [{ httpThreads: 0 }, /httpThreads/],
+    [{ httpThreads: 'all' }, /httpThreads/],
     [{ targetPorts: [] }, /targetPorts: Array must have at least 1 items/],
     [{ targetPorts: [{ number: 70000 }] }, /targetPorts\.0\.number: Must be less than or equal to 65535/],
     [{ targetPorts: [{ port: 8000 }] }, /targetPorts\.0/],

@@ -108,6 +108,9 @@ over them.
 {{- if .Values.policyConfig }}
 {{- $_ := set $cfg "policyConfig" .Values.policyConfig }}
 {{- end }}
+{{- if eq .Values.mode "standalone" }}
+{{- $_ := set $cfg "httpThreads" .Values.httpThreads }}
+{{- end }}
 {{- $store := include "ear.sessionStore" . }}
 {{- if $store }}
 {{- $_ := set $cfg "sessionStore" $store }}
