@@ -23,6 +23,7 @@ import { BatchedPort } from '../threads/batched-port.js';
 import { Region } from '../core/region.js';
 import { KeyRingReader } from './key-ring.js';
 import { freezeTokenizer } from '../tokenize/index.js';
+import { requestThreadLimits } from '../threads/young-generation.js';
 import {
   ANSWER_RELEASED, FINISHED_FIELDS, SUBMIT_FIELDS, SUBMIT_RECORD, RELEASED_MIGRATING, RELEASED_PROMOTED, RELEASED_QUEUED, RELEASED_RANK, REPORT_FINISHED, REPORT_FIRST_TOKEN,
   REPORT_STARTED, STARTED_FIELDS, type BackendWire, type ErrorWire, type HttpThreadData, type InputWire, type PlacementWire, type ToOwner, type ToOwnerItem,
@@ -30,6 +31,8 @@ import {
 } from './owner-protocol.js';
 
 const ENTRY = new URL('./http-thread.js', import.meta.url);
+/** A data-plane thread's young generation: the production one unless the process's flags size it (young-generation.ts). */
+const REQUEST_LIMITS = requestThreadLimits();
 
 /** Limits kept per thread for a charge's correction; past it the oldest go (a request refused at its door after the gate never settles). */
 const LIMITS_BOUND = 1 << 16;
@@ -135,7 +138,7 @@ export class HttpThreads {
       // The thread's own store client waits for the store only if the main thread's reached it.
       storeWaitMs: core.sessions !== null && core.sessions.store.stats().state === 'up' ? STORE_WAIT_MS : 0
     };
-    const w = t.worker = new Worker(ENTRY, { workerData: data });
+    const w = t.worker = new Worker(ENTRY, { workerData: data, resourceLimits: REQUEST_LIMITS });
     t.out = new BatchedPort<ToThreadItem>(w);
     return new Promise<number>((resolve, reject) => {
       let listening = false;
