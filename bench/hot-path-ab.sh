@@ -6,7 +6,8 @@
 #   big:   with BIG=N, $BIG agentic-sized turns per target (big_turns.mjs: 130-156 KB chat bodies, x-session-id,
 #          the tail growing ~2k tokens a turn, one connection), p50/p99 and the added latency over direct.
 # usage: bench/hot-path-ab.sh CHECKOUT[@FLAG,VALUE,...]... (each built: dist/src/cli/ear.js; after @, more `ear serve`
-#        flags for that target, commas for spaces: `. .@--http-threads,2` runs one checkout both ways)   env: R rounds (3), D, C (50),
+#        flags for that target, commas for spaces: `. .@--http-threads,2` runs one checkout both ways; a target with no
+#        --http-threads runs its build's default: one thread before 7c277c6, one per core since)   env: R rounds (3), D, C (50),
 #        POLICY (round-robin; big turns use BIG_POLICY, default ear), SHORT (completion: {"prompt":"hi"} on
 #        /v1/completions; chat: one user message "hi" on /v1/chat/completions), BODY_FILE (a chat body to send
 #        instead), SESSION (an x-session-id for every request), BENCH_TOOLS (../shared/bench-tools

@@ -127,12 +127,12 @@ export async function startSink (): Promise<{ url: string; pid: number }> {
 /**
  * `ear serve` in front of `upstream`. It serves on one thread (`--http-threads 1`) unless `extra` says otherwise: these
  * benches' figures are of one thread, from before `ear serve` took a thread per core by default. A baseline build
- * (`o.earJs`) runs as it is, since one from before the flag would refuse it.
+ * (`o.earJs`) from before the flag is one thread anyway, and is not given it (it would refuse it).
  */
 export async function startEar (upstream: string, routeThreads: string | undefined, cpuProfDir: string | undefined, extra: string[] = [],
   o: { env?: NodeJS.ProcessEnv; earJs?: string } = {}): Promise<{ url: string; pid: number; command: string }> {
   const args = ['serve', '--host', '127.0.0.1', '--port', '0', '--backend', `${upstream},id=up`, ...extra];
-  if (o.earJs === undefined && !extra.includes('--http-threads')) args.push('--http-threads', '1');
+  if (!extra.includes('--http-threads') && takesHttpThreads(o.earJs ?? EAR_JS)) args.push('--http-threads', '1');
   if (routeThreads) args.push('--route-threads', routeThreads);
   const node = cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir] : [];
   const c = startChild('ear', process.execPath, [...node, o.earJs ?? EAR_JS, ...args], { ...process.env, ...NO_OTEL, EAR_LOG_LEVEL: 'info', ...o.env });
@@ -140,6 +140,12 @@ export async function startEar (upstream: string, routeThreads: string | undefin
   const url = m[1];
   await waitForStatus(`${url}/ready`, c, 10_000);
   return { url, pid: c.proc.pid!, command: `ear ${args.join(' ').replace(upstream, 'http://127.0.0.1:UPSTREAM')}` };
+}
+
+/** Whether the build's `ear serve` has the --http-threads flag (its help says so). */
+function takesHttpThreads (earJs: string): boolean {
+  const r = spawnSync(process.execPath, [earJs, 'serve', '--help'], { encoding: 'utf8' });
+  return r.stdout.includes('--http-threads');
 }
 
 export function nginxBinary (): string {

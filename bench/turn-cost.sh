@@ -13,7 +13,9 @@ DIR=${1:?checkout}; N=${2:-300}; B=${PORT:-29800}; T=${BENCH_TOOLS:-/work/shared
 W=$(mktemp -d); cd "$DIR" || exit 2
 node "$T/canned_upstream.mjs" $B & U=$!
 # shellcheck disable=SC2086
-env NODE_OPTIONS="${EAR_NODE_OPTIONS:-}" node dist/src/cli/ear.js serve --port $E_PORT --policy ear ${EAR_FLAGS:-} --backend http://127.0.0.1:$B,id=u >"${EAR_LOG:-$W/ear.log}" 2>&1 & E=$!
+# One data-plane thread unless EAR_FLAGS says (the figures in RESULTS are of one), if the build has the flag at all.
+TH=; node dist/src/cli/ear.js serve --help | grep -q -- --http-threads && [[ "${EAR_FLAGS:-}" != *--http-threads* ]] && TH="--http-threads 1"
+env NODE_OPTIONS="${EAR_NODE_OPTIONS:-}" node dist/src/cli/ear.js serve --port $E_PORT --policy ear $TH ${EAR_FLAGS:-} --backend http://127.0.0.1:$B,id=u >"${EAR_LOG:-$W/ear.log}" 2>&1 & E=$!
 for k in $(seq 1 60); do curl -sf localhost:$E_PORT/health >/dev/null && break; sleep 0.5; done
 sleep 2
 if [ "${WARM:-0}" -gt 0 ]; then

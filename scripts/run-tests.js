@@ -13,7 +13,7 @@ const testDir = join(root, 'dist', 'test');
 
 /**
  * The threads pass: the suites that send requests through a gateway they start (its door, pipeline, proxy and
- * answers), which take EAR_TEST_HTTP_THREADS. Not all of test/gateway/ (the whole suite would pass 15 min on CI's
+ * answers), which take EAR_TEST_HTTP_THREADS (cli/stop-during-start: a SIGTERM while the threads start). Not all of test/gateway/ (the whole suite would pass 15 min on CI's
  * two cores): not the suites whose gateway ignores it (startGateway with a routing of its own, a shared store),
  * nor those about restarts, KV events, the migration thread and reloads of rows (test/README.md). A name without a
  * folder is test/gateway/'s; telemetry/tracing-e2e checks each thread's spans.
@@ -21,7 +21,8 @@ const testDir = join(root, 'dist', 'test');
 const THREADS_PASS = [
   'admission', 'agent-apis', 'agent-hints', 'contexts', 'deep-json', 'door-refusals', 'e2e', 'e2e-prefix', 'e2e-tokenizers',
   'engine-priority-order', 'method-not-allowed', 'migration-e2e', 'numeric-holes', 'reload-credentials', 'request-head',
-  'response-owner', 'security', 'shared-sessions', 'stream-resume', 'token-limit-e2e', 'write-faults', 'telemetry/tracing-e2e'
+  'response-owner', 'security', 'shared-sessions', 'stream-resume', 'token-limit-e2e', 'write-faults', 'telemetry/tracing-e2e',
+  'cli/stop-during-start'
 ].map((name) => join(testDir, name.includes('/') ? '' : 'gateway', `${name}.test.js`));
 
 function walk (dir, out) {

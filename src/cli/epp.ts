@@ -47,7 +47,9 @@ export async function main (argv: string[]): Promise<number> {
   try {
     config = readGatewayConfig(values, [], undefined, { port: 9090 });
     if (config.backends.length === 0 && config.discovery === null) throw new ConfigError('backends', 'at least one --backend (or --discovery k8s) is required');
-    // Envoy's ext_proc stream runs on the main thread, where the decisions are: the endpoint picker keeps one thread.
+    // Envoy's ext_proc stream runs on the main thread, where the decisions are: the endpoint picker keeps one thread
+    // (`auto`, say from a file `ear serve` shares, is one here; a number above 1 is refused).
+    config = eppThreads(config);
     if (config.httpThreads > 1) throw new ConfigError('httpThreads', 'must be 1 for ear epp (its gRPC door runs on the main thread)');
     grpcPort = port(values['grpc-port'], '--grpc-port', 9002);
     healthPort = port(values['grpc-health-port'], '--grpc-health-port', 9003);
@@ -66,7 +68,7 @@ export async function main (argv: string[]): Promise<number> {
   const signals = stopSignals(log);
   let started: Awaited<ReturnType<typeof startGatewayProcess>>;
   try {
-    started = await startGatewayProcess(config, log, 'ear epp', () => readGatewayConfig(values, [], undefined, { port: 9090 }));
+    started = await startGatewayProcess(config, log, 'ear epp', () => eppThreads(readGatewayConfig(values, [], undefined, { port: 9090 })));
   } catch (err) {
     signals.unhook();
     throw err;
@@ -99,4 +101,9 @@ export async function main (argv: string[]): Promise<number> {
   await started.close();
   log.info('drained');
   process.exit(0);
+}
+
+/** `httpThreads: auto` under `ear epp`: one thread. */
+function eppThreads (config: Readonly<GatewayConfig>): Readonly<GatewayConfig> {
+  return config.httpThreadsAuto && config.httpThreads !== 1 ? Object.freeze({ ...config, httpThreads: 1 }) : config;
 }

@@ -25,8 +25,8 @@ An OpenAI-compatible gateway in front of vLLM / SGLang engines (or \`ear sim\`).
                        apiKeys, rateLimits and adminToken
   --backend SPEC       an engine (repeatable); replaces the file's list
   --http-threads N     data-plane threads (default auto: one per core the process may use, its CPU limit counted, at
-                       most 64); N ≥ 2: N threads listen on the port, each reading, proxying and streaming, while the
-                       main thread makes every decision; 1: the main thread serves HTTP itself
+                       most 64; 1 with --demo); N ≥ 2: N threads listen on the port, each reading, proxying and
+                       streaming, while the main thread makes every decision; 1: the main thread serves HTTP itself
   --policy NAME        routing policy: ${policyNames().join(', ')} (default ${DEFAULTS.policy})
   --tokenizer NAME     tokenizer for block keys (default ${DEFAULTS.tokenizer}): character, tiktoken:o200k_base, hf:qwen3, hf:PATH, remote:URL (engine /tokenize)
   --assumed-ttl-ms N   how long a routing decision's assumed prefix stays in the index (default: 5000 when a
@@ -92,11 +92,12 @@ export async function main (argv: string[]): Promise<number> {
   // Demo engines publish KV events, so the demo runs in precise mode; demo engines and gateway share one tokenizer
   // (precise mode needs the gateway's tokens to be the engines' own).
   // httpThreads: a data-plane thread per core the process may use unless the file or a flag says otherwise (the
-  // library's own default, for in-process gateways and `ear epp`, is 1).
+  // library's own default, for in-process gateways and `ear epp`, is 1). The demo keeps one: its engines run on the
+  // main thread, and a first try should not start a thread and a tokenizer per core.
   // `auto` gives way to the tables: the most threads the shared region holds beside them (fitHttpThreads).
   const readConfig = (): Readonly<GatewayConfig> => fitHttpThreads(readGatewayConfig(values,
     sims.map((s, i) => `${s.url},id=sim-${i},kv-events=${s.kvEventsEndpoint},replay=${s.kvReplayEndpoint}`), demo > 0 ? DEMO_TOKENIZER : undefined,
-    { httpThreads: 'auto' }));
+    { httpThreads: demo > 0 ? 1 : 'auto' }));
   let config: Readonly<GatewayConfig>;
   try {
     config = readConfig();

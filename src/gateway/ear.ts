@@ -110,17 +110,23 @@ function scratchAreas (config: Pick<GatewayConfig, 'httpThreads' | 'routeThreads
 
 /**
  * `httpThreads: auto` lowered, where it must be, to the most data-plane threads whose scratch areas fit the region
- * beside the tables the configuration sizes (a 64-core host with the largest prefix index fits ~40): the threads
+ * beside the tables the configuration sizes (beside a prefix index above 1,572,864 keys, 49 with the default
+ * routeThreads, 35 with 64): the threads
  * were not asked for by number, the tables were. A number given in the file or a flag is kept (and refused by
  * sharedRegion if it does not fit). Returns the configuration itself when nothing changes.
  */
 export function fitHttpThreads (config: Readonly<GatewayConfig>): Readonly<GatewayConfig> {
   if (!config.httpThreadsAuto || config.httpThreads < 2) return config;
-  const room = scratchRoom({ prefixIndexKeys: config.prefixIndexKeys, sessions: config.maxSessions, pods: config.maxPods });
+  // Kept for the tables' sizes: each SIGHUP reads the configuration again, and a room costs a region's address space.
+  const key = `${config.prefixIndexKeys}/${config.maxSessions}/${config.maxPods}`;
+  if (lastRoom?.key !== key) lastRoom = { key, room: scratchRoom({ prefixIndexKeys: config.prefixIndexKeys, sessions: config.maxSessions, pods: config.maxPods }) };
+  const { room } = lastRoom;
   let n = config.httpThreads;
   while (n > 1 && scratchAreas({ httpThreads: n, routeThreads: config.routeThreads }) > room) n--;
   return n === config.httpThreads ? config : Object.freeze({ ...config, httpThreads: n });
 }
+
+let lastRoom: { key: string; room: number } | null = null;
 
 /** Scratch areas for data-plane threads started again (http-threads.ts: at most MAX_RESTARTS each). */
 const SCRATCH_SPARES = 3 * MAX_RESTARTS;

@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { withTestThreadsArgs } from '../fixtures/http-threads-env.js';
 
 const ear = fileURLToPath(new URL('../../src/cli/ear.js', import.meta.url));
 
@@ -22,8 +23,10 @@ for (const [command, extra] of COMMANDS) test(`SIGTERM during start-up: ear ${co
   silent.listen(0, '127.0.0.1');
   await once(silent, 'listening');
   const port = (silent.address() as { port: number }).port;
-  const child = spawn(process.execPath, [ear, command, '--host', '127.0.0.1', '--port', '0', '--backend', 'http://127.0.0.1:9,id=b',
-    '--session-store', `redis://127.0.0.1:${port}`, ...extra], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, EAR_LOG_LEVEL: 'info' } });
+  // ear serve: 1 thread, or EAR_TEST_HTTP_THREADS's (the threads pass), whose threads each wait for the store too.
+  const args = withTestThreadsArgs([command, '--host', '127.0.0.1', '--port', '0', '--backend', 'http://127.0.0.1:9,id=b',
+    '--session-store', `redis://127.0.0.1:${port}`, ...extra]);
+  const child = spawn(process.execPath, [ear, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, EAR_LOG_LEVEL: 'info' } });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
   child.stderr!.on('data', (d: Buffer) => { out += d.toString(); });

@@ -140,7 +140,7 @@ test('active-passive with no API server to find refuses to start, saying what to
     // No kubeconfig, not in a pod, no KUBECONFIG, and a home without ~/.kube/config.
     const env = { ...process.env, HOME: dir, KUBECONFIG: '', KUBERNETES_SERVICE_HOST: '' };
     const ear = new URL('../../src/cli/ear.js', import.meta.url).pathname;
-    const r = spawnSync(process.execPath, [ear, 'serve', '--backend', 'http://127.0.0.1:9,id=x', '--ha', 'active-passive'], { env, encoding: 'utf8', timeout: 60_000 });
+    const r = spawnSync(process.execPath, [ear, 'serve', '--backend', 'http://127.0.0.1:9,id=x', '--ha', 'active-passive', '--http-threads', '1'], { env, encoding: 'utf8', timeout: 60_000 });
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /ear serve: ha: no Kubernetes API server: give a kubeconfig \(discovery\.kubeconfig, ha\.kubeconfig, --kubeconfig\), run in a pod, or set KUBECONFIG/);
   } finally {
