@@ -111,9 +111,9 @@ function scratchAreas (config: Pick<GatewayConfig, 'httpThreads' | 'routeThreads
 /**
  * `httpThreads: auto` lowered, where it must be, to the most data-plane threads whose scratch areas fit the region
  * beside the tables the configuration sizes (beside a prefix index above 1,572,864 keys, 49 with the default
- * routeThreads, 35 with 64): the threads
- * were not asked for by number, the tables were. A number given in the file or a flag is kept (and refused by
- * sharedRegion if it does not fit). Returns the configuration itself when nothing changes.
+ * routeThreads, 35 with 64): the threads were not asked for by number, the tables were. A number given in the file
+ * or a flag is kept (and refused by sharedRegion if it does not fit). Returns the configuration itself when nothing
+ * changes.
  */
 export function fitHttpThreads (config: Readonly<GatewayConfig>): Readonly<GatewayConfig> {
   if (!config.httpThreadsAuto || config.httpThreads < 2) return config;

@@ -1,10 +1,11 @@
-// The young generation of the threads that carry requests. A request's objects die young, so V8's scavenges cost
-// in proportion to how often they run: with its default young generation (16 MB a semi-space) a data-plane thread
-// scavenges every few hundred requests, ~10% of its time at load on two cores (bench/RESULTS.md, session 19), and
-// `--max-semi-space-size=64` (what `npm start` and the Docker image give every thread) runs them a quarter as
-// often. A gateway started without that flag (`node dist/src/cli/ear.js serve`) still gets it in the threads it
-// starts, through the documented per-worker limit; the main thread's own needs the flag at launch. A process told
-// its young generation (the flag, or --max-young-generation-size) keeps what it was told, in every thread.
+// The young generation of the threads that carry requests. A request's objects die young unless a scavenge finds them
+// still in flight: with V8's default young generation (16 MB a semi-space) a data-plane thread at load scavenged
+// every ~50 ms, found the requests in flight at two scavenges in a row and moved them to the old generation (3–5 ms a
+// scavenge, then mark-compacts to clear them); at 64 MB a semi-space, what `npm start` and the Docker image give every
+// thread (`--max-semi-space-size=64`), a scavenge moves nothing and takes ~1 ms (bench/RESULTS.md, session 19). A
+// gateway started without that flag (`node dist/src/cli/ear.js serve`) still gets it in its data-plane threads,
+// through the documented per-worker limit; the main thread's own needs the flag at launch. A process told its young
+// generation (those flags, --min-semi-space-size or --max-young-generation-size) keeps what it was told, in every thread.
 
 /** The semi-space, in MB, of a data-plane thread's young generation when the process names none. */
 export const REQUEST_THREAD_SEMI_SPACE_MB = 64;
