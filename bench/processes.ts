@@ -132,7 +132,7 @@ export async function startSink (): Promise<{ url: string; pid: number }> {
 export async function startEar (upstream: string, routeThreads: string | undefined, cpuProfDir: string | undefined, extra: string[] = [],
   o: { env?: NodeJS.ProcessEnv; earJs?: string } = {}): Promise<{ url: string; pid: number; command: string }> {
   const args = ['serve', '--host', '127.0.0.1', '--port', '0', '--backend', `${upstream},id=up`, ...extra];
-  if (!extra.includes('--http-threads') && takesHttpThreads(o.earJs ?? EAR_JS)) args.push('--http-threads', '1');
+  if (!extra.includes('--http-threads') && (o.earJs === undefined || takesHttpThreads(o.earJs))) args.push('--http-threads', '1');
   if (routeThreads) args.push('--route-threads', routeThreads);
   const node = cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir] : [];
   const c = startChild('ear', process.execPath, [...node, o.earJs ?? EAR_JS, ...args], { ...process.env, ...NO_OTEL, EAR_LOG_LEVEL: 'info', ...o.env });
@@ -142,7 +142,7 @@ export async function startEar (upstream: string, routeThreads: string | undefin
   return { url, pid: c.proc.pid!, command: `ear ${args.join(' ').replace(upstream, 'http://127.0.0.1:UPSTREAM')}` };
 }
 
-/** Whether the build's `ear serve` has the --http-threads flag (its help says so). */
+/** Whether a baseline build's `ear serve` has the --http-threads flag (its help says so); this one's has. */
 function takesHttpThreads (earJs: string): boolean {
   const r = spawnSync(process.execPath, [earJs, 'serve', '--help'], { encoding: 'utf8' });
   return r.stdout.includes('--http-threads');

@@ -118,8 +118,9 @@ export async function main (argv: string[]): Promise<number> {
     }
     config = readConfig();
     if (config.backends.length === 0 && config.discovery === null) throw new ConfigError('backends', 'at least one --backend (or --demo N, or --discovery k8s) is required');
-    if (config.httpThreadsAuto && config.httpThreads < autoHttpThreads()) {
-      log.warn({ httpThreads: config.httpThreads, cores: autoHttpThreads() }, 'httpThreads auto: fewer data-plane threads than cores, so that their scratch areas fit the shared region beside the tables (prefixIndexKeys, maxSessions, maxPods)');
+    const cores = config.httpThreadsAuto ? autoHttpThreads() : 1;
+    if (config.httpThreads < cores) {
+      log.warn({ httpThreads: config.httpThreads, cores }, 'httpThreads auto: fewer data-plane threads than cores, so that their scratch areas fit the shared region beside the tables (prefixIndexKeys, maxSessions, maxPods)');
     }
   } catch (err) {
     await Promise.all(sims.map((s) => s.close()));
