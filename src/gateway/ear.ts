@@ -77,6 +77,8 @@ export interface EarOptions {
   readiness?: GatewayDeps['readiness'];
   /** Where the data-plane threads' comings and goings are logged (httpThreads ≥ 2). */
   threadLogger?: NonNullable<GatewayDeps['threads']>['log'];
+  /** The data-plane threads' module in place of http-thread.js (bench/owner-ceiling.ts's load generator). */
+  threadEntry?: URL;
 }
 
 /**
@@ -231,7 +233,7 @@ export async function startEar (config: Readonly<GatewayConfig>, opts: EarOption
       onSessionCompleted: (id, model, path, body) => proactive?.completed(id, model, path, body),
       tracing: opts.tracing ?? null,
       readiness: opts.readiness,
-      threads: { shared, log: opts.threadLogger ?? CONSOLE_LOG }
+      threads: { shared, log: opts.threadLogger ?? CONSOLE_LOG, entry: opts.threadEntry }
     });
     threads = gateway.threads;
     // ear-proactive's idle-session moves run on their own thread; the request path only hands it bodies.

@@ -59,6 +59,11 @@ export interface HttpThreadsOptions {
   /** Threads (≥ 2). */
   threads: number;
   log: Pick<pino.Logger, 'info' | 'warn' | 'error'>;
+  /**
+   * The data-plane thread's module (default http-thread.js). bench/owner-ceiling.ts puts a load generator that
+   * speaks owner-protocol.ts in its place, to measure this owner at saturation.
+   */
+  entry?: URL;
 }
 
 interface Held {
@@ -138,7 +143,7 @@ export class HttpThreads {
       // The thread's own store client waits for the store only if the main thread's reached it.
       storeWaitMs: core.sessions !== null && core.sessions.store.stats().state === 'up' ? STORE_WAIT_MS : 0
     };
-    const w = t.worker = new Worker(ENTRY, { workerData: data, resourceLimits: REQUEST_LIMITS });
+    const w = t.worker = new Worker(this.#o.entry ?? ENTRY, { workerData: data, resourceLimits: REQUEST_LIMITS });
     t.out = new BatchedPort<ToThreadItem>(w);
     return new Promise<number>((resolve, reject) => {
       let listening = false;

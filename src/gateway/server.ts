@@ -32,7 +32,7 @@ export type { FeatureFn, ReadinessCondition };
 /** What startGateway takes: the process core's deps (core.ts), and the shared region when httpThreads ≥ 2. */
 export interface GatewayDeps extends CoreDeps {
   /** The data-plane threads' start (config httpThreads ≥ 2): the region they share, and where they log. */
-  threads?: { shared: SharedRegion; log: HttpThreadsOptions['log'] };
+  threads?: { shared: SharedRegion; log: HttpThreadsOptions['log']; entry?: URL };
 }
 
 export interface Gateway {
@@ -104,7 +104,7 @@ export async function startGateway (deps: GatewayDeps): Promise<Gateway> {
       // The main thread decides; N threads serve the port (docs/architecture.md#n-data-plane-threads).
       const owner = await listenSockets(core, { host: '127.0.0.1', port: 0, forwarded: true, metricsText: () => threads!.metricsText() });
       closeOwner = owner.close;
-      threads = new HttpThreads({ core, shared: deps.threads.shared, ownerPort: owner.port, threads: core.config.httpThreads, log: deps.threads.log });
+      threads = new HttpThreads({ core, shared: deps.threads.shared, ownerPort: owner.port, threads: core.config.httpThreads, log: deps.threads.log, entry: deps.threads.entry });
       port = await threads.start();
     } else {
       port = await listenHttp(core);
