@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { KeyRingReader, KeyRingWriter, type KeysAt } from '../../src/gateway/key-ring.js';
+import { KeyRingReader, KeyRingWriter, TAKE_CHUNK_KEYS, type KeysAt } from '../../src/gateway/key-ring.js';
 import { smallRegion } from '../core/fixtures/small-region.js';
 
 const HEADER = 192;
@@ -64,4 +64,30 @@ test('a full ring refuses the put and counts it; more keys than the ring holds n
   assert.equal(writer.put(keysOf(9, 5)), null);
   assert.equal(writer.spilled, 2);
   assert.deepEqual(writer.put(new BigUint64Array(0)), { at: c.at + 4, n: 0 });
+});
+
+test('taken keys stay as taken while later takes fill and start copy chunks (small sets share one, large get their own)', () => {
+  const { region } = smallRegion();
+  const area = region.claimScratch();
+  const slots = Math.min(1 << 14, Math.floor((area.bytes - HEADER) / 8));
+  const writer = new KeyRingWriter(region, area.ptr, HEADER + 8 * slots);
+  const reader = new KeyRingReader(region, area.ptr);
+  // Sizes around the quarter-chunk bound and enough in all to cross several chunks.
+  const sizes = [1, 7, TAKE_CHUNK_KEYS / 4, TAKE_CHUNK_KEYS / 4 + 1, 300, 0, 1000, TAKE_CHUNK_KEYS / 4 - 1, 513, 2, 1024, 999];
+  const kept: Array<{ taken: BigUint64Array; keys: BigUint64Array }> = [];
+  for (let round = 0; round < 6; round++) {
+    sizes.forEach((n, i) => {
+      const keys = keysOf(n, round * 100 + i);
+      const at = writer.put(keys);
+      assert.ok(at !== null, `${n} keys fit an emptied ring`);
+      const taken = reader.take(at);
+      assert.equal(taken.length, n);
+      kept.push({ taken, keys });
+    });
+  }
+  for (const { taken, keys } of kept) assert.deepEqual(taken, keys);
+  // A large set is an array of its own; small ones are views that share chunks.
+  const large = kept.find((k) => k.keys.length === TAKE_CHUNK_KEYS / 4 + 1)!;
+  assert.equal(large.taken.buffer.byteLength, large.taken.byteLength);
+  assert.ok(kept.some((k) => k.keys.length === 300 && k.taken.buffer.byteLength === TAKE_CHUNK_KEYS * 8));
 });
