@@ -85,6 +85,20 @@ export class BlockHasher {
     return this.hashBytes(bytes, 0n);
   }
 
+  /**
+   * XXH64 of UTF-8(`text`) with `seed`: hashBytes(utf8.encode(text), seed), encoded straight into the scratch area
+   * (no array a call: a session id is hashed for every request). Text that does not fit throws as hashBytes does.
+   */
+  hashText (text: string, seed: bigint): bigint {
+    this.#text ??= new Uint8Array(this.#region.memory.buffer, this.#ptr, this.#bytes);
+    const { read, written } = utf8.encodeInto(text, this.#text);
+    if (read !== text.length) return this.hashBytes(utf8.encode(text), seed);
+    return BigInt.asUintN(64, this.#xxh64(this.#ptr, written, seed));
+  }
+
+  /** The scratch area as bytes, for hashText (made once: the region's memory never grows). */
+  #text: Uint8Array | undefined;
+
   /** XXH64 of `bytes` with `seed`, computed in this hasher's scratch area. */
   hashBytes (bytes: Uint8Array, seed: bigint): bigint {
     if (bytes.length > this.#bytes) throw new RangeError(`${bytes.length} bytes do not fit the ${this.#bytes}-byte scratch area`);

@@ -261,8 +261,16 @@ export class RoutingHost {
   }
 
   sessionKey (sessionId: string): bigint {
-    return this.#keys.key(sessionId);
+    // A request's session is keyed by admission and again by route (and its next report): the last one is kept.
+    if (sessionId === this.#lastSessionId) return this.#lastSessionKey;
+    const k = this.#keys.key(sessionId);
+    this.#lastSessionId = sessionId;
+    this.#lastSessionKey = k;
+    return k;
   }
+
+  #lastSessionId: string | null = null;
+  #lastSessionKey = 0n;
 
   /** The key of a user in the user usage table (seeded apart from session keys). */
   userKey (user: string): bigint {

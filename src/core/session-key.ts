@@ -20,7 +20,7 @@ export class SessionKeys {
 
   /** Never 0 (the tables' empty marker). */
   key (sessionId: string): bigint {
-    const k = this.#hasher.hashBytes(utf8.encode(sessionId), SESSION_SEED);
+    const k = this.#hasher.hashText(sessionId, SESSION_SEED);
     return k === 0n ? 1n : k;
   }
 

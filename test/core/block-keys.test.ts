@@ -69,3 +69,13 @@ test('a remembered root seed is the computed one, for more models than are kept,
   assert.equal(h.rootSeed('m', null, 'salt'), ref('m', 'salt'));
   assert.equal(h.rootSeed('m'), ref('m'));
 });
+
+test('hashText is XXH64 of the text\'s UTF-8 (lone surrogates as U+FFFD), and text past the scratch area throws as bytes do', () => {
+  const utf8 = new TextEncoder();
+  fc.assert(fc.property(fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.string({ unit: fc.integer({ min: 0, max: 0xFFFF }).map((c) => String.fromCharCode(c)) })), fc.bigInt({ min: 0n, max: (1n << 64n) - 1n }), (text, seed) => {
+    assert.equal(hasher.hashText(text, seed), xxh64Ref(utf8.encode(text), seed));
+  }));
+  const small = new BlockHasher(createAndAttach({ prefixIndexKeys: 16, scratchSlots: 1, scratchBytes: 4096 }));
+  assert.equal(small.hashText('é'.repeat(2048), 3n), xxh64Ref(utf8.encode('é'.repeat(2048)), 3n));
+  assert.throws(() => small.hashText('é'.repeat(2049), 3n), /do not fit the 4096-byte scratch area/);
+});
