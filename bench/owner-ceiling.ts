@@ -5,7 +5,7 @@
 // the owner protocol (batches, submit records, the key ring, reports) and serves no HTTP, so the owner saturates
 // before anything else does. Backends: the bench upstream (bench/upstream.ts), leased as `--backends` pods.
 // Run alone: `npm run build && node dist/bench/owner-ceiling.js [--threads 2] [--inflight 256] [--seconds 5]
-//   [--kind short|session] [--sessions 1024] [--warm-index] [--policy ear] [--backends 8] [--scheduler S]`.
+//   [--kind short|session] [--sessions 1024] [--blocks 256] [--warm-index] [--policy ear] [--backends 8] [--scheduler S]`.
 import { BroadcastChannel } from 'node:worker_threads';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -30,6 +30,7 @@ const { values: a } = parseArgs({
     backends: { type: 'string', default: '8' },
     scheduler: { type: 'string' },
     sessions: { type: 'string', default: '1024' },
+    blocks: { type: 'string', default: '256' },
     'warm-index': { type: 'boolean', default: false }
   }
 });
@@ -38,9 +39,10 @@ const threads = Number(a.threads);
 if (!(threads >= 2)) throw new RangeError('--threads: 2 or more');
 const seconds = Number(a.seconds);
 const shape: LoadShape = a.kind === 'session'
-  // A 16 KB turn (~4k tokens, 256 blocks of 16) growing 8 blocks a turn, sessions of ~30 turns (then a new one of
-  // the same keys: its blocks are assumed on its pod already), drawn from --sessions a generator.
-  ? { inflight: Number(a.inflight), model: BENCH_MODEL, sessions: Number(a.sessions), firstBlocks: 256, growBlocks: 8, maxBlocks: 496 }
+  // A turn of --blocks keys (256: a 16 KB turn of ~4k BPE tokens; ~1000: dataplane16.sh's 16 KB body under the
+  // default character tokenizer) growing 8 blocks a turn, sessions of ~30 turns (then a new one of the same keys:
+  // its blocks are assumed on its pod already), drawn from --sessions a generator.
+  ? { inflight: Number(a.inflight), model: BENCH_MODEL, sessions: Number(a.sessions), firstBlocks: Number(a.blocks), growBlocks: 8, maxBlocks: Number(a.blocks) + 240 }
   : { inflight: Number(a.inflight), model: BENCH_MODEL, sessions: 0, firstBlocks: 0, growBlocks: 0, maxBlocks: 0 };
 
 /** The main thread's CPU (ms): utime + stime of its task (its tid is the pid). */
@@ -93,7 +95,7 @@ try {
   const wall = (performance.now() - t0) / 1000;
   const n = c1.finished - c0.finished;
   const perReq = ((cpu1 - cpu0) * 1000) / n;
-  console.log(`owner ceiling: ${threads} generator threads × ${shape.inflight} in flight, ${a.kind === 'session' ? `session turns of ${a.sessions} sessions a thread` : 'short'} requests, policy ${a.policy}, ${backends.length} backends, scheduler ${ear.core.config.scheduler}`);
+  console.log(`owner ceiling: ${threads} generator threads × ${shape.inflight} in flight, ${a.kind === 'session' ? `session turns (${a.blocks}+ blocks) of ${a.sessions} sessions a thread` : 'short'} requests, policy ${a.policy}, ${backends.length} backends, scheduler ${ear.core.config.scheduler}`);
   console.log(`  ${Math.round(n / wall)} req/s decided and finished; owner CPU ${perReq.toFixed(2)} µs a request (${((cpu1 - cpu0) / (wall * 10)).toFixed(0)}% of a core), event loop utilization ${elu.utilization.toFixed(2)}`);
   console.log(`  per request: ${((c1.batchesIn - c0.batchesIn) / n).toFixed(3)} owner batches out, ${((c1.batchesOut - c0.batchesOut) / n).toFixed(3)} batches in; queued ${c1.queued - c0.queued}, refused ${c1.refused - c0.refused}, keys spilled ${c1.spilled - c0.spilled}`);
   const w = ear.routing.host.walkStats();
