@@ -100,7 +100,8 @@ try {
   console.log(`  per request: ${((c1.batchesIn - c0.batchesIn) / n).toFixed(3)} owner batches out, ${((c1.batchesOut - c0.batchesOut) / n).toFixed(3)} batches in; queued ${c1.queued - c0.queued}, refused ${c1.refused - c0.refused}, keys spilled ${c1.spilled - c0.spilled}`);
   const w = ear.routing.host.walkStats();
   const ring = ear.routing.host.tableStats().find((t) => t.table === 'record_ring');
-  console.log(`  prefix walks: ${w.full} whole, ${w.shortcut} from a session's hint; ${w.recordedKeys} keys recorded (${w.fullRecords} whole prompts); record ring ops dropped ${ring?.dropped ?? 0}`);
+  const mig = ear.routing.host.migrationStats();
+  console.log(`  prefix walks: ${w.full} whole, ${w.shortcut} from a session's hint; ${w.recordedKeys} keys recorded (${w.fullRecords} whole prompts); record ring ops dropped ${ring?.dropped ?? 0}; sessions moved ${mig.started} (${mig.turnsToSource} turns to a move's source)`);
   console.log(`  ${machine()}, commit ${gitCommit()}, load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
   ctl.postMessage({ t: 'halt' } satisfies Control);
   await sleep(200);

@@ -8,7 +8,7 @@ import { Region } from '../src/core/region.js';
 import { KeyRingWriter } from '../src/gateway/key-ring.js';
 import { BatchedPort } from '../src/threads/batched-port.js';
 import {
-  ANSWER_RELEASED, RELEASED_FIELDS, RELEASED_QUEUED, REPORT_FINISHED, REPORT_FIRST_TOKEN, SUBMIT_RECORD,
+  ANSWER_RELEASED, RELEASED_FIELDS, RELEASED_MIGRATING, RELEASED_QUEUED, REPORT_FINISHED, REPORT_FIRST_TOKEN, SUBMIT_RECORD,
   type HttpThreadData, type ToOwnerItem, type ToThread, type ToThreadItem
 } from '../src/gateway/owner-protocol.js';
 import { CHANNEL, type Control, type Counts, type LoadShape } from './owner-load-protocol.js';
@@ -32,6 +32,8 @@ let queued = 0;
 let refused = 0;
 let batchesIn = 0;
 let spilled = 0;
+/** Ids of migrationEnded calls the owner has not answered yet. */
+const migrations = new Set<number>();
 /** Per session: the blocks its next turn carries, and its keys (maxBlocks a session; 0n: not made yet). */
 let turns = new Uint32Array(0);
 let keys = new BigUint64Array(0);
@@ -77,6 +79,8 @@ function submit (): void {
 function onOwner (m: ToThread): void {
   switch (m.t) {
     case 'answer':
+      // The owner's answer to a migration's end: nothing to send again.
+      if (migrations.delete(m.id)) return;
       // A submit refused (429 queue full, no backend): sent again.
       if (!m.ok) refused++;
       submit();
@@ -109,8 +113,16 @@ port.on('message', (batch: readonly ToThreadItem[]) => {
     const code = m as number;
     if (code % 4 !== ANSWER_RELEASED) throw new Error(`unknown record ${code}`);
     const pid = batch[i + 1] as number;
-    if (((batch[i + 8] as number) & RELEASED_QUEUED) !== 0) queued++;
+    const flags = batch[i + 8] as number;
+    if ((flags & RELEASED_QUEUED) !== 0) queued++;
     i += RELEASED_FIELDS;
+    // A session moved: with no KV connector the data plane ends the move at once (src/request/migrate.ts), so later
+    // turns go to its new host and not to the source as while a transfer is in flight.
+    if ((flags & RELEASED_MIGRATING) !== 0) {
+      const id = nextId++;
+      migrations.add(id);
+      out.post({ t: 'migrationEnded', id, pid, ok: true });
+    }
     out.post(pid * 4 + REPORT_FIRST_TOKEN);
     out.postRecord([pid * 4 + REPORT_FINISHED, now(), 1, shape?.sessions === 0 ? 12 : 1024, 2, -1]);
     finished++;
