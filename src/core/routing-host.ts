@@ -261,16 +261,19 @@ export class RoutingHost {
   }
 
   sessionKey (sessionId: string): bigint {
-    // A request's session is keyed by admission and again by route (and its next report): the last one is kept.
-    if (sessionId === this.#lastSessionId) return this.#lastSessionKey;
+    // A request's session (and a sub-agent's parent) is keyed by admission and again by route: the last two are kept.
+    if (sessionId === this.#lastIds[0]) return this.#lastKeys[0];
+    if (sessionId === this.#lastIds[1]) return this.#lastKeys[1];
     const k = this.#keys.key(sessionId);
-    this.#lastSessionId = sessionId;
-    this.#lastSessionKey = k;
+    this.#lastIds[1] = this.#lastIds[0];
+    this.#lastKeys[1] = this.#lastKeys[0];
+    this.#lastIds[0] = sessionId;
+    this.#lastKeys[0] = k;
     return k;
   }
 
-  #lastSessionId: string | null = null;
-  #lastSessionKey = 0n;
+  readonly #lastIds: [string | null, string | null] = [null, null];
+  readonly #lastKeys: [bigint, bigint] = [0n, 0n];
 
   /** The key of a user in the user usage table (seeded apart from session keys). */
   userKey (user: string): bigint {

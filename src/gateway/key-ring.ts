@@ -2,6 +2,7 @@
 // asm/key-ring.ts): the thread writes them (KeyRingWriter), its submit or route message names where, and the main
 // thread copies them out when the message arrives (KeyRingReader).
 import type { Region } from '../core/region.js';
+import { copyKeys } from '../core/block-keys.js';
 
 /** Where a request's keys are in its thread's key ring. */
 export interface KeysAt {
@@ -74,8 +75,8 @@ export class KeyRingWriter {
   }
 }
 
-/** Keys in one chunk of KeyRingReader.take's copies (32 KB). */
-export const TAKE_CHUNK_KEYS = 4096;
+/** Keys in one chunk of KeyRingReader.take's copies (16 KB): a 16 KB turn's 256–500 blocks go in chunks. */
+export const TAKE_CHUNK_KEYS = 2048;
 
 /** The main thread's side: the only reader of one thread's ring. */
 export class KeyRingReader {
@@ -96,13 +97,15 @@ export class KeyRingReader {
    * array's own buffer costs ~3.5 µs to allocate (zeroed, counted as external memory, collected with the
    * sweep of array buffers), more than the copy itself, and it was an eighth of the owner's time on a 16 KB session turn
    * (bench/owner-ceiling.ts). A chunk stays alive while any view of it does: a placement pins at most
-   * TAKE_CHUNK_KEYS × 8 bytes. Keys above a quarter chunk get their own array, whose cost their copy outweighs.
+   * TAKE_CHUNK_KEYS × 8 bytes (16 KB), so the keys of N placements in flight hold at most N × 16 KB where they held
+   * N × 4 KB at most (keys up to a quarter chunk). Keys above a quarter chunk get their own array, whose cost their
+   * copy outweighs.
    */
   take (k: KeysAt): BigUint64Array {
     const start = this.#g.slots + (k.at & this.#g.mask);
     const from = this.#region.u64.subarray(start, start + k.n);
     let keys: BigUint64Array;
-    if (k.n > TAKE_CHUNK_KEYS / 4) keys = from.slice();
+    if (k.n > TAKE_CHUNK_KEYS / 4) keys = copyKeys(from);
     else {
       if (this.#used + k.n > this.#chunk.length) {
         this.#chunk = new BigUint64Array(TAKE_CHUNK_KEYS);

@@ -78,4 +78,7 @@ test('hashText is XXH64 of the text\'s UTF-8 (lone surrogates as U+FFFD), and te
   const small = new BlockHasher(createAndAttach({ prefixIndexKeys: 16, scratchSlots: 1, scratchBytes: 4096 }));
   assert.equal(small.hashText('é'.repeat(2048), 3n), xxh64Ref(utf8.encode('é'.repeat(2048)), 3n));
   assert.throws(() => small.hashText('é'.repeat(2049), 3n), /do not fit the 4096-byte scratch area/);
+  // A character that would straddle the end of the area: encodeInto stops before it, and the text does not fit.
+  assert.equal(small.hashText('x'.repeat(4092) + '😀', 5n), xxh64Ref(utf8.encode('x'.repeat(4092) + '😀'), 5n));
+  assert.throws(() => small.hashText('x'.repeat(4094) + '😀', 5n), /do not fit the 4096-byte scratch area/);
 });

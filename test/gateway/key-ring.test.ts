@@ -90,4 +90,6 @@ test('taken keys stay as taken while later takes fill and start copy chunks (sma
   const large = kept.find((k) => k.keys.length === TAKE_CHUNK_KEYS / 4 + 1)!;
   assert.equal(large.taken.buffer.byteLength, large.taken.byteLength);
   assert.ok(kept.some((k) => k.keys.length === 300 && k.taken.buffer.byteLength === TAKE_CHUNK_KEYS * 8));
+  // A quarter chunk exactly still goes in one.
+  assert.ok(kept.some((k) => k.keys.length === TAKE_CHUNK_KEYS / 4 && k.taken.buffer.byteLength === TAKE_CHUNK_KEYS * 8));
 });
