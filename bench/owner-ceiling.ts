@@ -45,7 +45,7 @@ const shape: LoadShape = a.kind === 'session'
   ? { inflight: Number(a.inflight), model: BENCH_MODEL, sessions: Number(a.sessions), firstBlocks: Number(a.blocks), growBlocks: 8, maxBlocks: Number(a.blocks) + 240 }
   : { inflight: Number(a.inflight), model: BENCH_MODEL, sessions: 0, firstBlocks: 0, growBlocks: 0, maxBlocks: 0 };
 
-/** The main thread's CPU (ms): utime + stime of its task (its tid is the pid). */
+/** The main thread's CPU (ms): utime + stime of its task (its tid is the pid), in Linux's 100 clock ticks a second. */
 function ownerCpuMs (): number {
   const f = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return (Number(f[11]) + Number(f[12])) * 10;
@@ -53,17 +53,29 @@ function ownerCpuMs (): number {
 
 const ctl = new BroadcastChannel(CHANNEL);
 let markId = 0;
+/** Each generator's start as its first mark said. */
+const starts = new Map<number, number>();
 /** Every generator's counts now, summed. */
-function mark (): Promise<Omit<Counts, 't' | 'id' | 'thread'>> {
+function mark (): Promise<Omit<Counts, 't' | 'id' | 'thread' | 'started'>> {
   const id = ++markId;
   const sum = { finished: 0, queued: 0, refused: 0, batchesIn: 0, batchesOut: 0, spilled: 0 };
+  const heard = new Set<number>();
   let n = 0;
   return new Promise((resolve, reject) => {
-    // A generator that died (the owner starts it again, with its counts at 0) never answers: say so, not hang.
     const timer = setTimeout(() => reject(new Error(`${n} of ${threads} generators answered mark ${id} within 10 s`)), 10_000);
     ctl.onmessage = (e: unknown) => {
       const c = (e as { data: Counts | Control }).data;
       if (c.t !== 'counts' || c.id !== id) return;
+      // A generator that died is started again by the owner, with its counts at 0 and no load to send: a run
+      // with one is not a measurement.
+      const first = starts.get(c.thread);
+      if (heard.has(c.thread) || (first !== undefined && first !== c.started)) {
+        clearTimeout(timer);
+        reject(new Error(`generator ${c.thread} was started again during the run: no figure`));
+        return;
+      }
+      heard.add(c.thread);
+      starts.set(c.thread, c.started);
       sum.finished += c.finished; sum.queued += c.queued; sum.refused += c.refused;
       sum.batchesIn += c.batchesIn; sum.batchesOut += c.batchesOut; sum.spilled += c.spilled;
       if (++n === threads) {
@@ -80,8 +92,9 @@ const backends = Array.from({ length: Number(a.backends) }, (_, i) => `${upstrea
 const file: Record<string, unknown> = { host: '127.0.0.1', port: 0, httpThreads: threads, routeThreads: 1, policy: a.policy, healthIntervalMs: 60_000, metricsIntervalMs: 0 };
 if (a.scheduler !== undefined) file.scheduler = a.scheduler;
 if (a['warm-index']) file.prefixIndexWarm = true;
-const ear = await startEar(buildConfig(file, { backend: backends }), { threadEntry: new URL('./owner-load-thread.js', import.meta.url), threadLogger: pino({ level: 'error' }) });
+let ear: Awaited<ReturnType<typeof startEar>> | null = null;
 try {
+  ear = await startEar(buildConfig(file, { backend: backends }), { threadEntry: new URL('./owner-load-thread.js', import.meta.url), threadLogger: pino({ level: 'error' }) });
   ctl.postMessage({ t: 'go', shape } satisfies Control);
   await sleep(1500);
   const c0 = await mark();
@@ -107,6 +120,6 @@ try {
   await sleep(200);
 } finally {
   ctl.close();
-  await ear.close();
+  await ear?.close();
   await stopAll();
 }

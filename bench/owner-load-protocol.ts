@@ -20,6 +20,8 @@ export interface Counts {
   t: 'counts';
   id: number;
   thread: number;
+  /** This generator's start (a thread the owner started again counts from 0 and sends nothing: its marks differ). */
+  started: number;
   finished: number;
   queued: number;
   refused: number;

@@ -39,6 +39,9 @@ let turns = new Uint32Array(0);
 let keys = new BigUint64Array(0);
 
 const now = (): number => performance.timeOrigin + performance.now();
+const started = now();
+/** Prompt tokens of each submit not yet released, for its finished report's usage. */
+const promptOf = new Map<number, number>();
 
 /** A session's keys for a turn of `n` blocks: chained by session, so its turns share their prefix (made once a session). */
 function keysOf (session: number, n: number): BigUint64Array {
@@ -67,6 +70,7 @@ function submit (): void {
   turns[session] = n + s.growBlocks > s.maxBlocks ? s.firstBlocks : n + s.growBlocks;
   const k = keysOf(session, n);
   const sid = `t${data.thread}-s${session}`;
+  promptOf.set(id, n * 16);
   const at = ring.put(k);
   if (at === null) {
     spilled++;
@@ -83,10 +87,12 @@ function onOwner (m: ToThread): void {
       if (migrations.delete(m.id)) return;
       // A submit refused (429 queue full, no backend): sent again.
       if (!m.ok) refused++;
+      promptOf.delete(m.id);
       submit();
       return;
     case 'dropped':
       refused++;
+      promptOf.delete(m.id);
       submit();
       return;
     case 'metrics':
@@ -113,6 +119,8 @@ port.on('message', (batch: readonly ToThreadItem[]) => {
     const code = m as number;
     if (code % 4 !== ANSWER_RELEASED) throw new Error(`unknown record ${code}`);
     const pid = batch[i + 1] as number;
+    const prompt = promptOf.get((code - ANSWER_RELEASED) / 4) ?? 12;
+    promptOf.delete((code - ANSWER_RELEASED) / 4);
     const flags = batch[i + 8] as number;
     if ((flags & RELEASED_QUEUED) !== 0) queued++;
     i += RELEASED_FIELDS;
@@ -124,7 +132,7 @@ port.on('message', (batch: readonly ToThreadItem[]) => {
       out.post({ t: 'migrationEnded', id, pid, ok: true });
     }
     out.post(pid * 4 + REPORT_FIRST_TOKEN);
-    out.postRecord([pid * 4 + REPORT_FINISHED, now(), 1, shape?.sessions === 0 ? 12 : 1024, 2, -1]);
+    out.postRecord([pid * 4 + REPORT_FINISHED, now(), 1, prompt, 2, -1]);
     finished++;
     submit();
   }
@@ -139,7 +147,7 @@ ctl.onmessage = (e: unknown) => {
     keys = new BigUint64Array(Math.max(1, c.shape.sessions * c.shape.maxBlocks));
     for (let i = 0; i < c.shape.inflight; i++) submit();
   } else if (c.t === 'mark') {
-    const counts: Counts = { t: 'counts', id: c.id, thread: data.thread, finished, queued, refused, batchesIn, batchesOut, spilled };
+    const counts: Counts = { t: 'counts', id: c.id, thread: data.thread, started, finished, queued, refused, batchesIn, batchesOut, spilled };
     ctl.postMessage(counts);
   } else if (c.t === 'halt') halted = true;
 };

@@ -21,6 +21,8 @@ for (const kind of ['short', 'session']) {
   test(`the owner decides and finishes the generators' ${kind} requests`, { timeout: 60_000 }, async () => {
     const { code, out } = await run(['--seconds', '1', '--inflight', '8', '--kind', kind, '--sessions', '16', '--backends', '2']);
     assert.equal(code, 0, out);
+    // No generator died and was started again (the run would then not be one).
+    assert.doesNotMatch(out, /data-plane thread (died|threw)/);
     const m = /(\d+) req\/s decided and finished/.exec(out);
     assert.ok(m !== null && Number(m[1]) > 0, out);
     assert.match(out, /queued \d+, refused 0, keys spilled 0/);
