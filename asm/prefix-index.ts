@@ -1110,7 +1110,7 @@ export function ixHeldSince (base: usize, keysPtr: usize, count: u32, pod: u32, 
  * pod p at u32 p); stops at the first block no remaining pod holds. Returns the deepest match (blocks).
  */
 export function ixLongestPrefix (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize): u32 {
-  return ixLongestPrefixFrom(base, keysPtr, n, kindMask, outPtr, 0xFFFFFFFF, 0, 0, 0);
+  return ixLongestPrefixFrom(base, keysPtr, n, kindMask, outPtr, 0xFFFFFFFF, 0, 0, 0, 0xFFFFFFFF, 0);
 }
 
 /**
@@ -1127,12 +1127,18 @@ export function ixLongestPrefix (base: usize, keysPtr: usize, n: u32, kindMask: 
  * With `checkTtl`, assumed presence older than the writer's TTL at `now` (ms, the writer's clock) does not count
  * (liveKinds): the expiry sweep takes a slice per tick, and an index of 2^20 keys is swept once in ~51 s, ten
  * times the 5 s TTL of precise mode. (A hinted pod's blocks below `hintFrom` are not looked up, so not checked.)
+ *
+ * A second hint, `hint2Pod` holding the first `hint2From` blocks, is for a session that moved: its old host holds
+ * its prefix too until those blocks expire or are evicted, so with one hint both pods match every block and the walk
+ * looks every block up. With both, blocks are skipped while only vouched pods match, up to the nearest of their
+ * `from`s among those still matching. Taken on an index of one group (up to 256 rows, the default); past that, only
+ * the first hint is.
  */
-export function ixLongestPrefixFrom (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize, hintPod: u32, hintFrom: u32, now: u32, checkTtl: u32): u32 {
+export function ixLongestPrefixFrom (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize, hintPod: u32, hintFrom: u32, now: u32, checkTtl: u32, hint2Pod: u32, hint2From: u32): u32 {
   const groups = load<u32>(base + IX_H_GROUPS);
   const ttl = readerTtl(base, kindMask, checkTtl);
   const vo = voidsRecent(base, kindMask, now, checkTtl, ttl);
-  if (groups == 1) return longestPrefixOneGroup(base, keysPtr, n, kindMask, outPtr, hintPod, hintFrom, now, ttl, vo);
+  if (groups == 1) return longestPrefixOneGroup(base, keysPtr, n, kindMask, outPtr, hintPod, hintFrom, now, ttl, vo, hint2Pod, hint2From);
   const countsBytes = <usize>groups * IX_GROUP_PODS * 4;
   memory.fill(outPtr, 0, countsBytes);
   // Pods still matching, 4 u64 words per group, after the counts.
@@ -1238,29 +1244,46 @@ export function ixLongestPrefixFrom (base: usize, keysPtr: usize, n: u32, kindMa
  * another, made a one-group walk a fifth slower than before pod groups (an in-process A/B, bench/RESULTS.md issue
  * 24); this one is as fast. Same results; the property tests run both (256 and 600 rows).
  */
-function longestPrefixOneGroup (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize, hintPod: u32, hintFrom: u32, now: u32, ttl: u32, vo: bool): u32 {
+function longestPrefixOneGroup (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize, hintPod: u32, hintFrom: u32, now: u32, ttl: u32, vo: bool, hint2Pod: u32, hint2From: u32): u32 {
   memory.fill(outPtr, 0, IX_GROUP_PODS * 4);
   let a0: u64 = ~0;
   let a1: u64 = ~0;
   let a2: u64 = ~0;
   let a3: u64 = ~0;
-  // The hinted pod's bit (none when there is no hint).
-  const from = hintPod < load<u32>(base + IX_H_PODS) ? min(hintFrom, n) : 0;
+  // The hinted pods' bits (none for a hint not given).
+  const pods = load<u32>(base + IX_H_PODS);
+  const from = hintPod < pods ? min(hintFrom, n) : 0;
   const hw = hintPod >> 6;
   const hb: u64 = from > 0 ? <u64>1 << <u64>(hintPod & 63) : 0;
   const h0: u64 = hw == 0 ? hb : 0;
   const h1: u64 = hw == 1 ? hb : 0;
   const h2: u64 = hw == 2 ? hb : 0;
   const h3: u64 = hw == 3 ? hb : 0;
+  const from2 = hint2Pod < pods && hint2Pod != hintPod ? min(hint2From, n) : 0;
+  const gw = hint2Pod >> 6;
+  const gb: u64 = from2 > 0 ? <u64>1 << <u64>(hint2Pod & 63) : 0;
+  const g0: u64 = gw == 0 ? gb : 0;
+  const g1: u64 = gw == 1 ? gb : 0;
+  const g2: u64 = gw == 2 ? gb : 0;
+  const g3: u64 = gw == 3 ? gb : 0;
+  const fromMax = max(from, from2);
   let depth: u32 = 0;
   touchHomeSlots(base, keysPtr, 0, min(n, PREFETCH_BLOCKS));
   let pf: u32 = 0; // next group boundary: the group after it is touched when the walk reaches it
   let i: u32 = 0;
   while (i < n) {
-    if (i < from && ((a0 & ~h0) | (a1 & ~h1) | (a2 & ~h2) | (a3 & ~h3)) == 0) {
-      // Only the hinted pod is still matching, and it holds every block below `from`.
-      i = from;
-      depth = from;
+    // The pods vouched for at block i: a hinted pod below its `from`.
+    const v0 = (i < from ? h0 : 0) | (i < from2 ? g0 : 0);
+    const v1 = (i < from ? h1 : 0) | (i < from2 ? g1 : 0);
+    const v2 = (i < from ? h2 : 0) | (i < from2 ? g2 : 0);
+    const v3 = (i < from ? h3 : 0) | (i < from2 ? g3 : 0);
+    if (i < fromMax && ((a0 & ~v0) | (a1 & ~v1) | (a2 & ~v2) | (a3 & ~v3)) == 0) {
+      // Only vouched pods are still matching, and each holds every block below its own `from`: on to the nearest.
+      let to = fromMax;
+      if (i < from && ((a0 & h0) | (a1 & h1) | (a2 & h2) | (a3 & h3)) != 0) to = min(to, from);
+      if (i < from2 && ((a0 & g0) | (a1 & g1) | (a2 & g2) | (a3 & g3)) != 0) to = min(to, from2);
+      i = to;
+      depth = to;
       if (i >= n) break;
       // No prefetch from here: what is left is a turn's few new blocks, mostly absent, and touching the home
       // slot of an absent key can be a page fault (a page nothing wrote yet), ~30 µs on a loaded VM.
@@ -1299,6 +1322,12 @@ function longestPrefixOneGroup (base: usize, keysPtr: usize, n: u32, kindMask: u
       p1 |= h1;
       p2 |= h2;
       p3 |= h3;
+    }
+    if (i < from2) {
+      p0 |= g0;
+      p1 |= g1;
+      p2 |= g2;
+      p3 |= g3;
     }
     // Pods that held blocks 0..i-1 but not block i matched exactly i blocks (out is 0 for those absent at 0).
     if (i > 0) {

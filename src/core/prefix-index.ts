@@ -59,7 +59,7 @@ export class PrefixIndex {
   protected readonly statsAt: number;
   readonly #presence: Uint32Array;
   readonly #h: Record<'slots' | 'capacity' | 'size' | 'inserts' | 'removes' | 'evictions' | 'expirations', number>;
-  readonly #longest: Fn<[number, number, number, number, number, number, number, number, number]>;
+  readonly #longest: Fn<[number, number, number, number, number, number, number, number, number, number, number]>;
   /** u32 word index of pod 0's loss epoch in region.u32, and a view of all of them. */
   readonly #lossEpochs: number;
   readonly #lossEpochView: Uint32Array;
@@ -131,17 +131,19 @@ export class PrefixIndex {
    * not the writer's expiry sweep has reached it; without, every bit present counts.
    */
   longestPrefix (keys: KeySpan, kindMask: number = this.mask.all, now?: number): number {
-    return this.#longest(this.base, keys.ptr, keys.count, kindMask, this.area, this.maxPods, 0, now === undefined ? 0 : now >>> 0, now === undefined ? 0 : 1) >>> 0;
+    return this.#longest(this.base, keys.ptr, keys.count, kindMask, this.area, this.maxPods, 0, now === undefined ? 0 : now >>> 0, now === undefined ? 0 : 1, this.maxPods, 0) >>> 0;
   }
 
   /**
    * Any thread. longestPrefix, told that `pod` holds the first `from` blocks: while no other pod still matches,
    * those blocks are not looked up. Exact whenever that is true; it is when a walk found it after reading the
    * pod's lossEpoch and the epoch has not moved since, or for as many blocks as heldSince then says
-   * (asm/prefix-index.ts ixLongestPrefixFrom).
+   * (asm/prefix-index.ts ixLongestPrefixFrom). `pod2` holding the first `from2` blocks is a second such hint (a moved
+   * session's old host), taken on an index of up to 256 rows; −1: none.
    */
-  longestPrefixFrom (keys: KeySpan, kindMask: number, pod: number, from: number, now?: number): number {
-    return this.#longest(this.base, keys.ptr, keys.count, kindMask, this.area, pod, from, now === undefined ? 0 : now >>> 0, now === undefined ? 0 : 1) >>> 0;
+  longestPrefixFrom (keys: KeySpan, kindMask: number, pod: number, from: number, now?: number, pod2 = -1, from2 = 0): number {
+    return this.#longest(this.base, keys.ptr, keys.count, kindMask, this.area, pod, from, now === undefined ? 0 : now >>> 0, now === undefined ? 0 : 1,
+      pod2 < 0 ? this.maxPods : pod2, pod2 < 0 ? 0 : from2) >>> 0;
   }
 
   /**

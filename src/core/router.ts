@@ -60,7 +60,9 @@ export interface RouterOptions {
 /**
  * What a session's last turn learnt of the index, so the next turn costs what is new in its prompt rather than
  * the whole prompt: its walk found `pod` holding the first `count` blocks (the last one `lastKey`) after reading
- * the pod's loss epoch `epoch`; and it last recorded every key of its prompt on `fullPod` at `fullAt`.
+ * the pod's loss epoch `epoch`; and it last recorded every key of its prompt on `fullPod` at `fullAt`, and before
+ * that on `prevPod` at `prevAt`. A session that moved is held by two pods, its old host's blocks living until they
+ * expire or are evicted: the walk found the other holding `count2` blocks (`pod2`, `lastKey2`, `epoch2`; −1, 0: none).
  */
 interface PrefixHint {
   pod: number;
@@ -69,6 +71,12 @@ interface PrefixHint {
   epoch: number;
   fullPod: number;
   fullAt: number;
+  prevPod: number;
+  prevAt: number;
+  pod2: number;
+  count2: number;
+  lastKey2: bigint;
+  epoch2: number;
 }
 
 /** How route() matched prompts against the index: whole walks, and walks that skipped a session's known prefix. */
@@ -80,6 +88,11 @@ export interface PrefixWalkStats {
   /** Keys recorded on pods, and of them those of full records (the rest are a session's new blocks). */
   recordedKeys: number;
   fullRecords: number;
+}
+
+/** A hint with nothing learnt of the index yet (a walk fills pod and count): its last full record on `fullPod` at `fullAt`. */
+function newHint (pod: number, count: number, fullPod: number, fullAt: number): PrefixHint {
+  return { pod, count, lastKey: 0n, epoch: 0, fullPod, fullAt, prevPod: -1, prevAt: 0, pod2: -1, count2: 0, lastKey2: 0n, epoch2: 0 };
 }
 
 export class Router {
@@ -135,8 +148,9 @@ export class Router {
     if (req.keys.count > 0) {
       if (req.sessionKey !== null) this.#readEpochs(candidates, hint);
       const from = hint === undefined ? 0 : this.#heldFrom(hint, req.keys, now);
-      if (hint !== undefined && from > 0) {
-        index.longestPrefixFrom(req.keys, index.mask.all, hint.pod, from, now);
+      const from2 = hint === undefined || hint.pod2 < 0 ? 0 : this.#heldFrom2(hint, req.keys, now);
+      if (hint !== undefined && (from > 0 || from2 > 0)) {
+        index.longestPrefixFrom(req.keys, index.mask.all, hint.pod, from, now, from2 > 0 ? hint.pod2 : -1, from2);
         this.#walks.shortcut++;
       } else {
         index.longestPrefix(req.keys, index.mask.all, now);
@@ -257,10 +271,15 @@ export class Router {
       const ttl = this.#t.index.assumedTtlMs();
       if (h !== undefined && ttl > 0 && h.fullPod === r.pod && now - h.fullAt < ttl / 4) from = Math.min(r.matchedBlocks, req.keys.count);
       else if (h !== undefined) {
+        // A move: the old host's record is what its blocks live from (#heldFrom2).
+        if (h.fullPod !== r.pod) {
+          h.prevPod = h.fullPod;
+          h.prevAt = h.fullAt;
+        }
         h.fullPod = r.pod;
         h.fullAt = now;
       } else {
-        this.#remember(req.sessionKey, { pod: -1, count: 0, lastKey: 0n, epoch: 0, fullPod: r.pod, fullAt: now });
+        this.#remember(req.sessionKey, newHint(-1, 0, r.pod, now));
       }
     }
     if (from === 0) this.#walks.fullRecords++;
@@ -278,7 +297,10 @@ export class Router {
     const { index } = this.#t;
     const epochs = this.#epochs;
     for (const p of candidates) epochs[p.index] = index.lossEpoch(p.index);
-    if (hint !== undefined) epochs[hint.pod] = index.lossEpoch(hint.pod);
+    if (hint !== undefined) {
+      epochs[hint.pod] = index.lossEpoch(hint.pod);
+      if (hint.pod2 >= 0) epochs[hint.pod2] = index.lossEpoch(hint.pod2);
+    }
   }
 
   /**
@@ -304,23 +326,58 @@ export class Router {
     return held;
   }
 
-  /** Remembers this walk for the session's next turn: the candidate holding most of the prompt (the chosen pod on a tie). */
+  /**
+   * How many of the prompt's first blocks the hint's other pod (`pod2`, a moved session's other host) holds for sure,
+   * as #heldFrom tells it of `pod`. Past a TTL, the walk must look at the blocks' assumed time, so a block is vouched
+   * for only while a record of this session keeps it within the TTL: the last full record on `pod2` itself (its host
+   * now, or the one before), or, for the blocks the hint's `pod` holds too, that pod's: the index keeps one assumed
+   * time a block, whichever pod's record set it (asm/prefix-index.ts), so the new host's records keep the old host's
+   * bits of the same blocks alive as well.
+   */
+  #heldFrom2 (h: PrefixHint, keys: KeySpan, now: number): number {
+    if (!(h.count2 > 0 && h.count2 <= keys.count && this.#t.index.region.u64[(keys.ptr >>> 3) + h.count2 - 1] === h.lastKey2)) return 0;
+    let count = h.count2;
+    const ttl = this.#t.index.assumedTtlMs();
+    if (ttl > 0) {
+      const limit = ttl - ttl / 64;
+      const own = h.pod2 === h.fullPod ? h.fullAt : h.pod2 === h.prevPod ? h.prevAt : -Infinity;
+      if (!(now - own < limit)) {
+        if (!(h.fullPod === h.pod && now - h.fullAt < limit)) return 0;
+        count = Math.min(count, h.count);
+      }
+    }
+    if (this.#epochs[h.pod2] === h.epoch2) return count;
+    return this.#t.index.heldSince(keys, h.pod2, count, h.epoch2);
+  }
+
+  /**
+   * Remembers this walk for the session's next turn: the candidate holding most of the prompt (the chosen pod on a
+   * tie), and the one holding most after it (a moved session's other host).
+   */
   #learn (key: bigint, h: PrefixHint | undefined, keys: KeySpan, candidates: readonly PodView[], chosen: number): void {
     const counts = this.#counts;
     let pod = chosen;
     for (const p of candidates) if (counts[p.index] > counts[pod]) pod = p.index;
+    let pod2 = -1;
+    for (const p of candidates) if (p.index !== pod && counts[p.index] > 0 && (pod2 < 0 || counts[p.index] > counts[pod2])) pod2 = p.index;
     // A pod holding the whole prompt (a retry, a replay, two sessions of one text) holds its last block too, which
     // ends in the template's generation prompt: the next turn's prompt has its reply there instead, so a hint on
     // that block never holds and every later turn would walk whole. The hint stops a block short of the prompt.
     const count = Math.min(counts[pod], keys.count - 1);
     if (h === undefined) {
       if (count === 0) return;
-      h = this.#remember(key, { pod, count, lastKey: 0n, epoch: 0, fullPod: -1, fullAt: 0 });
+      h = this.#remember(key, newHint(-1, 0, -1, 0));
     }
+    const u64 = this.#t.index.region.u64;
     h.pod = pod;
     h.count = count;
     h.epoch = this.#epochs[pod];
-    h.lastKey = count > 0 ? this.#t.index.region.u64[(keys.ptr >>> 3) + count - 1] : 0n;
+    h.lastKey = count > 0 ? u64[(keys.ptr >>> 3) + count - 1] : 0n;
+    const count2 = pod2 < 0 ? 0 : Math.min(counts[pod2], keys.count - 1);
+    h.pod2 = count2 > 0 ? pod2 : -1;
+    h.count2 = count2;
+    h.epoch2 = count2 > 0 ? this.#epochs[pod2] : 0;
+    h.lastKey2 = count2 > 0 ? u64[(keys.ptr >>> 3) + count2 - 1] : 0n;
   }
 
   #remember (key: bigint, h: PrefixHint): PrefixHint {

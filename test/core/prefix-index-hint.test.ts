@@ -56,6 +56,32 @@ test('a hinted walk skips the hinted pod\'s known blocks and gives the whole wal
   hintedWalk(256, 3, 200);
 });
 
+test('two hinted pods (a moved session\'s old host and new): blocks both hold are skipped, counts are the whole walk\'s', () => {
+  const [A, B, C] = [3, 70, 200];
+  const ix = freshIndex(CAPACITY);
+  const keys = chain(40);
+  for (let i = 0; i < 30; i++) ix.insert(keys[i], A, ix.kind.assumed, 1);
+  for (let i = 0; i < 20; i++) ix.insert(keys[i], B, ix.kind.confirmed, 1);
+  for (let i = 0; i < 4; i++) ix.insert(keys[i], C, ix.kind.assumed, 1);
+  const span = putKeys(keys);
+  ix.longestPrefix(span);
+  const whole = ix.counts.slice();
+  assert.deepEqual([whole[A], whole[B], whole[C]], [30, 20, 4]);
+  for (const [fa, fb] of [[30, 20], [0, 20], [30, 0], [10, 20], [30, 5], [29, 19], [1, 1]]) {
+    assert.equal(ix.longestPrefixFrom(span, ix.mask.all, A, fa, undefined, B, fb), 30);
+    assert.deepEqual(ix.counts.slice(), whole, `A from ${fa}, B from ${fb}`);
+    // Either order.
+    assert.equal(ix.longestPrefixFrom(span, ix.mask.all, B, fb, undefined, A, fa), 30);
+    assert.deepEqual(ix.counts.slice(), whole, `B from ${fb}, A from ${fa}`);
+  }
+  // The same pod twice is one hint.
+  ix.longestPrefixFrom(span, ix.mask.all, A, 30, undefined, A, 30);
+  assert.deepEqual(ix.counts.slice(), whole);
+  // A hint on a pod that holds more than it says: found by looking past it.
+  ix.longestPrefixFrom(span, ix.mask.all, A, 12, undefined, B, 12);
+  assert.deepEqual(ix.counts.slice(), whole);
+});
+
 test('the same on 600 rows, the hinted pod and the other in different groups of 256, either way round', () => {
   hintedWalk(600, 300, 599);
   hintedWalk(600, 599, 3);
@@ -108,6 +134,7 @@ function hintsUnderRandomWrites (rows: number, pods: number[]): void {
     { weight: 4, arbitrary: fc.record({ op: fc.constant('walk' as const), n: fc.integer({ min: 1, max: 24 }) }) }
   );
   let taken = 0;
+  let taken2 = 0;
   let wrongAfterLoss = 0;
   let heldTaken = 0;
   fc.assert(fc.property(fc.array(opArb, { minLength: 60, maxLength: 200 }), fc.boolean(), (ops, prefill) => {
@@ -115,6 +142,8 @@ function hintsUnderRandomWrites (rows: number, pods: number[]): void {
     let now = 1000;
     if (prefill) for (let i = 0; i < 20; i++) ix.insert(keys[i], 0, ix.kind.assumed, now);
     let hint: { pod: number; count: number; epoch: number } | null = null;
+    // The pod holding most after it (a moved session's other host), a second hint.
+    let hint2: { pod: number; count: number; epoch: number } | null = null;
     for (const o of ops) {
       if (o.op === 'insert') ix.insert(keys[o.k], o.pod, o.kind, now);
       else if (o.op === 'remove') ix.remove(keys[o.k], o.pod, ix.mask.all);
@@ -141,14 +170,25 @@ function hintsUnderRandomWrites (rows: number, pods: number[]): void {
           ix.longestPrefixFrom(span, ix.mask.all, hint.pod, held);
           assert.deepEqual(ix.counts.slice(), whole, `held ${held} of ${hint.count}`);
         }
-        // The next hint: the pod holding most, with its epoch as read before the walk.
+        if (hint2 !== null && hint2.count <= o.n && ix.lossEpoch(hint2.pod) === hint2.epoch) {
+          // With the first hint where it stands, else alone.
+          const first: boolean = hint !== null && hint.count <= o.n && ix.lossEpoch(hint.pod) === hint.epoch;
+          taken2++;
+          ix.longestPrefixFrom(span, ix.mask.all, first ? hint!.pod : pods[0], first ? hint!.count : 0, undefined, hint2.pod, hint2.count);
+          assert.deepEqual(ix.counts.slice(), whole, `second hint ${hint2.pod} from ${hint2.count}${first ? ` beside ${hint!.pod} from ${hint!.count}` : ''}`);
+        }
+        // The next hints: the pod holding most, and the one after it, with their epochs as read before the walk.
         let best = 0;
         for (let i = 1; i < pods.length; i++) if (whole[pods[i]] > whole[pods[best]]) best = i;
         hint = whole[pods[best]] > 0 ? { pod: pods[best], count: whole[pods[best]], epoch: epochs[best] } : null;
+        let next = -1;
+        for (let i = 0; i < pods.length; i++) if (i !== best && whole[pods[i]] > 0 && (next < 0 || whole[pods[i]] > whole[pods[next]])) next = i;
+        hint2 = next >= 0 ? { pod: pods[next], count: whole[pods[next]], epoch: epochs[next] } : null;
       }
     }
   }), { numRuns: 300 });
   assert.ok(taken > 100, `hints were taken (${taken})`);
+  assert.ok(taken2 > 50, `second hints were taken (${taken2})`);
   assert.ok(wrongAfterLoss > 0, 'a hint kept past a loss would have been wrong');
   assert.ok(heldTaken > 50, `hints were taken past losses, as far as the rings vouched (${heldTaken})`);
 }

@@ -186,3 +186,61 @@ test('without a TTL from the writer (no sweep yet), or without a session, every 
   go('s', 5);
   assert.equal(go('s', 6), 0, 'a session with a TTL known: only what is new (nothing)');
 });
+
+test('a moved session: its old host holds its prefix too, and its turns are counted on both as by the whole walk', () => {
+  const { host, turn } = setup();
+  const t1 = turn('s', 100, 1000);
+  turn('s', 110, 2000);
+  const A = t1.pod;
+  const B = (A + 1) % 3;
+  assert.ok(host.rebindIdle(host.sessionKey('s'), A, B, 2500), 'moved to B');
+  const t3 = turn('s', 120, 3000);
+  assert.equal(t3.pod, B);
+  assert.equal(t3.matched, 0);
+  assert.equal(t3.recorded, 120, 'the new host records the whole prompt');
+  // The next turns find both pods holding the prefix: the hint names the host and, second, the old host.
+  const t4 = turn('s', 130, 4000);
+  const before = host.walkStats();
+  const t5 = turn('s', 140, 5000);
+  const t6 = turn('s', 150, 6000);
+  const after = host.walkStats();
+  assert.deepEqual([t4.pod, t5.pod, t6.pod], [B, B, B]);
+  assert.deepEqual([t4.matched, t5.matched, t6.matched], [120, 130, 140]);
+  assert.deepEqual([t4.recorded, t5.recorded, t6.recorded], [10, 10, 10]);
+  assert.equal(after.shortcut - before.shortcut, 2);
+  assert.equal(after.full, before.full);
+  assert.equal(host.prefixOf(t6.keys, A, 6000).assumed, 110, 'the old host still holds what it was recorded with');
+  assert.equal(host.prefixOf(t6.keys, B, 6000).assumed, 150);
+});
+
+/** A session moved from A to B (which recorded its whole prompt at 3000), then B and C gone: its turn can only go to A. */
+function movedAway () {
+  const s = setup();
+  const t1 = s.turn('s', 100, 1000);
+  s.turn('s', 110, 2000);
+  const A = t1.pod;
+  const B = (A + 1) % 3;
+  const C = (A + 2) % 3;
+  s.host.rebindIdle(s.host.sessionKey('s'), A, B, 2500);
+  s.turn('s', 120, 3000);
+  s.turn('s', 130, 4000);
+  s.turn('s', 140, 5000);
+  const models = new Set([MODEL]);
+  s.host.setPod(B, { id: `p${B}`, role: 'both', models, state: 'down' });
+  s.host.setPod(C, { id: `p${C}`, role: 'both', models, state: 'down' });
+  return { ...s, A };
+}
+
+test('a moved session\'s old host is vouched for while a record keeps its blocks within the TTL: past it, blocks not yet swept do not count', () => {
+  // A's blocks 0..109 were recorded there at 1000 and 2000, and on B at 3000, which set their one assumed time too;
+  // no sweep since, so they are still in the index. A TTL after A's own record, within one of B's: they count.
+  let m = movedAway();
+  let t = m.turn('s', 150, 1000 + TTL + 500);
+  assert.equal(t.pod, m.A);
+  assert.equal(t.matched, 110);
+  // Past a TTL after B's record too: they do not.
+  m = movedAway();
+  t = m.turn('s', 150, 3000 + TTL + 500);
+  assert.equal(t.pod, m.A);
+  assert.equal(t.matched, 0, 'block 0 has expired on A: nothing matches there, as the whole walk with the TTL says');
+});
