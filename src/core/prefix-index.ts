@@ -53,6 +53,8 @@ export class PrefixIndex {
   readonly mask: IndexMasks;
   /** Per-pod matched blocks of the last longestPrefix call (a view into shared memory). */
   readonly counts: Uint32Array;
+  /** Whether longestPrefixFrom takes its second hint: on an index of one pod group (up to 256 rows) only. */
+  readonly takesSecondHint: boolean;
   protected readonly area: number;
   /** Where in the area: the presence words (lookup, and clearPods' pod bitset), and the probe stats. */
   protected readonly presenceAt: number;
@@ -102,6 +104,7 @@ export class PrefixIndex {
     };
     const buf = region.memory.buffer;
     this.counts = new Uint32Array(buf, area.ptr, this.maxPods);
+    this.takesSecondHint = region.u32[(this.base + c('IX_H_GROUPS')) >>> 2] === 1;
     this.#presence = new Uint32Array(buf, this.presenceAt, (layout.probeStats - layout.presence) / 4);
     this.#h = {
       slots: c('IX_H_SLOTS'),

@@ -62,7 +62,8 @@ export interface RouterOptions {
  * the whole prompt: its walk found `pod` holding the first `count` blocks (the last one `lastKey`) after reading
  * the pod's loss epoch `epoch`; and it last recorded every key of its prompt on `fullPod` at `fullAt`, and before
  * that on `prevPod` at `prevAt`. A session that moved is held by two pods, its old host's blocks living until they
- * expire or are evicted: the walk found the other holding `count2` blocks (`pod2`, `lastKey2`, `epoch2`; −1, 0: none).
+ * expire or are evicted: the walk found the pod holding most after `pod` holding `count2` blocks (`pod2`, `lastKey2`,
+ * `epoch2`; −1, 0: none).
  */
 interface PrefixHint {
   pod: number;
@@ -88,6 +89,8 @@ export interface PrefixWalkStats {
   /** Keys recorded on pods, and of them those of full records (the rest are a session's new blocks). */
   recordedKeys: number;
   fullRecords: number;
+  /** Of the shortcuts, those told of a second pod's blocks too (a moved session's other host). */
+  secondHint: number;
 }
 
 /** A hint with nothing learnt of the index yet (a walk fills pod and count): its last full record on `fullPod` at `fullAt`. */
@@ -118,7 +121,7 @@ export class Router {
   readonly #maxHints: number;
   /** The pods' loss epochs as read before the current walk (#readEpochs). */
   readonly #epochs: Uint32Array;
-  readonly #walks: PrefixWalkStats = { full: 0, shortcut: 0, shortcutAfterLoss: 0, recordedKeys: 0, fullRecords: 0 };
+  readonly #walks: PrefixWalkStats = { full: 0, shortcut: 0, shortcutAfterLoss: 0, recordedKeys: 0, fullRecords: 0, secondHint: 0 };
 
   constructor (tables: RouterTables, readonly policy: Policy, opts: RouterOptions) {
     this.#t = tables;
@@ -148,10 +151,11 @@ export class Router {
     if (req.keys.count > 0) {
       if (req.sessionKey !== null) this.#readEpochs(candidates, hint);
       const from = hint === undefined ? 0 : this.#heldFrom(hint, req.keys, now);
-      const from2 = hint === undefined || hint.pod2 < 0 ? 0 : this.#heldFrom2(hint, req.keys, now);
+      const from2 = hint === undefined || hint.pod2 < 0 || !index.takesSecondHint ? 0 : this.#heldFrom2(hint, req.keys, now);
       if (hint !== undefined && (from > 0 || from2 > 0)) {
         index.longestPrefixFrom(req.keys, index.mask.all, hint.pod, from, now, from2 > 0 ? hint.pod2 : -1, from2);
         this.#walks.shortcut++;
+        if (from2 > 0) this.#walks.secondHint++;
       } else {
         index.longestPrefix(req.keys, index.mask.all, now);
         this.#walks.full++;
@@ -328,26 +332,16 @@ export class Router {
 
   /**
    * How many of the prompt's first blocks the hint's other pod (`pod2`, a moved session's other host) holds for sure,
-   * as #heldFrom tells it of `pod`. Past a TTL, the walk must look at the blocks' assumed time, so a block is vouched
-   * for only while a record of this session keeps it within the TTL: the last full record on `pod2` itself (its host
-   * now, or the one before), or, for the blocks the hint's `pod` holds too, that pod's: the index keeps one assumed
-   * time a block, whichever pod's record set it (asm/prefix-index.ts), so the new host's records keep the old host's
-   * bits of the same blocks alive as well.
+   * as #heldFrom tells it of `pod`: only a pod this session last recorded its whole prompt on (`fullPod`, or the
+   * `prevPod` before it), until a TTL after that record, whose assumed times it stands on.
    */
   #heldFrom2 (h: PrefixHint, keys: KeySpan, now: number): number {
     if (!(h.count2 > 0 && h.count2 <= keys.count && this.#t.index.region.u64[(keys.ptr >>> 3) + h.count2 - 1] === h.lastKey2)) return 0;
-    let count = h.count2;
     const ttl = this.#t.index.assumedTtlMs();
-    if (ttl > 0) {
-      const limit = ttl - ttl / 64;
-      const own = h.pod2 === h.fullPod ? h.fullAt : h.pod2 === h.prevPod ? h.prevAt : -Infinity;
-      if (!(now - own < limit)) {
-        if (!(h.fullPod === h.pod && now - h.fullAt < limit)) return 0;
-        count = Math.min(count, h.count);
-      }
-    }
-    if (this.#epochs[h.pod2] === h.epoch2) return count;
-    return this.#t.index.heldSince(keys, h.pod2, count, h.epoch2);
+    const own = h.pod2 === h.fullPod ? h.fullAt : h.pod2 === h.prevPod ? h.prevAt : -Infinity;
+    if (ttl > 0 && !(now - own < ttl - ttl / 64)) return 0;
+    if (this.#epochs[h.pod2] === h.epoch2) return h.count2;
+    return this.#t.index.heldSince(keys, h.pod2, h.count2, h.epoch2);
   }
 
   /**

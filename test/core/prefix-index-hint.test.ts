@@ -80,6 +80,10 @@ test('two hinted pods (a moved session\'s old host and new): blocks both hold ar
   // A hint on a pod that holds more than it says: found by looking past it.
   ix.longestPrefixFrom(span, ix.mask.all, A, 12, undefined, B, 12);
   assert.deepEqual(ix.counts.slice(), whole);
+  // The second hint is taken, not merely harmless: one that claims more than B holds is believed while only A and B
+  // match (after C's 4 blocks), and B is counted to it (the router takes a hint only where it is true).
+  ix.longestPrefixFrom(span, ix.mask.all, A, 30, undefined, B, 25);
+  assert.deepEqual([ix.counts[A], ix.counts[B], ix.counts[C]], [30, 25, 4]);
 });
 
 test('the same on 600 rows, the hinted pod and the other in different groups of 256, either way round', () => {
@@ -174,7 +178,7 @@ function hintsUnderRandomWrites (rows: number, pods: number[]): void {
           // With the first hint where it stands, else alone.
           const first: boolean = hint !== null && hint.count <= o.n && ix.lossEpoch(hint.pod) === hint.epoch;
           taken2++;
-          ix.longestPrefixFrom(span, ix.mask.all, first ? hint!.pod : pods[0], first ? hint!.count : 0, undefined, hint2.pod, hint2.count);
+          ix.longestPrefixFrom(span, ix.mask.all, first ? hint!.pod : ix.maxPods, first ? hint!.count : 0, undefined, hint2.pod, hint2.count);
           assert.deepEqual(ix.counts.slice(), whole, `second hint ${hint2.pod} from ${hint2.count}${first ? ` beside ${hint!.pod} from ${hint!.count}` : ''}`);
         }
         // The next hints: the pod holding most, and the one after it, with their epochs as read before the walk.

@@ -208,6 +208,7 @@ test('a moved session: its old host holds its prefix too, and its turns are coun
   assert.deepEqual([t4.matched, t5.matched, t6.matched], [120, 130, 140]);
   assert.deepEqual([t4.recorded, t5.recorded, t6.recorded], [10, 10, 10]);
   assert.equal(after.shortcut - before.shortcut, 2);
+  assert.equal(after.secondHint - before.secondHint, 2, 'told of the old host\'s blocks too');
   assert.equal(after.full, before.full);
   assert.equal(host.prefixOf(t6.keys, A, 6000).assumed, 110, 'the old host still holds what it was recorded with');
   assert.equal(host.prefixOf(t6.keys, B, 6000).assumed, 150);
@@ -231,14 +232,22 @@ function movedAway () {
   return { ...s, A };
 }
 
-test('a moved session\'s old host is vouched for while a record keeps its blocks within the TTL: past it, blocks not yet swept do not count', () => {
+test('a moved session\'s old host is vouched for until a TTL after its last full record there; the walk then looks, and counts what lives', () => {
   // A's blocks 0..109 were recorded there at 1000 and 2000, and on B at 3000, which set their one assumed time too;
-  // no sweep since, so they are still in the index. A TTL after A's own record, within one of B's: they count.
+  // no sweep since, so they are still in the index.
   let m = movedAway();
-  let t = m.turn('s', 150, 1000 + TTL + 500);
+  let before = m.host.walkStats().secondHint;
+  let t = m.turn('s', 150, 1000 + TTL / 2);
   assert.equal(t.pod, m.A);
   assert.equal(t.matched, 110);
-  // Past a TTL after B's record too: they do not.
+  assert.equal(m.host.walkStats().secondHint, before + 1, 'within a TTL of A\'s record: A is vouched for');
+  // A TTL after A's own record the hint no longer stands for A; B's record keeps the blocks alive, and the walk finds them.
+  m = movedAway();
+  before = m.host.walkStats().secondHint;
+  t = m.turn('s', 150, 1000 + TTL + 500);
+  assert.equal(t.matched, 110);
+  assert.equal(m.host.walkStats().secondHint, before, 'past it: A is looked up');
+  // Past a TTL after B's record too, they have expired: nothing matches on A.
   m = movedAway();
   t = m.turn('s', 150, 3000 + TTL + 500);
   assert.equal(t.pod, m.A);
