@@ -253,3 +253,37 @@ test('a moved session\'s old host is vouched for until a TTL after its last full
   assert.equal(t.pod, m.A);
   assert.equal(t.matched, 0, 'block 0 has expired on A: nothing matches there, as the whole walk with the TTL says');
 });
+
+test('a moved session\'s old host that lost a block since: counted to the hole, as the whole walk counts it', () => {
+  const m = movedAway();
+  const keys = m.keysOf(150 * 16).subarray(0, 150);
+  m.writer.remove(keys[50], m.A, m.writer.mask.all); // A's engine dropped block 50
+  const before = m.host.walkStats().secondHint;
+  const t = m.turn('s', 150, 6000, keys);
+  assert.equal(t.pod, m.A);
+  assert.equal(m.host.walkStats().secondHint, before + 1, 'vouched for as far as its loss ring says');
+  assert.equal(t.matched, 50);
+});
+
+test('a pod the session never recorded on is not vouched for as a second pod: another session\'s blocks there are looked up', () => {
+  // Session `twin` puts a text on X at 1000; session `s` shares its first 99 blocks, recorded on P at 2000, and P's
+  // engine then reports the text's 130 blocks confirmed: `s`'s next turn matches 120 there and records nothing. The
+  // hint's second pod is X, where `s` never recorded: blocks 99..109, assumed at 1000, are past the TTL at 61,030.
+  const { host, writer, turn, keysOf } = setup();
+  const C = keysOf(130 * 16);
+  const X = turn('twin', 110, 1000, C.subarray(0, 110)).pod;
+  const own = keysOf(100 * 16, 1);
+  const P = turn('s', 100, 2000, own).pod;
+  assert.notEqual(P, X);
+  for (let i = 0; i < 130; i++) writer.insert(C[i], P, writer.kind.confirmed, 2500);
+  assert.equal(turn('s', 120, 3000, C.subarray(0, 120)).pod, P);
+  const models = new Set([MODEL]);
+  const Z = 3 - X - P;
+  host.setPod(P, { id: `p${P}`, role: 'both', models, state: 'down' });
+  host.setPod(Z, { id: `p${Z}`, role: 'both', models, state: 'down' });
+  const whole = host.prefixOf(C.subarray(0, 125), X, 61_030).assumed;
+  assert.equal(whole, 99, 'the whole walk: blocks 0..98, re-recorded on P at 2000, live; 99..109 have expired');
+  const t = turn('s', 125, 61_030, C.subarray(0, 125));
+  assert.equal(t.pod, X);
+  assert.equal(t.matched, whole);
+});
