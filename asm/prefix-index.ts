@@ -1244,50 +1244,56 @@ export function ixLongestPrefixFrom (base: usize, keysPtr: usize, n: u32, kindMa
  * another, made a one-group walk a fifth slower than before pod groups (an in-process A/B, bench/RESULTS.md issue
  * 24); this one is as fast. Same results; the property tests run both (256 and 600 rows).
  */
+/** Word `w` of a one-group presence mask with `pod`'s bit, when it is vouched for (`from` > 0); else 0. */
+// @ts-ignore: decorator
+@inline function podBit (pod: u32, w: u32, from: u32): u64 {
+  return from > 0 && (pod >> 6) == w ? <u64>1 << <u64>(pod & 63) : 0;
+}
+
 function longestPrefixOneGroup (base: usize, keysPtr: usize, n: u32, kindMask: u32, outPtr: usize, hintPod: u32, hintFrom: u32, now: u32, ttl: u32, vo: bool, hint2Pod: u32, hint2From: u32): u32 {
   memory.fill(outPtr, 0, IX_GROUP_PODS * 4);
   let a0: u64 = ~0;
   let a1: u64 = ~0;
   let a2: u64 = ~0;
   let a3: u64 = ~0;
-  // The hinted pods' bits (none for a hint not given).
+  // The hinted pods' bits, word by word (none for a hint not given).
   const pods = load<u32>(base + IX_H_PODS);
   const from = hintPod < pods ? min(hintFrom, n) : 0;
-  const hw = hintPod >> 6;
-  const hb: u64 = from > 0 ? <u64>1 << <u64>(hintPod & 63) : 0;
-  const h0: u64 = hw == 0 ? hb : 0;
-  const h1: u64 = hw == 1 ? hb : 0;
-  const h2: u64 = hw == 2 ? hb : 0;
-  const h3: u64 = hw == 3 ? hb : 0;
   const from2 = hint2Pod < pods && hint2Pod != hintPod ? min(hint2From, n) : 0;
-  const gw = hint2Pod >> 6;
-  const gb: u64 = from2 > 0 ? <u64>1 << <u64>(hint2Pod & 63) : 0;
-  const g0: u64 = gw == 0 ? gb : 0;
-  const g1: u64 = gw == 1 ? gb : 0;
-  const g2: u64 = gw == 2 ? gb : 0;
-  const g3: u64 = gw == 3 ? gb : 0;
+  const h0 = podBit(hintPod, 0, from);
+  const h1 = podBit(hintPod, 1, from);
+  const h2 = podBit(hintPod, 2, from);
+  const h3 = podBit(hintPod, 3, from);
+  const g0 = podBit(hint2Pod, 0, from2);
+  const g1 = podBit(hint2Pod, 1, from2);
+  const g2 = podBit(hint2Pod, 2, from2);
+  const g3 = podBit(hint2Pod, 3, from2);
   const fromMax = max(from, from2);
   let depth: u32 = 0;
   touchHomeSlots(base, keysPtr, 0, min(n, PREFETCH_BLOCKS));
   let pf: u32 = 0; // next group boundary: the group after it is touched when the walk reaches it
   let i: u32 = 0;
   while (i < n) {
-    // The pods vouched for at block i: a hinted pod below its `from`.
-    const v0 = (i < from ? h0 : 0) | (i < from2 ? g0 : 0);
-    const v1 = (i < from ? h1 : 0) | (i < from2 ? g1 : 0);
-    const v2 = (i < from ? h2 : 0) | (i < from2 ? g2 : 0);
-    const v3 = (i < from ? h3 : 0) | (i < from2 ? g3 : 0);
-    if (i < fromMax && ((a0 & ~v0) | (a1 & ~v1) | (a2 & ~v2) | (a3 & ~v3)) == 0) {
-      // Only vouched pods are still matching, and each holds every block below its own `from`: on to the nearest.
-      let to = fromMax;
-      if (i < from && ((a0 & h0) | (a1 & h1) | (a2 & h2) | (a3 & h3)) != 0) to = min(to, from);
-      if (i < from2 && ((a0 & g0) | (a1 & g1) | (a2 & g2) | (a3 & g3)) != 0) to = min(to, from2);
-      i = to;
-      depth = to;
-      if (i >= n) break;
-      // No prefetch from here: what is left is a turn's few new blocks, mostly absent, and touching the home
-      // slot of an absent key can be a page fault (a page nothing wrote yet), ~30 µs on a loaded VM.
-      pf = n;
+    // Only while a hint vouches for block i (a whole walk's blocks skip this): the pods vouched for there.
+    if (i < fromMax) {
+      const f = i < from;
+      const f2 = i < from2;
+      const v0 = (f ? h0 : 0) | (f2 ? g0 : 0);
+      const v1 = (f ? h1 : 0) | (f2 ? g1 : 0);
+      const v2 = (f ? h2 : 0) | (f2 ? g2 : 0);
+      const v3 = (f ? h3 : 0) | (f2 ? g3 : 0);
+      if (((a0 & ~v0) | (a1 & ~v1) | (a2 & ~v2) | (a3 & ~v3)) == 0) {
+        // Only vouched pods are still matching, and each holds every block below its own `from`: on to the nearest.
+        let to = fromMax;
+        if (f && ((a0 & h0) | (a1 & h1) | (a2 & h2) | (a3 & h3)) != 0) to = min(to, from);
+        if (f2 && ((a0 & g0) | (a1 & g1) | (a2 & g2) | (a3 & g3)) != 0) to = min(to, from2);
+        i = to;
+        depth = to;
+        if (i >= n) break;
+        // No prefetch from here: what is left is a turn's few new blocks, mostly absent, and touching the home
+        // slot of an absent key can be a page fault (a page nothing wrote yet), ~30 µs on a loaded VM.
+        pf = n;
+      }
     }
     if (i == pf) {
       if (i + PREFETCH_BLOCKS < n) touchHomeSlots(base, keysPtr, i + PREFETCH_BLOCKS, min(n, i + 2 * PREFETCH_BLOCKS));

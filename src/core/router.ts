@@ -151,7 +151,7 @@ export class Router {
     if (req.keys.count > 0) {
       if (req.sessionKey !== null) this.#readEpochs(candidates, hint);
       const from = hint === undefined ? 0 : this.#heldFrom(hint, req.keys, now);
-      const from2 = hint === undefined || hint.pod2 < 0 || !index.takesSecondHint ? 0 : this.#heldFrom2(hint, req.keys, now);
+      const from2 = hint === undefined || hint.pod2 < 0 ? 0 : this.#heldFrom2(hint, req.keys, now);
       if (hint !== undefined && (from > 0 || from2 > 0)) {
         index.longestPrefixFrom(req.keys, index.mask.all, hint.pod, from, now, from2 > 0 ? hint.pod2 : -1, from2);
         this.#walks.shortcut++;
@@ -352,8 +352,11 @@ export class Router {
     const counts = this.#counts;
     let pod = chosen;
     for (const p of candidates) if (counts[p.index] > counts[pod]) pod = p.index;
+    // The walk takes a second pod only on an index of one pod group: past that, none is learnt.
     let pod2 = -1;
-    for (const p of candidates) if (p.index !== pod && counts[p.index] > 0 && (pod2 < 0 || counts[p.index] > counts[pod2])) pod2 = p.index;
+    if (this.#t.index.takesSecondHint) {
+      for (const p of candidates) if (p.index !== pod && counts[p.index] > 0 && (pod2 < 0 || counts[p.index] > counts[pod2])) pod2 = p.index;
+    }
     // A pod holding the whole prompt (a retry, a replay, two sessions of one text) holds its last block too, which
     // ends in the template's generation prompt: the next turn's prompt has its reply there instead, so a hint on
     // that block never holds and every later turn would walk whole. The hint stops a block short of the prompt.
